@@ -1,0 +1,620 @@
+//! Synthetic data-parallel training jobs, written through the real gputrace
+//! writer.
+//!
+//! **Synthetic data, not a GPU measurement.** Every file is labelled
+//! `producer: synthetic` in its header. The generator is the ground truth for
+//! tests, the source for scale benchmarks and the data behind `gputrace demo`.
+//!
+//! Each rank runs `steps` training steps: a data-loader wait on the host, an
+//! H2D copy of the batch, forward and backward kernels of `layers` layers
+//! (each launched by a `cudaLaunchKernel` call on the main thread), an NCCL
+//! all-reduce per gradient bucket on a separate stream (overlapping the rest
+//! of the backward pass), an optimizer step and a blocking D2H copy of the
+//! loss. One step has a long data-loader stall on every rank, and one rank
+//! runs its kernels slower, so the other ranks wait in every all-reduce.
+//! Hosts have clock offsets, as real clusters do.
+//!
+//! The same `(config, rank, step)` always produces the same events: every
+//! random draw comes from a generator seeded by those values, which lets the
+//! collective schedule be computed in a first pass over all ranks and the
+//! files be written one rank at a time in a second.
+
+use gputrace_format::*;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Shape of a synthetic job.
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// Number of ranks (one process, one GPU each).
+    pub ranks: u32,
+    /// GPUs per node (ranks on one node share a host clock).
+    pub gpus_per_node: u32,
+    /// Training steps.
+    pub steps: u32,
+    /// Transformer layers (18 kernels each per step: 6 forward, 12 backward).
+    pub layers: u32,
+    /// Gradient buckets, i.e. all-reduces per step.
+    pub buckets: u32,
+    /// Seed for every random draw.
+    pub seed: u64,
+    /// The rank whose kernels run slower (none: all equal).
+    pub slow_rank: Option<u32>,
+    /// Kernel duration multiplier on the slow rank.
+    pub slow_factor: f64,
+    /// The step with a long data-loader stall on every rank.
+    pub stall_step: Option<u32>,
+    /// Length of that stall.
+    pub stall_ns: u64,
+    /// Normal host time spent fetching a batch before each step.
+    pub loader_ns: u64,
+    /// Host clocks differ by up to this much (uniform in ±skew per node).
+    pub clock_skew_ns: u64,
+    /// Bytes of gradients per bucket.
+    pub bucket_bytes: u64,
+    /// Bytes of the input batch copied host-to-device per step.
+    pub batch_bytes: u64,
+    /// Wall-clock start of the job (ns since the epoch, before skew).
+    pub start_realtime_ns: u64,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            ranks: 4,
+            gpus_per_node: 8,
+            steps: 12,
+            layers: 24,
+            buckets: 6,
+            seed: 0x5eed,
+            slow_rank: Some(2),
+            slow_factor: 1.3,
+            stall_step: Some(5),
+            stall_ns: 60_000_000,
+            loader_ns: 1_500_000,
+            clock_skew_ns: 3_000_000,
+            bucket_bytes: 64 << 20,
+            batch_bytes: 16 << 20,
+            start_realtime_ns: 1_790_000_000_000_000_000,
+        }
+    }
+}
+
+impl JobConfig {
+    /// Events one rank writes per step (exact).
+    pub fn events_per_step(&self) -> u64 {
+        let kernels = self.layers as u64 * KERNELS_PER_LAYER as u64 + OPTIMIZER_KERNELS as u64;
+        // kernel + launch call each; per bucket: kernel, launch, collective;
+        // copies: H2D (+ API), D2H (+ API, + sync); 4 markers (step, fwd, bwd, opt).
+        kernels * 2 + self.buckets as u64 * 3 + 2 + 3 + 4
+    }
+}
+
+const KERNELS_PER_LAYER: u32 = 18;
+const FORWARD_PER_LAYER: u32 = 6;
+const OPTIMIZER_KERNELS: u32 = 12;
+const NAME_POOL: usize = 300;
+const COMPUTE_STREAM: StreamId = StreamId(7);
+const NCCL_STREAM: StreamId = StreamId(13);
+const CONTEXT: ContextId = ContextId(1);
+const LAUNCH_LATENCY: u64 = 4_000;
+const NCCL_BUS_BYTES_PER_NS: f64 = 150.0; // ~150 GB/s
+const H2D_BYTES_PER_NS: f64 = 24.0; // ~24 GB/s pinned PCIe Gen5
+
+/// SplitMix64: small, fast, good enough for synthetic jitter.
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn seeded(parts: &[u64]) -> Rng {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for p in parts {
+            r.0 ^= p.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            r.next();
+        }
+        r
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// `base` scaled by a factor uniform in [1 - frac, 1 + frac].
+    fn jitter(&mut self, base: u64, frac: f64) -> u64 {
+        ((base as f64) * (1.0 + frac * (2.0 * self.unit() - 1.0))).max(1.0) as u64
+    }
+}
+
+/// The ~300 distinct kernel names of a transformer training loop.
+fn kernel_names() -> Vec<String> {
+    let gemm_tiles = ["128x128", "128x256", "256x128", "64x64", "128x64"];
+    let gemm_layouts = ["tn", "nn", "nt"];
+    let mut names = Vec::with_capacity(NAME_POOL);
+    for t in gemm_tiles {
+        for l in gemm_layouts {
+            for stages in [3, 4, 5] {
+                names.push(format!("sm90_xmma_gemm_bf16bf16_bf16f32_f32_{l}_n_tilesize{t}x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas_stages{stages}"));
+            }
+        }
+    }
+    let functors = ["MulFunctor<float>", "AddFunctor<float>", "GeluCUDAKernelImpl", "CUDAFunctor_add<c10::BFloat16>", "FillFunctor<float>", "silu_kernel", "sqrt_kernel_cuda", "AbsFunctor<float>", "div_true_kernel_cuda"];
+    for f in functors {
+        for v in [1, 2, 4, 8] {
+            names.push(format!("void at::native::vectorized_elementwise_kernel<{v}, at::native::{f}, std::array<char*, 3ul> >(int, at::native::{f}, std::array<char*, 3ul>)"));
+        }
+    }
+    let mut i = 0;
+    while names.len() < NAME_POOL {
+        let fam = ["void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>", "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >", "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, \"quoted\\\\path\">, true>", "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>", "triton_poi_fused__to_copy_add_mul_ünïcode"];
+        names.push(format!("{}#{i}", fam[i % fam.len()]));
+        i += 1;
+    }
+    names
+}
+
+/// Per-kernel-slot fixed properties (same every step, same on every rank).
+#[derive(Clone, Copy)]
+struct Slot {
+    name_index: usize,
+    base_ns: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    registers: u32,
+    shared: u32,
+}
+
+fn slots(cfg: &JobConfig) -> Vec<Slot> {
+    let n = (cfg.layers * KERNELS_PER_LAYER + OPTIMIZER_KERNELS) as usize;
+    let mut rng = Rng::seeded(&[cfg.seed, 1]);
+    (0..n)
+        .map(|i| {
+            // log-uniform 6 µs .. 600 µs, with a few tiny kernels (launch-bound).
+            let base = if i % 9 == 4 { 3_000 } else { (6_000.0 * 100f64.powf(rng.unit())) as u64 };
+            Slot {
+                name_index: i % NAME_POOL,
+                base_ns: base,
+                grid: [1 << (i % 9), 1 + (i % 3) as u32, 1],
+                block: [[128, 256, 512][i % 3], 1, 1],
+                registers: [32, 64, 128, 168][i % 4],
+                shared: [0, 16384, 49152][i % 3],
+            }
+        })
+        .collect()
+}
+
+/// What the first pass computes for one rank and step, shared by both passes.
+#[derive(Clone, Debug, Default)]
+struct StepPlan {
+    step_start: u64,
+    /// GPU start and end of each all-reduce kernel (true clock).
+    allreduce: Vec<(u64, u64)>,
+}
+
+/// The collective schedule of a whole job: who waits for whom.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    plans: Vec<Vec<StepPlan>>, // [rank][step]
+    clock_offsets: Vec<i64>,
+}
+
+impl Schedule {
+    /// Ground-truth clock offset of each rank's host, ns (added to true time).
+    pub fn clock_offsets(&self) -> &[i64] {
+        &self.clock_offsets
+    }
+}
+
+/// Rank-local phase A of a step: from step start to the end of backward.
+/// Emits nothing unless `emit` is given. Returns the plan's bucket-ready
+/// times and the host time when the backward pass was fully launched.
+struct RankCtx<'a> {
+    cfg: &'a JobConfig,
+    slots: &'a [Slot],
+    rank: u32,
+}
+
+impl RankCtx<'_> {
+    fn scale(&self) -> f64 {
+        if self.cfg.slow_rank == Some(self.rank) {
+            self.cfg.slow_factor
+        } else {
+            1.0
+        }
+    }
+
+    fn loader_ns(&self, step: u32, rng: &mut Rng) -> u64 {
+        if self.cfg.stall_step == Some(step) {
+            self.cfg.stall_ns
+        } else {
+            rng.jitter(self.cfg.loader_ns, 0.2)
+        }
+    }
+
+    /// Simulate the compute stream of one step starting at `t0` (GPU idle,
+    /// host free). Calls `sink` for each emitted item.
+    fn compute_phase(&self, step: u32, t0: u64, sink: &mut dyn FnMut(Item)) -> (Vec<u64>, u64, u64) {
+        let cfg = self.cfg;
+        let mut rng = Rng::seeded(&[cfg.seed, 2, self.rank as u64, step as u64]);
+        let mut host = t0;
+        let loader = self.loader_ns(step, &mut rng);
+        sink(Item::MarkerStart(MarkNo::Step, host));
+        host += loader;
+        // H2D batch copy (pinned, async) on the compute stream.
+        let api = rng.jitter(9_000, 0.2);
+        let copy_start = host + LAUNCH_LATENCY;
+        let copy_end = copy_start + (cfg.batch_bytes as f64 / H2D_BYTES_PER_NS) as u64;
+        sink(Item::Copy { api: (host, host + api), gpu: (copy_start, copy_end), kind: CopyKind::HTOD, bytes: cfg.batch_bytes });
+        host += api;
+        let mut gpu_free = copy_end;
+        let layers = cfg.layers as usize;
+        let fwd = layers * FORWARD_PER_LAYER as usize;
+        let total = layers * KERNELS_PER_LAYER as usize;
+        let per_bucket = total.saturating_sub(fwd).div_ceil(cfg.buckets.max(1) as usize).max(1);
+        let mut ready = Vec::with_capacity(cfg.buckets as usize);
+        sink(Item::MarkerStart(MarkNo::Forward, host));
+        for (i, slot) in self.slots[..total].iter().enumerate() {
+            if i == fwd {
+                sink(Item::MarkerEnd(MarkNo::Forward, host));
+                sink(Item::MarkerStart(MarkNo::Backward, host));
+            }
+            let python = rng.jitter(14_000, 0.5);
+            let api = rng.jitter(5_000, 0.3);
+            host += python;
+            let start = (host + LAUNCH_LATENCY).max(gpu_free);
+            let end = start + (rng.jitter(slot.base_ns, 0.03) as f64 * self.scale()) as u64;
+            sink(Item::Kernel { api: (host, host + api), gpu: (start, end), slot: *slot });
+            host += api;
+            gpu_free = end;
+            if i >= fwd && ((i - fwd + 1) % per_bucket == 0 || i + 1 == total) && ready.len() < cfg.buckets as usize {
+                ready.push(end);
+            }
+        }
+        while ready.len() < cfg.buckets as usize {
+            ready.push(gpu_free);
+        }
+        sink(Item::MarkerEnd(MarkNo::Backward, host));
+        (ready, host, gpu_free)
+    }
+
+    /// Phase C: all-reduce kernels (times from the schedule), optimizer,
+    /// blocking loss copy. Returns the step end (host free, GPU idle).
+    fn finish_phase(&self, step: u32, plan: &StepPlan, host_after_bwd: u64, gpu_free: u64, sink: &mut dyn FnMut(Item)) -> u64 {
+        let cfg = self.cfg;
+        let mut rng = Rng::seeded(&[cfg.seed, 3, self.rank as u64, step as u64]);
+        // NCCL launches are issued by the autograd hooks as buckets fill; the
+        // host issues them right after the backward launches.
+        let mut host = host_after_bwd;
+        for &(s, e) in &plan.allreduce {
+            let api = rng.jitter(7_000, 0.2);
+            sink(Item::AllReduce { api: (host, host + api), gpu: (s, e) });
+            host += api;
+        }
+        let comm_done = plan.allreduce.last().map_or(gpu_free, |x| x.1);
+        sink(Item::MarkerStart(MarkNo::Optimizer, host));
+        let mut gpu = gpu_free.max(comm_done);
+        let opt_first = (cfg.layers * KERNELS_PER_LAYER) as usize;
+        for slot in &self.slots[opt_first..opt_first + OPTIMIZER_KERNELS as usize] {
+            host += rng.jitter(12_000, 0.4);
+            let api = rng.jitter(5_000, 0.3);
+            let start = (host + LAUNCH_LATENCY).max(gpu);
+            let end = start + (rng.jitter(slot.base_ns, 0.03) as f64 * self.scale()) as u64;
+            sink(Item::Kernel { api: (host, host + api), gpu: (start, end), slot: *slot });
+            host += api;
+            gpu = end;
+        }
+        sink(Item::MarkerEnd(MarkNo::Optimizer, host));
+        // loss.item(): a blocking 4-byte D2H copy; the host waits for the GPU.
+        let copy_start = gpu.max(host + LAUNCH_LATENCY);
+        let copy_end = copy_start + 2_000;
+        let api_end = copy_end + 3_000;
+        sink(Item::Copy { api: (host, api_end), gpu: (copy_start, copy_end), kind: CopyKind::DTOH, bytes: 4 });
+        sink(Item::Sync { span: (host + 1_000, copy_end + 500) });
+        sink(Item::MarkerEnd(MarkNo::Step, api_end));
+        api_end
+    }
+}
+
+#[derive(Clone, Copy)]
+enum MarkNo {
+    Step,
+    Forward,
+    Backward,
+    Optimizer,
+}
+
+enum Item {
+    Kernel { api: (u64, u64), gpu: (u64, u64), slot: Slot },
+    Copy { api: (u64, u64), gpu: (u64, u64), kind: CopyKind, bytes: u64 },
+    AllReduce { api: (u64, u64), gpu: (u64, u64) },
+    Sync { span: (u64, u64) },
+    MarkerStart(MarkNo, u64),
+    MarkerEnd(MarkNo, u64),
+}
+
+/// First pass: simulate every rank's compute and line up the all-reduces.
+pub fn schedule(cfg: &JobConfig) -> Schedule {
+    let slots = slots(cfg);
+    let nodes = cfg.ranks.div_ceil(cfg.gpus_per_node.max(1));
+    let mut skew_rng = Rng::seeded(&[cfg.seed, 4]);
+    let node_offsets: Vec<i64> =
+        (0..nodes).map(|_| ((skew_rng.unit() * 2.0 - 1.0) * cfg.clock_skew_ns as f64) as i64).collect();
+    let clock_offsets = (0..cfg.ranks).map(|r| node_offsets[(r / cfg.gpus_per_node.max(1)) as usize]).collect();
+    let mut plans = vec![Vec::with_capacity(cfg.steps as usize); cfg.ranks as usize];
+    let mut step_start = vec![cfg.start_realtime_ns + 50_000_000; cfg.ranks as usize];
+    let mut xfer_rng = Rng::seeded(&[cfg.seed, 5]);
+    for step in 0..cfg.steps {
+        let mut phase_a = Vec::with_capacity(cfg.ranks as usize);
+        for r in 0..cfg.ranks {
+            let ctx = RankCtx { cfg, slots: &slots, rank: r };
+            phase_a.push(ctx.compute_phase(step, step_start[r as usize], &mut |_| {}));
+        }
+        // Bucket b starts on a rank when its gradients are ready and the
+        // previous all-reduce is done there; it ends for everyone when the
+        // last rank has arrived plus the transfer time.
+        let mut prev_end = vec![0u64; cfg.ranks as usize];
+        let mut allreduce: Vec<Vec<(u64, u64)>> = vec![Vec::new(); cfg.ranks as usize];
+        for b in 0..cfg.buckets as usize {
+            let starts: Vec<u64> = (0..cfg.ranks as usize).map(|r| phase_a[r].0[b].max(prev_end[r]) + LAUNCH_LATENCY).collect();
+            let last = *starts.iter().max().expect("at least one rank");
+            let xfer = xfer_rng.jitter((cfg.bucket_bytes as f64 / NCCL_BUS_BYTES_PER_NS) as u64, 0.05);
+            for r in 0..cfg.ranks as usize {
+                let end = last + xfer + (r as u64 % 3) * 300;
+                allreduce[r].push((starts[r], end));
+                prev_end[r] = end;
+            }
+        }
+        for r in 0..cfg.ranks {
+            let ctx = RankCtx { cfg, slots: &slots, rank: r };
+            let (ready, host, gpu) = phase_a[r as usize].clone();
+            let _ = ready;
+            let plan = StepPlan { step_start: step_start[r as usize], allreduce: std::mem::take(&mut allreduce[r as usize]) };
+            let end = ctx.finish_phase(step, &plan, host, gpu, &mut |_| {});
+            step_start[r as usize] = end;
+            plans[r as usize].push(plan);
+        }
+    }
+    Schedule { plans, clock_offsets }
+}
+
+/// What one rank's file holds.
+#[derive(Clone, Debug, Default)]
+pub struct RankStats {
+    /// Events written.
+    pub events: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// The header a synthetic rank's file carries.
+pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
+    let offset = sched.clock_offsets[rank as usize];
+    let local = rank % cfg.gpus_per_node.max(1);
+    let node = rank / cfg.gpus_per_node.max(1);
+    let realtime = (cfg.start_realtime_ns as i64 + offset) as u64;
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("synthetic.note".into(), "synthetic job from `gputrace demo`: not a GPU measurement".into());
+    extra.insert("synthetic.clock_offset_ns".into(), offset.to_string());
+    extra.insert("synthetic.slow_rank".into(), cfg.slow_rank.map_or("none".into(), |r| r.to_string()));
+    extra.insert("synthetic.stall_step".into(), cfg.stall_step.map_or("none".into(), |r| r.to_string()));
+    extra.insert("synthetic.seed".into(), cfg.seed.to_string());
+    Header {
+        producer: Producer::Synthetic,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        hostname: format!("synth-node{node:03}"),
+        pid: 40_000 + rank,
+        rank: RankInfo { rank: Some(Rank(rank)), local_rank: Some(local), world_size: Some(cfg.ranks), source: Some("RANK".into()) },
+        command: vec!["torchrun".into(), format!("--nproc-per-node={}", cfg.gpus_per_node), "train.py".into(), "--synthetic".into()],
+        start_clock: ClockPair { realtime_ns: realtime, monotonic_ns: 1_000_000_000_000 + node as u64 * 7_000_000_000, cupti_ns: Some(realtime) },
+        time_domain: TimeDomain::Realtime,
+        cuda: CudaVersions { driver: Some(13000), runtime: Some(13000), cupti: Some(130000) },
+        devices: vec![DeviceInfo {
+            ordinal: DeviceId(local),
+            uuid: format!("GPU-5e1f0000-0000-4000-8000-{:012x}", rank),
+            name: "Synthetic H200".into(),
+            sm_count: 132,
+            memory_bytes: 141 << 30,
+            compute_capability: (9, 0),
+            pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + local),
+        }],
+        extra,
+    }
+}
+
+/// Second pass: write one rank's events through `w`.
+pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W) -> Result<(W, RankStats)> {
+    let slots = slots(cfg);
+    let names = kernel_names();
+    let header = rank_header(cfg, sched, rank);
+    let mut w = TraceWriter::new(out, &header, WriterOptions::default())?;
+    let name_ids: Vec<StringId> = names.iter().map(|n| w.intern(n)).collect();
+    let launch = w.intern("cudaLaunchKernel");
+    let memcpy_async = w.intern("cudaMemcpyAsync");
+    let nccl_kernel = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+    let allreduce = w.intern("AllReduce");
+    let bf16 = w.intern("bf16");
+    let ring = w.intern("Ring");
+    let simple = w.intern("Simple");
+    let mark_names = [w.intern("forward"), w.intern("backward"), w.intern("optimizer")];
+    let step_names: Vec<StringId> = (0..cfg.steps).map(|s| w.intern(&format!("ProfilerStep#{s}"))).collect();
+    let device = DeviceId(rank % cfg.gpus_per_node.max(1));
+    let offset = sched.clock_offsets[rank as usize];
+    let tid = ThreadId(40_000 + rank);
+    let mut corr = 0u32;
+    let mut seq = 0u64;
+    let mut error: Option<FormatError> = None;
+    let mut n_events = 0u64;
+    let mut opened: [u64; 4] = [0; 4];
+    let ctx = RankCtx { cfg, slots: &slots, rank };
+    for step in 0..cfg.steps {
+        let plan = &sched.plans[rank as usize][step as usize];
+        let t = |v: u64| Nanos((v as i64 + offset) as u64);
+        let mut sink = |item: Item| {
+            let mut push = |e: Event| {
+                if error.is_none() {
+                    n_events += 1;
+                    if let Err(err) = w.push(e) {
+                        error = Some(err);
+                    }
+                }
+            };
+            match item {
+                Item::Kernel { api, gpu, slot } => {
+                    corr += 1;
+                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 211, name: launch, return_value: 0 }));
+                    push(Event::Kernel(Kernel {
+                        start: t(gpu.0),
+                        end: t(gpu.1),
+                        device,
+                        context: CONTEXT,
+                        stream: COMPUTE_STREAM,
+                        correlation: CorrelationId(corr),
+                        name: name_ids[slot.name_index],
+                        grid: slot.grid,
+                        block: slot.block,
+                        static_shared_mem: 0,
+                        dynamic_shared_mem: slot.shared,
+                        registers: slot.registers,
+                        graph_id: 0,
+                        graph_node_id: 0,
+                    }));
+                }
+                Item::Copy { api, gpu, kind, bytes } => {
+                    corr += 1;
+                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 41, name: memcpy_async, return_value: 0 }));
+                    let (src_kind, dst_kind) = if kind == CopyKind::HTOD { (MemoryKind::PINNED, MemoryKind::DEVICE) } else { (MemoryKind::DEVICE, MemoryKind::PAGEABLE) };
+                    push(Event::Memcpy(Memcpy { start: t(gpu.0), end: t(gpu.1), device, context: CONTEXT, stream: COMPUTE_STREAM, correlation: CorrelationId(corr), kind, bytes, src_kind, dst_kind, src_device: device, dst_device: device }));
+                }
+                Item::AllReduce { api, gpu } => {
+                    corr += 1;
+                    seq += 1;
+                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 211, name: launch, return_value: 0 }));
+                    push(Event::Kernel(Kernel {
+                        start: t(gpu.0),
+                        end: t(gpu.1),
+                        device,
+                        context: CONTEXT,
+                        stream: NCCL_STREAM,
+                        correlation: CorrelationId(corr),
+                        name: nccl_kernel,
+                        grid: [16, 1, 1],
+                        block: [640, 1, 1],
+                        static_shared_mem: 0,
+                        dynamic_shared_mem: 4096,
+                        registers: 96,
+                        graph_id: 0,
+                        graph_node_id: 0,
+                    }));
+                    push(Event::Collective(Collective {
+                        start: t(gpu.0),
+                        end: t(gpu.1),
+                        enqueue: t(api.0),
+                        comm: CommId(0x00c0_ffee_d00d_0001),
+                        op: allreduce,
+                        seq,
+                        count: cfg.bucket_bytes / 2,
+                        datatype: bf16,
+                        bytes: cfg.bucket_bytes,
+                        rank,
+                        nranks: cfg.ranks,
+                        root: -1,
+                        algorithm: ring,
+                        protocol: simple,
+                        channels: 16,
+                        device,
+                        stream: NCCL_STREAM,
+                        correlation: CorrelationId(corr),
+                    }));
+                }
+                Item::Sync { span } => {
+                    push(Event::Sync(Sync { start: t(span.0), end: t(span.1), device, context: CONTEXT, stream: COMPUTE_STREAM, correlation: CorrelationId(corr), kind: SyncKind::STREAM_SYNCHRONIZE, cuda_event: 0 }));
+                }
+                Item::MarkerStart(m, at) => opened[m as usize] = at,
+                Item::MarkerEnd(m, at) => {
+                    let name = match m {
+                        MarkNo::Step => step_names[step as usize],
+                        MarkNo::Forward => mark_names[0],
+                        MarkNo::Backward => mark_names[1],
+                        MarkNo::Optimizer => mark_names[2],
+                    };
+                    push(Event::Marker(Marker { start: t(opened[m as usize]), end: t(at), thread: tid, name, domain: StringId::EMPTY, kind: MarkerKind::RANGE, color: 0 }));
+                }
+            }
+        };
+        let (_, host, gpu) = ctx.compute_phase(step, plan.step_start, &mut sink);
+        ctx.finish_phase(step, plan, host, gpu, &mut sink);
+        if let Some(e) = error.take() {
+            return Err(e);
+        }
+    }
+    let mut trailer = Trailer::default();
+    let end = sched.plans[rank as usize].last().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
+    trailer.end_clock = ClockPair { realtime_ns: end as u64, monotonic_ns: 0, cupti_ns: None };
+    let bytes_before = w.bytes_written();
+    let out = w.finish(trailer)?;
+    Ok((out, RankStats { events: n_events, bytes: bytes_before }))
+}
+
+/// File name for a rank, the same shape the agent uses:
+/// `<host>.r<rank>.p<pid>.gtrace`.
+pub fn rank_file_name(header: &Header) -> String {
+    let rank = header.rank.rank.map_or("x".to_string(), |r| format!("{:05}", r.0));
+    format!("{}.r{}.p{}.{}", header.hostname, rank, header.pid, FILE_EXTENSION)
+}
+
+/// Write every rank of a job into `dir` (created if missing). Returns the
+/// files written, in rank order, with their stats.
+pub fn write_job(cfg: &JobConfig, dir: &Path) -> io::Result<Vec<(PathBuf, RankStats)>> {
+    std::fs::create_dir_all(dir)?;
+    let sched = schedule(cfg);
+    let mut out = Vec::with_capacity(cfg.ranks as usize);
+    for r in 0..cfg.ranks {
+        let path = dir.join(rank_file_name(&rank_header(cfg, &sched, r)));
+        let file = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
+        let (file, stats) = write_rank(cfg, &sched, r, file).map_err(io::Error::other)?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all().ok();
+        out.push((path, stats));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_counted() {
+        let cfg = JobConfig { ranks: 2, steps: 3, layers: 4, ..JobConfig::default() };
+        let s = schedule(&cfg);
+        let (a, sa) = write_rank(&cfg, &s, 1, Vec::new()).unwrap();
+        let (b, _) = write_rank(&cfg, &schedule(&cfg), 1, Vec::new()).unwrap();
+        assert_eq!(a, b, "same config, same bytes");
+        assert_eq!(sa.events, cfg.events_per_step() * cfg.steps as u64);
+        let t = TraceFile::from_bytes("synth", a).unwrap();
+        assert_eq!(t.event_total(), sa.events);
+        assert_eq!(t.header().producer, Producer::Synthetic);
+    }
+
+    #[test]
+    fn allreduces_end_together_and_slow_rank_arrives_last() {
+        let cfg = JobConfig { ranks: 4, steps: 2, layers: 6, clock_skew_ns: 0, ..JobConfig::default() };
+        let s = schedule(&cfg);
+        for step in 0..2 {
+            for b in 0..cfg.buckets as usize {
+                let starts: Vec<u64> = (0..4).map(|r| s.plans[r][step].allreduce[b].0).collect();
+                let ends: Vec<u64> = (0..4).map(|r| s.plans[r][step].allreduce[b].1).collect();
+                let spread = ends.iter().max().unwrap() - ends.iter().min().unwrap();
+                assert!(spread < 1_000, "ends within 1 µs: {ends:?}");
+                let latest = (0..4).max_by_key(|&r| starts[r]).unwrap();
+                if b == cfg.buckets as usize - 1 {
+                    assert_eq!(latest, 2, "slow rank arrives last: {starts:?}");
+                }
+            }
+        }
+    }
+}

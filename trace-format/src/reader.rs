@@ -1,0 +1,578 @@
+//! Memory-mapped reader.
+//!
+//! Opening a file scans only chunk frames and the small per-chunk metadata
+//! (plus the string table); event bodies are decompressed on demand, one
+//! chunk at a time. A damaged or cut-off tail ends the scan: everything
+//! before it stays readable and [`TraceFile::damage`] says what was lost.
+
+use crate::chunk::*;
+use crate::codec;
+use crate::error::{FormatError, Result};
+use crate::header::{Header, Trailer};
+use crate::model::{Event, EventKind, Track};
+use crate::units::*;
+use crate::varint::Cursor;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::{Path, PathBuf};
+
+enum Backing {
+    Mmap(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// Where and why reading stopped early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Offset of the first unreadable byte.
+    pub offset: u64,
+    /// Bytes from there to the end of the file that could not be read.
+    pub lost_bytes: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// Index entry for one events chunk.
+#[derive(Clone, Copy, Debug)]
+pub struct EventChunk {
+    /// Event kind.
+    pub kind: EventKind,
+    /// Track.
+    pub track: Track,
+    /// Number of events.
+    pub count: u32,
+    /// Earliest start.
+    pub t_min: Nanos,
+    /// Latest end.
+    pub t_max: Nanos,
+    /// File offset of the chunk frame.
+    pub offset: u64,
+    body_start: usize,
+    body_end: usize,
+    raw_len: u32,
+    compressed: bool,
+}
+
+/// Per-track summary from the chunk index (no decoding needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackSummary {
+    /// The track.
+    pub track: Track,
+    /// Events per kind on it.
+    pub events: BTreeMap<EventKind, u64>,
+    /// Earliest start.
+    pub t_min: Nanos,
+    /// Latest end.
+    pub t_max: Nanos,
+}
+
+/// An open trace file.
+pub struct TraceFile {
+    path: PathBuf,
+    data: Backing,
+    header: Header,
+    strings: Vec<Box<str>>,
+    chunks: Vec<EventChunk>,
+    trailer: Option<Trailer>,
+    damage: Option<Damage>,
+    skipped_chunks: u32,
+    format_minor: u16,
+}
+
+impl std::fmt::Debug for TraceFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceFile").field("path", &self.path).field("chunks", &self.chunks.len()).finish()
+    }
+}
+
+impl TraceFile {
+    /// Open and index a file (memory-mapped; the file is not loaded).
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceFile> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| FormatError::Io { path: path.clone(), source };
+        let file = std::fs::File::open(&path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(io(std::io::Error::other("is a directory, not a trace file")));
+        }
+        let data = if meta.len() == 0 {
+            Backing::Owned(Vec::new())
+        } else {
+            // Safety: the map is read-only and private to this process. If
+            // another process truncates the file while it is mapped, reads
+            // could fault; traces are written once and then only read, and
+            // the agent writes to a temporary name until it finishes.
+            Backing::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
+        };
+        Self::index(path, data)
+    }
+
+    /// Index a trace held in memory; `name` is used in error messages.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<TraceFile> {
+        Self::index(name.into(), Backing::Owned(bytes))
+    }
+
+    fn index(path: PathBuf, data: Backing) -> Result<TraceFile> {
+        let bytes = data.bytes();
+        let corrupt = |offset: usize, what: &str| FormatError::Corrupt { path: path.clone(), offset: offset as u64, what: what.to_string() };
+        if bytes.len() < 8 || &bytes[..8] != MAGIC {
+            let head = &bytes[..bytes.len().min(8)];
+            if bytes.is_empty() {
+                return Err(FormatError::NotATrace { path, found: "nothing (the file is empty)".into() });
+            }
+            if MAGIC.starts_with(head) {
+                return Err(corrupt(0, "file ends inside the preamble (truncated right after it was created?)"));
+            }
+            return Err(FormatError::NotATrace { path, found: format!("\"{}\"", head.escape_ascii()) });
+        }
+        if bytes.len() < PREAMBLE_LEN {
+            return Err(corrupt(8, "file ends inside the preamble"));
+        }
+        let major = u16::from_le_bytes([bytes[8], bytes[9]]);
+        let minor = u16::from_le_bytes([bytes[10], bytes[11]]);
+        if major != FORMAT_MAJOR {
+            return Err(FormatError::UnsupportedVersion { path, major, minor, supported: FORMAT_MAJOR });
+        }
+
+        let mut header: Option<Header> = None;
+        let mut strings: Vec<Box<str>> = vec!["".into()];
+        let mut chunks = Vec::new();
+        let mut trailer = None;
+        let mut damage = None;
+        let mut skipped = 0u32;
+        let mut pos = PREAMBLE_LEN;
+        let mut scratch = Vec::new();
+        while pos < bytes.len() {
+            let stop = |reason: &str| Damage { offset: pos as u64, lost_bytes: (bytes.len() - pos) as u64, reason: reason.to_string() };
+            let Some(fb) = bytes.get(pos..pos + FRAME_LEN) else {
+                damage = Some(stop("file ends inside a chunk frame (cut off while writing)"));
+                break;
+            };
+            let frame = match Frame::decode(fb.try_into().expect("slice of FRAME_LEN")) {
+                Ok(f) => f,
+                Err(e) => {
+                    damage = Some(stop(e));
+                    break;
+                }
+            };
+            let pstart = pos + FRAME_LEN;
+            let pend = pstart + frame.payload_len as usize;
+            let Some(payload) = bytes.get(pstart..pend) else {
+                damage = Some(stop(&format!(
+                    "chunk cut off: {} of its {} payload bytes present",
+                    bytes.len() - pstart,
+                    frame.payload_len
+                )));
+                break;
+            };
+            if crc32fast::hash(payload) != frame.payload_crc {
+                damage = Some(stop("chunk payload checksum mismatch"));
+                break;
+            }
+            let mut c = Cursor::new(payload);
+            let Some(meta) = c.varint().and_then(|n| c.bytes(usize::try_from(n).ok()?)) else {
+                damage = Some(stop("chunk metadata runs past the payload"));
+                break;
+            };
+            let body_start = pstart + c.pos();
+            let compressed = frame.flags & FLAG_COMPRESSED != 0;
+            let read_body = |scratch: &mut Vec<u8>| -> std::result::Result<(), String> {
+                scratch.clear();
+                let body = &bytes[body_start..pend];
+                if compressed {
+                    *scratch = zstd::bulk::decompress(body, frame.raw_len as usize).map_err(|e| format!("zstd: {e}"))?;
+                } else {
+                    scratch.extend_from_slice(body);
+                }
+                if scratch.len() != frame.raw_len as usize {
+                    return Err("chunk body length differs from its frame".into());
+                }
+                Ok(())
+            };
+            match ChunkKind::from_u16(frame.kind) {
+                Some(ChunkKind::Header) => {
+                    if header.is_some() {
+                        damage = Some(stop("a second header chunk"));
+                        break;
+                    }
+                    let parsed = read_body(&mut scratch)
+                        .and_then(|_| serde_json::from_slice::<Header>(&scratch).map_err(|e| format!("header JSON: {e}")));
+                    match parsed {
+                        Ok(h) => header = Some(h),
+                        Err(e) => return Err(corrupt(pos, &e)),
+                    }
+                }
+                _ if header.is_none() => return Err(corrupt(pos, "the first chunk is not the header")),
+                Some(ChunkKind::Strings) => {
+                    if let Err(e) = read_body(&mut scratch).and_then(|_| append_strings(&mut strings, &scratch)) {
+                        damage = Some(stop(&format!("string table chunk: {e}")));
+                        break;
+                    }
+                }
+                Some(ChunkKind::Events) => match parse_event_meta(meta) {
+                    Ok(Some((kind, track, count, t_min, t_max))) => {
+                        if frame.raw_len as u64 > 0 && count as u64 > frame.raw_len as u64 {
+                            damage = Some(stop("event count larger than the chunk body"));
+                            break;
+                        }
+                        chunks.push(EventChunk {
+                            kind,
+                            track,
+                            count,
+                            t_min,
+                            t_max,
+                            offset: pos as u64,
+                            body_start,
+                            body_end: pend,
+                            raw_len: frame.raw_len,
+                            compressed,
+                        })
+                    }
+                    Ok(None) => skipped += 1, // a future event kind
+                    Err(e) => {
+                        damage = Some(stop(e));
+                        break;
+                    }
+                },
+                Some(ChunkKind::Trailer) => {
+                    match read_body(&mut scratch).and_then(|_| serde_json::from_slice::<Trailer>(&scratch).map_err(|e| e.to_string())) {
+                        Ok(t) => trailer = Some(t),
+                        Err(e) => {
+                            damage = Some(stop(&format!("trailer: {e}")));
+                            break;
+                        }
+                    }
+                }
+                None if frame.flags & FLAG_CRITICAL != 0 => {
+                    return Err(corrupt(
+                        pos,
+                        &format!("chunk kind {} is required to read this file but unknown to this gputrace; upgrade gputrace", frame.kind),
+                    ))
+                }
+                None => skipped += 1,
+            }
+            pos = pend;
+        }
+        let Some(header) = header else {
+            return Err(corrupt(PREAMBLE_LEN, damage.as_ref().map_or("no header chunk", |d| d.reason.as_str())));
+        };
+        Ok(TraceFile { path, data, header, strings, chunks, trailer, damage, skipped_chunks: skipped, format_minor: minor })
+    }
+
+    /// The file's path (or the name given to [`Self::from_bytes`]).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The trailer; `None` if the writer did not finish (killed process,
+    /// full disk): the file is readable up to its last whole chunk.
+    pub fn trailer(&self) -> Option<&Trailer> {
+        self.trailer.as_ref()
+    }
+
+    /// Damage at the end of the file, if reading stopped early.
+    pub fn damage(&self) -> Option<&Damage> {
+        self.damage.as_ref()
+    }
+
+    /// Chunks of kinds this build does not know, skipped.
+    pub fn skipped_chunks(&self) -> u32 {
+        self.skipped_chunks
+    }
+
+    /// Format version `(major, minor)` of the file.
+    pub fn format_version(&self) -> (u16, u16) {
+        (FORMAT_MAJOR, self.format_minor)
+    }
+
+    /// File size in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.data.bytes().len() as u64
+    }
+
+    /// The events-chunk index.
+    pub fn chunks(&self) -> &[EventChunk] {
+        &self.chunks
+    }
+
+    /// A string by id, if the table has it.
+    pub fn string(&self, id: StringId) -> Option<&str> {
+        self.strings.get(id.0 as usize).map(|s| &**s)
+    }
+
+    /// A string by id, or a visible placeholder for an id the table lacks.
+    pub fn name(&self, id: StringId) -> std::borrow::Cow<'_, str> {
+        match self.string(id) {
+            Some(s) => s.into(),
+            None => format!("<unknown string #{}>", id.0).into(),
+        }
+    }
+
+    /// Number of strings in the table.
+    pub fn string_count(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// Event counts per kind, from the index.
+    pub fn event_counts(&self) -> BTreeMap<EventKind, u64> {
+        let mut m = BTreeMap::new();
+        for c in &self.chunks {
+            *m.entry(c.kind).or_insert(0) += c.count as u64;
+        }
+        m
+    }
+
+    /// Total events, from the index.
+    pub fn event_total(&self) -> u64 {
+        self.chunks.iter().map(|c| c.count as u64).sum()
+    }
+
+    /// Earliest start and latest end over all events, from the index.
+    pub fn time_span(&self) -> Option<(Nanos, Nanos)> {
+        let lo = self.chunks.iter().map(|c| c.t_min).min()?;
+        let hi = self.chunks.iter().map(|c| c.t_max).max()?;
+        Some((lo, hi))
+    }
+
+    /// Per-track summaries, sorted by track.
+    pub fn tracks(&self) -> Vec<TrackSummary> {
+        let mut m: BTreeMap<Track, TrackSummary> = BTreeMap::new();
+        for c in &self.chunks {
+            let s = m.entry(c.track).or_insert_with(|| TrackSummary { track: c.track, events: BTreeMap::new(), t_min: c.t_min, t_max: c.t_max });
+            *s.events.entry(c.kind).or_insert(0) += c.count as u64;
+            s.t_min = s.t_min.min(c.t_min);
+            s.t_max = s.t_max.max(c.t_max);
+        }
+        m.into_values().collect()
+    }
+
+    /// A decoder for this file's chunks (reuses its buffers across chunks).
+    pub fn decoder(&self) -> ChunkDecoder<'_> {
+        ChunkDecoder { file: self, raw: Vec::new(), zstd: None }
+    }
+
+    /// Every event, chunk by chunk in file order (not globally time-sorted;
+    /// each chunk is sorted by start). Stops after the first error.
+    pub fn events(&self) -> Events<'_> {
+        Events { dec: self.decoder(), order: (0..self.chunks.len()).collect(), next: 0, buf: Vec::new(), pos: 0, failed: false }
+    }
+
+    /// Events of the given kinds only, in file order.
+    pub fn events_of(&self, kinds: &[EventKind]) -> Events<'_> {
+        let order = (0..self.chunks.len()).filter(|&i| kinds.contains(&self.chunks[i].kind)).collect();
+        Events { dec: self.decoder(), order, next: 0, buf: Vec::new(), pos: 0, failed: false }
+    }
+
+    /// Events of one track (all kinds), in start order. Memory holds only
+    /// the chunks whose time ranges overlap the current position.
+    pub fn track_events(&self, track: Track) -> TrackEvents<'_> {
+        let mut pending: Vec<usize> = (0..self.chunks.len()).filter(|&i| self.chunks[i].track == track).collect();
+        pending.sort_by_key(|&i| (self.chunks[i].t_min, i));
+        pending.reverse(); // pop() takes the earliest
+        TrackEvents { dec: self.decoder(), pending, active: Vec::new(), heap: BinaryHeap::new(), failed: false }
+    }
+}
+
+/// Decodes chunk bodies of one file.
+pub struct ChunkDecoder<'a> {
+    file: &'a TraceFile,
+    raw: Vec<u8>,
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl ChunkDecoder<'_> {
+    /// Append the events of chunk `index` to `out`.
+    pub fn decode_into(&mut self, index: usize, out: &mut Vec<Event>) -> Result<()> {
+        let file = self.file;
+        let c = file.chunks.get(index).ok_or_else(|| FormatError::Corrupt {
+            path: file.path.clone(),
+            offset: 0,
+            what: format!("no chunk #{index}"),
+        })?;
+        let corrupt = |what: String| FormatError::Corrupt { path: file.path.clone(), offset: c.offset, what };
+        let body = &file.data.bytes()[c.body_start..c.body_end];
+        let raw: &[u8] = if c.compressed {
+            if self.zstd.is_none() {
+                self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?);
+            }
+            let d = self.zstd.as_mut().expect("set above");
+            self.raw.clear();
+            self.raw.reserve(c.raw_len as usize);
+            let n = d.decompress_to_buffer(body, &mut self.raw).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            if n != c.raw_len as usize {
+                return Err(corrupt("chunk body length differs from its frame".into()));
+            }
+            &self.raw
+        } else {
+            body
+        };
+        let before = out.len();
+        codec::decode(c.kind, &c.track, c.count as usize, c.t_min.0, raw, out).map_err(|e| {
+            corrupt(format!("{} chunk on {}: {e}", c.kind.name(), c.track))
+        })?;
+        debug_assert_eq!(out.len() - before, c.count as usize);
+        Ok(())
+    }
+
+    /// Call `f` for each event of chunk `index` (no per-event allocation).
+    pub fn for_each(&mut self, index: usize, buf: &mut Vec<Event>, mut f: impl FnMut(&Event)) -> Result<()> {
+        buf.clear();
+        self.decode_into(index, buf)?;
+        buf.iter().for_each(&mut f);
+        Ok(())
+    }
+}
+
+/// Iterator over events in file order. See [`TraceFile::events`].
+pub struct Events<'a> {
+    dec: ChunkDecoder<'a>,
+    order: Vec<usize>,
+    next: usize,
+    buf: Vec<Event>,
+    pos: usize,
+    failed: bool,
+}
+
+impl Iterator for Events<'_> {
+    type Item = Result<Event>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(e) = self.buf.get(self.pos) {
+                self.pos += 1;
+                return Some(Ok(*e));
+            }
+            let idx = *self.order.get(self.next)?;
+            self.next += 1;
+            self.buf.clear();
+            self.pos = 0;
+            if let Err(e) = self.dec.decode_into(idx, &mut self.buf) {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}
+
+/// Iterator over one track's events in start order. See
+/// [`TraceFile::track_events`].
+pub struct TrackEvents<'a> {
+    dec: ChunkDecoder<'a>,
+    pending: Vec<usize>,
+    active: Vec<(Vec<Event>, usize)>,
+    heap: BinaryHeap<Reverse<(Nanos, usize)>>,
+    failed: bool,
+}
+
+impl TrackEvents<'_> {
+    fn activate(&mut self, idx: usize) -> Result<()> {
+        let mut v = Vec::new();
+        self.dec.decode_into(idx, &mut v)?;
+        if let Some(first) = v.first() {
+            let slot = self.active.len();
+            self.heap.push(Reverse((first.start(), slot)));
+            self.active.push((v, 0));
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for TrackEvents<'_> {
+    type Item = Result<Event>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        // Activate every pending chunk that could hold the next event.
+        while let Some(&idx) = self.pending.last() {
+            let t = self.dec.file.chunks[idx].t_min;
+            match self.heap.peek() {
+                Some(Reverse((next, _))) if *next < t => break,
+                _ => {
+                    self.pending.pop();
+                    if let Err(e) = self.activate(idx) {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+        }
+        let Reverse((_, slot)) = self.heap.pop()?;
+        let (events, pos) = &mut self.active[slot];
+        let e = events[*pos];
+        *pos += 1;
+        if let Some(n) = events.get(*pos) {
+            self.heap.push(Reverse((n.start(), slot)));
+        } else {
+            // Release the chunk's memory; the slot stays so indexes hold.
+            *events = Vec::new();
+        }
+        Some(Ok(e))
+    }
+}
+
+fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Result<(), String> {
+    let mut c = Cursor::new(body);
+    let first = c.varint().ok_or("truncated")?;
+    let n = c.varint().ok_or("truncated")?;
+    if first != strings.len() as u64 {
+        return Err(format!("starts at id {first}, expected {}", strings.len()));
+    }
+    if n > c.remaining() as u64 {
+        return Err("more strings than bytes".into());
+    }
+    for _ in 0..n {
+        let len = c.varint().ok_or("truncated")?;
+        let b = c.bytes(usize::try_from(len).map_err(|_| "length overflow")?).ok_or("string runs past the chunk")?;
+        let s = std::str::from_utf8(b).map_err(|_| "string is not UTF-8")?;
+        strings.push(s.into());
+    }
+    if c.remaining() != 0 {
+        return Err("trailing bytes".into());
+    }
+    Ok(())
+}
+
+type EventMeta = (EventKind, Track, u32, Nanos, Nanos);
+
+fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'static str> {
+    const BAD: &str = "malformed events-chunk metadata";
+    let mut c = Cursor::new(meta);
+    let raw_kind = c.varint().ok_or(BAD)?;
+    let track = match c.bytes(1).ok_or(BAD)?[0] {
+        1 => Track::Gpu {
+            device: DeviceId(c.varint_u32().ok_or(BAD)?),
+            context: ContextId(c.varint_u32().ok_or(BAD)?),
+            stream: StreamId(c.varint_u32().ok_or(BAD)?),
+        },
+        2 => Track::Thread { tid: ThreadId(c.varint_u32().ok_or(BAD)?) },
+        3 => Track::Process,
+        _ => return Err("unknown track kind in events-chunk metadata"),
+    };
+    let count = c.varint_u32().ok_or(BAD)?;
+    let t_min = c.varint().ok_or(BAD)?;
+    let t_max = t_min.checked_add(c.varint().ok_or(BAD)?).ok_or(BAD)?;
+    let Some(kind) = u8::try_from(raw_kind).ok().and_then(EventKind::from_u8) else {
+        return Ok(None);
+    };
+    if count == 0 {
+        return Err("events chunk with no events");
+    }
+    Ok(Some((kind, track, count, Nanos(t_min), Nanos(t_max))))
+}

@@ -1,0 +1,255 @@
+//! Streaming writer: bounded memory, any `Write`.
+
+use crate::chunk::*;
+use crate::codec::Encoder;
+use crate::error::{FormatError, Result};
+use crate::header::{Header, Trailer};
+use crate::model::{Event, EventKind, Track};
+use crate::units::StringId;
+use crate::varint;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Writer settings.
+#[derive(Clone, Debug)]
+pub struct WriterOptions {
+    /// Events per chunk (per kind and track) before it is written.
+    pub chunk_events: usize,
+    /// Upper bound on events buffered across all tracks; when reached the
+    /// fullest buffer is written. Memory use is about 100 bytes per event.
+    pub max_buffered_events: usize,
+    /// zstd level (1 fastest; 3 is zstd's default).
+    pub zstd_level: i32,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { chunk_events: 32 * 1024, max_buffered_events: 256 * 1024, zstd_level: 1 }
+    }
+}
+
+/// Writes one trace file. Events may be pushed in any order; within each
+/// chunk they are sorted by start, and the reader merges chunks per track.
+///
+/// Invariants: a strings chunk defining an id is always written before any
+/// events chunk using it; memory is bounded by `max_buffered_events` plus
+/// the string table.
+pub struct TraceWriter<W: Write> {
+    out: W,
+    opts: WriterOptions,
+    enc: Encoder,
+    compressor: zstd::bulk::Compressor<'static>,
+    strings: FxHashMap<Box<str>, StringId>,
+    next_string: u32,
+    pending_first: u32,
+    pending_strings: Vec<u8>,
+    pending_count: u32,
+    buffers: FxHashMap<(EventKind, Track), Vec<Event>>,
+    buffered: usize,
+    counts: BTreeMap<String, u64>,
+    losses: BTreeMap<String, u64>,
+    bytes_written: u64,
+    raw: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Start a trace: writes the preamble and the header chunk.
+    pub fn new(out: W, header: &Header, opts: WriterOptions) -> Result<Self> {
+        let compressor = zstd::bulk::Compressor::new(opts.zstd_level).map_err(FormatError::Write)?;
+        let mut w = TraceWriter {
+            out,
+            opts,
+            enc: Encoder::default(),
+            compressor,
+            strings: FxHashMap::default(),
+            next_string: 1,
+            pending_first: 1,
+            pending_strings: Vec::new(),
+            pending_count: 0,
+            buffers: FxHashMap::default(),
+            buffered: 0,
+            counts: BTreeMap::new(),
+            losses: BTreeMap::new(),
+            bytes_written: 0,
+            raw: Vec::new(),
+            payload: Vec::new(),
+        };
+        w.strings.insert("".into(), StringId::EMPTY);
+        w.out.write_all(&preamble()).map_err(FormatError::Write)?;
+        w.bytes_written += PREAMBLE_LEN as u64;
+        let json = serde_json::to_vec(header).map_err(|e| FormatError::Write(e.into()))?;
+        w.write_chunk(ChunkKind::Header as u16, FLAG_CRITICAL, &[], &json, false)?;
+        Ok(w)
+    }
+
+    /// The id of `s` in the string table, adding it if new.
+    pub fn intern(&mut self, s: &str) -> StringId {
+        if let Some(id) = self.strings.get(s) {
+            return *id;
+        }
+        let id = StringId(self.next_string);
+        self.next_string += 1;
+        self.strings.insert(s.into(), id);
+        varint::put(&mut self.pending_strings, s.len() as u64);
+        self.pending_strings.extend_from_slice(s.as_bytes());
+        self.pending_count += 1;
+        id
+    }
+
+    /// Number of strings interned so far (including the empty string).
+    pub fn string_count(&self) -> u32 {
+        self.next_string
+    }
+
+    /// Add one event. String ids in it must come from [`Self::intern`].
+    pub fn push(&mut self, event: Event) -> Result<()> {
+        let key = (event.kind(), event.track());
+        if let Event::Loss(l) = &event {
+            *self.losses.entry(l.source.name().to_string()).or_default() += l.count;
+        }
+        let buf = self.buffers.entry(key).or_default();
+        buf.push(event);
+        self.buffered += 1;
+        if buf.len() >= self.opts.chunk_events {
+            self.flush_buffer(key)?;
+        } else if self.buffered >= self.opts.max_buffered_events {
+            let fullest = self.buffers.iter().max_by_key(|(_, v)| v.len()).map(|(k, _)| *k);
+            if let Some(k) = fullest {
+                self.flush_buffer(k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every buffered event and string and flush the underlying
+    /// writer. After this returns, everything pushed so far is on disk as
+    /// whole chunks (a later crash loses nothing before this point).
+    pub fn flush(&mut self) -> Result<()> {
+        let mut keys: Vec<_> = self.buffers.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
+        keys.sort();
+        for k in keys {
+            self.flush_buffer(k)?;
+        }
+        self.flush_strings()?;
+        self.out.flush().map_err(FormatError::Write)
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    /// Events written or buffered so far, per kind name.
+    pub fn counts(&self) -> &BTreeMap<String, u64> {
+        &self.counts
+    }
+
+    /// Write everything and the trailer; returns the underlying writer.
+    pub fn finish(mut self, mut trailer: Trailer) -> Result<W> {
+        self.flush()?;
+        trailer.events = self.counts.clone();
+        for (k, v) in &self.losses {
+            trailer.losses.entry(k.clone()).or_insert(*v);
+        }
+        let json = serde_json::to_vec(&trailer).map_err(|e| FormatError::Write(e.into()))?;
+        self.write_chunk(ChunkKind::Trailer as u16, 0, &[], &json, false)?;
+        self.out.flush().map_err(FormatError::Write)?;
+        Ok(self.out)
+    }
+
+    fn flush_strings(&mut self) -> Result<()> {
+        if self.pending_count == 0 {
+            return Ok(());
+        }
+        let mut body = Vec::with_capacity(self.pending_strings.len() + 10);
+        varint::put(&mut body, self.pending_first as u64);
+        varint::put(&mut body, self.pending_count as u64);
+        body.extend_from_slice(&self.pending_strings);
+        self.write_chunk(ChunkKind::Strings as u16, FLAG_CRITICAL, &[], &body, true)?;
+        self.pending_first = self.next_string;
+        self.pending_strings.clear();
+        self.pending_count = 0;
+        Ok(())
+    }
+
+    fn flush_buffer(&mut self, key: (EventKind, Track)) -> Result<()> {
+        let Some(mut events) = self.buffers.remove(&key) else { return Ok(()) };
+        if events.is_empty() {
+            self.buffers.insert(key, events);
+            return Ok(());
+        }
+        self.flush_strings()?;
+        self.buffered -= events.len();
+        // Stable: equal starts keep push order, so output is deterministic.
+        events.sort_by_key(|e| e.start());
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        let (t_min, t_max) = self.enc.encode(key.0, &events, &mut raw);
+        let mut meta = Vec::with_capacity(32);
+        varint::put(&mut meta, key.0 as u64);
+        encode_track(&mut meta, &key.1);
+        varint::put(&mut meta, events.len() as u64);
+        varint::put(&mut meta, t_min);
+        varint::put(&mut meta, t_max - t_min);
+        *self.counts.entry(key.0.name().to_string()).or_default() += events.len() as u64;
+        let r = self.write_chunk(ChunkKind::Events as u16, 0, &meta, &raw, true);
+        self.raw = raw;
+        events.clear();
+        // Keep the allocation for the next chunk of this track.
+        self.buffers.insert(key, events);
+        r
+    }
+
+    fn write_chunk(&mut self, kind: u16, mut flags: u16, meta: &[u8], body: &[u8], compress: bool) -> Result<()> {
+        if body.len() > MAX_RAW as usize {
+            return Err(FormatError::Write(std::io::Error::other("chunk body exceeds the format limit")));
+        }
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.clear();
+        varint::put(&mut payload, meta.len() as u64);
+        payload.extend_from_slice(meta);
+        if compress {
+            let c = self.compressor.compress(body).map_err(FormatError::Write)?;
+            payload.extend_from_slice(&c);
+            flags |= FLAG_COMPRESSED;
+        } else {
+            payload.extend_from_slice(body);
+        }
+        if payload.len() > MAX_PAYLOAD as usize {
+            return Err(FormatError::Write(std::io::Error::other("chunk payload exceeds the format limit")));
+        }
+        let frame = Frame {
+            kind,
+            flags,
+            payload_len: payload.len() as u32,
+            raw_len: body.len() as u32,
+            payload_crc: crc32fast::hash(&payload),
+        };
+        let r = self
+            .out
+            .write_all(&frame.encode())
+            .and_then(|_| self.out.write_all(&payload))
+            .map_err(FormatError::Write);
+        self.bytes_written += (FRAME_LEN + payload.len()) as u64;
+        self.payload = payload;
+        r
+    }
+}
+
+pub(crate) fn encode_track(out: &mut Vec<u8>, t: &Track) {
+    match *t {
+        Track::Gpu { device, context, stream } => {
+            out.push(1);
+            varint::put(out, device.0 as u64);
+            varint::put(out, context.0 as u64);
+            varint::put(out, stream.0 as u64);
+        }
+        Track::Thread { tid } => {
+            out.push(2);
+            varint::put(out, tid.0 as u64);
+        }
+        Track::Process => out.push(3),
+    }
+}
