@@ -107,7 +107,8 @@ impl<W: Write> TraceWriter<W> {
     pub fn push(&mut self, event: Event) -> Result<()> {
         let key = (event.kind(), event.track());
         if let Event::Loss(l) = &event {
-            *self.losses.entry(l.source.name().to_string()).or_default() += l.count;
+            let total = self.losses.entry(l.source.name().to_string()).or_default();
+            *total = total.saturating_add(l.count);
         }
         let buf = self.buffers.entry(key).or_default();
         buf.push(event);
@@ -134,6 +135,12 @@ impl<W: Write> TraceWriter<W> {
         }
         self.flush_strings()?;
         self.out.flush().map_err(FormatError::Write)
+    }
+
+    /// The underlying writer. Writing to it directly corrupts the trace;
+    /// this exists to inspect or sync it (e.g. `File::sync_data`).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
     }
 
     /// Bytes written so far.

@@ -1,0 +1,265 @@
+//! Round-trip, damage and robustness tests of the file format.
+
+use gputrace_format::chunk::{Frame, FLAG_CRITICAL, FRAME_LEN};
+use gputrace_format::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn arb_event() -> impl Strategy<Value = Event> {
+    let times = (0u64..1 << 40, 0u64..1 << 24);
+    let gpu = (0u32..3, 0u32..3, prop_oneof![0u32..4, Just(u32::MAX)]);
+    let small = proptest::array::uniform8(any::<u32>());
+    (0u8..8, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
+        let start = Nanos(s);
+        let end = Nanos(s + d);
+        let (device, context, stream) = (DeviceId(dev), ContextId(ctx), StreamId(st));
+        let correlation = CorrelationId(v[0]);
+        match k {
+            0 => Event::Kernel(Kernel {
+                start,
+                end,
+                device,
+                context,
+                stream,
+                correlation,
+                name: StringId(name),
+                grid: [v[1], v[2], 1],
+                block: [v[3], 1, 1],
+                static_shared_mem: v[4],
+                dynamic_shared_mem: v[5],
+                registers: v[6],
+                graph_id: v[7],
+                graph_node_id: big,
+            }),
+            1 => Event::Memcpy(Memcpy {
+                start,
+                end,
+                device,
+                context,
+                stream,
+                correlation,
+                kind: CopyKind(b % 12),
+                bytes: big,
+                src_kind: MemoryKind(b),
+                dst_kind: MemoryKind(b / 2),
+                src_device: DeviceId(v[1]),
+                dst_device: DeviceId(v[2]),
+            }),
+            2 => Event::Memset(Memset { start, end, device, context, stream, correlation, bytes: big, value: v[1], memory_kind: MemoryKind(b) }),
+            3 => Event::Sync(Sync { start, end, device, context, stream, correlation, kind: SyncKind(b), cuda_event: v[1] }),
+            4 => Event::Api(ApiCall { start, end, thread: ThreadId(dev), correlation, domain: ApiDomain(b % 3), cbid: v[1], name: StringId(name), return_value: v[2] }),
+            5 => Event::Marker(Marker { start, end, thread: ThreadId(dev), name: StringId(name), domain: StringId(name / 2), kind: MarkerKind(b % 2), color: v[1] }),
+            6 => Event::Collective(Collective {
+                start,
+                end,
+                enqueue: Nanos(s.saturating_sub(v[1] as u64)),
+                comm: CommId(big),
+                op: StringId(name),
+                seq: big ^ 0x55,
+                count: v[2] as u64,
+                datatype: StringId(name / 3),
+                bytes: big >> 3,
+                rank: v[3],
+                nranks: v[4],
+                root: v[5] as i32,
+                algorithm: StringId(1),
+                protocol: StringId(2),
+                channels: v[6],
+                device,
+                stream,
+                correlation,
+            }),
+            _ => Event::Loss(Loss { time: start, source: LossSource(b), count: big, detail: StringId(name) }),
+        }
+    })
+}
+
+fn sort_key(e: &Event) -> String {
+    format!("{:?}", e)
+}
+
+fn write(events: &[Event], opts: WriterOptions, finish: bool) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &Header { hostname: "h".into(), ..Header::default() }, opts).unwrap();
+    for i in 0..60 {
+        w.intern(&format!("name-{i}"));
+    }
+    for e in events {
+        w.push(*e).unwrap();
+    }
+    if finish {
+        w.finish(Trailer::default()).unwrap()
+    } else {
+        w.flush().unwrap();
+        // Simulate a killed process: the writer never finishes.
+        std::mem::take(w.get_mut())
+    }
+}
+
+fn read_all(t: &TraceFile) -> Vec<Event> {
+    t.events().collect::<Result<Vec<_>, _>>().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn round_trip_any_order(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50) {
+        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, zstd_level: 1 }, true);
+        let t = TraceFile::from_bytes("rt", bytes).unwrap();
+        prop_assert!(t.damage().is_none());
+        prop_assert!(t.trailer().is_some());
+        let mut got = read_all(&t);
+        let mut want = events.clone();
+        got.sort_by_key(sort_key);
+        want.sort_by_key(sort_key);
+        prop_assert_eq!(&got, &want);
+        // Per track: time order, and every event exactly once.
+        let mut per_track: BTreeMap<Track, usize> = BTreeMap::new();
+        for s in t.tracks() {
+            let evs: Vec<Event> = t.track_events(s.track).collect::<Result<_, _>>().unwrap();
+            prop_assert!(evs.windows(2).all(|w| w[0].start() <= w[1].start()), "track {} not sorted", s.track);
+            prop_assert!(evs.iter().all(|e| e.track() == s.track));
+            per_track.insert(s.track, evs.len());
+        }
+        prop_assert_eq!(per_track.values().sum::<usize>(), events.len());
+    }
+
+    #[test]
+    fn mutated_files_never_panic(events in proptest::collection::vec(arb_event(), 1..200), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), cut in any::<usize>()) {
+        let mut bytes = write(&events, WriterOptions { chunk_events: 16, ..WriterOptions::default() }, true);
+        for (pos, v) in flips {
+            let n = bytes.len();
+            bytes[pos % n] ^= v | 1;
+        }
+        let n = bytes.len();
+        bytes.truncate(cut % (n + 1));
+        if let Ok(t) = TraceFile::from_bytes("fuzz", bytes) {
+            for e in t.events() { let _ = e; }
+            for s in t.tracks() { for e in t.track_events(s.track) { let _ = e; } }
+        }
+    }
+}
+
+fn demo_trace() -> Vec<u8> {
+    let cfg = gputrace_synth::JobConfig { ranks: 2, steps: 3, layers: 4, ..Default::default() };
+    let s = gputrace_synth::schedule(&cfg);
+    gputrace_synth::write_rank(&cfg, &s, 0, Vec::new()).unwrap().0
+}
+
+#[test]
+fn truncated_file_reads_up_to_last_whole_chunk() {
+    let full = demo_trace();
+    let t = TraceFile::from_bytes("full", full.clone()).unwrap();
+    let total = t.event_total();
+    let mut last = 0;
+    // Every cut point: never a panic; events readable grow with the length.
+    for cut in (16..full.len()).step_by(37) {
+        match TraceFile::from_bytes("cut.gtrace", full[..cut].to_vec()) {
+            Ok(t) => {
+                let n = read_all(&t).len() as u64;
+                assert!(n >= last && n <= total);
+                last = n;
+                let d = t.damage().expect("a cut file reports damage");
+                assert_eq!(d.offset + d.lost_bytes, cut as u64);
+                assert!(t.trailer().is_none());
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("cut.gtrace") && msg.contains("offset"), "{msg}");
+            }
+        }
+    }
+    assert!(last > total / 2);
+}
+
+#[test]
+fn killed_writer_leaves_readable_file_without_trailer() {
+    let events: Vec<Event> = (0..1000)
+        .map(|i| Event::Loss(Loss { time: Nanos(i * 10), source: LossSource::CUPTI_DROPPED, count: i, detail: StringId::EMPTY }))
+        .collect();
+    let bytes = write(&events, WriterOptions::default(), false);
+    let t = TraceFile::from_bytes("killed", bytes).unwrap();
+    assert!(t.trailer().is_none());
+    assert!(t.damage().is_none());
+    assert_eq!(read_all(&t).len(), 1000);
+}
+
+#[test]
+fn foreign_and_empty_files_are_named_errors() {
+    let e = TraceFile::from_bytes("x.json", b"{\"traceEvents\": []}".to_vec()).unwrap_err();
+    assert!(matches!(e, FormatError::NotATrace { .. }), "{e}");
+    assert!(e.to_string().contains("x.json") && e.to_string().contains("not a gputrace trace"), "{e}");
+    let e = TraceFile::from_bytes("empty", Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    let mut b = demo_trace();
+    b[8] = 9; // major version 9
+    let e = TraceFile::from_bytes("new.gtrace", b).unwrap_err();
+    assert!(matches!(e, FormatError::UnsupportedVersion { major: 9, .. }), "{e}");
+    assert!(e.to_string().contains("upgrade gputrace"));
+    let e = TraceFile::open("/nonexistent/dir/t.gtrace").unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/dir/t.gtrace"), "{e}");
+}
+
+fn chunk(kind: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
+    let f = Frame { kind, flags, payload_len: payload.len() as u32, raw_len: (payload.len() - 1) as u32, payload_crc: crc32(payload) };
+    let mut v = f.encode().to_vec();
+    assert_eq!(v.len(), FRAME_LEN);
+    v.extend_from_slice(payload);
+    v
+}
+
+/// CRC-32 (IEEE), written out here so the test does not trust the crate.
+fn crc32(b: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn unknown_chunks_are_skipped_unless_critical() {
+    let full = demo_trace();
+    let n = read_all(&TraceFile::from_bytes("a", full.clone()).unwrap()).len();
+    let hdr = Frame::decode(full[16..16 + FRAME_LEN].try_into().unwrap()).unwrap();
+    let at = 16 + FRAME_LEN + hdr.payload_len as usize;
+    let mut with_unknown = full[..at].to_vec();
+    with_unknown.extend(chunk(77, 0, &[0, 1, 2, 3]));
+    with_unknown.extend_from_slice(&full[at..]);
+    let t = TraceFile::from_bytes("future", with_unknown).unwrap();
+    assert_eq!(t.skipped_chunks(), 1);
+    assert_eq!(read_all(&t).len(), n);
+
+    let mut with_critical = full[..at].to_vec();
+    with_critical.extend(chunk(78, FLAG_CRITICAL, &[0, 1]));
+    with_critical.extend_from_slice(&full[at..]);
+    let e = TraceFile::from_bytes("future-critical", with_critical).unwrap_err();
+    assert!(e.to_string().contains("upgrade gputrace"), "{e}");
+}
+
+#[test]
+fn checksum_damage_stops_at_the_chunk() {
+    let mut b = demo_trace();
+    let n = b.len();
+    b[n - 40] ^= 0xff; // inside the last chunk (the trailer)
+    let t = TraceFile::from_bytes("flip", b).unwrap();
+    let d = t.damage().unwrap();
+    assert!(d.reason.contains("checksum"), "{d:?}");
+    assert!(t.trailer().is_none());
+}
+
+#[test]
+fn mmap_open_reads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.gtrace");
+    let b = demo_trace();
+    std::fs::write(&p, &b).unwrap();
+    let a = TraceFile::open(&p).unwrap();
+    let m = TraceFile::from_bytes("mem", b).unwrap();
+    assert_eq!(read_all(&a), read_all(&m));
+    assert_eq!(a.header(), m.header());
+    assert_eq!(a.len_bytes(), std::fs::metadata(&p).unwrap().len());
+}
