@@ -387,7 +387,8 @@ pub fn schedule(cfg: &JobConfig) -> Schedule {
 pub struct RankStats {
     /// Events written.
     pub events: u64,
-    /// Bytes written.
+    /// Bytes written (file size for [`write_job`]; without the trailer for
+    /// [`write_rank`]).
     pub bytes: u64,
 }
 
@@ -555,9 +556,11 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     let mut trailer = Trailer::default();
     let end = sched.plans[rank as usize].last().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
     trailer.end_clock = ClockPair { realtime_ns: end as u64, monotonic_ns: 0, cupti_ns: None };
-    let bytes_before = w.bytes_written();
+    w.flush()?;
+    // Everything but the small trailer is written now.
+    let bytes = w.bytes_written();
     let out = w.finish(trailer)?;
-    Ok((out, RankStats { events: n_events, bytes: bytes_before }))
+    Ok((out, RankStats { events: n_events, bytes }))
 }
 
 /// File name for a rank, the same shape the agent uses:
@@ -576,8 +579,9 @@ pub fn write_job(cfg: &JobConfig, dir: &Path) -> io::Result<Vec<(PathBuf, RankSt
     for r in 0..cfg.ranks {
         let path = dir.join(rank_file_name(&rank_header(cfg, &sched, r)));
         let file = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
-        let (file, stats) = write_rank(cfg, &sched, r, file).map_err(io::Error::other)?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_all().ok();
+        let (file, mut stats) = write_rank(cfg, &sched, r, file).map_err(io::Error::other)?;
+        let file = file.into_inner().map_err(|e| e.into_error())?;
+        stats.bytes = file.metadata()?.len();
         out.push((path, stats));
     }
     Ok(out)

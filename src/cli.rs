@@ -1,0 +1,37 @@
+//! Command-line definition. clap types stay here and in `cmd/`; library
+//! crates take plain config structs.
+
+use crate::cmd;
+use crate::error::CliError;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// gputrace: GPU timeline profiler for CUDA and NCCL jobs.
+#[derive(Debug, Parser)]
+#[command(name = "gputrace", version = cmd::version::VERSION_LINE, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a SYNTHETIC multi-rank training job (no GPU needed) and show what to run next.
+    Demo(cmd::demo::DemoArgs),
+    /// Show what trace files hold: header, event counts, time span, losses, damage.
+    Info(cmd::info::InfoArgs),
+    /// Print the version, the build, and where the capture agent library is.
+    Version,
+}
+
+/// Parse arguments and run the command.
+pub fn run() -> Result<ExitCode, CliError> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo(a) => cmd::demo::run(&a),
+        Command::Info(a) => cmd::info::run(&a),
+        Command::Version => cmd::version::run(),
+    }
+}

@@ -1,0 +1,94 @@
+//! `gputrace demo`: a synthetic job for a first run without a GPU.
+
+use crate::cmd::info::thousands;
+use crate::error::CliError;
+use gputrace_synth::JobConfig;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `gputrace demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Directory to write the demo traces into (created if missing; existing
+    /// demo traces in it are replaced).
+    #[arg(short, long, default_value = "gputrace-demo")]
+    pub output: PathBuf,
+    /// Number of ranks.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub ranks: u32,
+    /// Training steps per rank.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub steps: u32,
+    /// Transformer layers (18 kernels each per step).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub layers: u32,
+    /// Seed for the synthetic timings.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+}
+
+/// Run `gputrace demo`.
+pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
+    let defaults = JobConfig::default();
+    let cfg = JobConfig {
+        ranks: args.ranks,
+        steps: args.steps,
+        layers: args.layers,
+        seed: args.seed,
+        slow_rank: (args.ranks > 1).then(|| args.ranks / 2),
+        stall_step: Some(args.steps / 2),
+        // Two GPUs per node, so even a small demo spans hosts with
+        // different clocks.
+        gpus_per_node: 2,
+        ..defaults
+    };
+    std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
+    // Replace an earlier demo's traces so `info DIR` shows only this job.
+    if let Ok(entries) = std::fs::read_dir(&args.output) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == gputrace_format::FILE_EXTENSION) {
+                std::fs::remove_file(&p).map_err(CliError::io(&p))?;
+            }
+        }
+    }
+    let files = gputrace_synth::write_job(&cfg, &args.output).map_err(CliError::io(&args.output))?;
+    let mut out = std::io::stdout().lock();
+    let w = |out: &mut std::io::StdoutLock<'_>, s: String| writeln!(out, "{s}").map_err(CliError::Output);
+    w(
+        &mut out,
+        format!(
+            "gputrace demo: wrote a SYNTHETIC {}-rank data-parallel training job to {}/ (generated, not measured on a GPU)",
+            cfg.ranks,
+            args.output.display()
+        ),
+    )?;
+    for (path, stats) in &files {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        w(
+            &mut out,
+            format!(
+                "  {name}  {} events, {} bytes ({:.2} bytes/event)",
+                thousands(stats.events),
+                thousands(stats.bytes),
+                stats.bytes as f64 / stats.events.max(1) as f64
+            ),
+        )?;
+    }
+    let mut scenario = format!(
+        "Scenario: {} steps of {} layers; step {} has a {} ms data-loader stall on every rank",
+        cfg.steps,
+        cfg.layers,
+        cfg.stall_step.unwrap_or(0),
+        cfg.stall_ns / 1_000_000
+    );
+    if let Some(r) = cfg.slow_rank {
+        scenario += &format!("; rank {r} runs its kernels {:.1}x slower, so its peers wait in every all-reduce", cfg.slow_factor);
+    }
+    scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
+    w(&mut out, scenario)?;
+    w(&mut out, "Next:".into())?;
+    w(&mut out, format!("  gputrace info {}/    header, event counts, time span and losses of each rank", args.output.display()))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,276 @@
+//! `gputrace info FILE...`: what a trace holds, without decoding every event.
+
+use crate::error::CliError;
+use crate::inputs;
+use gputrace_format::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `gputrace info`.
+#[derive(Debug, clap::Args)]
+pub struct InfoArgs {
+    /// Trace files, or directories of them (one file per rank).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything `info` reports about one file.
+#[derive(Debug, Serialize)]
+pub struct FileInfo {
+    /// Path as given.
+    pub path: String,
+    /// File size.
+    pub size_bytes: u64,
+    /// `major.minor`.
+    pub format_version: String,
+    /// The header as recorded.
+    pub header: Header,
+    /// Events per kind.
+    pub events: BTreeMap<String, u64>,
+    /// All events.
+    pub events_total: u64,
+    /// File bytes per event.
+    pub bytes_per_event: f64,
+    /// First start and last end, ns in the trace's time domain.
+    pub time_span_ns: Option<(u64, u64)>,
+    /// GPU (device, context, stream) tracks.
+    pub gpu_streams: usize,
+    /// CPU thread tracks.
+    pub threads: usize,
+    /// String table size.
+    pub strings: usize,
+    /// Recorded losses per source: (records, total lost).
+    pub losses: BTreeMap<String, LossSummary>,
+    /// True when the writer finished (trailer present) and nothing is damaged.
+    pub complete: bool,
+    /// Why the file is incomplete, if it is.
+    pub integrity: String,
+    /// Damage at the end of the file.
+    pub damage: Option<DamageInfo>,
+    /// Chunks of kinds this gputrace does not know (written by a newer one).
+    pub skipped_chunks: u32,
+}
+
+/// Losses from one source.
+#[derive(Debug, Default, Serialize)]
+pub struct LossSummary {
+    /// Loss records.
+    pub records: u64,
+    /// Sum of their counts.
+    pub lost: u64,
+}
+
+/// Serializable [`Damage`].
+#[derive(Debug, Serialize)]
+pub struct DamageInfo {
+    /// Offset of the first unreadable byte.
+    pub offset: u64,
+    /// Bytes that could not be read.
+    pub lost_bytes: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// Collect the facts about one open trace.
+pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
+    let mut losses: BTreeMap<String, LossSummary> = BTreeMap::new();
+    for e in t.events_of(&[EventKind::Loss]) {
+        if let Event::Loss(l) = e? {
+            let s = losses.entry(l.source.name().to_string()).or_default();
+            s.records += 1;
+            s.lost = s.lost.saturating_add(l.count);
+        }
+    }
+    let tracks = t.tracks();
+    let total = t.event_total();
+    let damage = t.damage().map(|d| DamageInfo { offset: d.offset, lost_bytes: d.lost_bytes, reason: d.reason.clone() });
+    let integrity = match (t.trailer(), t.damage()) {
+        (_, Some(d)) => format!(
+            "DAMAGED: {} bytes from offset {} unreadable ({}); events before it are intact",
+            d.lost_bytes, d.offset, d.reason
+        ),
+        (None, None) => "NOT FINISHED: no trailer, the recording process did not finish writing (killed?); all whole chunks are intact".into(),
+        (Some(_), None) => "complete".into(),
+    };
+    let (major, minor) = t.format_version();
+    Ok(FileInfo {
+        path: t.path().display().to_string(),
+        size_bytes: t.len_bytes(),
+        format_version: format!("{major}.{minor}"),
+        header: t.header().clone(),
+        events: t.event_counts().into_iter().map(|(k, v)| (k.name().to_string(), v)).collect(),
+        events_total: total,
+        bytes_per_event: if total > 0 { t.len_bytes() as f64 / total as f64 } else { 0.0 },
+        time_span_ns: t.time_span().map(|(a, b)| (a.0, b.0)),
+        gpu_streams: tracks.iter().filter(|s| matches!(s.track, Track::Gpu { .. })).count(),
+        threads: tracks.iter().filter(|s| matches!(s.track, Track::Thread { .. })).count(),
+        strings: t.string_count(),
+        losses,
+        complete: t.trailer().is_some() && t.damage().is_none(),
+        integrity,
+        damage,
+        skipped_chunks: t.skipped_chunks(),
+    })
+}
+
+/// Run `gputrace info`.
+pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
+    let files = inputs::expand(&args.paths)?;
+    let mut infos = Vec::new();
+    let mut failed = 0;
+    let mut out = std::io::stdout().lock();
+    for f in &files {
+        match TraceFile::open(f).map_err(CliError::from).and_then(|t| describe(&t)) {
+            Ok(i) => {
+                if !args.json {
+                    write_text(&mut out, &i).map_err(CliError::Output)?;
+                }
+                infos.push(i);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("gputrace: error: {e}");
+            }
+        }
+    }
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": infos })).map_err(|e| CliError::Output(e.into()))?;
+        writeln!(out).map_err(CliError::Output)?;
+    }
+    if failed > 0 {
+        return Err(CliError::SomeInputsFailed { failed, total: files.len() });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn version_str(v: Option<u32>) -> String {
+    // CUDA encodes versions as 1000*major + 10*minor.
+    v.map_or("unknown".into(), |v| format!("{}.{}", v / 1000, (v % 1000) / 10))
+}
+
+fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
+    let h = &i.header;
+    writeln!(out, "{}", i.path)?;
+    let producer = match h.producer {
+        Producer::Synthetic => "SYNTHETIC (gputrace demo; not a GPU measurement)",
+        Producer::Agent => "gputrace agent",
+        Producer::Import => "imported",
+    };
+    writeln!(out, "  producer      {producer}, gputrace {} (format {})", h.tool_version, i.format_version)?;
+    let rank = match (&h.rank.rank, &h.rank.source) {
+        (Some(r), Some(src)) => format!("rank {r} (from {src})"),
+        (Some(r), None) => format!("rank {r}"),
+        _ => "no rank (single process)".into(),
+    };
+    let local = h.rank.local_rank.map_or(String::new(), |l| format!(", local rank {l}"));
+    let world = h.rank.world_size.map_or(String::new(), |w| format!(", world size {w}"));
+    writeln!(out, "  process       {} pid {}, {rank}{local}{world}", h.hostname, h.pid)?;
+    if !h.command.is_empty() {
+        writeln!(out, "  command       {}", h.command.join(" "))?;
+    }
+    let c = &h.start_clock;
+    let cupti = c.cupti_ns.map_or(String::new(), |v| format!(", cupti {v}"));
+    writeln!(out, "  started       {} (realtime {} ns, monotonic {} ns{cupti})", utc(c.realtime_ns), c.realtime_ns, c.monotonic_ns)?;
+    writeln!(
+        out,
+        "  cuda          driver {}, runtime {}, cupti {}",
+        version_str(h.cuda.driver),
+        version_str(h.cuda.runtime),
+        h.cuda.cupti.map_or("unknown".into(), |v| v.to_string())
+    )?;
+    for d in &h.devices {
+        writeln!(
+            out,
+            "  device {:<6} {} ({}), {} SMs, {:.1} GiB, cc {}.{}{}",
+            d.ordinal.0,
+            d.name,
+            d.uuid,
+            d.sm_count,
+            d.memory_bytes as f64 / (1u64 << 30) as f64,
+            d.compute_capability.0,
+            d.compute_capability.1,
+            if d.pci_bus_id.is_empty() { String::new() } else { format!(", pci {}", d.pci_bus_id) }
+        )?;
+    }
+    match i.time_span_ns {
+        Some((a, b)) => writeln!(out, "  time span     {} ({} .. {} ns)", Nanos(b.saturating_sub(a)), a, b)?,
+        None => writeln!(out, "  time span     no events")?,
+    }
+    let kinds: Vec<String> = i.events.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
+    writeln!(out, "  events        {} total: {}", thousands(i.events_total), kinds.join(", "))?;
+    writeln!(
+        out,
+        "  size          {} bytes, {:.2} bytes/event; {} GPU streams, {} CPU threads, {} strings",
+        thousands(i.size_bytes),
+        i.bytes_per_event,
+        i.gpu_streams,
+        i.threads,
+        i.strings
+    )?;
+    if i.losses.is_empty() {
+        writeln!(out, "  losses        none recorded")?;
+    } else {
+        for (src, l) in &i.losses {
+            writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
+        }
+    }
+    if i.skipped_chunks > 0 {
+        writeln!(out, "  note          {} chunks of a newer format skipped; upgrade gputrace to read them", i.skipped_chunks)?;
+    }
+    writeln!(out, "  integrity     {}", i.integrity)?;
+    writeln!(out)
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// ns since the epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+pub fn utc(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let ms = (ns / 1_000_000) % 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC", rem / 3600, (rem / 60) % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc(1_790_000_000_123_000_000), "2026-09-21 14:13:20.123 UTC");
+        assert_eq!(version_str(Some(12090)), "12.9");
+        assert_eq!(version_str(Some(13000)), "13.0");
+    }
+}

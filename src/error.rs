@@ -1,0 +1,57 @@
+//! The CLI's error type: every failure a command can report, each with the
+//! file it concerns, and a hint where there is a known fix.
+
+use std::path::PathBuf;
+
+/// An error reported by a `gputrace` command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A trace could not be read.
+    #[error(transparent)]
+    Format(#[from] gputrace_format::FormatError),
+    /// A file or directory operation failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An input path holds no trace files.
+    #[error("{}: no gputrace traces (*.gtrace) found", .0.display())]
+    NoTraces(PathBuf),
+    /// Some inputs failed; each was already reported.
+    #[error("{failed} of {total} inputs could not be read (see above)")]
+    SomeInputsFailed {
+        /// How many failed.
+        failed: usize,
+        /// How many were given.
+        total: usize,
+    },
+    /// Writing to stdout failed (e.g. a closed pipe).
+    #[error("writing output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+impl CliError {
+    /// A one-line suggestion for a known cause.
+    pub fn hint(&self) -> Option<&'static str> {
+        use gputrace_format::FormatError as F;
+        match self {
+            CliError::Format(F::NotATrace { .. }) => Some("gputrace reads .gtrace files written by `gputrace run` or `gputrace demo`"),
+            CliError::Format(F::UnsupportedVersion { .. }) => Some("this trace was written by a newer gputrace; install that version to read it"),
+            CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files"),
+            CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                Some("check the permissions of the path, or choose another with -o")
+            }
+            _ => None,
+        }
+    }
+
+    /// Wrap an I/O error with its path.
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CliError {
+        let path = path.into();
+        move |source| CliError::Io { path, source }
+    }
+}
