@@ -325,12 +325,33 @@ fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'st
     Ok(())
 }
 
+/// Slots in the encoder's direct-mapped lookup cache (power of two).
+const CACHE_SLOTS: usize = 4096;
+
 /// Reusable scratch space for encoding chunks.
 #[derive(Default)]
 pub(crate) struct Encoder {
     dict: FxHashMap<Attrs, u32>,
     entries: Vec<Attrs>,
     cols: Vec<Vec<u8>>,
+    /// Direct-mapped cache in front of `dict`: (chunk generation, entry
+    /// index). An entry is valid only if its generation is the current one
+    /// and `entries[index]` equals the tuple looked up.
+    cache: Vec<(u32, u32)>,
+    generation: u32,
+}
+
+/// Field-by-field compare of the used fields (a slice `==` calls memcmp,
+/// which costs more than the compare itself here).
+#[inline]
+fn same_attrs(a: &Attrs, b: &Attrs, n: usize) -> bool {
+    (0..n.min(MAX_ATTRS)).all(|i| a[i] == b[i])
+}
+
+#[inline]
+fn cache_slot(a: &Attrs) -> usize {
+    let h = a[0].wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ a[1].rotate_left(17) ^ a[2].rotate_left(31) ^ a[3].rotate_left(45);
+    (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 52) as usize & (CACHE_SLOTS - 1)
 }
 
 impl Encoder {
@@ -341,9 +362,15 @@ impl Encoder {
         let n_cols = 3 + n_series;
         self.dict.clear();
         self.entries.clear();
+        if self.cache.is_empty() {
+            self.cache = vec![(0, 0); CACHE_SLOTS];
+        }
+        // Generation 0 marks never-used slots.
+        self.generation = self.generation.wrapping_add(1).max(1);
         self.cols.resize_with(n_cols, Vec::new);
         for c in &mut self.cols {
             c.clear();
+            c.reserve(events.len() * 2);
         }
         let t_min = events.first().map(|e| e.start().0).unwrap_or(0);
         let mut t_max = t_min;
@@ -360,11 +387,19 @@ impl Encoder {
                 varint::put(&mut self.cols[2 + i], zigzag(s[i].wrapping_sub(prev_series[i]) as i64));
             }
             prev_series = s;
-            let next = self.entries.len() as u32;
-            let idx = *self.dict.entry(a).or_insert_with(|| {
-                self.entries.push(a);
-                next
-            });
+            let slot = cache_slot(&a);
+            let (gen, cached) = self.cache[slot];
+            let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a, n_attrs) {
+                cached
+            } else {
+                let next = self.entries.len() as u32;
+                let idx = *self.dict.entry(a).or_insert_with(|| {
+                    self.entries.push(a);
+                    next
+                });
+                self.cache[slot] = (self.generation, idx);
+                idx
+            };
             varint::put(&mut self.cols[n_cols - 1], idx as u64);
         }
         varint::put(out, n_attrs as u64);
@@ -385,70 +420,109 @@ impl Encoder {
     }
 }
 
-/// Decode a body written by [`Encoder::encode`], appending to `out`.
-pub(crate) fn decode(
-    kind: EventKind,
-    track: &Track,
-    count: usize,
-    t_min: u64,
-    body: &[u8],
-    out: &mut Vec<Event>,
-) -> Result<(), &'static str> {
-    const BAD: &str = "malformed column header";
-    let (n_series, n_attrs) = shape(kind);
-    let mut c = Cursor::new(body);
-    if c.varint().ok_or(BAD)? != n_attrs as u64 {
-        return Err("attribute count does not match the event kind");
-    }
-    let dict_len = c.varint().ok_or(BAD)? as usize;
-    // Every entry takes at least n_attrs bytes: bound before allocating.
-    if dict_len > c.remaining() / n_attrs.max(1) || dict_len > count.max(1) {
-        return Err("dictionary larger than the chunk");
-    }
-    let mut templates = Vec::with_capacity(dict_len);
-    for _ in 0..dict_len {
-        let mut a: Attrs = [0; MAX_ATTRS];
-        for v in a.iter_mut().take(n_attrs) {
-            *v = c.varint().ok_or("truncated dictionary")?;
+/// Reusable scratch space for decoding chunks.
+#[derive(Default)]
+pub(crate) struct Decoder {
+    cols: Vec<Vec<u64>>,
+    templates: Vec<Event>,
+}
+
+/// Decode one column of exactly `count` varints into `out`.
+fn decode_column(bytes: &[u8], count: usize, out: &mut Vec<u64>) -> Result<(), &'static str> {
+    out.clear();
+    out.resize(count, 0);
+    let mut pos = 0;
+    for v in out.iter_mut() {
+        let mut value = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let b = *bytes.get(pos).ok_or("column ended early")?;
+            pos += 1;
+            if shift == 63 && b > 1 {
+                return Err("varint overflows 64 bits");
+            }
+            value |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err("varint longer than 10 bytes");
+            }
         }
-        templates.push(template(kind, track, &a)?);
+        *v = value;
     }
-    let n_cols = 3 + n_series;
-    if c.varint().ok_or(BAD)? != n_cols as u64 {
-        return Err("column count does not match the event kind");
-    }
-    let mut lens = [0usize; 3 + MAX_SERIES];
-    for l in lens.iter_mut().take(n_cols) {
-        *l = c.varint().ok_or(BAD)? as usize;
-    }
-    let mut cols: Vec<Cursor<'_>> = Vec::with_capacity(n_cols);
-    for &l in &lens[..n_cols] {
-        // Each event needs at least one byte in every column.
-        if l < count {
-            return Err("column shorter than the event count");
-        }
-        cols.push(Cursor::new(c.bytes(l).ok_or("column runs past the chunk")?));
-    }
-    if c.remaining() != 0 {
-        return Err("trailing bytes after the columns");
-    }
-    out.reserve(count);
-    let mut start = t_min;
-    let mut series: Series = [0; MAX_SERIES];
-    const COL: &str = "column ended early";
-    for _ in 0..count {
-        start = start.wrapping_add(unzigzag(cols[0].varint().ok_or(COL)?) as u64);
-        let end = start.wrapping_add(unzigzag(cols[1].varint().ok_or(COL)?) as u64);
-        for (i, s) in series.iter_mut().enumerate().take(n_series) {
-            *s = s.wrapping_add(unzigzag(cols[2 + i].varint().ok_or(COL)?) as u64);
-        }
-        let idx = cols[n_cols - 1].varint().ok_or(COL)? as usize;
-        let mut e = *templates.get(idx).ok_or("attribute index out of range")?;
-        set_times(&mut e, start, end, &series)?;
-        out.push(e);
-    }
-    if cols.iter().any(|c| c.remaining() != 0) {
+    if pos != bytes.len() {
         return Err("column longer than the event count");
     }
     Ok(())
+}
+
+impl Decoder {
+    /// Decode a body written by [`Encoder::encode`], calling `f` for each
+    /// event in order (nothing is materialized).
+    pub(crate) fn decode_with(
+        &mut self,
+        kind: EventKind,
+        track: &Track,
+        count: usize,
+        t_min: u64,
+        body: &[u8],
+        mut f: impl FnMut(&Event),
+    ) -> Result<(), &'static str> {
+        const BAD: &str = "malformed column header";
+        let (n_series, n_attrs) = shape(kind);
+        let mut c = Cursor::new(body);
+        if c.varint().ok_or(BAD)? != n_attrs as u64 {
+            return Err("attribute count does not match the event kind");
+        }
+        let dict_len = c.varint().ok_or(BAD)? as usize;
+        // Every entry takes at least n_attrs bytes: bound before allocating.
+        if dict_len > c.remaining() / n_attrs.max(1) || dict_len > count.max(1) {
+            return Err("dictionary larger than the chunk");
+        }
+        self.templates.clear();
+        for _ in 0..dict_len {
+            let mut a: Attrs = [0; MAX_ATTRS];
+            for v in a.iter_mut().take(n_attrs) {
+                *v = c.varint().ok_or("truncated dictionary")?;
+            }
+            self.templates.push(template(kind, track, &a)?);
+        }
+        let n_cols = 3 + n_series;
+        if c.varint().ok_or(BAD)? != n_cols as u64 {
+            return Err("column count does not match the event kind");
+        }
+        let mut lens = [0usize; 3 + MAX_SERIES];
+        for l in lens.iter_mut().take(n_cols) {
+            *l = c.varint().ok_or(BAD)? as usize;
+        }
+        self.cols.resize_with(n_cols, Vec::new);
+        for (i, &l) in lens[..n_cols].iter().enumerate() {
+            // Each event needs at least one byte in every column.
+            if l < count {
+                return Err("column shorter than the event count");
+            }
+            let bytes = c.bytes(l).ok_or("column runs past the chunk")?;
+            decode_column(bytes, count, &mut self.cols[i])?;
+        }
+        if c.remaining() != 0 {
+            return Err("trailing bytes after the columns");
+        }
+        let cols = &self.cols;
+        let mut start = t_min;
+        let mut series: Series = [0; MAX_SERIES];
+        for i in 0..count {
+            start = start.wrapping_add(unzigzag(cols[0][i]) as u64);
+            let end = start.wrapping_add(unzigzag(cols[1][i]) as u64);
+            for (j, s) in series.iter_mut().enumerate().take(n_series) {
+                *s = s.wrapping_add(unzigzag(cols[2 + j][i]) as u64);
+            }
+            let idx = cols[n_cols - 1][i] as usize;
+            let mut e = *self.templates.get(idx).ok_or("attribute index out of range")?;
+            set_times(&mut e, start, end, &series)?;
+            f(&e);
+        }
+        Ok(())
+    }
 }

@@ -362,7 +362,7 @@ impl TraceFile {
 
     /// A decoder for this file's chunks (reuses its buffers across chunks).
     pub fn decoder(&self) -> ChunkDecoder<'_> {
-        ChunkDecoder { file: self, raw: Vec::new(), zstd: None }
+        ChunkDecoder { file: self, raw: Vec::new(), zstd: None, codec: codec::Decoder::default() }
     }
 
     /// Every event, chunk by chunk in file order (not globally time-sorted;
@@ -392,11 +392,19 @@ pub struct ChunkDecoder<'a> {
     file: &'a TraceFile,
     raw: Vec<u8>,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
+    codec: codec::Decoder,
 }
 
 impl ChunkDecoder<'_> {
     /// Append the events of chunk `index` to `out`.
     pub fn decode_into(&mut self, index: usize, out: &mut Vec<Event>) -> Result<()> {
+        out.reserve(self.file.chunks.get(index).map_or(0, |c| c.count as usize));
+        self.for_each(index, |e| out.push(*e))
+    }
+
+    /// Call `f` for each event of chunk `index`, in start order, without
+    /// materializing the chunk (the fastest way to scan a file).
+    pub fn for_each(&mut self, index: usize, f: impl FnMut(&Event)) -> Result<()> {
         let file = self.file;
         let c = file.chunks.get(index).ok_or_else(|| FormatError::Corrupt {
             path: file.path.clone(),
@@ -420,20 +428,9 @@ impl ChunkDecoder<'_> {
         } else {
             body
         };
-        let before = out.len();
-        codec::decode(c.kind, &c.track, c.count as usize, c.t_min.0, raw, out).map_err(|e| {
-            corrupt(format!("{} chunk on {}: {e}", c.kind.name(), c.track))
-        })?;
-        debug_assert_eq!(out.len() - before, c.count as usize);
-        Ok(())
-    }
-
-    /// Call `f` for each event of chunk `index` (no per-event allocation).
-    pub fn for_each(&mut self, index: usize, buf: &mut Vec<Event>, mut f: impl FnMut(&Event)) -> Result<()> {
-        buf.clear();
-        self.decode_into(index, buf)?;
-        buf.iter().for_each(&mut f);
-        Ok(())
+        self.codec
+            .decode_with(c.kind, &c.track, c.count as usize, c.t_min.0, raw, f)
+            .map_err(|e| corrupt(format!("{} chunk on {}: {e}", c.kind.name(), c.track)))
     }
 }
 

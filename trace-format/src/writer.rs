@@ -45,7 +45,12 @@ pub struct TraceWriter<W: Write> {
     pending_first: u32,
     pending_strings: Vec<u8>,
     pending_count: u32,
-    buffers: FxHashMap<(EventKind, Track), Vec<Event>>,
+    /// One buffer per (kind, track), found through `buffer_index`.
+    buffers: Vec<((EventKind, Track), Vec<Event>)>,
+    buffer_index: FxHashMap<(EventKind, Track), usize>,
+    /// The key and buffer of the most recent push: consecutive events
+    /// usually share a track, so this skips the map.
+    last_key: Option<((EventKind, Track), usize)>,
     buffered: usize,
     counts: BTreeMap<String, u64>,
     losses: BTreeMap<String, u64>,
@@ -68,7 +73,9 @@ impl<W: Write> TraceWriter<W> {
             pending_first: 1,
             pending_strings: Vec::new(),
             pending_count: 0,
-            buffers: FxHashMap::default(),
+            buffers: Vec::new(),
+            buffer_index: FxHashMap::default(),
+            last_key: None,
             buffered: 0,
             counts: BTreeMap::new(),
             losses: BTreeMap::new(),
@@ -110,15 +117,27 @@ impl<W: Write> TraceWriter<W> {
             let total = self.losses.entry(l.source.name().to_string()).or_default();
             *total = total.saturating_add(l.count);
         }
-        let buf = self.buffers.entry(key).or_default();
+        let i = match self.last_key {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let next = self.buffers.len();
+                let i = *self.buffer_index.entry(key).or_insert(next);
+                if i == next {
+                    self.buffers.push((key, Vec::new()));
+                }
+                self.last_key = Some((key, i));
+                i
+            }
+        };
+        let buf = &mut self.buffers[i].1;
         buf.push(event);
         self.buffered += 1;
         if buf.len() >= self.opts.chunk_events {
-            self.flush_buffer(key)?;
+            self.flush_buffer(i)?;
         } else if self.buffered >= self.opts.max_buffered_events {
-            let fullest = self.buffers.iter().max_by_key(|(_, v)| v.len()).map(|(k, _)| *k);
-            if let Some(k) = fullest {
-                self.flush_buffer(k)?;
+            let fullest = (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len());
+            if let Some(j) = fullest {
+                self.flush_buffer(j)?;
             }
         }
         Ok(())
@@ -128,10 +147,11 @@ impl<W: Write> TraceWriter<W> {
     /// writer. After this returns, everything pushed so far is on disk as
     /// whole chunks (a later crash loses nothing before this point).
     pub fn flush(&mut self) -> Result<()> {
-        let mut keys: Vec<_> = self.buffers.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| *k).collect();
-        keys.sort();
-        for k in keys {
-            self.flush_buffer(k)?;
+        // In key order, so that output does not depend on first-seen order.
+        let mut order: Vec<usize> = (0..self.buffers.len()).filter(|&i| !self.buffers[i].1.is_empty()).collect();
+        order.sort_by_key(|&i| self.buffers[i].0);
+        for i in order {
+            self.flush_buffer(i)?;
         }
         self.flush_strings()?;
         self.out.flush().map_err(FormatError::Write)
@@ -181,16 +201,19 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    fn flush_buffer(&mut self, key: (EventKind, Track)) -> Result<()> {
-        let Some(mut events) = self.buffers.remove(&key) else { return Ok(()) };
+    fn flush_buffer(&mut self, i: usize) -> Result<()> {
+        let key = self.buffers[i].0;
+        let mut events = std::mem::take(&mut self.buffers[i].1);
         if events.is_empty() {
-            self.buffers.insert(key, events);
             return Ok(());
         }
         self.flush_strings()?;
         self.buffered -= events.len();
         // Stable: equal starts keep push order, so output is deterministic.
-        events.sort_by_key(|e| e.start());
+        // Usually already in order (one stream completes in order).
+        if !events.is_sorted_by_key(|e| e.start()) {
+            events.sort_by_key(|e| e.start());
+        }
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
         let (t_min, t_max) = self.enc.encode(key.0, &events, &mut raw);
@@ -205,7 +228,7 @@ impl<W: Write> TraceWriter<W> {
         self.raw = raw;
         events.clear();
         // Keep the allocation for the next chunk of this track.
-        self.buffers.insert(key, events);
+        self.buffers[i].1 = events;
         r
     }
 
