@@ -75,7 +75,10 @@ mod tests {
         assert_eq!(s.searched.len(), 2);
         // Installed layout.
         std::fs::write(lib.join(AGENT_FILE), b"\x7fELF....").unwrap();
-        assert_eq!(locate_from(None, Some(&exe)).found, Some(bin.join("../lib/gputrace").join(AGENT_FILE)));
+        assert_eq!(
+            locate_from(None, Some(&exe)).found,
+            Some(bin.join("../lib/gputrace").join(AGENT_FILE))
+        );
         // Next to the executable wins.
         std::fs::write(bin.join(AGENT_FILE), b"\x7fELF....").unwrap();
         assert_eq!(locate_from(None, Some(&exe)).found, Some(bin.join(AGENT_FILE)));

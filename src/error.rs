@@ -40,7 +40,9 @@ impl CliError {
         use gputrace_format::FormatError as F;
         match self {
             CliError::Format(F::NotATrace { .. }) => Some("gputrace reads .gtrace files written by `gputrace run` or `gputrace demo`"),
-            CliError::Format(F::UnsupportedVersion { .. }) => Some("this trace was written by a newer gputrace; install that version to read it"),
+            CliError::Format(F::UnsupportedVersion { .. }) => {
+                Some("this trace was written by a newer gputrace; install that version to read it")
+            }
             CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files"),
             CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
                 Some("check the permissions of the path, or choose another with -o")

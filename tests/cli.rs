@@ -110,8 +110,16 @@ fn version_finds_the_agent_built_next_to_the_binary() {
         assert!(stdout.contains("not found") && stdout.contains("GPUTRACE_AGENT"), "{stdout}");
     }
     // The override is honoured.
-    let out = gputrace().arg("version").env("GPUTRACE_AGENT", "/nope/libgputrace_agent.so").output().unwrap();
-    assert!(text(&out.stdout).contains("not found (searched: /nope/libgputrace_agent.so)"), "{}", text(&out.stdout));
+    let out = gputrace()
+        .arg("version")
+        .env("GPUTRACE_AGENT", "/nope/libgputrace_agent.so")
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains("not found (searched: /nope/libgputrace_agent.so)"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

@@ -36,7 +36,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         steps: args.steps,
         layers: args.layers,
         seed: args.seed,
-        slow_rank: (args.ranks > 1).then(|| args.ranks / 2),
+        slow_rank: (args.ranks > 1).then_some(args.ranks / 2),
         stall_step: Some(args.steps / 2),
         // Two GPUs per node, so even a small demo spans hosts with
         // different clocks.
@@ -84,11 +84,20 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         cfg.stall_ns / 1_000_000
     );
     if let Some(r) = cfg.slow_rank {
-        scenario += &format!("; rank {r} runs its kernels {:.1}x slower, so its peers wait in every all-reduce", cfg.slow_factor);
+        scenario += &format!(
+            "; rank {r} runs its kernels {:.1}x slower, so its peers wait in every all-reduce",
+            cfg.slow_factor
+        );
     }
     scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
     w(&mut out, scenario)?;
     w(&mut out, "Next:".into())?;
-    w(&mut out, format!("  gputrace info {}/    header, event counts, time span and losses of each rank", args.output.display()))?;
+    w(
+        &mut out,
+        format!(
+            "  gputrace info {}/    header, event counts, time span and losses of each rank",
+            args.output.display()
+        ),
+    )?;
     Ok(ExitCode::SUCCESS)
 }

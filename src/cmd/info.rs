@@ -89,13 +89,19 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
     }
     let tracks = t.tracks();
     let total = t.event_total();
-    let damage = t.damage().map(|d| DamageInfo { offset: d.offset, lost_bytes: d.lost_bytes, reason: d.reason.clone() });
+    let damage = t.damage().map(|d| DamageInfo {
+        offset: d.offset,
+        lost_bytes: d.lost_bytes,
+        reason: d.reason.clone(),
+    });
     let integrity = match (t.trailer(), t.damage()) {
         (_, Some(d)) => format!(
             "DAMAGED: {} bytes from offset {} unreadable ({}); events before it are intact",
             d.lost_bytes, d.offset, d.reason
         ),
-        (None, None) => "NOT FINISHED: no trailer, the recording process did not finish writing (killed?); all whole chunks are intact".into(),
+        (None, None) => {
+            "NOT FINISHED: no trailer, the recording process did not finish writing (killed?); all whole chunks are intact".into()
+        }
         (Some(_), None) => "complete".into(),
     };
     let (major, minor) = t.format_version();
@@ -144,7 +150,10 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
         writeln!(out).map_err(CliError::Output)?;
     }
     if failed > 0 {
-        return Err(CliError::SomeInputsFailed { failed, total: files.len() });
+        return Err(CliError::SomeInputsFailed {
+            failed,
+            total: files.len(),
+        });
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -162,7 +171,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         Producer::Agent => "gputrace agent",
         Producer::Import => "imported",
     };
-    writeln!(out, "  producer      {producer}, gputrace {} (format {})", h.tool_version, i.format_version)?;
+    writeln!(
+        out,
+        "  producer      {producer}, gputrace {} (format {})",
+        h.tool_version, i.format_version
+    )?;
     let rank = match (&h.rank.rank, &h.rank.source) {
         (Some(r), Some(src)) => format!("rank {r} (from {src})"),
         (Some(r), None) => format!("rank {r}"),
@@ -176,7 +189,13 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     }
     let c = &h.start_clock;
     let cupti = c.cupti_ns.map_or(String::new(), |v| format!(", cupti {v}"));
-    writeln!(out, "  started       {} (realtime {} ns, monotonic {} ns{cupti})", utc(c.realtime_ns), c.realtime_ns, c.monotonic_ns)?;
+    writeln!(
+        out,
+        "  started       {} (realtime {} ns, monotonic {} ns{cupti})",
+        utc(c.realtime_ns),
+        c.realtime_ns,
+        c.monotonic_ns
+    )?;
     writeln!(
         out,
         "  cuda          driver {}, runtime {}, cupti {}",
@@ -195,7 +214,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             d.memory_bytes as f64 / (1u64 << 30) as f64,
             d.compute_capability.0,
             d.compute_capability.1,
-            if d.pci_bus_id.is_empty() { String::new() } else { format!(", pci {}", d.pci_bus_id) }
+            if d.pci_bus_id.is_empty() {
+                String::new()
+            } else {
+                format!(", pci {}", d.pci_bus_id)
+            }
         )?;
     }
     match i.time_span_ns {
@@ -221,7 +244,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         }
     }
     if i.skipped_chunks > 0 {
-        writeln!(out, "  note          {} chunks of a newer format skipped; upgrade gputrace to read them", i.skipped_chunks)?;
+        writeln!(
+            out,
+            "  note          {} chunks of a newer format skipped; upgrade gputrace to read them",
+            i.skipped_chunks
+        )?;
     }
     writeln!(out, "  integrity     {}", i.integrity)?;
     writeln!(out)
@@ -256,7 +283,12 @@ pub fn utc(ns: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC", rem / 3600, (rem / 60) % 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

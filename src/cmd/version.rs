@@ -21,6 +21,10 @@ pub fn run() -> Result<ExitCode, CliError> {
             search.searched_list()
         ),
     };
-    writeln!(out, "gputrace {VERSION_LINE}, {profile} build\ntrace format: {major}.{minor}\nagent: {agent_line}").map_err(CliError::Output)?;
+    writeln!(
+        out,
+        "gputrace {VERSION_LINE}, {profile} build\ntrace format: {major}.{minor}\nagent: {agent_line}"
+    )
+    .map_err(CliError::Output)?;
     Ok(ExitCode::SUCCESS)
 }

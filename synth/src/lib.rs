@@ -143,7 +143,17 @@ fn kernel_names() -> Vec<String> {
             }
         }
     }
-    let functors = ["MulFunctor<float>", "AddFunctor<float>", "GeluCUDAKernelImpl", "CUDAFunctor_add<c10::BFloat16>", "FillFunctor<float>", "silu_kernel", "sqrt_kernel_cuda", "AbsFunctor<float>", "div_true_kernel_cuda"];
+    let functors = [
+        "MulFunctor<float>",
+        "AddFunctor<float>",
+        "GeluCUDAKernelImpl",
+        "CUDAFunctor_add<c10::BFloat16>",
+        "FillFunctor<float>",
+        "silu_kernel",
+        "sqrt_kernel_cuda",
+        "AbsFunctor<float>",
+        "div_true_kernel_cuda",
+    ];
     for f in functors {
         for v in [1, 2, 4, 8] {
             names.push(format!("void at::native::vectorized_elementwise_kernel<{v}, at::native::{f}, std::array<char*, 3ul> >(int, at::native::{f}, std::array<char*, 3ul>)"));
@@ -175,7 +185,11 @@ fn slots(cfg: &JobConfig) -> Vec<Slot> {
     (0..n)
         .map(|i| {
             // log-uniform 6 µs .. 600 µs, with a few tiny kernels (launch-bound).
-            let base = if i % 9 == 4 { 3_000 } else { (6_000.0 * 100f64.powf(rng.unit())) as u64 };
+            let base = if i % 9 == 4 {
+                3_000
+            } else {
+                (6_000.0 * 100f64.powf(rng.unit())) as u64
+            };
             Slot {
                 name_index: i % NAME_POOL,
                 base_ns: base,
@@ -249,7 +263,12 @@ impl RankCtx<'_> {
         let api = rng.jitter(9_000, 0.2);
         let copy_start = host + LAUNCH_LATENCY;
         let copy_end = copy_start + (cfg.batch_bytes as f64 / H2D_BYTES_PER_NS) as u64;
-        sink(Item::Copy { api: (host, host + api), gpu: (copy_start, copy_end), kind: CopyKind::HTOD, bytes: cfg.batch_bytes });
+        sink(Item::Copy {
+            api: (host, host + api),
+            gpu: (copy_start, copy_end),
+            kind: CopyKind::HTOD,
+            bytes: cfg.batch_bytes,
+        });
         host += api;
         let mut gpu_free = copy_end;
         let layers = cfg.layers as usize;
@@ -268,7 +287,11 @@ impl RankCtx<'_> {
             host += python;
             let start = (host + LAUNCH_LATENCY).max(gpu_free);
             let end = start + (rng.jitter(slot.base_ns, 0.03) as f64 * self.scale()) as u64;
-            sink(Item::Kernel { api: (host, host + api), gpu: (start, end), slot: *slot });
+            sink(Item::Kernel {
+                api: (host, host + api),
+                gpu: (start, end),
+                slot: *slot,
+            });
             host += api;
             gpu_free = end;
             if i >= fwd && ((i - fwd + 1) % per_bucket == 0 || i + 1 == total) && ready.len() < cfg.buckets as usize {
@@ -292,7 +315,10 @@ impl RankCtx<'_> {
         let mut host = host_after_bwd;
         for &(s, e) in &plan.allreduce {
             let api = rng.jitter(7_000, 0.2);
-            sink(Item::AllReduce { api: (host, host + api), gpu: (s, e) });
+            sink(Item::AllReduce {
+                api: (host, host + api),
+                gpu: (s, e),
+            });
             host += api;
         }
         let comm_done = plan.allreduce.last().map_or(gpu_free, |x| x.1);
@@ -304,7 +330,11 @@ impl RankCtx<'_> {
             let api = rng.jitter(5_000, 0.3);
             let start = (host + LAUNCH_LATENCY).max(gpu);
             let end = start + (rng.jitter(slot.base_ns, 0.03) as f64 * self.scale()) as u64;
-            sink(Item::Kernel { api: (host, host + api), gpu: (start, end), slot: *slot });
+            sink(Item::Kernel {
+                api: (host, host + api),
+                gpu: (start, end),
+                slot: *slot,
+            });
             host += api;
             gpu = end;
         }
@@ -313,8 +343,15 @@ impl RankCtx<'_> {
         let copy_start = gpu.max(host + LAUNCH_LATENCY);
         let copy_end = copy_start + 2_000;
         let api_end = copy_end + 3_000;
-        sink(Item::Copy { api: (host, api_end), gpu: (copy_start, copy_end), kind: CopyKind::DTOH, bytes: 4 });
-        sink(Item::Sync { span: (host + 1_000, copy_end + 500) });
+        sink(Item::Copy {
+            api: (host, api_end),
+            gpu: (copy_start, copy_end),
+            kind: CopyKind::DTOH,
+            bytes: 4,
+        });
+        sink(Item::Sync {
+            span: (host + 1_000, copy_end + 500),
+        });
         sink(Item::MarkerEnd(MarkNo::Step, api_end));
         api_end
     }
@@ -329,10 +366,24 @@ enum MarkNo {
 }
 
 enum Item {
-    Kernel { api: (u64, u64), gpu: (u64, u64), slot: Slot },
-    Copy { api: (u64, u64), gpu: (u64, u64), kind: CopyKind, bytes: u64 },
-    AllReduce { api: (u64, u64), gpu: (u64, u64) },
-    Sync { span: (u64, u64) },
+    Kernel {
+        api: (u64, u64),
+        gpu: (u64, u64),
+        slot: Slot,
+    },
+    Copy {
+        api: (u64, u64),
+        gpu: (u64, u64),
+        kind: CopyKind,
+        bytes: u64,
+    },
+    AllReduce {
+        api: (u64, u64),
+        gpu: (u64, u64),
+    },
+    Sync {
+        span: (u64, u64),
+    },
     MarkerStart(MarkNo, u64),
     MarkerEnd(MarkNo, u64),
 }
@@ -342,16 +393,23 @@ pub fn schedule(cfg: &JobConfig) -> Schedule {
     let slots = slots(cfg);
     let nodes = cfg.ranks.div_ceil(cfg.gpus_per_node.max(1));
     let mut skew_rng = Rng::seeded(&[cfg.seed, 4]);
-    let node_offsets: Vec<i64> =
-        (0..nodes).map(|_| ((skew_rng.unit() * 2.0 - 1.0) * cfg.clock_skew_ns as f64) as i64).collect();
-    let clock_offsets = (0..cfg.ranks).map(|r| node_offsets[(r / cfg.gpus_per_node.max(1)) as usize]).collect();
+    let node_offsets: Vec<i64> = (0..nodes)
+        .map(|_| ((skew_rng.unit() * 2.0 - 1.0) * cfg.clock_skew_ns as f64) as i64)
+        .collect();
+    let clock_offsets = (0..cfg.ranks)
+        .map(|r| node_offsets[(r / cfg.gpus_per_node.max(1)) as usize])
+        .collect();
     let mut plans = vec![Vec::with_capacity(cfg.steps as usize); cfg.ranks as usize];
     let mut step_start = vec![cfg.start_realtime_ns + 50_000_000; cfg.ranks as usize];
     let mut xfer_rng = Rng::seeded(&[cfg.seed, 5]);
     for step in 0..cfg.steps {
         let mut phase_a = Vec::with_capacity(cfg.ranks as usize);
         for r in 0..cfg.ranks {
-            let ctx = RankCtx { cfg, slots: &slots, rank: r };
+            let ctx = RankCtx {
+                cfg,
+                slots: &slots,
+                rank: r,
+            };
             phase_a.push(ctx.compute_phase(step, step_start[r as usize], &mut |_| {}));
         }
         // Bucket b starts on a rank when its gradients are ready and the
@@ -360,7 +418,9 @@ pub fn schedule(cfg: &JobConfig) -> Schedule {
         let mut prev_end = vec![0u64; cfg.ranks as usize];
         let mut allreduce: Vec<Vec<(u64, u64)>> = vec![Vec::new(); cfg.ranks as usize];
         for b in 0..cfg.buckets as usize {
-            let starts: Vec<u64> = (0..cfg.ranks as usize).map(|r| phase_a[r].0[b].max(prev_end[r]) + LAUNCH_LATENCY).collect();
+            let starts: Vec<u64> = (0..cfg.ranks as usize)
+                .map(|r| phase_a[r].0[b].max(prev_end[r]) + LAUNCH_LATENCY)
+                .collect();
             let last = *starts.iter().max().expect("at least one rank");
             let xfer = xfer_rng.jitter((cfg.bucket_bytes as f64 / NCCL_BUS_BYTES_PER_NS) as u64, 0.05);
             for r in 0..cfg.ranks as usize {
@@ -370,10 +430,17 @@ pub fn schedule(cfg: &JobConfig) -> Schedule {
             }
         }
         for r in 0..cfg.ranks {
-            let ctx = RankCtx { cfg, slots: &slots, rank: r };
+            let ctx = RankCtx {
+                cfg,
+                slots: &slots,
+                rank: r,
+            };
             let (ready, host, gpu) = phase_a[r as usize].clone();
             let _ = ready;
-            let plan = StepPlan { step_start: step_start[r as usize], allreduce: std::mem::take(&mut allreduce[r as usize]) };
+            let plan = StepPlan {
+                step_start: step_start[r as usize],
+                allreduce: std::mem::take(&mut allreduce[r as usize]),
+            };
             let end = ctx.finish_phase(step, &plan, host, gpu, &mut |_| {});
             step_start[r as usize] = end;
             plans[r as usize].push(plan);
@@ -399,21 +466,45 @@ pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
     let node = rank / cfg.gpus_per_node.max(1);
     let realtime = (cfg.start_realtime_ns as i64 + offset) as u64;
     let mut extra = std::collections::BTreeMap::new();
-    extra.insert("synthetic.note".into(), "synthetic job from `gputrace demo`: not a GPU measurement".into());
+    extra.insert(
+        "synthetic.note".into(),
+        "synthetic job from `gputrace demo`: not a GPU measurement".into(),
+    );
     extra.insert("synthetic.clock_offset_ns".into(), offset.to_string());
     extra.insert("synthetic.slow_rank".into(), cfg.slow_rank.map_or("none".into(), |r| r.to_string()));
-    extra.insert("synthetic.stall_step".into(), cfg.stall_step.map_or("none".into(), |r| r.to_string()));
+    extra.insert(
+        "synthetic.stall_step".into(),
+        cfg.stall_step.map_or("none".into(), |r| r.to_string()),
+    );
     extra.insert("synthetic.seed".into(), cfg.seed.to_string());
     Header {
         producer: Producer::Synthetic,
         tool_version: env!("CARGO_PKG_VERSION").into(),
         hostname: format!("synth-node{node:03}"),
         pid: 40_000 + rank,
-        rank: RankInfo { rank: Some(Rank(rank)), local_rank: Some(local), world_size: Some(cfg.ranks), source: Some("RANK".into()) },
-        command: vec!["torchrun".into(), format!("--nproc-per-node={}", cfg.gpus_per_node), "train.py".into(), "--synthetic".into()],
-        start_clock: ClockPair { realtime_ns: realtime, monotonic_ns: 1_000_000_000_000 + node as u64 * 7_000_000_000, cupti_ns: Some(realtime) },
+        rank: RankInfo {
+            rank: Some(Rank(rank)),
+            local_rank: Some(local),
+            world_size: Some(cfg.ranks),
+            source: Some("RANK".into()),
+        },
+        command: vec![
+            "torchrun".into(),
+            format!("--nproc-per-node={}", cfg.gpus_per_node),
+            "train.py".into(),
+            "--synthetic".into(),
+        ],
+        start_clock: ClockPair {
+            realtime_ns: realtime,
+            monotonic_ns: 1_000_000_000_000 + node as u64 * 7_000_000_000,
+            cupti_ns: Some(realtime),
+        },
         time_domain: TimeDomain::Realtime,
-        cuda: CudaVersions { driver: Some(13000), runtime: Some(13000), cupti: Some(130000) },
+        cuda: CudaVersions {
+            driver: Some(13000),
+            runtime: Some(13000),
+            cupti: Some(130000),
+        },
         devices: vec![DeviceInfo {
             ordinal: DeviceId(local),
             uuid: format!("GPU-5e1f0000-0000-4000-8000-{:012x}", rank),
@@ -467,7 +558,16 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
             match item {
                 Item::Kernel { api, gpu, slot } => {
                     corr += 1;
-                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 211, name: launch, return_value: 0 }));
+                    push(Event::Api(ApiCall {
+                        start: t(api.0),
+                        end: t(api.1),
+                        thread: tid,
+                        correlation: CorrelationId(corr),
+                        domain: ApiDomain::RUNTIME,
+                        cbid: 211,
+                        name: launch,
+                        return_value: 0,
+                    }));
                     push(Event::Kernel(Kernel {
                         start: t(gpu.0),
                         end: t(gpu.1),
@@ -487,14 +587,49 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                 }
                 Item::Copy { api, gpu, kind, bytes } => {
                     corr += 1;
-                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 41, name: memcpy_async, return_value: 0 }));
-                    let (src_kind, dst_kind) = if kind == CopyKind::HTOD { (MemoryKind::PINNED, MemoryKind::DEVICE) } else { (MemoryKind::DEVICE, MemoryKind::PAGEABLE) };
-                    push(Event::Memcpy(Memcpy { start: t(gpu.0), end: t(gpu.1), device, context: CONTEXT, stream: COMPUTE_STREAM, correlation: CorrelationId(corr), kind, bytes, src_kind, dst_kind, src_device: device, dst_device: device }));
+                    push(Event::Api(ApiCall {
+                        start: t(api.0),
+                        end: t(api.1),
+                        thread: tid,
+                        correlation: CorrelationId(corr),
+                        domain: ApiDomain::RUNTIME,
+                        cbid: 41,
+                        name: memcpy_async,
+                        return_value: 0,
+                    }));
+                    let (src_kind, dst_kind) = if kind == CopyKind::HTOD {
+                        (MemoryKind::PINNED, MemoryKind::DEVICE)
+                    } else {
+                        (MemoryKind::DEVICE, MemoryKind::PAGEABLE)
+                    };
+                    push(Event::Memcpy(Memcpy {
+                        start: t(gpu.0),
+                        end: t(gpu.1),
+                        device,
+                        context: CONTEXT,
+                        stream: COMPUTE_STREAM,
+                        correlation: CorrelationId(corr),
+                        kind,
+                        bytes,
+                        src_kind,
+                        dst_kind,
+                        src_device: device,
+                        dst_device: device,
+                    }));
                 }
                 Item::AllReduce { api, gpu } => {
                     corr += 1;
                     seq += 1;
-                    push(Event::Api(ApiCall { start: t(api.0), end: t(api.1), thread: tid, correlation: CorrelationId(corr), domain: ApiDomain::RUNTIME, cbid: 211, name: launch, return_value: 0 }));
+                    push(Event::Api(ApiCall {
+                        start: t(api.0),
+                        end: t(api.1),
+                        thread: tid,
+                        correlation: CorrelationId(corr),
+                        domain: ApiDomain::RUNTIME,
+                        cbid: 211,
+                        name: launch,
+                        return_value: 0,
+                    }));
                     push(Event::Kernel(Kernel {
                         start: t(gpu.0),
                         end: t(gpu.1),
@@ -533,7 +668,16 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                     }));
                 }
                 Item::Sync { span } => {
-                    push(Event::Sync(Sync { start: t(span.0), end: t(span.1), device, context: CONTEXT, stream: COMPUTE_STREAM, correlation: CorrelationId(corr), kind: SyncKind::STREAM_SYNCHRONIZE, cuda_event: 0 }));
+                    push(Event::Sync(Sync {
+                        start: t(span.0),
+                        end: t(span.1),
+                        device,
+                        context: CONTEXT,
+                        stream: COMPUTE_STREAM,
+                        correlation: CorrelationId(corr),
+                        kind: SyncKind::STREAM_SYNCHRONIZE,
+                        cuda_event: 0,
+                    }));
                 }
                 Item::MarkerStart(m, at) => opened[m as usize] = at,
                 Item::MarkerEnd(m, at) => {
@@ -543,7 +687,15 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                         MarkNo::Backward => mark_names[1],
                         MarkNo::Optimizer => mark_names[2],
                     };
-                    push(Event::Marker(Marker { start: t(opened[m as usize]), end: t(at), thread: tid, name, domain: StringId::EMPTY, kind: MarkerKind::RANGE, color: 0 }));
+                    push(Event::Marker(Marker {
+                        start: t(opened[m as usize]),
+                        end: t(at),
+                        thread: tid,
+                        name,
+                        domain: StringId::EMPTY,
+                        kind: MarkerKind::RANGE,
+                        color: 0,
+                    }));
                 }
             }
         };
@@ -555,7 +707,11 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     }
     let mut trailer = Trailer::default();
     let end = sched.plans[rank as usize].last().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
-    trailer.end_clock = ClockPair { realtime_ns: end as u64, monotonic_ns: 0, cupti_ns: None };
+    trailer.end_clock = ClockPair {
+        realtime_ns: end as u64,
+        monotonic_ns: 0,
+        cupti_ns: None,
+    };
     w.flush()?;
     // Everything but the small trailer is written now.
     let bytes = w.bytes_written();
@@ -593,7 +749,12 @@ mod tests {
 
     #[test]
     fn deterministic_and_counted() {
-        let cfg = JobConfig { ranks: 2, steps: 3, layers: 4, ..JobConfig::default() };
+        let cfg = JobConfig {
+            ranks: 2,
+            steps: 3,
+            layers: 4,
+            ..JobConfig::default()
+        };
         let s = schedule(&cfg);
         let (a, sa) = write_rank(&cfg, &s, 1, Vec::new()).unwrap();
         let (b, _) = write_rank(&cfg, &schedule(&cfg), 1, Vec::new()).unwrap();
@@ -606,7 +767,13 @@ mod tests {
 
     #[test]
     fn allreduces_end_together_and_slow_rank_arrives_last() {
-        let cfg = JobConfig { ranks: 4, steps: 2, layers: 6, clock_skew_ns: 0, ..JobConfig::default() };
+        let cfg = JobConfig {
+            ranks: 4,
+            steps: 2,
+            layers: 6,
+            clock_skew_ns: 0,
+            ..JobConfig::default()
+        };
         let s = schedule(&cfg);
         for step in 0..2 {
             for b in 0..cfg.buckets as usize {

@@ -21,7 +21,11 @@ fn thread_cpu() -> f64 {
 
 fn main() {
     let steps: u32 = std::env::var("STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let cfg = JobConfig { ranks: 2, steps, ..JobConfig::default() };
+    let cfg = JobConfig {
+        ranks: 2,
+        steps,
+        ..JobConfig::default()
+    };
     let sched = schedule(&cfg);
     let (bytes, _) = write_rank(&cfg, &sched, 0, Vec::new()).expect("synthetic trace");
     let src = TraceFile::from_bytes("bench-source", bytes).expect("readable");
@@ -31,9 +35,16 @@ fn main() {
     for e in &events {
         *mix.entry(e.kind().name()).or_default() += 1;
     }
-    let kernel_names: std::collections::BTreeSet<_> =
-        events.iter().filter_map(|e| if let Event::Kernel(k) = e { Some(k.name) } else { None }).collect();
-    println!("mix: {} events, {} distinct kernel names: {:?}", events.len(), kernel_names.len(), mix);
+    let kernel_names: std::collections::BTreeSet<_> = events
+        .iter()
+        .filter_map(|e| if let Event::Kernel(k) = e { Some(k.name) } else { None })
+        .collect();
+    println!(
+        "mix: {} events, {} distinct kernel names: {:?}",
+        events.len(),
+        kernel_names.len(),
+        mix
+    );
 
     // Encode + compress: intern the strings, push every event, finish.
     let mut best_enc = f64::MAX;
@@ -105,7 +116,12 @@ fn main() {
     let n = events.len() as f64;
     println!("size:        {} bytes, {:.2} bytes/event", out_len, out_len as f64 / n);
     let line = |what: &str, wall: f64, cpu: f64| {
-        println!("{what:<34} {:6.1} M events/s CPU time ({:.1} ms); {:6.1} M events/s wall", n / cpu / 1e6, cpu * 1e3, n / wall / 1e6)
+        println!(
+            "{what:<34} {:6.1} M events/s CPU time ({:.1} ms); {:6.1} M events/s wall",
+            n / cpu / 1e6,
+            cpu * 1e3,
+            n / wall / 1e6
+        )
     };
     line("encode+zstd (writer, to memory):", best_enc, cpu_enc);
     line("decode (chunk order, for_each):", best_dec, cpu_dec);

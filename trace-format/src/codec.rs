@@ -95,13 +95,7 @@ fn split(e: &Event) -> (u64, u64, Series, Attrs) {
             a[..4].copy_from_slice(&[m.name.0 as u64, m.domain.0 as u64, m.kind.0 as u64, m.color as u64]);
         }
         Event::Collective(c) => {
-            s[..5].copy_from_slice(&[
-                c.seq,
-                c.correlation.0 as u64,
-                c.start.0.wrapping_sub(c.enqueue.0),
-                c.bytes,
-                c.count,
-            ]);
+            s[..5].copy_from_slice(&[c.seq, c.correlation.0 as u64, c.start.0.wrapping_sub(c.enqueue.0), c.bytes, c.count]);
             a[..11].copy_from_slice(&[
                 c.comm.0,
                 c.op.0 as u64,
@@ -512,6 +506,7 @@ impl Decoder {
         let cols = &self.cols;
         let mut start = t_min;
         let mut series: Series = [0; MAX_SERIES];
+        #[allow(clippy::needless_range_loop)] // rows across several columns
         for i in 0..count {
             start = start.wrapping_add(unzigzag(cols[0][i]) as u64);
             let end = start.wrapping_add(unzigzag(cols[1][i]) as u64);

@@ -24,7 +24,11 @@ pub struct ClockPair {
 impl ClockPair {
     /// Read `CLOCK_REALTIME` and `CLOCK_MONOTONIC` now.
     pub fn now() -> ClockPair {
-        ClockPair { realtime_ns: clock_ns(libc::CLOCK_REALTIME), monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC), cupti_ns: None }
+        ClockPair {
+            realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+            monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+            cupti_ns: None,
+        }
     }
 }
 

@@ -90,7 +90,10 @@ pub struct TraceFile {
 
 impl std::fmt::Debug for TraceFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TraceFile").field("path", &self.path).field("chunks", &self.chunks.len()).finish()
+        f.debug_struct("TraceFile")
+            .field("path", &self.path)
+            .field("chunks", &self.chunks.len())
+            .finish()
     }
 }
 
@@ -98,7 +101,10 @@ impl TraceFile {
     /// Open and index a file (memory-mapped; the file is not loaded).
     pub fn open(path: impl AsRef<Path>) -> Result<TraceFile> {
         let path = path.as_ref().to_path_buf();
-        let io = |source| FormatError::Io { path: path.clone(), source };
+        let io = |source| FormatError::Io {
+            path: path.clone(),
+            source,
+        };
         let file = std::fs::File::open(&path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         if meta.is_dir() {
@@ -123,16 +129,26 @@ impl TraceFile {
 
     fn index(path: PathBuf, data: Backing) -> Result<TraceFile> {
         let bytes = data.bytes();
-        let corrupt = |offset: usize, what: &str| FormatError::Corrupt { path: path.clone(), offset: offset as u64, what: what.to_string() };
+        let corrupt = |offset: usize, what: &str| FormatError::Corrupt {
+            path: path.clone(),
+            offset: offset as u64,
+            what: what.to_string(),
+        };
         if bytes.len() < 8 || &bytes[..8] != MAGIC {
             let head = &bytes[..bytes.len().min(8)];
             if bytes.is_empty() {
-                return Err(FormatError::NotATrace { path, found: "nothing (the file is empty)".into() });
+                return Err(FormatError::NotATrace {
+                    path,
+                    found: "nothing (the file is empty)".into(),
+                });
             }
             if MAGIC.starts_with(head) {
                 return Err(corrupt(0, "file ends inside the preamble (truncated right after it was created?)"));
             }
-            return Err(FormatError::NotATrace { path, found: format!("\"{}\"", head.escape_ascii()) });
+            return Err(FormatError::NotATrace {
+                path,
+                found: format!("\"{}\"", head.escape_ascii()),
+            });
         }
         if bytes.len() < PREAMBLE_LEN {
             return Err(corrupt(8, "file ends inside the preamble"));
@@ -140,7 +156,12 @@ impl TraceFile {
         let major = u16::from_le_bytes([bytes[8], bytes[9]]);
         let minor = u16::from_le_bytes([bytes[10], bytes[11]]);
         if major != FORMAT_MAJOR {
-            return Err(FormatError::UnsupportedVersion { path, major, minor, supported: FORMAT_MAJOR });
+            return Err(FormatError::UnsupportedVersion {
+                path,
+                major,
+                minor,
+                supported: FORMAT_MAJOR,
+            });
         }
 
         let mut header: Option<Header> = None;
@@ -152,7 +173,11 @@ impl TraceFile {
         let mut pos = PREAMBLE_LEN;
         let mut scratch = Vec::new();
         while pos < bytes.len() {
-            let stop = |reason: &str| Damage { offset: pos as u64, lost_bytes: (bytes.len() - pos) as u64, reason: reason.to_string() };
+            let stop = |reason: &str| Damage {
+                offset: pos as u64,
+                lost_bytes: (bytes.len() - pos) as u64,
+                reason: reason.to_string(),
+            };
             let Some(fb) = bytes.get(pos..pos + FRAME_LEN) else {
                 damage = Some(stop("file ends inside a chunk frame (cut off while writing)"));
                 break;
@@ -255,7 +280,10 @@ impl TraceFile {
                 None if frame.flags & FLAG_CRITICAL != 0 => {
                     return Err(corrupt(
                         pos,
-                        &format!("chunk kind {} is required to read this file but unknown to this gputrace; upgrade gputrace", frame.kind),
+                        &format!(
+                            "chunk kind {} is required to read this file but unknown to this gputrace; upgrade gputrace",
+                            frame.kind
+                        ),
                     ))
                 }
                 None => skipped += 1,
@@ -263,9 +291,22 @@ impl TraceFile {
             pos = pend;
         }
         let Some(header) = header else {
-            return Err(corrupt(PREAMBLE_LEN, damage.as_ref().map_or("no header chunk", |d| d.reason.as_str())));
+            return Err(corrupt(
+                PREAMBLE_LEN,
+                damage.as_ref().map_or("no header chunk", |d| d.reason.as_str()),
+            ));
         };
-        Ok(TraceFile { path, data, header, strings, chunks, trailer, damage, skipped_chunks: skipped, format_minor: minor })
+        Ok(TraceFile {
+            path,
+            data,
+            header,
+            strings,
+            chunks,
+            trailer,
+            damage,
+            skipped_chunks: skipped,
+            format_minor: minor,
+        })
     }
 
     /// The file's path (or the name given to [`Self::from_bytes`]).
@@ -352,7 +393,12 @@ impl TraceFile {
     pub fn tracks(&self) -> Vec<TrackSummary> {
         let mut m: BTreeMap<Track, TrackSummary> = BTreeMap::new();
         for c in &self.chunks {
-            let s = m.entry(c.track).or_insert_with(|| TrackSummary { track: c.track, events: BTreeMap::new(), t_min: c.t_min, t_max: c.t_max });
+            let s = m.entry(c.track).or_insert_with(|| TrackSummary {
+                track: c.track,
+                events: BTreeMap::new(),
+                t_min: c.t_min,
+                t_max: c.t_max,
+            });
             *s.events.entry(c.kind).or_insert(0) += c.count as u64;
             s.t_min = s.t_min.min(c.t_min);
             s.t_max = s.t_max.max(c.t_max);
@@ -362,19 +408,38 @@ impl TraceFile {
 
     /// A decoder for this file's chunks (reuses its buffers across chunks).
     pub fn decoder(&self) -> ChunkDecoder<'_> {
-        ChunkDecoder { file: self, raw: Vec::new(), zstd: None, codec: codec::Decoder::default() }
+        ChunkDecoder {
+            file: self,
+            raw: Vec::new(),
+            zstd: None,
+            codec: codec::Decoder::default(),
+        }
     }
 
     /// Every event, chunk by chunk in file order (not globally time-sorted;
     /// each chunk is sorted by start). Stops after the first error.
     pub fn events(&self) -> Events<'_> {
-        Events { dec: self.decoder(), order: (0..self.chunks.len()).collect(), next: 0, buf: Vec::new(), pos: 0, failed: false }
+        Events {
+            dec: self.decoder(),
+            order: (0..self.chunks.len()).collect(),
+            next: 0,
+            buf: Vec::new(),
+            pos: 0,
+            failed: false,
+        }
     }
 
     /// Events of the given kinds only, in file order.
     pub fn events_of(&self, kinds: &[EventKind]) -> Events<'_> {
         let order = (0..self.chunks.len()).filter(|&i| kinds.contains(&self.chunks[i].kind)).collect();
-        Events { dec: self.decoder(), order, next: 0, buf: Vec::new(), pos: 0, failed: false }
+        Events {
+            dec: self.decoder(),
+            order,
+            next: 0,
+            buf: Vec::new(),
+            pos: 0,
+            failed: false,
+        }
     }
 
     /// Events of one track (all kinds), in start order. Memory holds only
@@ -383,7 +448,13 @@ impl TraceFile {
         let mut pending: Vec<usize> = (0..self.chunks.len()).filter(|&i| self.chunks[i].track == track).collect();
         pending.sort_by_key(|&i| (self.chunks[i].t_min, i));
         pending.reverse(); // pop() takes the earliest
-        TrackEvents { dec: self.decoder(), pending, active: Vec::new(), heap: BinaryHeap::new(), failed: false }
+        TrackEvents {
+            dec: self.decoder(),
+            pending,
+            active: Vec::new(),
+            heap: BinaryHeap::new(),
+            failed: false,
+        }
     }
 }
 
@@ -411,7 +482,11 @@ impl ChunkDecoder<'_> {
             offset: 0,
             what: format!("no chunk #{index}"),
         })?;
-        let corrupt = |what: String| FormatError::Corrupt { path: file.path.clone(), offset: c.offset, what };
+        let corrupt = |what: String| FormatError::Corrupt {
+            path: file.path.clone(),
+            offset: c.offset,
+            what,
+        };
         let body = &file.data.bytes()[c.body_start..c.body_end];
         let raw: &[u8] = if c.compressed {
             if self.zstd.is_none() {
@@ -420,7 +495,9 @@ impl ChunkDecoder<'_> {
             let d = self.zstd.as_mut().expect("set above");
             self.raw.clear();
             self.raw.reserve(c.raw_len as usize);
-            let n = d.decompress_to_buffer(body, &mut self.raw).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            let n = d
+                .decompress_to_buffer(body, &mut self.raw)
+                .map_err(|e| corrupt(format!("zstd: {e}")))?;
             if n != c.raw_len as usize {
                 return Err(corrupt("chunk body length differs from its frame".into()));
             }
@@ -536,7 +613,9 @@ fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Resu
     }
     for _ in 0..n {
         let len = c.varint().ok_or("truncated")?;
-        let b = c.bytes(usize::try_from(len).map_err(|_| "length overflow")?).ok_or("string runs past the chunk")?;
+        let b = c
+            .bytes(usize::try_from(len).map_err(|_| "length overflow")?)
+            .ok_or("string runs past the chunk")?;
         let s = std::str::from_utf8(b).map_err(|_| "string is not UTF-8")?;
         strings.push(s.into());
     }
@@ -558,7 +637,9 @@ fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'sta
             context: ContextId(c.varint_u32().ok_or(BAD)?),
             stream: StreamId(c.varint_u32().ok_or(BAD)?),
         },
-        2 => Track::Thread { tid: ThreadId(c.varint_u32().ok_or(BAD)?) },
+        2 => Track::Thread {
+            tid: ThreadId(c.varint_u32().ok_or(BAD)?),
+        },
         3 => Track::Process,
         _ => return Err("unknown track kind in events-chunk metadata"),
     };

@@ -25,7 +25,11 @@ pub struct WriterOptions {
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { chunk_events: 32 * 1024, max_buffered_events: 256 * 1024, zstd_level: 1 }
+        WriterOptions {
+            chunk_events: 32 * 1024,
+            max_buffered_events: 256 * 1024,
+            zstd_level: 1,
+        }
     }
 }
 

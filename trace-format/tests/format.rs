@@ -45,10 +45,46 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 src_device: DeviceId(v[1]),
                 dst_device: DeviceId(v[2]),
             }),
-            2 => Event::Memset(Memset { start, end, device, context, stream, correlation, bytes: big, value: v[1], memory_kind: MemoryKind(b) }),
-            3 => Event::Sync(Sync { start, end, device, context, stream, correlation, kind: SyncKind(b), cuda_event: v[1] }),
-            4 => Event::Api(ApiCall { start, end, thread: ThreadId(dev), correlation, domain: ApiDomain(b % 3), cbid: v[1], name: StringId(name), return_value: v[2] }),
-            5 => Event::Marker(Marker { start, end, thread: ThreadId(dev), name: StringId(name), domain: StringId(name / 2), kind: MarkerKind(b % 2), color: v[1] }),
+            2 => Event::Memset(Memset {
+                start,
+                end,
+                device,
+                context,
+                stream,
+                correlation,
+                bytes: big,
+                value: v[1],
+                memory_kind: MemoryKind(b),
+            }),
+            3 => Event::Sync(Sync {
+                start,
+                end,
+                device,
+                context,
+                stream,
+                correlation,
+                kind: SyncKind(b),
+                cuda_event: v[1],
+            }),
+            4 => Event::Api(ApiCall {
+                start,
+                end,
+                thread: ThreadId(dev),
+                correlation,
+                domain: ApiDomain(b % 3),
+                cbid: v[1],
+                name: StringId(name),
+                return_value: v[2],
+            }),
+            5 => Event::Marker(Marker {
+                start,
+                end,
+                thread: ThreadId(dev),
+                name: StringId(name),
+                domain: StringId(name / 2),
+                kind: MarkerKind(b % 2),
+                color: v[1],
+            }),
             6 => Event::Collective(Collective {
                 start,
                 end,
@@ -69,7 +105,12 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 stream,
                 correlation,
             }),
-            _ => Event::Loss(Loss { time: start, source: LossSource(b), count: big, detail: StringId(name) }),
+            _ => Event::Loss(Loss {
+                time: start,
+                source: LossSource(b),
+                count: big,
+                detail: StringId(name),
+            }),
         }
     })
 }
@@ -79,7 +120,15 @@ fn sort_key(e: &Event) -> String {
 }
 
 fn write(events: &[Event], opts: WriterOptions, finish: bool) -> Vec<u8> {
-    let mut w = TraceWriter::new(Vec::new(), &Header { hostname: "h".into(), ..Header::default() }, opts).unwrap();
+    let mut w = TraceWriter::new(
+        Vec::new(),
+        &Header {
+            hostname: "h".into(),
+            ..Header::default()
+        },
+        opts,
+    )
+    .unwrap();
     for i in 0..60 {
         w.intern(&format!("name-{i}"));
     }
@@ -141,7 +190,12 @@ proptest! {
 }
 
 fn demo_trace() -> Vec<u8> {
-    let cfg = gputrace_synth::JobConfig { ranks: 2, steps: 3, layers: 4, ..Default::default() };
+    let cfg = gputrace_synth::JobConfig {
+        ranks: 2,
+        steps: 3,
+        layers: 4,
+        ..Default::default()
+    };
     let s = gputrace_synth::schedule(&cfg);
     gputrace_synth::write_rank(&cfg, &s, 0, Vec::new()).unwrap().0
 }
@@ -175,7 +229,14 @@ fn truncated_file_reads_up_to_last_whole_chunk() {
 #[test]
 fn killed_writer_leaves_readable_file_without_trailer() {
     let events: Vec<Event> = (0..1000)
-        .map(|i| Event::Loss(Loss { time: Nanos(i * 10), source: LossSource::CUPTI_DROPPED, count: i, detail: StringId::EMPTY }))
+        .map(|i| {
+            Event::Loss(Loss {
+                time: Nanos(i * 10),
+                source: LossSource::CUPTI_DROPPED,
+                count: i,
+                detail: StringId::EMPTY,
+            })
+        })
         .collect();
     let bytes = write(&events, WriterOptions::default(), false);
     let t = TraceFile::from_bytes("killed", bytes).unwrap();
@@ -188,7 +249,10 @@ fn killed_writer_leaves_readable_file_without_trailer() {
 fn foreign_and_empty_files_are_named_errors() {
     let e = TraceFile::from_bytes("x.json", b"{\"traceEvents\": []}".to_vec()).unwrap_err();
     assert!(matches!(e, FormatError::NotATrace { .. }), "{e}");
-    assert!(e.to_string().contains("x.json") && e.to_string().contains("not a gputrace trace"), "{e}");
+    assert!(
+        e.to_string().contains("x.json") && e.to_string().contains("not a gputrace trace"),
+        "{e}"
+    );
     let e = TraceFile::from_bytes("empty", Vec::new()).unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
     let mut b = demo_trace();
@@ -201,7 +265,13 @@ fn foreign_and_empty_files_are_named_errors() {
 }
 
 fn chunk(kind: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
-    let f = Frame { kind, flags, payload_len: payload.len() as u32, raw_len: (payload.len() - 1) as u32, payload_crc: crc32(payload) };
+    let f = Frame {
+        kind,
+        flags,
+        payload_len: payload.len() as u32,
+        raw_len: (payload.len() - 1) as u32,
+        payload_crc: crc32(payload),
+    };
     let mut v = f.encode().to_vec();
     assert_eq!(v.len(), FRAME_LEN);
     v.extend_from_slice(payload);
