@@ -3156,6 +3156,62 @@ pub const CUPTI_METRIC_VALUE_UTILIZATION_FORCE_INT: CUpti_MetricValueUtilization
  vary from IDLE (0) to MAX (10) but the enumeration only provides
  specific names for a few values.*/
 pub type CUpti_MetricValueUtilizationLevel = ::std::os::raw::c_uint;
+/** \brief A metric value.
+
+ Metric values can be one of several different kinds. Corresponding
+ to each kind is a member of the CUpti_MetricValue union. The metric
+ value returned by \ref cuptiMetricGetValue should be accessed using
+ the appropriate member of that union based on its value kind.*/
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union CUpti_MetricValue {
+    pub metricValueDouble: f64,
+    pub metricValueUint64: u64,
+    pub metricValueInt64: i64,
+    pub metricValuePercent: f64,
+    pub metricValueThroughput: u64,
+    pub metricValueUtilizationLevel: CUpti_MetricValueUtilizationLevel,
+    /// Value for CUPTI_METRIC_VALUE_KIND_NVTX_EXTENDED_PAYLOAD.
+    pub metricValueNvtxExtendedPayload: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CUpti_MetricValue"][::std::mem::size_of::<CUpti_MetricValue>() - 8usize];
+    [
+        "Alignment of CUpti_MetricValue",
+    ][::std::mem::align_of::<CUpti_MetricValue>() - 8usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueDouble",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueDouble) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueUint64",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueUint64) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueInt64",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueInt64) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValuePercent",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValuePercent) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueThroughput",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueThroughput) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueUtilizationLevel",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueUtilizationLevel) - 0usize];
+    [
+        "Offset of field: CUpti_MetricValue::metricValueNvtxExtendedPayload",
+    ][::std::mem::offset_of!(CUpti_MetricValue, metricValueNvtxExtendedPayload)
+        - 0usize];
+};
+impl Default for CUpti_MetricValue {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 /// The activity record is invalid.
 pub const CUPTI_ACTIVITY_KIND_INVALID: CUpti_ActivityKind = 0;
 /** A host<->host, host<->device, or device<->device memory copy.
@@ -7109,6 +7165,7 @@ pub type CUpti_ActivityMarkerFieldIds = ::std::os::raw::c_uint;
  The marker data contains color, payload, and category.
  (CUPTI_ACTIVITY_KIND_MARKER_DATA).*/
 #[repr(C, packed(8))]
+#[derive(Copy, Clone)]
 pub struct CUpti_ActivityMarkerData2 {
     /** The activity record kind, must be
  CUPTI_ACTIVITY_KIND_MARKER_DATA.*/
@@ -13177,13 +13234,6 @@ impl Default for CUpti_ActivityKernel12 {
         }
     }
 }
-/** \brief The activity record for peer-to-peer memory copies.
-
- This activity record represents a peer-to-peer memory copy
- (CUPTI_ACTIVITY_KIND_MEMCPY2) but is no longer generated
- by CUPTI. Peer-to-peer memory copy activities are now reported using the
- CUpti_ActivityMemcpyPtoP2 activity record..*/
-pub type CUpti_ActivityMemcpy2 = CUpti_ActivityMemcpyPtoP;
 /** \brief The activity record for memset (version 4). (deprecated)
 
  This activity record represents a memory set operation
@@ -14387,6 +14437,7 @@ impl Default for CUpti_ActivityMemcpy6 {
  Structure deprecated in CUDA 13.1: Refer to CUpti_ActivityMarkerData2
  for the latest structure.*/
 #[repr(C, packed(8))]
+#[derive(Copy, Clone)]
 pub struct CUpti_ActivityMarkerData {
     /** The activity record kind, must be
  CUPTI_ACTIVITY_KIND_MARKER_DATA.*/

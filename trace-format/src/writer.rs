@@ -167,6 +167,12 @@ impl<W: Write> TraceWriter<W> {
         &mut self.out
     }
 
+    /// Events held in memory, not yet written (never more than
+    /// `max_buffered_events`).
+    pub fn buffered_events(&self) -> usize {
+        self.buffered
+    }
+
     /// Bytes written so far.
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written

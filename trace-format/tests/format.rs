@@ -333,3 +333,29 @@ fn mmap_open_reads_the_same() {
     assert_eq!(a.header(), m.header());
     assert_eq!(a.len_bytes(), std::fs::metadata(&p).unwrap().len());
 }
+
+#[test]
+fn writer_memory_is_bounded_across_many_tracks() {
+    let opts = WriterOptions { chunk_events: 1000, max_buffered_events: 5000, zstd_level: 1 };
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
+    let mut peak = 0;
+    // 300 threads interleaved: no single buffer fills, the global cap must act.
+    for i in 0..200_000u64 {
+        let e = Event::Api(ApiCall {
+            start: Nanos(i),
+            end: Nanos(i + 1),
+            thread: ThreadId((i % 300) as u32),
+            correlation: CorrelationId(i as u32),
+            domain: ApiDomain::RUNTIME,
+            cbid: 1,
+            name: StringId::EMPTY,
+            return_value: 0,
+        });
+        w.push(e).unwrap();
+        peak = peak.max(w.buffered_events());
+    }
+    assert!(peak <= 5000, "peak {peak}");
+    let t = TraceFile::from_bytes("bounded", w.finish(Trailer::default()).unwrap()).unwrap();
+    assert_eq!(t.event_total(), 200_000);
+    assert_eq!(t.trailer().unwrap().events["api"], 200_000);
+}
