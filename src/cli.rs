@@ -20,6 +20,8 @@ pub struct Cli {
 pub enum Command {
     /// Write a SYNTHETIC multi-rank training job (no GPU needed) and show what to run next.
     Demo(cmd::demo::DemoArgs),
+    /// Run a command with the capture agent injected: `gputrace run -o DIR -- python train.py`.
+    Run(cmd::run::RunArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -32,6 +34,7 @@ pub fn run() -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Demo(a) => cmd::demo::run(&a),
         Command::Info(a) => cmd::info::run(&a),
+        Command::Run(a) => cmd::run::run(&a),
         Command::Version => cmd::version::run(),
     }
 }

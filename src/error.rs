@@ -29,6 +29,21 @@ pub enum CliError {
         /// How many were given.
         total: usize,
     },
+    /// The capture agent library was not found.
+    #[error("the capture agent library (libgputrace_agent.so) was not found (searched: {searched})")]
+    AgentMissing {
+        /// Every place looked.
+        searched: String,
+    },
+    /// The command to trace could not be started.
+    #[error("cannot run {command}: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Writing to stdout failed (e.g. a closed pipe).
     #[error("writing output: {0}")]
     Output(#[source] std::io::Error),
@@ -42,6 +57,10 @@ impl CliError {
             CliError::Format(F::NotATrace { .. }) => Some("gputrace reads .gtrace files written by `gputrace run` or `gputrace demo`"),
             CliError::Format(F::UnsupportedVersion { .. }) => {
                 Some("this trace was written by a newer gputrace; install that version to read it")
+            }
+            CliError::AgentMissing { .. } => Some("build it with `cargo build --release --workspace`, or set GPUTRACE_AGENT to its path"),
+            CliError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Some("check the command name and PATH; everything after `--` is the command to trace")
             }
             CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files"),
             CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {

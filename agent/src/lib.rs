@@ -1,16 +1,38 @@
 //! The gputrace capture agent (`libgputrace_agent.so`).
 //!
-//! **Status: placeholder.** This crate exists so that the workspace layout, the
-//! build and the CLI's agent lookup (`gputrace version` reports where the
-//! library was found) are in place. It captures nothing yet: the CUPTI
-//! injection (`InitializeInjection`, buffer pool, writer thread) arrives with
-//! the agent issue (#3). Until then the library exports a single
-//! identification symbol and has no constructor, so loading it has no effect
-//! on a process.
-#![deny(missing_docs)]
+//! Injected into a CUDA process by `gputrace run` through
+//! `CUDA_INJECTION64_PATH` (the driver calls [`InitializeInjection`] inside
+//! the first `cuInit`). It records kernels, copies, memsets,
+//! synchronizations and CUDA API calls with CUPTI's activity API and
+//! streams them to one trace file per process.
+//!
+//! Rules this library keeps, because it runs inside someone's job:
+//! - every `extern "C"` entry catches panics; nothing unwinds into C;
+//! - CUPTI's buffer callbacks only touch a pre-allocated lock-free pool
+//!   (no allocation, lock or system call);
+//! - any failure prints one `gputrace:` line and turns capture off; the job
+//!   runs on with its own exit code;
+//! - libcupti is never called unless libcuda is already loaded;
+//! - a forked child never touches the parent's CUPTI state, buffers or file.
+//!
+//! Loaded with `LD_PRELOAD` (or by any process that merely links it), the
+//! library does nothing: it has no constructor.
 
-/// NUL-terminated version string of this agent build. `gputrace` reads it to
-/// check that the CLI and the agent library it found come from the same build.
+mod cbid_names;
+mod config;
+mod cupti;
+mod decode;
+mod dl;
+mod identity;
+mod pool;
+mod session;
+
+use session::{say, OWNER_PID, SESSION};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::Acquire;
+use std::time::Duration;
+
+/// NUL-terminated version string of this agent build.
 #[no_mangle]
 pub static GPUTRACE_AGENT_VERSION: [u8; AGENT_VERSION_LEN] = agent_version();
 
@@ -26,6 +48,60 @@ const fn agent_version() -> [u8; AGENT_VERSION_LEN] {
     }
     out
 }
+
+/// Called by the CUDA driver inside the first `cuInit` when
+/// `CUDA_INJECTION64_PATH` names this library. Returns 1 (success) in every
+/// case, so the driver never treats the job differently because of us.
+#[no_mangle]
+pub extern "C" fn InitializeInjection() -> libc::c_int {
+    let r = catch_unwind(|| {
+        if let Err(msg) = session::start() {
+            say(&msg);
+        }
+    });
+    if r.is_err() {
+        say("internal error while starting capture; this process runs untraced");
+    }
+    1
+}
+
+/// CUPTI asks for a buffer to fill. Callback path: pool only.
+pub(crate) extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let Some(s) = SESSION.get() else { return };
+        // Safety: CUPTI passes valid out-pointers.
+        unsafe {
+            *buffer = s.pool.request();
+            *size = s.pool.buf_size();
+            *max_records = 0;
+        }
+    }));
+}
+
+/// CUPTI hands a filled buffer back. Callback path: pool only.
+pub(crate) extern "C" fn buffer_completed(_ctx: cupti_sys::CUcontext, _stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(s) = SESSION.get() {
+            s.pool.complete(buffer, valid);
+        }
+    }));
+}
+
+/// `atexit` handler: final forced flush and trailer, bounded in time.
+pub(crate) extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if OWNER_PID.load(Acquire) != std::process::id() {
+            return; // a forked child: the parent owns the session
+        }
+        if let Some(s) = SESSION.get() {
+            s.finish_at_exit(Duration::from_secs(10));
+        }
+    });
+}
+
+/// `pthread_atfork` child handler. Async-signal-safe: it does nothing; the
+/// child is recognised later by its pid differing from `OWNER_PID`.
+pub(crate) extern "C" fn after_fork_child() {}
 
 #[cfg(test)]
 mod tests {

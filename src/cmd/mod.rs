@@ -2,4 +2,5 @@
 
 pub mod demo;
 pub mod info;
+pub mod run;
 pub mod version;

@@ -1,0 +1,70 @@
+//! Agent settings, from the environment (`gputrace run` sets them).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings. Values that do not parse fall back to the defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Directory for the trace file (`GPUTRACE_OUTPUT`, default `gputrace-traces`).
+    pub output_dir: PathBuf,
+    /// Pool buffers (`GPUTRACE_BUFFERS`, default 16).
+    pub buffers: usize,
+    /// Bytes per buffer (`GPUTRACE_BUFFER_KB`, default 4096 KiB; 16 × 4 MiB =
+    /// 64 MiB of memory in all).
+    pub buffer_bytes: usize,
+    /// Period of the background flush (`GPUTRACE_FLUSH_MS`, default 1000):
+    /// a killed process loses at most this much.
+    pub flush_period: Duration,
+    /// Explicit libcupti path (`GPUTRACE_CUPTI`).
+    pub cupti_path: Option<String>,
+    /// `CUDA_HOME`, searched for libcupti.
+    pub cuda_home: Option<String>,
+    /// Record CUDA API calls (`GPUTRACE_API=0` turns them off).
+    pub api_calls: bool,
+    /// `GPUTRACE_DISABLE=1`: load but capture nothing.
+    pub disabled: bool,
+}
+
+impl Config {
+    /// Read the settings through `get` (usually `std::env::var`).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Config {
+        let num = |k: &str, d: u64, lo: u64, hi: u64| get(k).and_then(|v| v.trim().parse::<u64>().ok()).map_or(d, |v| v.clamp(lo, hi));
+        Config {
+            output_dir: get("GPUTRACE_OUTPUT")
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| PathBuf::from("gputrace-traces"), PathBuf::from),
+            buffers: num("GPUTRACE_BUFFERS", 16, 2, 4096) as usize,
+            buffer_bytes: num("GPUTRACE_BUFFER_KB", 4096, 64, 256 * 1024) as usize * 1024,
+            flush_period: Duration::from_millis(num("GPUTRACE_FLUSH_MS", 1000, 10, 600_000)),
+            cupti_path: get("GPUTRACE_CUPTI").filter(|s| !s.is_empty()),
+            cuda_home: get("CUDA_HOME").or_else(|| get("CUDA_PATH")).filter(|s| !s.is_empty()),
+            api_calls: get("GPUTRACE_API").is_none_or(|v| v.trim() != "0"),
+            disabled: get("GPUTRACE_DISABLE").is_some_and(|v| v.trim() == "1"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_clamping() {
+        let c = Config::from_env(|_| None);
+        assert_eq!((c.buffers, c.buffer_bytes, c.flush_period), (16, 4 << 20, Duration::from_secs(1)));
+        assert!(c.api_calls && !c.disabled);
+        let c = Config::from_env(|k| match k {
+            "GPUTRACE_BUFFERS" => Some("1000000".into()),
+            "GPUTRACE_BUFFER_KB" => Some("garbage".into()),
+            "GPUTRACE_FLUSH_MS" => Some("1".into()),
+            "GPUTRACE_API" => Some("0".into()),
+            _ => None,
+        });
+        assert_eq!(
+            (c.buffers, c.buffer_bytes, c.flush_period),
+            (4096, 4 << 20, Duration::from_millis(10))
+        );
+        assert!(!c.api_calls);
+    }
+}

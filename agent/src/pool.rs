@@ -1,0 +1,130 @@
+//! The pre-allocated buffer pool between CUPTI's callbacks and the writer
+//! thread.
+//!
+//! Invariants:
+//! - Every pool buffer is in exactly one place: the free queue, CUPTI's
+//!   hands, the completed queue, or the writer thread's hands. Both queues
+//!   have room for every buffer, so a push never fails.
+//! - The callbacks (`request`, `complete`) only pop/push lock-free queues
+//!   and bump atomics: no allocation, no lock, no system call.
+//! - When the free queue is empty, CUPTI gets the discard buffer instead
+//!   (never NULL, which crashes CUPTI before API version 27) and the loss
+//!   is counted.
+
+use crossbeam::queue::ArrayQueue;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Buffers are 8-byte aligned, as CUPTI requires.
+const ALIGN: usize = 8;
+
+/// The pool.
+pub struct Pool {
+    buf_size: usize,
+    free: ArrayQueue<usize>,
+    done: ArrayQueue<(usize, usize)>,
+    discard: usize,
+    /// Buffers handed out as the discard buffer.
+    pub discarded_buffers: AtomicU64,
+    /// Valid bytes CUPTI wrote into the discard buffer (records lost).
+    pub discarded_bytes: AtomicU64,
+    /// Completed buffers that were not ours (should never happen).
+    pub foreign_buffers: AtomicU64,
+}
+
+impl Pool {
+    /// Allocate `count` buffers of `buf_size` bytes (plus the discard
+    /// buffer). Returns `None` if memory is not available.
+    pub fn new(count: usize, buf_size: usize) -> Option<Pool> {
+        let count = count.max(2);
+        let buf_size = buf_size.max(64 * 1024).next_multiple_of(ALIGN);
+        let free = ArrayQueue::new(count);
+        let layout = std::alloc::Layout::from_size_align(buf_size, ALIGN).ok()?;
+        for _ in 0..count {
+            // Safety: the layout has a non-zero size.
+            let p = unsafe { std::alloc::alloc(layout) };
+            if p.is_null() {
+                return None;
+            }
+            free.push(p as usize).ok()?;
+        }
+        // Safety: as above.
+        let discard = unsafe { std::alloc::alloc(layout) };
+        if discard.is_null() {
+            return None;
+        }
+        Some(Pool {
+            buf_size,
+            free,
+            done: ArrayQueue::new(count),
+            discard: discard as usize,
+            discarded_buffers: AtomicU64::new(0),
+            discarded_bytes: AtomicU64::new(0),
+            foreign_buffers: AtomicU64::new(0),
+        })
+    }
+
+    /// Size of every buffer.
+    pub fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    /// Callback path: a buffer for CUPTI to fill.
+    #[inline]
+    pub fn request(&self) -> *mut u8 {
+        match self.free.pop() {
+            Some(p) => p as *mut u8,
+            None => {
+                self.discarded_buffers.fetch_add(1, Relaxed);
+                self.discard as *mut u8
+            }
+        }
+    }
+
+    /// Callback path: CUPTI returns a buffer with `valid` bytes of records.
+    #[inline]
+    pub fn complete(&self, buf: *mut u8, valid: usize) {
+        let p = buf as usize;
+        if p == self.discard {
+            self.discarded_bytes.fetch_add(valid as u64, Relaxed);
+        } else if p == 0 {
+            self.foreign_buffers.fetch_add(1, Relaxed);
+        } else if self.done.push((p, valid)).is_err() {
+            // Cannot happen (see the invariants); count rather than leak silently.
+            self.foreign_buffers.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Writer side: the next completed buffer.
+    pub fn take_completed(&self) -> Option<(*mut u8, usize)> {
+        self.done.pop().map(|(p, v)| (p as *mut u8, v))
+    }
+
+    /// Writer side: give a drained buffer back.
+    pub fn recycle(&self, buf: *mut u8) {
+        let _ = self.free.push(buf as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_cycle_and_exhaustion_is_counted() {
+        let pool = Pool::new(2, 64 * 1024).unwrap();
+        let a = pool.request();
+        let b = pool.request();
+        assert_ne!(a, b);
+        let c = pool.request(); // exhausted: the discard buffer
+        assert!(!c.is_null());
+        assert_eq!(pool.discarded_buffers.load(Relaxed), 1);
+        pool.complete(c, 1000);
+        assert_eq!(pool.discarded_bytes.load(Relaxed), 1000);
+        pool.complete(a, 10);
+        assert_eq!(pool.take_completed(), Some((a, 10)));
+        assert_eq!(pool.take_completed(), None);
+        pool.recycle(a);
+        assert_eq!(pool.request(), a);
+        assert_eq!(a as usize % 8, 0);
+    }
+}

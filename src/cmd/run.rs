@@ -1,0 +1,199 @@
+//! `gputrace run [-o DIR] -- CMD ARGS...`: run a command with the capture
+//! agent injected into every CUDA process of its tree.
+
+use crate::agent;
+use crate::cmd::info::thousands;
+use crate::error::CliError;
+use gputrace_format::{EventKind, TraceFile};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::SystemTime;
+
+/// Arguments of `gputrace run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Directory for the trace files, one per traced process (created if missing).
+    #[arg(short, long, default_value = "gputrace-traces")]
+    pub output: PathBuf,
+    /// Trace buffers per process (memory = buffers × buffer size; default 16).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub buffers: Option<u32>,
+    /// Size of each trace buffer in KiB (default 4096).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(64..=262_144))]
+    pub buffer_kb: Option<u32>,
+    /// How often buffered records are written, in ms (a killed process loses at most this much; default 1000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(10..=600_000))]
+    pub flush_ms: Option<u32>,
+    /// Do not record CUDA API calls (smaller traces; no launch→kernel links).
+    #[arg(long)]
+    pub no_api: bool,
+    /// Use this libcupti instead of searching for one.
+    #[arg(long, value_name = "PATH")]
+    pub cupti: Option<PathBuf>,
+    /// The command to trace and its arguments (everything after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// The traced child's pid, for the signal forwarder (0: none yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let child = CHILD.load(Ordering::Relaxed);
+    // Signals from the terminal (si_code > 0, e.g. Ctrl-C) already reach
+    // the child through the process group; forward only those sent to us
+    // by a process (kill, a job scheduler).
+    // Safety: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    if child > 0 && code <= 0 {
+        // Safety: kill is async-signal-safe.
+        unsafe { libc::kill(child, sig) };
+    }
+}
+
+fn install_forwarding() {
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ] {
+        // Safety: a zeroed sigaction with a valid SA_SIGINFO handler.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Run `gputrace run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
+    let search = agent::locate();
+    let agent_path = search.found.clone().ok_or_else(|| CliError::AgentMissing {
+        searched: search.searched_list(),
+    })?;
+    let agent_path = std::fs::canonicalize(&agent_path).map_err(CliError::io(&agent_path))?;
+    std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
+    let out_dir = std::fs::canonicalize(&args.output).map_err(CliError::io(&args.output))?;
+    check_writable(&out_dir)?;
+
+    let program = &args.command[0];
+    let mut cmd = Command::new(program);
+    cmd.args(&args.command[1..]);
+    if let Some(old) = std::env::var_os("CUDA_INJECTION64_PATH").filter(|v| !v.is_empty() && v != "none" && Path::new(v) != agent_path) {
+        eprintln!(
+            "gputrace: replacing CUDA_INJECTION64_PATH={} (CUDA has one injection slot; that tool will not load under gputrace)",
+            Path::new(&old).display()
+        );
+    }
+    cmd.env("CUDA_INJECTION64_PATH", &agent_path);
+    cmd.env("GPUTRACE_OUTPUT", &out_dir);
+    if let Some(v) = args.buffers {
+        cmd.env("GPUTRACE_BUFFERS", v.to_string());
+    }
+    if let Some(v) = args.buffer_kb {
+        cmd.env("GPUTRACE_BUFFER_KB", v.to_string());
+    }
+    if let Some(v) = args.flush_ms {
+        cmd.env("GPUTRACE_FLUSH_MS", v.to_string());
+    }
+    if args.no_api {
+        cmd.env("GPUTRACE_API", "0");
+    }
+    if let Some(p) = &args.cupti {
+        cmd.env("GPUTRACE_CUPTI", p);
+    }
+    let started = SystemTime::now();
+    let shown = Path::new(program).display().to_string();
+    install_forwarding();
+    let mut child = cmd.spawn().map_err(|source| CliError::Spawn {
+        command: shown.clone(),
+        source,
+    })?;
+    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let status = loop {
+        match child.wait() {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => return Err(CliError::Spawn { command: shown, source }),
+        }
+    };
+    CHILD.store(0, Ordering::Relaxed);
+    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    summarize(&out_dir, started).map_err(CliError::Output)?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+fn check_writable(dir: &Path) -> Result<(), CliError> {
+    let probe = dir.join(format!(".gputrace-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(CliError::io(dir))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Print where the traces are, one line per file written by this run.
+fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == gputrace_format::FILE_EXTENSION))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since - std::time::Duration::from_secs(1))
+        })
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut err = std::io::stderr().lock();
+    if files.is_empty() {
+        writeln!(
+            err,
+            "gputrace: no trace was written to {} (the command used no CUDA, or capture was off: see the gputrace: lines above)",
+            dir.display()
+        )?;
+        return Ok(());
+    }
+    writeln!(err, "gputrace: {} trace file(s) in {}/", files.len(), dir.display())?;
+    for f in &files {
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match TraceFile::open(f) {
+            Ok(t) => {
+                let counts = t.event_counts();
+                let k = |kind| counts.get(&kind).copied().unwrap_or(0);
+                let lost: u64 = t.trailer().map_or(0, |tr| tr.losses.values().sum());
+                let state = match (t.trailer(), t.damage()) {
+                    (Some(_), None) => String::new(),
+                    (None, None) => ", NOT FINISHED (process killed?)".into(),
+                    (_, Some(d)) => format!(", DAMAGED at byte {}", d.offset),
+                };
+                let losses = if lost > 0 {
+                    format!(", {} RECORDS LOST", thousands(lost))
+                } else {
+                    String::from(", no losses")
+                };
+                writeln!(
+                    err,
+                    "  {name}: {} events ({} kernels, {} copies, {} API calls){losses}{state}",
+                    thousands(t.event_total()),
+                    thousands(k(EventKind::Kernel)),
+                    thousands(k(EventKind::Memcpy) + k(EventKind::Memset)),
+                    thousands(k(EventKind::Api)),
+                )?;
+            }
+            Err(e) => writeln!(err, "  {name}: unreadable: {e}")?,
+        }
+    }
+    writeln!(err, "Next: gputrace info {}/", dir.display())
+}
