@@ -293,10 +293,30 @@ impl Decoder {
 mod rustc_hash_lite {
     use gputrace_format::StringId;
     use std::collections::HashMap;
+    use std::hash::{BuildHasherDefault, Hasher};
+
+    /// Hash for pointer keys: one multiply (SipHash costs more than the
+    /// lookup is worth here, and the keys are not attacker-chosen).
+    #[derive(Default)]
+    pub struct PtrHasher(u64);
+
+    impl Hasher for PtrHasher {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            }
+        }
+        fn write_usize(&mut self, v: usize) {
+            self.0 = (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        }
+    }
 
     /// Pointer → (bytes, id).
     #[derive(Default)]
-    pub struct PtrMap(HashMap<usize, (Box<[u8]>, StringId)>);
+    pub struct PtrMap(HashMap<usize, (Box<[u8]>, StringId), BuildHasherDefault<PtrHasher>>);
 
     impl PtrMap {
         /// The id for `ptr` if it still holds `bytes`.

@@ -28,6 +28,13 @@ mod pool;
 mod session;
 
 use session::{say, OWNER_PID, SESSION};
+
+/// Internals exposed for the agent's benchmarks and tests only; not an API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::decode::{kind, Decoder};
+    pub use crate::pool::Pool;
+}
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Acquire;
 use std::time::Duration;

@@ -11,6 +11,9 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::Write;
 
+/// Size of the writer's recent-key cache.
+const RECENT: usize = 4;
+
 /// Writer settings.
 #[derive(Clone, Debug)]
 pub struct WriterOptions {
@@ -52,9 +55,11 @@ pub struct TraceWriter<W: Write> {
     /// One buffer per (kind, track), found through `buffer_index`.
     buffers: Vec<((EventKind, Track), Vec<Event>)>,
     buffer_index: FxHashMap<(EventKind, Track), usize>,
-    /// The key and buffer of the most recent push: consecutive events
-    /// usually share a track, so this skips the map.
-    last_key: Option<((EventKind, Track), usize)>,
+    /// The buffers of the most recent distinct keys (round robin): events
+    /// come in runs on a few tracks (launch, kernel, launch, ...), so this
+    /// usually skips the map.
+    recent: [Option<((EventKind, Track), usize)>; RECENT],
+    recent_next: usize,
     buffered: usize,
     counts: BTreeMap<String, u64>,
     losses: BTreeMap<String, u64>,
@@ -79,7 +84,8 @@ impl<W: Write> TraceWriter<W> {
             pending_count: 0,
             buffers: Vec::new(),
             buffer_index: FxHashMap::default(),
-            last_key: None,
+            recent: [None; RECENT],
+            recent_next: 0,
             buffered: 0,
             counts: BTreeMap::new(),
             losses: BTreeMap::new(),
@@ -121,15 +127,16 @@ impl<W: Write> TraceWriter<W> {
             let total = self.losses.entry(l.source.name().to_string()).or_default();
             *total = total.saturating_add(l.count);
         }
-        let i = match self.last_key {
-            Some((k, i)) if k == key => i,
-            _ => {
+        let i = match self.recent.iter().flatten().find(|(k, _)| *k == key) {
+            Some(&(_, i)) => i,
+            None => {
                 let next = self.buffers.len();
                 let i = *self.buffer_index.entry(key).or_insert(next);
                 if i == next {
                     self.buffers.push((key, Vec::new()));
                 }
-                self.last_key = Some((key, i));
+                self.recent[self.recent_next] = Some((key, i));
+                self.recent_next = (self.recent_next + 1) % RECENT;
                 i
             }
         };

@@ -1,0 +1,116 @@
+//! Agent hot paths without a GPU:
+//! 1. the buffer callbacks (`request` + `complete`), per buffer;
+//! 2. writer-thread throughput: CUPTI-layout records (13.0 layouts: a
+//!    training-like mix of kernels, runtime API calls and copies) decoded,
+//!    encoded, zstd-compressed and written to a file on disk.
+//!
+//! `cargo bench -p gputrace-agent --bench agent`. Record walking here steps
+//! by the fixed record size; in the agent `cuptiActivityGetNextRecord` does
+//! it (CUPTI's cost, not ours).
+
+use cupti_sys::layout;
+use gputrace_agent::internals::{kind, Decoder, Pool};
+use gputrace_format::*;
+use std::io::BufWriter;
+use std::time::Instant;
+
+fn put<T: Copy>(rec: &mut [u8], off: usize, v: T) {
+    let n = std::mem::size_of::<T>();
+    // Safety: `v` is plain data of n bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(&v as *const T as *const u8, n) };
+    rec[off..off + n].copy_from_slice(bytes);
+}
+
+fn main() {
+    // 1. Callback cost.
+    let pool = Pool::new(16, 4 << 20).expect("pool");
+    let n = 2_000_000;
+    let t0 = Instant::now();
+    for i in 0..n {
+        let b = pool.request();
+        pool.complete(b, 4096 + (i & 1));
+        let (b, _) = pool.take_completed().expect("completed");
+        pool.recycle(b);
+    }
+    let per = t0.elapsed().as_nanos() as f64 / n as f64;
+    println!("buffer callbacks: {per:.1} ns per request+complete pair (plus the writer's take+recycle)");
+
+    // 2. Writer throughput on a CUPTI-layout buffer.
+    let v = layout::version::V13_0;
+    let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
+    let asize = layout::api::LAYOUT.size_at(v).unwrap();
+    let msize = layout::memcpy::LAYOUT.size_at(v).unwrap();
+    let names: Vec<std::ffi::CString> = (0..300).map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap()).collect();
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
+    let mut offsets = Vec::new();
+    let mut t = 1_790_000_000_000_000_000u64;
+    let mut records = 0u64;
+    for i in 0..150_000u32 {
+        // launch (runtime API) + kernel, and a copy every 50 kernels
+        let mut a = vec![0u8; asize];
+        put(&mut a, 0, kind::RUNTIME);
+        put(&mut a, layout::api::CBID, 211u32);
+        put(&mut a, layout::api::START, t);
+        put(&mut a, layout::api::END, t + 4_000);
+        put(&mut a, layout::api::THREAD_ID, 4242u32);
+        put(&mut a, layout::api::CORRELATION_ID, i * 2 + 1);
+        let mut k = vec![0u8; ksize];
+        use layout::kernel as o;
+        put(&mut k, 0, kind::CONCURRENT_KERNEL);
+        put(&mut k, o::START, t + 9_000 + (i as u64 * 37) % 1000);
+        put(&mut k, o::END, t + 9_000 + 20_000 + (i as u64 * 7919) % 30_000);
+        put(&mut k, o::DEVICE_ID, 0u32);
+        put(&mut k, o::CONTEXT_ID, 1u32);
+        put(&mut k, o::STREAM_ID, 7u32);
+        put(&mut k, o::CORRELATION_ID, i * 2 + 1);
+        put(&mut k, o::GRID_X, 1i32 << (i % 9));
+        put(&mut k, o::BLOCK_X, 256i32);
+        put(&mut k, o::NAME, names[(i % 300) as usize].as_ptr());
+        for r in [a, k] {
+            offsets.push(buf.len());
+            buf.extend_from_slice(&r);
+            records += 1;
+        }
+        if i % 50 == 0 {
+            let mut m = vec![0u8; msize];
+            use layout::memcpy as o;
+            put(&mut m, 0, kind::MEMCPY);
+            put(&mut m, o::COPY_KIND, 1u8);
+            put(&mut m, o::BYTES, 16u64 << 20);
+            put(&mut m, o::START, t);
+            put(&mut m, o::END, t + 700_000);
+            put(&mut m, o::STREAM_ID, 7u32);
+            offsets.push(buf.len());
+            buf.extend_from_slice(&m);
+            records += 1;
+        }
+        t += 30_000;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.gtrace");
+    let mut best = f64::MAX;
+    let mut size = 0;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
+        let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
+        let mut dec = Decoder::default();
+        for &off in &offsets {
+            // Safety: `off` starts a complete record built above.
+            if let Some(e) = unsafe { dec.record(buf.as_ptr().add(off), &mut w) } {
+                w.push(e).unwrap();
+            }
+        }
+        let f = w.finish(Trailer::default()).unwrap();
+        f.into_inner().unwrap().sync_all().unwrap();
+        best = best.min(t0.elapsed().as_secs_f64());
+        size = std::fs::metadata(&path).unwrap().len();
+    }
+    println!(
+        "writer thread: {records} records ({:.1} MB of CUPTI records) -> {size} bytes on disk in {:.1} ms = {:.1} M records/s ({:.2} bytes/record), incl. fsync",
+        buf.len() as f64 / 1e6,
+        best * 1e3,
+        records as f64 / best / 1e6,
+        size as f64 / records as f64
+    );
+}
