@@ -70,7 +70,9 @@ pub fn start() -> Result<(), String> {
         ));
     };
     let cupti = Cupti::resolve(&lib).map_err(|e| format!("{source}: {e}; this process runs untraced"))?;
-    let cupti_version = cupti.version().map_err(|e| format!("{e}; this process runs untraced"))?;
+    let cupti_version = cupti
+        .version()
+        .map_err(|e| format!("{e}{}; this process runs untraced", no_driver_hint(e.code)))?;
     match cupti.subscribe() {
         Ok(()) => {}
         Err(CuptiError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => {
@@ -80,7 +82,7 @@ pub fn start() -> Result<(), String> {
                     .into(),
             )
         }
-        Err(e) => return Err(format!("{e}; this process runs untraced")),
+        Err(e) => return Err(format!("{e}{}; this process runs untraced", no_driver_hint(e.code))),
     }
     let pool = Pool::new(config.buffers, config.buffer_bytes).ok_or_else(|| {
         format!(
@@ -146,6 +148,15 @@ pub fn start() -> Result<(), String> {
         libc::pthread_atfork(None, None, Some(crate::after_fork_child));
     }
     Ok(())
+}
+
+/// CUPTI answers NOT_INITIALIZED (12.x) or UNKNOWN (13.x) when there is no
+/// usable GPU driver.
+fn no_driver_hint(code: u32) -> &'static str {
+    match code {
+        15 | 999 => " (no usable GPU or driver for CUPTI?)",
+        _ => "",
+    }
 }
 
 impl Session {
