@@ -137,3 +137,409 @@ fn real_libcupti_without_a_gpu_leaves_the_job_alone() {
         assert!(!dir.path().join("traces").exists(), "no trace file for an untraced process");
     }
 }
+
+// ---------------------------------------------------------------------------
+// End to end with the CUPTI and libcuda doubles (tests/doubles): the real
+// `gputrace run`, the real agent, a real child process.
+
+use gputrace_format::{Event, EventKind, LossSource, TraceFile};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The doubles, built once per test run.
+fn doubles() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("gputrace-doubles-{}", std::process::id()));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/build.sh");
+        let st = Command::new("sh").arg(&script).arg(&dir).status().expect("sh");
+        assert!(st.success(), "building the test doubles failed");
+        dir
+    })
+}
+
+struct Run {
+    out: Output,
+    dir: tempfile::TempDir,
+    report: BTreeMap<String, String>,
+}
+
+impl Run {
+    fn traces(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.dir.path().join("traces"))
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+    fn trace(&self) -> TraceFile {
+        let t = self.traces();
+        assert_eq!(t.len(), 1, "one trace expected: {t:?}; stderr: {}", text(&self.out.stderr));
+        TraceFile::open(&t[0]).unwrap()
+    }
+    fn n(&self, key: &str) -> u64 {
+        self.report.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+    fn lines(&self) -> Vec<String> {
+        gputrace_lines(&self.out)
+    }
+}
+
+/// `gputrace run -o DIR/traces -- testprog ARGS` with a scenario, under a
+/// time limit (a hang fails the test instead of blocking it).
+fn run_scenario(cupti_major: u32, scenario: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let scen = dir.path().join("scenario");
+    std::fs::write(&scen, scenario).unwrap();
+    let report = dir.path().join("report");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
+    c.arg("run")
+        .arg("-o")
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(dbl.join("testprog"))
+        .args(args);
+    c.env("FAKE_CUPTI_SCENARIO", &scen)
+        .env("FAKE_CUPTI_REPORT", &report)
+        .env("GPUTRACE_CUPTI", dbl.join(format!("cupti{cupti_major}/libcupti.so.{cupti_major}")))
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("RANK")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("gputrace run hung (scenario:\n{scenario})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let report = std::fs::read_to_string(&report)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    Run { out, dir, report }
+}
+
+fn events(t: &TraceFile) -> Vec<Event> {
+    t.events().collect::<Result<_, _>>().unwrap()
+}
+
+/// Per-record lines the double wrote: (kind, corr, start, end, bytes, name).
+fn emitted_records(run: &Run) -> Vec<(u32, u32, u64, u64, u64, String)> {
+    let path = run.dir.path().join("report.records");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let (head, name) = l.split_once(" name=").unwrap_or((l, ""));
+            let kv: BTreeMap<&str, u64> = head
+                .split(' ')
+                .filter_map(|t| t.split_once('='))
+                .map(|(k, v)| (k, v.parse().unwrap_or(0)))
+                .collect();
+            let get = |k: &str| kv.get(k).copied().unwrap_or(0);
+            (
+                get("kind") as u32,
+                get("corr") as u32,
+                get("start"),
+                get("end"),
+                get("bytes"),
+                name.to_string(),
+            )
+        })
+        .collect()
+}
+
+const FULL: &str =
+    "device\nkernels 40 20000 3000 void gemm<float, 128>(float const*, float*)\napi 40\nmemcpy 4 1048576 1\nmemcpy 2 4096 2\n\
+                    memset 3 4096\nsync 2\np2p 2 65536\nnull_name 1\nunknown_kind 5\ndropped 7\n";
+
+#[test]
+fn trace_matches_the_records_cupti_delivered_in_every_layout() {
+    for (major, version) in [(12, "12.4"), (12, "12.9"), (13, "13.0"), (13, "13.3"), (13, "13.5")] {
+        let run = run_scenario(major, &format!("version {version}\n{FULL}"), &[], &["--ms", "3000", "exit", "5"]);
+        assert_eq!(
+            run.out.status.code(),
+            Some(5),
+            "{version}: exit code passes through: {}",
+            text(&run.out.stderr)
+        );
+        assert!(run.lines().iter().all(|l| !l.contains("untraced")), "{version}: {:?}", run.lines());
+        let t = run.trace();
+        assert!(t.trailer().is_some() && t.damage().is_none(), "{version}: complete file");
+        let evs = events(&t);
+        // Event by event against what the double delivered.
+        let mut want: Vec<String> = Vec::new();
+        for (kind, corr, start, end, bytes, name) in emitted_records(&run) {
+            match kind {
+                10 => want.push(format!(
+                    "kernel {corr} {start} {end} {}",
+                    if name == "(null)" || name.is_empty() {
+                        "<unnamed kernel>".into()
+                    } else {
+                        name
+                    }
+                )),
+                5 => want.push(format!("api {corr} {start} {end}")),
+                1 | 22 => want.push(format!("memcpy {start} {end} {bytes}")),
+                2 => want.push(format!("memset {start} {end} {bytes}")),
+                38 => want.push(format!("sync {start} {end}")),
+                _ => {}
+            }
+        }
+        let mut got: Vec<String> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::Kernel(k) => Some(format!("kernel {} {} {} {}", k.correlation, k.start.0, k.end.0, t.name(k.name))),
+                Event::Api(a) => Some(format!("api {} {} {}", a.correlation, a.start.0, a.end.0)),
+                Event::Memcpy(m) => Some(format!("memcpy {} {} {}", m.start.0, m.end.0, m.bytes)),
+                Event::Memset(m) => Some(format!("memset {} {} {}", m.start.0, m.end.0, m.bytes)),
+                Event::Sync(s) => Some(format!("sync {} {}", s.start.0, s.end.0)),
+                _ => None,
+            })
+            .collect();
+        want.sort();
+        got.sort();
+        assert_eq!(want.len(), 40 + 1 + 40 + 6 + 2 + 3 + 2, "{version}: the double's record log");
+        assert_eq!(got, want, "{version}: trace equals delivered records");
+        // Losses: CUPTI's dropped count is a loss record.
+        let dropped: u64 = evs
+            .iter()
+            .filter_map(|e| {
+                if let Event::Loss(l) = e {
+                    (l.source == LossSource::CUPTI_DROPPED).then_some(l.count)
+                } else {
+                    None
+                }
+            })
+            .sum();
+        assert_eq!(dropped, 7, "{version}");
+        assert_eq!(
+            t.trailer().unwrap().extra.get("agent.records_skipped").map(String::as_str),
+            Some("5"),
+            "{version}: unknown kinds skipped"
+        );
+        // Header identity.
+        let h = t.header();
+        assert_eq!(h.devices.len(), 1, "{version}: {:?}", h.devices);
+        assert!(h.devices[0].uuid.starts_with("GPU-"));
+        assert_eq!(h.cuda.cupti, Some(run.n("api_version") as u32));
+        assert!(h.command.iter().any(|a| a.ends_with("testprog")));
+        // The run summary names the file.
+        assert!(text(&run.out.stderr).contains("1 trace file(s)"), "{}", text(&run.out.stderr));
+    }
+}
+
+#[test]
+fn another_profiler_holding_cupti_leaves_the_job_untraced() {
+    let run = run_scenario(13, "subscribe_error 39\nkernels 10\n", &[], &["--ms", "300", "exit", "3"]);
+    assert_eq!(run.out.status.code(), Some(3));
+    let lines = run.lines();
+    assert!(lines.iter().any(|l| l.contains("already in use by another profiler")), "{lines:?}");
+    assert!(run.traces().is_empty());
+    assert_eq!(run.n("flush.calls"), 0, "nothing else was called");
+}
+
+#[test]
+fn every_cupti_call_failing_in_turn_leaves_the_job_alone() {
+    for f in [
+        "cuptiGetVersion",
+        "cuptiSubscribe",
+        "cuptiActivityRegisterCallbacks",
+        "cuptiActivityEnable",
+        "cuptiActivityFlushAll",
+        "cuptiActivityGetNextRecord",
+        "cuptiActivityGetNumDroppedRecords",
+        "cuptiGetTimestamp",
+        "cuptiSetThreadIdType",
+    ] {
+        for code in [1, 999] {
+            let run = run_scenario(
+                13,
+                &format!("fail {f} {code}\nkernels 20 1000 1000\napi 20\n"),
+                &[("GPUTRACE_FLUSH_MS", "50")],
+                &["--ms", "400", "exit", "9"],
+            );
+            assert_eq!(run.out.status.code(), Some(9), "{f} {code}: {}", text(&run.out.stderr));
+            for t in run.traces() {
+                // Whatever was written is readable.
+                let t = TraceFile::open(&t).unwrap();
+                events(&t);
+            }
+        }
+    }
+}
+
+#[test]
+fn exhausted_buffer_pool_is_counted_not_blocking() {
+    let run = run_scenario(
+        13,
+        "burst 300000\n",
+        &[("GPUTRACE_BUFFERS", "2"), ("GPUTRACE_BUFFER_KB", "64")],
+        &["--ms", "5000", "exit", "0"],
+    );
+    assert_eq!(run.out.status.code(), Some(0));
+    let t = run.trace();
+    let evs = events(&t);
+    let pool_losses: u64 = evs
+        .iter()
+        .filter_map(|e| {
+            if let Event::Loss(l) = e {
+                (l.source == LossSource::BUFFER_POOL_EXHAUSTED).then_some(l.count)
+            } else {
+                None
+            }
+        })
+        .sum();
+    let kept = evs.iter().filter(|e| e.kind() != EventKind::Loss).count() as u64;
+    assert!(pool_losses > 0, "the pool ran dry and it was recorded");
+    assert!(kept < run.n("delivered.total"), "some records went to the discard buffer");
+    assert!(t.trailer().unwrap().losses.contains_key("buffer-pool-exhausted"));
+}
+
+#[test]
+fn killed_and_abruptly_exiting_jobs_leave_readable_traces() {
+    let slow = "kernels 200000 2000 2000\n";
+    // os._exit: no atexit, but the periodic flush has written whole chunks.
+    let run = run_scenario(13, slow, &[("GPUTRACE_FLUSH_MS", "50")], &["--ms", "600", "os_exit", "3"]);
+    assert_eq!(run.out.status.code(), Some(3));
+    let t = run.trace();
+    assert!(t.trailer().is_none(), "no trailer after _exit");
+    assert!(
+        t.event_counts().get(&EventKind::Kernel).copied().unwrap_or(0) > 10,
+        "periodic flushes reached the disk"
+    );
+    // SIGTERM with the default disposition: 128 + 15.
+    let run = run_scenario(13, slow, &[("GPUTRACE_FLUSH_MS", "50")], &["--ms", "600", "sigterm-self"]);
+    assert_eq!(run.out.status.code(), Some(143));
+    assert!(run.trace().event_total() > 10);
+    // abort(): 128 + 6.
+    let run = run_scenario(13, slow, &[("GPUTRACE_FLUSH_MS", "50")], &["--ms", "600", "abort"]);
+    assert_eq!(run.out.status.code(), Some(134));
+    events(&run.trace());
+}
+
+#[test]
+fn sigkill_mid_run_loses_at_most_the_last_flush_period() {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s"), "kernels 1000000 2000 2000\n").unwrap();
+    let mut child = Command::new(dbl.join("testprog"))
+        .args(["--ms", "20000", "exit", "0"])
+        .env("CUDA_INJECTION64_PATH", agent_lib())
+        .env("GPUTRACE_OUTPUT", dir.path().join("traces"))
+        .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+        .env("GPUTRACE_FLUSH_MS", "100")
+        .env("FAKE_CUPTI_SCENARIO", dir.path().join("s"))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let files: Vec<PathBuf> = std::fs::read_dir(dir.path().join("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    let t = TraceFile::open(&files[0]).unwrap();
+    assert!(t.trailer().is_none());
+    let n = events(&t).len();
+    // ~2 µs gaps + 2 µs kernels for 1.5 s: hundreds of thousands emitted;
+    // everything up to the last 100 ms flush (minus start-up) is there.
+    assert!(n > 1000, "only {n} events survived");
+}
+
+#[test]
+fn fork_without_exec_and_exec_keep_the_parent_trace_intact() {
+    // The double aborts a forked child that calls CUPTI (exit 97 here).
+    let run = run_scenario(
+        13,
+        "kernels 50 1000 1000\nfork_child_calls abort\n",
+        &[],
+        &["--ms", "300", "fork-no-exec"],
+    );
+    assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+    let t = run.trace();
+    assert!(t.trailer().is_some(), "the parent finished its file");
+    assert_eq!(t.event_counts()[&EventKind::Kernel], 50);
+    // exec of another program: the image is replaced, no atexit; the file
+    // is readable up to the last flush.
+    let run = run_scenario(
+        13,
+        "kernels 50 1000 1000\n",
+        &[("GPUTRACE_FLUSH_MS", "50")],
+        &["--ms", "400", "exec", "true"],
+    );
+    assert_eq!(run.out.status.code(), Some(0));
+    events(&run.trace());
+}
+
+#[test]
+fn unwritable_output_and_full_disk_turn_capture_off_not_the_job() {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s"), "kernels 300000 1000 1000\napi 300000\n").unwrap();
+    let run = |out: &Path| {
+        Command::new(dbl.join("testprog"))
+            .args(["--ms", "2000", "exit", "4"])
+            .env("CUDA_INJECTION64_PATH", agent_lib())
+            .env("GPUTRACE_OUTPUT", out)
+            .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+            .env("GPUTRACE_FLUSH_MS", "50")
+            .env("FAKE_CUPTI_SCENARIO", dir.path().join("s"))
+            .output()
+            .unwrap()
+    };
+    let o = run(Path::new("/proc/gputrace-cannot-write-here"));
+    assert_eq!(o.status.code(), Some(4));
+    let lines = gputrace_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("cannot write the trace") && lines[0].contains("/proc/gputrace-cannot-write-here"),
+        "{lines:?}"
+    );
+
+    // A small tmpfs fills up mid-run (needs root to mount; skipped
+    // otherwise). Two free pages, and a scenario whose trace needs more:
+    // thousands of distinct, hard-to-compress kernel names.
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipping the full-disk case: cannot mount a tmpfs here (not root?)");
+        return;
+    }
+    std::fs::write(mnt.join("filler"), vec![0u8; 56 * 1024]).unwrap();
+    let mut scenario = String::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..3000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        scenario += &format!("kernels 1 1000 500 kernel_{x:016x}_{:x}\n", x.rotate_left(23));
+    }
+    std::fs::write(dir.path().join("s"), scenario).unwrap();
+    let o = run(&mnt);
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    let lines = gputrace_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("failed") && lines[0].contains("capture stopped"), "{lines:?}");
+}

@@ -40,7 +40,9 @@ fn main() {
     let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
     let asize = layout::api::LAYOUT.size_at(v).unwrap();
     let msize = layout::memcpy::LAYOUT.size_at(v).unwrap();
-    let names: Vec<std::ffi::CString> = (0..300).map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap()).collect();
+    let names: Vec<std::ffi::CString> = (0..300)
+        .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
+        .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
     let mut offsets = Vec::new();
     let mut t = 1_790_000_000_000_000_000u64;

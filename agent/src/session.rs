@@ -204,8 +204,8 @@ impl Session {
 }
 
 fn trace_path(config: &Config, header: &Header) -> PathBuf {
-    let rank = header.rank.rank.map_or("x".to_string(), |r| format!("{:05}", r.0));
-    let base = format!("{}.r{}.p{}", identity::sanitize(&header.hostname), rank, header.pid);
+    let rank = header.rank.rank.map_or(String::new(), |r| format!(".r{:05}", r.0));
+    let base = format!("{}{}.p{}", identity::sanitize(&header.hostname), rank, header.pid);
     let mut p = config.output_dir.join(format!("{base}.{FILE_EXTENSION}"));
     let mut n = 1;
     while p.exists() {
@@ -271,6 +271,13 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
             TraceWriter::new(BufWriter::with_capacity(1 << 20, f), &header, WriterOptions::default())
                 .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
         });
+    // The header goes to disk at once: a process that execs or is killed
+    // right away still leaves a readable (if empty) trace.
+    let opened = opened.and_then(|mut w| {
+        w.flush()
+            .map(|_| w)
+            .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
+    });
     let mut w = match opened {
         Ok(w) => w,
         Err(msg) => {

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Build the GPU-free test doubles with gcc only (no CUDA headers needed).
+#   tests/doubles/build.sh OUTDIR
+# Produces:
+#   OUTDIR/libcuda.so.1 (+ libcuda.so)           fake driver (fake_cuda.c)
+#   OUTDIR/cupti12/libcupti.so.12 (+ libcupti.so) fake CUPTI 12.x ABI
+#   OUTDIR/cupti13/libcupti.so.13 (+ libcupti.so) fake CUPTI 13.x ABI (+ _v2)
+#   OUTDIR/testprog                              links OUTDIR/libcuda.so.1 (rpath)
+#   OUTDIR/selftest_agent.so                     minimal injection agent (selftest)
+# cupti_layouts.h is committed; regenerate it with gen_layouts.py.
+set -eu
+[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+SRC=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$1"
+OUT=$(cd "$1" && pwd)
+CC=${CC:-gcc}
+CFLAGS="-O1 -g -fPIC -pthread -Wall -Werror -fvisibility=hidden"
+mkdir -p "$OUT/cupti12" "$OUT/cupti13"
+
+$CC $CFLAGS -shared -Wl,-soname,libcuda.so.1 -o "$OUT/libcuda.so.1" "$SRC/fake_cuda.c" -ldl &
+p1=$!
+$CC $CFLAGS -DFAKE_CUPTI_MAJOR=12 -shared -Wl,-soname,libcupti.so.12 \
+    -o "$OUT/cupti12/libcupti.so.12" "$SRC/fake_cupti.c" -ldl &
+p2=$!
+$CC $CFLAGS -DFAKE_CUPTI_MAJOR=13 -shared -Wl,-soname,libcupti.so.13 \
+    -o "$OUT/cupti13/libcupti.so.13" "$SRC/fake_cupti.c" -ldl &
+p3=$!
+$CC $CFLAGS -shared -o "$OUT/selftest_agent.so" "$SRC/selftest_agent.c" -ldl &
+p4=$!
+wait $p1
+ln -sf libcuda.so.1 "$OUT/libcuda.so"
+$CC -O1 -g -pthread -Wall -Werror -o "$OUT/testprog" "$SRC/testprog.c" \
+    -L"$OUT" -l:libcuda.so.1 -Wl,-rpath,"$OUT"
+wait $p2
+wait $p3
+wait $p4
+ln -sf libcupti.so.12 "$OUT/cupti12/libcupti.so"
+ln -sf libcupti.so.13 "$OUT/cupti13/libcupti.so"

@@ -1,0 +1,158 @@
+#!/bin/sh
+# End-to-end self-test of the doubles with selftest_agent.so (a minimal C
+# agent): builds into a temp dir, runs testprog under several scenarios and
+# checks what the agent counted against $FAKE_CUPTI_REPORT.
+#   tests/doubles/selftest.sh [OUTDIR]      exit 0 = all passed
+set -u
+SRC=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-$(mktemp -d /tmp/gputrace-doubles.XXXXXX)}
+"$SRC/build.sh" "$OUT" || exit 1
+W="$OUT/work"
+rm -rf "$W"; mkdir -p "$W"
+FAILS=0
+
+val() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$2"; }
+
+# Compare the agent's per-kind counts with the report's delivered counts.
+compare() { # name agent_out report
+    awk -v name="$1" '
+        FNR == NR { a[$1] = $2; next }
+        { r[$1] = $2 }
+        END {
+            bad = 0
+            for (k in r) if (k ~ /^delivered\.[0-9]+$/) {
+                kind = substr(k, 11) + 0
+                if (kind < 64) { ak = "kind." kind; got = (ak in a) ? a[ak] : 0 }
+                else { other += r[k]; continue }
+                if (got != r[k]) { printf "  %s: kind %d agent %s report %s\n", name, kind, got, r[k]; bad = 1 }
+            }
+            if ((a["other_kinds"] + 0) != other + 0) { printf "  %s: other kinds agent %s report %s\n", name, a["other_kinds"], other; bad = 1 }
+            if ((a["dropped"] + 0) != (r["dropped.reported"] + 0)) { printf "  %s: dropped agent %s report %s\n", name, a["dropped"], r["dropped.reported"]; bad = 1 }
+            if ((r["pending.total"] + 0) != 0) { printf "  %s: %s records never delivered\n", name, r["pending.total"]; bad = 1 }
+            if ((a["bad_ts"] + 0) != 0) { printf "  %s: %s records with start > end\n", name, a["bad_ts"]; bad = 1 }
+            if ((a["null_names"] + 0) != (r["null_names"] + 0)) { printf "  %s: null names agent %s report %s\n", name, a["null_names"], r["null_names"]; bad = 1 }
+            exit bad
+        }' "$2" "$3"
+}
+
+# run NAME CUPTI_MAJOR EXPECT_RC SCENARIO_TEXT [testprog args...]
+run() {
+    name=$1 major=$2 want=$3 text=$4; shift 4
+    printf '%s\n' "$text" > "$W/$name.scn"
+    rm -f "$W/$name.agent" "$W/$name.report"
+    t0=$(date +%s%N)
+    env FAKE_CUPTI_SCENARIO="$W/$name.scn" FAKE_CUPTI_REPORT="$W/$name.report" \
+        SELFTEST_OUT="$W/$name.agent" CUDA_INJECTION64_PATH="${INJ-$OUT/selftest_agent.so}" \
+        LD_LIBRARY_PATH="$OUT/cupti$major" "$OUT/testprog" --ms "${MS:-5000}" "$@" \
+        2> "$W/$name.stderr"
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    if [ "$rc" != "$want" ]; then
+        echo "FAIL $name: exit $rc, want $want"; sed 's/^/  /' "$W/$name.stderr"; FAILS=$((FAILS + 1)); return 1
+    fi
+    if [ -n "${NOCOMPARE-}" ]; then echo "ok   $name (exit $rc, ${ms} ms)"; return 0; fi
+    if ! compare "$name" "$W/$name.agent" "$W/$name.report"; then FAILS=$((FAILS + 1)); return 1; fi
+    printf 'ok   %-16s CUPTI %-4s exit %-3s %5s ms  delivered %s records in %s buffers, dropped %s, agent kinds: %s\n' \
+        "$name" "$(val version "$W/$name.report")" "$rc" "$ms" "$(val delivered.total "$W/$name.report")" \
+        "$(val buffers.completed "$W/$name.report")" "$(val dropped.reported "$W/$name.report")" \
+        "$(grep '^kind\.' "$W/$name.agent" | tr '\n' ' ')"
+}
+check() { # name key expected file
+    got=$(val "$2" "$4")
+    if [ "$got" != "$3" ]; then echo "FAIL $1: $2 = $got, want $3"; FAILS=$((FAILS + 1)); fi
+}
+
+MIX='device
+kernels 100 10000 5000 my_kernel<float>(int, float*)
+api 100
+memcpy 20 1048576 1
+memset 5 4096
+null_name 2
+api 2
+sync 3
+p2p 4 65536
+overhead 2
+unknown_kind 3
+dropped 7'
+
+run v13.5 13 0 "version 13.5
+$MIX"
+check v13.5 kernel_without_api 0 "$W/v13.5.agent"
+check v13.5 kind.10.size 248 "$W/v13.5.report"
+check v13.5 kind.1.size 112 "$W/v13.5.report"
+run v13.0 13 0 "version 13.0
+$MIX"
+check v13.0 kind.10.size 216 "$W/v13.0.report"
+run v12.9 12 3 "version 12.9
+$MIX" exit 3
+check v12.9 kind.10.size 208 "$W/v12.9.report"
+check v12.9 kind.1.size 96 "$W/v12.9.report"
+run v12.0 12 0 "version 12.0
+kernels 50
+api 50
+memcpy 10 4096 2
+memset 3 128
+sync 2
+p2p 1 4096
+invalid_record
+dropped 1"
+check v12.0 kind.1.size 88 "$W/v12.0.report"
+check v12.0 invalid_stops 1 "$W/v12.0.agent"
+SELFTEST_BUFSZ=65536 FAKE_CUPTI_RECORDS=0 run burst 13 0 "burst 300000"
+check burst delivered.total 300000 "$W/burst.report"
+SELFTEST_FLUSH_MS=20 run race_flush 13 0 "race_flush 200
+race_flush 200"
+check race_flush race_flush.done 2 "$W/race_flush.report"
+SELFTEST_BUFSZ=16 run nobuffer 13 0 "kernels 10
+memcpy 5 64"
+check nobuffer dropped.nobuffer 15 "$W/nobuffer.report"
+run fail_enable 13 0 "fail cuptiActivityEnable 21 1
+kernels 10
+memcpy 10 100"
+check fail_enable enable_errors 1 "$W/fail_enable.agent"
+check fail_enable skipped_disabled.10 10 "$W/fail_enable.report"
+MS=300 run subscribe39 13 0 "subscribe_error 39
+kernels 10"
+check subscribe39 subscribe_result 39 "$W/subscribe39.agent"
+check subscribe39 emitted.total 0 "$W/subscribe39.report"
+MS=300 run fork 13 0 "kernels 30
+api 30" fork-no-exec
+NOCOMPARE=1 run sigterm 13 143 "kernels 5" sigterm-self
+MS=300 SELFTEST_BAD_FORK=1 NOCOMPARE=1 run bad_fork 13 97 "kernels 5" fork-no-exec
+grep -q 'called in a fork()ed child' "$W/bad_fork.stderr" || { echo "FAIL bad_fork: no message"; FAILS=$((FAILS + 1)); }
+MS=300 NOCOMPARE=1 INJ=none run crash_unused 13 0 "crash_if_called ANY
+kernels 5"
+NOCOMPARE=1 run crash_used 13 134 "crash_if_called cuptiActivityEnable"
+
+# No libcuda.so.1 in the process: the section-6 behaviour of each version.
+cat > "$W/nodriver.c" <<'PROBE'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdint.h>
+int main(int c, char **v) {
+    void *h = dlopen(v[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return 2;
+    int (*ver)(uint32_t *) = (int (*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+    int (*en)(uint32_t) = (int (*)(uint32_t))dlsym(h, "cuptiActivityEnable");
+    uint32_t x = 7;
+    int r1 = ver(&x), r2 = en(10);
+    printf("%d %u %d\n", r1, x, r2);
+    return c > 9;
+}
+PROBE
+gcc -O1 -Wall -Werror -o "$W/nodriver" "$W/nodriver.c" -ldl
+for case in "12.4 12 0 22 15" "12.9 12 0 28 15" "13.1 13 0 130101 999" "13.5 13 999 0 999"; do
+    set -- $case
+    echo "version $1" > "$W/nd.scn"
+    got=$(FAKE_CUPTI_SCENARIO="$W/nd.scn" "$W/nodriver" "$OUT/cupti$2/libcupti.so.$2")
+    if [ "$got" = "$3 $4 $5" ]; then echo "ok   nodriver-$1: GetVersion=$3 (v=$4) Enable=$5"
+    else echo "FAIL nodriver-$1: got '$got' want '$3 $4 $5'"; FAILS=$((FAILS + 1)); fi
+done
+echo "version 13.2" > "$W/nd.scn"
+FAKE_CUPTI_SCENARIO="$W/nd.scn" "$W/nodriver" "$OUT/cupti13/libcupti.so.13" >/dev/null 2>&1
+rc=$?
+if [ $rc = 139 ]; then echo "ok   nodriver-13.2: SIGSEGV on first call"
+else echo "FAIL nodriver-13.2: exit $rc, want 139"; FAILS=$((FAILS + 1)); fi
+
+if [ $FAILS = 0 ]; then echo "selftest: all passed ($OUT)"; exit 0; fi
+echo "selftest: $FAILS failure(s) ($OUT)"; exit 1
