@@ -49,6 +49,15 @@ fn demo_then_info_json() {
         assert_eq!(f["events_total"], total);
         assert!(f["losses"].as_object().unwrap().is_empty());
     }
+    // --stats decodes every event: totals agree with the counts.
+    let out = run(&["info", "--json", "--stats", dir.path().to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &v["files"][0];
+    assert_eq!(f["stats"]["kernels"], f["events"]["kernel"]);
+    assert!(f["stats"]["kernel_time_ns"].as_u64().unwrap() > 0);
+    assert_eq!(f["stats"]["copies"]["HtoD"][0], 4, "one batch copy per step");
+    assert_eq!(f["stats"]["copies"]["HtoD"][1], 4 * (16u64 << 20));
+    assert_eq!(f["stats"]["api_calls"]["cudaLaunchKernel"], f["events"]["kernel"]);
 }
 
 #[test]

@@ -69,8 +69,33 @@ fn check(call: &'static str, code: u32) -> Result<(), CuptiError> {
     }
 }
 
+/// The subscriber-scoped ("v2", multi-subscriber) entry points, present in
+/// CUPTI 13.3 and later.
+struct V2 {
+    subscribe: sys::cuptiSubscribe_v2_t,
+    register: sys::cuptiActivityRegisterCallbacks_v2_t,
+    enable: sys::cuptiActivityEnable_v2_t,
+    disable: sys::cuptiActivityDisable_v2_t,
+    next_record: sys::cuptiActivityGetNextRecord_v2_t,
+    dropped: sys::cuptiActivityGetNumDroppedRecords_v2_t,
+    set_attribute: sys::cuptiActivitySetAttribute_v2_t,
+}
+
+/// The subscriber handle once `cuptiSubscribe_v2` succeeded (then every
+/// activity call must be the v2 one: CUPTI refuses to mix the two APIs).
+struct Handle(sys::CUpti_SubscriberHandle);
+// Safety: an opaque CUPTI token, valid on any thread.
+unsafe impl Send for Handle {}
+// Safety: as above; CUPTI synchronizes internally.
+unsafe impl Sync for Handle {}
+
+/// Size of `CUpti_SubscriberParams` with `allowMultipleSubscribers` (13.2+).
+const SUBSCRIBER_PARAMS_SIZE: usize = 40;
+
 /// Resolved CUPTI entry points. Every pointer was checked non-null.
 pub struct Cupti {
+    v2: Option<V2>,
+    subscriber: std::sync::OnceLock<Handle>,
     get_version: sys::cuptiGetVersion_t,
     subscribe: sys::cuptiSubscribe_t,
     enable: sys::cuptiActivityEnable_t,
@@ -81,6 +106,18 @@ pub struct Cupti {
     dropped: sys::cuptiActivityGetNumDroppedRecords_t,
     timestamp: sys::cuptiGetTimestamp_t,
     set_thread_id_type: sys::cuptiSetThreadIdType_t,
+}
+
+macro_rules! resolve_opt {
+    ($lib:expr, $name:literal, $ty:ty) => {{
+        let p = $lib.sym(unsafe { CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()) });
+        if p.is_null() {
+            None
+        } else {
+            // Safety: as for `resolve!`.
+            Some(unsafe { std::mem::transmute::<*mut libc::c_void, $ty>(p) })
+        }
+    }};
 }
 
 macro_rules! resolve {
@@ -98,7 +135,24 @@ macro_rules! resolve {
 impl Cupti {
     /// Resolve the entry points. Calls nothing in the library.
     pub fn resolve(lib: &Lib) -> Result<Cupti, String> {
+        let v2 = (|| {
+            Some(V2 {
+                subscribe: resolve_opt!(lib, "cuptiSubscribe_v2", sys::cuptiSubscribe_v2_t)?,
+                register: resolve_opt!(lib, "cuptiActivityRegisterCallbacks_v2", sys::cuptiActivityRegisterCallbacks_v2_t)?,
+                enable: resolve_opt!(lib, "cuptiActivityEnable_v2", sys::cuptiActivityEnable_v2_t)?,
+                disable: resolve_opt!(lib, "cuptiActivityDisable_v2", sys::cuptiActivityDisable_v2_t)?,
+                next_record: resolve_opt!(lib, "cuptiActivityGetNextRecord_v2", sys::cuptiActivityGetNextRecord_v2_t)?,
+                dropped: resolve_opt!(
+                    lib,
+                    "cuptiActivityGetNumDroppedRecords_v2",
+                    sys::cuptiActivityGetNumDroppedRecords_v2_t
+                )?,
+                set_attribute: resolve_opt!(lib, "cuptiActivitySetAttribute_v2", sys::cuptiActivitySetAttribute_v2_t)?,
+            })
+        })();
         Ok(Cupti {
+            v2,
+            subscriber: std::sync::OnceLock::new(),
             get_version: resolve!(lib, "cuptiGetVersion", sys::cuptiGetVersion_t),
             subscribe: resolve!(lib, "cuptiSubscribe", sys::cuptiSubscribe_t),
             enable: resolve!(lib, "cuptiActivityEnable", sys::cuptiActivityEnable_t),
@@ -120,34 +174,79 @@ impl Cupti {
         Ok(v)
     }
 
-    /// `cuptiSubscribe` with no callback: claims (or detects the owner of)
-    /// the CUPTI subscriber slot.
-    pub fn subscribe(&self) -> Result<(), CuptiError> {
+    /// Claim CUPTI. With the multi-subscriber API (CUPTI 13.3+, with a
+    /// driver that supports it), subscribe alongside other tools; otherwise
+    /// take the single legacy slot, or learn who holds it (error 39).
+    /// Returns whether the multi-subscriber API is in use.
+    pub fn subscribe(&self, cupti_version: u32) -> Result<bool, CuptiError> {
+        if let Some(v2) = self.v2.as_ref().filter(|_| cupti_version >= 130_301) {
+            // Safety: a zeroed params struct is valid input; we set the size,
+            // our name and the multi-subscriber request.
+            let mut params: sys::CUpti_SubscriberParams = unsafe { std::mem::zeroed() };
+            params.structSize = SUBSCRIBER_PARAMS_SIZE;
+            params.subscriberName = c"gputrace".as_ptr();
+            params.allowMultipleSubscribers = 1;
+            let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+            // Safety: valid pointers; a None callback is allowed.
+            let code = unsafe { (v2.subscribe)(&mut handle, None, std::ptr::null_mut(), &mut params) };
+            match code {
+                0 => {
+                    let _ = self.subscriber.set(Handle(handle));
+                    return Ok(true);
+                }
+                MULTIPLE_SUBSCRIBERS => {
+                    return Err(CuptiError {
+                        call: "cuptiSubscribe_v2",
+                        code,
+                    })
+                }
+                // The driver cannot do multi-subscriber: fall back to legacy.
+                _ => {}
+            }
+        }
         let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // Safety: valid out-pointer; a None callback is allowed.
         check("cuptiSubscribe", unsafe {
             (self.subscribe)(&mut handle, None, std::ptr::null_mut())
+        })?;
+        Ok(false)
+    }
+
+    fn v2(&self) -> Option<(&V2, sys::CUpti_SubscriberHandle)> {
+        Some((self.v2.as_ref()?, self.subscriber.get()?.0))
+    }
+
+    /// Register the buffer callbacks (v1 or v2 flavour, matching the
+    /// subscription).
+    pub fn register(&self) -> Result<(), CuptiError> {
+        if let Some((v2, h)) = self.v2() {
+            // Safety: valid handle; the callbacks live for the process.
+            return check("cuptiActivityRegisterCallbacks_v2", unsafe {
+                (v2.register)(h, Some(crate::buffer_requested_v2), Some(crate::buffer_completed_v2))
+            });
+        }
+        // Safety: both are valid extern "C" functions for the process lifetime.
+        check("cuptiActivityRegisterCallbacks", unsafe {
+            (self.register)(Some(crate::buffer_requested), Some(crate::buffer_completed))
         })
     }
 
-    /// `cuptiActivityRegisterCallbacks`.
-    pub fn register(
-        &self,
-        req: sys::CUpti_BuffersCallbackRequestFunc,
-        done: sys::CUpti_BuffersCallbackCompleteFunc,
-    ) -> Result<(), CuptiError> {
-        // Safety: both are valid extern "C" functions for the process lifetime.
-        check("cuptiActivityRegisterCallbacks", unsafe { (self.register)(req, done) })
-    }
-
-    /// `cuptiActivityEnable(kind)`.
+    /// Enable an activity kind.
     pub fn enable(&self, kind: u32) -> Result<(), CuptiError> {
+        if let Some((v2, h)) = self.v2() {
+            // Safety: valid handle; NULL config means defaults.
+            return check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, std::ptr::null_mut()) });
+        }
         // Safety: plain value call.
         check("cuptiActivityEnable", unsafe { (self.enable)(kind) })
     }
 
-    /// `cuptiActivityDisable(kind)`.
+    /// Disable an activity kind.
     pub fn disable(&self, kind: u32) -> Result<(), CuptiError> {
+        if let Some((v2, h)) = self.v2() {
+            // Safety: valid handle; NULL config means defaults.
+            return check("cuptiActivityDisable_v2", unsafe { (v2.disable)(h, kind, std::ptr::null_mut()) });
+        }
         // Safety: plain value call.
         check("cuptiActivityDisable", unsafe { (self.disable)(kind) })
     }
@@ -162,6 +261,13 @@ impl Cupti {
     /// `cuptiActivityGetNumDroppedRecords(NULL, 0, &n)` (resets on read).
     pub fn take_dropped(&self) -> Result<u64, CuptiError> {
         let mut n = 0usize;
+        if let Some((v2, h)) = self.v2() {
+            // Safety: valid handle and out-pointer.
+            check("cuptiActivityGetNumDroppedRecords_v2", unsafe {
+                (v2.dropped)(h, std::ptr::null_mut(), 0, &mut n)
+            })?;
+            return Ok(n as u64);
+        }
         // Safety: valid out-pointer; NULL context means all.
         check("cuptiActivityGetNumDroppedRecords", unsafe {
             (self.dropped)(std::ptr::null_mut(), 0, &mut n)
@@ -179,6 +285,19 @@ impl Cupti {
 
     /// Ask for `gettid`-style thread ids in API records.
     pub fn use_system_thread_ids(&self) -> Result<(), CuptiError> {
+        if let Some((v2, h)) = self.v2() {
+            let mut value: u32 = sys::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
+            let mut size = std::mem::size_of::<u32>();
+            // Safety: valid handle; value/size describe a u32.
+            return check("cuptiActivitySetAttribute_v2", unsafe {
+                (v2.set_attribute)(
+                    h,
+                    sys::CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE,
+                    &mut size,
+                    &mut value as *mut u32 as *mut libc::c_void,
+                )
+            });
+        }
         // Safety: plain value call.
         check("cuptiSetThreadIdType", unsafe {
             (self.set_thread_id_type)(sys::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
@@ -191,8 +310,13 @@ impl Cupti {
     /// `buf` must be a buffer CUPTI completed with `valid` bytes, and
     /// `cursor` null on the first call, then the previous return value.
     pub unsafe fn next_record(&self, buf: *mut u8, valid: usize, cursor: &mut *mut sys::CUpti_Activity) -> Result<bool, CuptiError> {
-        // Safety: upheld by the caller.
-        match unsafe { (self.next_record)(buf, valid, cursor) } {
+        let code = match self.v2() {
+            // Safety: upheld by the caller; valid handle.
+            Some((v2, h)) => unsafe { (v2.next_record)(h, buf, valid, cursor) },
+            // Safety: upheld by the caller.
+            None => unsafe { (self.next_record)(buf, valid, cursor) },
+        };
+        match code {
             0 => Ok(true),
             MAX_LIMIT_REACHED => Ok(false),
             code => Err(CuptiError {

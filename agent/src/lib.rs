@@ -94,6 +94,26 @@ pub(crate) extern "C" fn buffer_completed(_ctx: cupti_sys::CUcontext, _stream: u
     }));
 }
 
+/// v2 (multi-subscriber) flavour of [`buffer_requested`].
+pub(crate) extern "C" fn buffer_requested_v2(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+    _info: *mut cupti_sys::CUpti_BufferCallbackRequestInfo,
+) {
+    buffer_requested(buffer, size, max_records)
+}
+
+/// v2 (multi-subscriber) flavour of [`buffer_completed`].
+pub(crate) extern "C" fn buffer_completed_v2(
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+    _info: *mut cupti_sys::CUpti_BufferCallbackCompleteInfo,
+) {
+    buffer_completed(std::ptr::null_mut(), 0, buffer, size, valid)
+}
+
 /// `atexit` handler: final forced flush and trailer, bounded in time.
 pub(crate) extern "C" fn at_exit() {
     let _ = catch_unwind(|| {

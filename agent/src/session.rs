@@ -38,6 +38,8 @@ pub struct Session {
     cupti: Cupti,
     cupti_version: u32,
     cupti_source: String,
+    /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
+    multi_subscriber: bool,
     cuda: Lib,
     config: Config,
     flush_lock: Mutex<()>,
@@ -73,8 +75,8 @@ pub fn start() -> Result<(), String> {
     let cupti_version = cupti
         .version()
         .map_err(|e| format!("{e}{}; this process runs untraced", no_driver_hint(e.code)))?;
-    match cupti.subscribe() {
-        Ok(()) => {}
+    let multi_subscriber = match cupti.subscribe(cupti_version) {
+        Ok(multi) => multi,
         Err(CuptiError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => {
             return Err(
                 "CUPTI is already in use by another profiler in this process (torch.profiler/Kineto, Nsight Systems or \
@@ -83,7 +85,7 @@ pub fn start() -> Result<(), String> {
             )
         }
         Err(e) => return Err(format!("{e}{}; this process runs untraced", no_driver_hint(e.code))),
-    }
+    };
     let pool = Pool::new(config.buffers, config.buffer_bytes).ok_or_else(|| {
         format!(
             "could not allocate {} MiB of trace buffers; this process runs untraced",
@@ -95,6 +97,7 @@ pub fn start() -> Result<(), String> {
         cupti,
         cupti_version,
         cupti_source: source,
+        multi_subscriber,
         cuda,
         config,
         flush_lock: Mutex::new(()),
@@ -108,9 +111,7 @@ pub fn start() -> Result<(), String> {
     let s = SESSION.get().expect("just set");
     OWNER_PID.store(std::process::id(), Release);
     let _ = s.cupti.use_system_thread_ids();
-    s.cupti
-        .register(Some(crate::buffer_requested), Some(crate::buffer_completed))
-        .map_err(|e| format!("{e}; this process runs untraced"))?;
+    s.cupti.register().map_err(|e| format!("{e}; this process runs untraced"))?;
     // The concurrent kernel kind is essential; the others are best effort.
     s.cupti
         .enable(kind::CONCURRENT_KERNEL)
@@ -245,6 +246,15 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         extra: Default::default(),
     };
     header.extra.insert("cupti.library".into(), s.cupti_source.clone());
+    header.extra.insert(
+        "cupti.subscriber".into(),
+        if s.multi_subscriber {
+            "multi (cuptiSubscribe_v2)"
+        } else {
+            "legacy (sole subscriber)"
+        }
+        .into(),
+    );
     header.extra.insert(
         "agent.buffers".into(),
         format!("{} x {} KiB", s.config.buffers, s.pool.buf_size() / 1024),

@@ -18,6 +18,58 @@ pub struct InfoArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also decode every event for totals: kernel time, copy bytes by kind
+    /// (reads the whole file).
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Totals from decoding every event (`info --stats`).
+#[derive(Debug, Default, Serialize)]
+pub struct Stats {
+    /// Kernels.
+    pub kernels: u64,
+    /// Sum of kernel durations (overlaps counted twice).
+    pub kernel_time_ns: u64,
+    /// Distinct kernel names.
+    pub kernel_names: usize,
+    /// Copies and bytes per direction, e.g. `"HtoD": [12, 4096]`.
+    pub copies: BTreeMap<String, (u64, u64)>,
+    /// Sum of copy durations.
+    pub copy_time_ns: u64,
+    /// Memsets and bytes.
+    pub memsets: (u64, u64),
+    /// API calls per name.
+    pub api_calls: BTreeMap<String, u64>,
+}
+
+/// Decode every event of `t` and total it.
+pub fn stats(t: &TraceFile) -> Result<Stats, CliError> {
+    let mut s = Stats::default();
+    let mut names = std::collections::BTreeSet::new();
+    for e in t.events() {
+        match e? {
+            Event::Kernel(k) => {
+                s.kernels += 1;
+                s.kernel_time_ns += k.end.saturating_sub(k.start).0;
+                names.insert(k.name);
+            }
+            Event::Memcpy(m) => {
+                let c = s.copies.entry(m.kind.name().to_string()).or_default();
+                c.0 += 1;
+                c.1 += m.bytes;
+                s.copy_time_ns += m.end.saturating_sub(m.start).0;
+            }
+            Event::Memset(m) => {
+                s.memsets.0 += 1;
+                s.memsets.1 += m.bytes;
+            }
+            Event::Api(a) => *s.api_calls.entry(t.name(a.name).into_owned()).or_default() += 1,
+            _ => {}
+        }
+    }
+    s.kernel_names = names.len();
+    Ok(s)
 }
 
 /// Everything `info` reports about one file.
@@ -55,6 +107,9 @@ pub struct FileInfo {
     pub damage: Option<DamageInfo>,
     /// Chunks of kinds this gputrace does not know (written by a newer one).
     pub skipped_chunks: u32,
+    /// Totals from every event, with `--stats`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Stats>,
 }
 
 /// Losses from one source.
@@ -122,6 +177,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         integrity,
         damage,
         skipped_chunks: t.skipped_chunks(),
+        stats: None,
     })
 }
 
@@ -132,7 +188,14 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
     let mut failed = 0;
     let mut out = std::io::stdout().lock();
     for f in &files {
-        match TraceFile::open(f).map_err(CliError::from).and_then(|t| describe(&t)) {
+        let described = TraceFile::open(f).map_err(CliError::from).and_then(|t| {
+            let mut i = describe(&t)?;
+            if args.stats {
+                i.stats = Some(stats(&t)?);
+            }
+            Ok(i)
+        });
+        match described {
             Ok(i) => {
                 if !args.json {
                     write_text(&mut out, &i).map_err(CliError::Output)?;
@@ -249,6 +312,26 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             "  note          {} chunks of a newer format skipped; upgrade gputrace to read them",
             i.skipped_chunks
         )?;
+    }
+    if let Some(s) = &i.stats {
+        writeln!(
+            out,
+            "  kernels       {} ({} names), {} of kernel time (summed)",
+            thousands(s.kernels),
+            s.kernel_names,
+            Nanos(s.kernel_time_ns)
+        )?;
+        for (kind, (n, bytes)) in &s.copies {
+            writeln!(out, "  copies {kind:<6} {} copies, {} bytes", thousands(*n), thousands(*bytes))?;
+        }
+        if s.memsets.0 > 0 {
+            writeln!(
+                out,
+                "  memsets       {} memsets, {} bytes",
+                thousands(s.memsets.0),
+                thousands(s.memsets.1)
+            )?;
+        }
     }
     writeln!(out, "  integrity     {}", i.integrity)?;
     writeln!(out)
