@@ -476,15 +476,22 @@ fn fork_without_exec_and_exec_keep_the_parent_trace_intact() {
     assert!(t.trailer().is_some(), "the parent finished its file");
     assert_eq!(t.event_counts()[&EventKind::Kernel], 50);
     // exec of another program: the image is replaced, no atexit; the file
-    // is readable up to the last flush.
+    // is readable up to the last flush (the scenario keeps the process
+    // alive past a few flush periods first).
     let run = run_scenario(
         13,
-        "kernels 50 1000 1000\n",
+        "kernels 50 1000 1000\nsleep_ms 300\n",
         &[("GPUTRACE_FLUSH_MS", "50")],
-        &["--ms", "400", "exec", "true"],
+        &["--ms", "2000", "exec", "true"],
     );
     assert_eq!(run.out.status.code(), Some(0));
-    events(&run.trace());
+    let t = run.trace();
+    assert!(t.trailer().is_none(), "exec skips atexit");
+    assert_eq!(
+        t.event_counts().get(&EventKind::Kernel).copied(),
+        Some(50),
+        "flushed before the exec"
+    );
 }
 
 #[test]

@@ -136,7 +136,11 @@
  *  - The worker never delivers a partially filled buffer on its own (like a
  *    periodic flush, which returns only full buffers).
  *  - Misuse the real library turns into deadlocks aborts here with a
- *    message: FlushAll from inside a buffer callback.
+ *    message: FlushAll from inside a buffer callback; any CUPTI call except
+ *    GetVersion/GetResultString/GetErrorMessage/GetLastError/GetTimestamp/
+ *    GetNextRecord in a fork()ed child (fork_child_calls abort, default).
+ *    With `allow`, a call made from an atfork child handler that runs before
+ *    ours can still block on our lock, as the real library can.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -549,7 +553,7 @@ static struct {
     uint64_t attrs[32];
     uint8_t attr_set[32];
 
-    int worker_started, worker_running, stop, finalized, scenario_done;
+    int worker_started, worker_running, worker_joined, stop, finalized, scenario_done;
     pthread_t worker;
 
     /* current buffer: written by the worker only, under mu */
@@ -705,7 +709,10 @@ static int fc_enter(enum fc_fn fn) {
         fprintf(stderr, "fake_cupti: crash_if_called %s: aborting\n", FN_NAMES[fn]);
         abort();
     }
-    if (g.in_child && !harmless_in_child(fn)) {
+    /* By pid, not only g.in_child: a client's own atfork child handler can run
+     * before ours (handlers run in registration order), with g.mu still
+     * locked by our prepare handler. The abort path takes no lock. */
+    if ((g.in_child || (g.owner_pid && getpid() != g.owner_pid)) && !harmless_in_child(fn)) {
         if (sc.child_policy == CHILD_ABORT) {
             fprintf(stderr, "fake_cupti: %s called in a fork()ed child (pid %d); real "
                             "CUPTI's worker thread does not exist here and FlushAll "
@@ -1499,14 +1506,33 @@ static void write_summary(const char *state) {
     free(buf);
 }
 
+/* Stop the worker and join it. wait_ms < 0: wait as long as it takes;
+ * otherwise give up after wait_ms (it may be stuck in a client callback at
+ * exit) and leave it running. Never joins from the worker itself. */
+static void stop_worker(int wait_ms) {
+    pthread_mutex_lock(&g.mu);
+    g.stop = 1;
+    pthread_cond_broadcast(&g.cv);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += wait_ms / 1000;
+    dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+    int self = g.worker_started && pthread_equal(pthread_self(), g.worker);
+    while (g.worker_running && !self)
+        if (wait_ms < 0) pthread_cond_wait(&g.cv, &g.mu);
+        else if (pthread_cond_timedwait(&g.cv, &g.mu, &dl) != 0) break;
+    int join = g.worker_started && !g.worker_running && !g.worker_joined && !self;
+    if (join) g.worker_joined = 1;
+    pthread_mutex_unlock(&g.mu);
+    if (join) pthread_join(g.worker, NULL);
+}
+
 __attribute__((destructor)) static void fc_fini(void) {
     /* Runs after the client's atexit handlers (it is registered via _dl_fini,
      * which exit() runs last), so their final FlushAll is counted. */
     if (!g.owner_pid || g.in_child || getpid() != g.owner_pid) return;
-    pthread_mutex_lock(&g.mu);
-    g.stop = 1;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
+    stop_worker(200);
     write_summary("exit");
 }
 
@@ -1836,12 +1862,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
     int nodriver_zero = 0;
     ENTER(cuptiFinalize);
     (void)nodriver_zero;
-    pthread_mutex_lock(&g.mu);
-    g.stop = 1;
-    pthread_cond_broadcast(&g.cv);
-    int join = g.worker_running && !pthread_equal(pthread_self(), g.worker);
-    pthread_mutex_unlock(&g.mu);
-    if (join) pthread_join(g.worker, NULL);
+    stop_worker(-1);
     pthread_mutex_lock(&g.mu);
     g.lost_at_finalize += g.cur_nrec;
     g.cur = NULL; /* the client still owns it; CUPTI never returns it */

@@ -43,7 +43,7 @@ run() {
     t0=$(date +%s%N)
     env FAKE_CUPTI_SCENARIO="$W/$name.scn" FAKE_CUPTI_REPORT="$W/$name.report" \
         SELFTEST_OUT="$W/$name.agent" CUDA_INJECTION64_PATH="${INJ-$OUT/selftest_agent.so}" \
-        LD_LIBRARY_PATH="$OUT/cupti$major" "$OUT/testprog" --ms "${MS:-5000}" "$@" \
+        LD_LIBRARY_PATH="$OUT/cupti$major" timeout -s KILL 60 "$OUT/testprog" --ms "${MS:-5000}" "$@" \
         2> "$W/$name.stderr"
     rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -111,6 +111,10 @@ kernels 10
 memcpy 10 100"
 check fail_enable enable_errors 1 "$W/fail_enable.agent"
 check fail_enable skipped_disabled.10 10 "$W/fail_enable.report"
+SELFTEST_FINALIZE=1 SELFTEST_FLUSH_MS=10 run finalize 13 0 "kernels 500 20000 0
+api 500"
+check finalize finalized 1 "$W/finalize.report"
+check finalize kernel_without_api 0 "$W/finalize.agent"
 MS=300 run subscribe39 13 0 "subscribe_error 39
 kernels 10"
 check subscribe39 subscribe_result 39 "$W/subscribe39.agent"

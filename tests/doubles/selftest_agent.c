@@ -6,7 +6,8 @@
  * subscribes, registers buffer callbacks, enables $SELFTEST_KINDS (default
  * 10,1,2,5,38,22,17,8), optionally starts a thread calling FlushAll(0) every
  * $SELFTEST_FLUSH_MS, and registers an atexit handler that does a forced
- * flush, reads the dropped count and writes counts to $SELFTEST_OUT.
+ * flush, reads the dropped count, calls cuptiFinalize if
+ * $SELFTEST_FINALIZE=1, and writes counts to $SELFTEST_OUT.
  * Buffers are $SELFTEST_BUFSZ bytes (default 1 MiB), 8-aligned.
  */
 #define _GNU_SOURCE
@@ -31,6 +32,7 @@ static struct {
     int (*subscribe)(void **, void *, void *);
     int (*reg)(req_fn, cpl_fn);
     fn_u32 enable, flush, set_tid_type;
+    int (*finalize)(void);
     int (*next)(uint8_t *, size_t, void **);
     int (*dropped)(void *, uint32_t, size_t *);
 } api;
@@ -105,7 +107,13 @@ static void at_exit(void) {
     if (child || subscribe_result != 0) goto write;
     api.flush(1);
     size_t d = 0;
-    if (api.dropped(NULL, 0, &d) == 0) dropped_total += d;
+    if (api.dropped(NULL, 0, &d) == 0) {
+        pthread_mutex_lock(&mu);
+        dropped_total += d;
+        pthread_mutex_unlock(&mu);
+    }
+    const char *fin = getenv("SELFTEST_FINALIZE");
+    if (fin && *fin == '1' && api.finalize) api.finalize();
 write:
     if (child || !outpath) return;
     FILE *f = fopen(outpath, "w");
@@ -171,6 +179,7 @@ EXPORT int InitializeInjection(void) {
     SYM(set_tid_type, "cuptiSetThreadIdType");
     SYM(next, "cuptiActivityGetNextRecord");
     SYM(dropped, "cuptiActivityGetNumDroppedRecords");
+    SYM(finalize, "cuptiFinalize");
     if (!api.subscribe || !api.reg || !api.enable || !api.flush || !api.next || !api.dropped)
         return 0;
     const char *bs = getenv("SELFTEST_BUFSZ");
