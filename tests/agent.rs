@@ -550,3 +550,21 @@ fn unwritable_output_and_full_disk_turn_capture_off_not_the_job() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("failed") && lines[0].contains("capture stopped"), "{lines:?}");
 }
+
+#[test]
+fn devices_come_from_cupti_records_when_the_driver_lists_none() {
+    // The driver reports no devices; the DEVICE record CUPTI delivered
+    // fills the header, and the buffers scanned for it are still decoded.
+    let run = run_scenario(
+        13,
+        "cuda_device_count 0\ndevice\nkernels 25 1000 1000\napi 25\n",
+        &[],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+    let t = run.trace();
+    assert_eq!(t.header().devices.len(), 1, "{:?}", t.header().devices);
+    assert_eq!(t.header().devices[0].name, "Fake GPU");
+    assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(25));
+    assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(25));
+}

@@ -262,15 +262,25 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
     if !failed_kinds.is_empty() {
         header.extra.insert("agent.kinds_not_enabled".into(), failed_kinds.join("; "));
     }
+    // Buffers completed before the file exists: scanned here for DEVICE
+    // records, decoded for real once the file is open (nothing is dropped).
+    let mut held: Vec<(*mut u8, usize)> = Vec::new();
     if devices.is_empty() {
-        // Fall back on DEVICE records delivered so far.
-        let _ = s.flush(0);
-        let mut scratch = TraceWriter::new(std::io::sink(), &Header::default(), WriterOptions::default()).expect("sink");
-        while let Some((buf, valid)) = s.pool.take_completed() {
-            walk(s, &mut dec, buf, valid, &mut scratch, &mut Vec::new(), &mut 0);
-            s.pool.recycle(buf);
+        // Fall back on CUPTI's DEVICE records, which it emits once the
+        // driver is initialized: flush and scan for up to a second.
+        let mut scan = Decoder::default();
+        let mut scratch =
+            TraceWriter::new(std::io::sink(), &Header::default(), WriterOptions::default()).expect("writing to a sink cannot fail");
+        let until = Instant::now() + Duration::from_secs(1);
+        while scan.devices.is_empty() && Instant::now() < until && !s.stop.load(Acquire) && held.len() < s.config.buffers / 2 {
+            let _ = s.flush(0);
+            while let Some((buf, valid)) = s.pool.take_completed() {
+                walk(s, &mut scan, buf, valid, &mut scratch, &mut Vec::new(), &mut 0);
+                held.push((buf, valid));
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        devices = identity::devices_from_records(&dec.devices);
+        devices = identity::devices_from_records(&scan.devices);
     }
     header.devices = devices;
     let path = trace_path(&s.config, &header);
@@ -293,6 +303,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         Err(msg) => {
             say(&msg);
             s.stop_capture();
+            for (buf, _) in held.drain(..) {
+                s.pool.recycle(buf);
+            }
             recycle_until_stop(s);
             return;
         }
@@ -308,7 +321,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
     loop {
         let stopping = s.stop.load(Acquire);
         let mut undecodable = 0;
-        while let Some((buf, valid)) = s.pool.take_completed() {
+        while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
             if !failed {
                 walk(s, &mut dec, buf, valid, &mut w, &mut pending, &mut undecodable);
                 for e in pending.drain(..) {

@@ -336,7 +336,11 @@ fn mmap_open_reads_the_same() {
 
 #[test]
 fn writer_memory_is_bounded_across_many_tracks() {
-    let opts = WriterOptions { chunk_events: 1000, max_buffered_events: 5000, zstd_level: 1 };
+    let opts = WriterOptions {
+        chunk_events: 1000,
+        max_buffered_events: 5000,
+        zstd_level: 1,
+    };
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
     let mut peak = 0;
     // 300 threads interleaved: no single buffer fills, the global cap must act.
