@@ -272,12 +272,18 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         let mut scratch =
             TraceWriter::new(std::io::sink(), &Header::default(), WriterOptions::default()).expect("writing to a sink cannot fail");
         let until = Instant::now() + Duration::from_secs(1);
-        while scan.devices.is_empty() && Instant::now() < until && !s.stop.load(Acquire) && held.len() < s.config.buffers / 2 {
-            let _ = s.flush(0);
+        loop {
             while let Some((buf, valid)) = s.pool.take_completed() {
                 walk(s, &mut scan, buf, valid, &mut scratch, &mut Vec::new(), &mut 0);
                 held.push((buf, valid));
             }
+            // Stop at the first DEVICE record, after a second, at exit (the
+            // exit handler's forced flush has just delivered everything), or
+            // before holding half the pool.
+            if !scan.devices.is_empty() || Instant::now() >= until || s.stop.load(Acquire) || held.len() >= s.config.buffers / 2 {
+                break;
+            }
+            let _ = s.flush(0);
             std::thread::sleep(Duration::from_millis(20));
         }
         devices = identity::devices_from_records(&scan.devices);
