@@ -15,7 +15,10 @@ fn env(name: &str, default: u64) -> u64 {
 fn main() {
     let ranks = env("RANKS", 1024) as u32;
     let events = env("EVENTS", 100_000);
-    let base = JobConfig { ranks, ..JobConfig::default() };
+    let base = JobConfig {
+        ranks,
+        ..JobConfig::default()
+    };
     let steps = (events / base.events_per_step()).max(1) as u32;
     let cfg = JobConfig { steps, ..base };
     let dir = tempfile::tempdir().expect("temp dir");
