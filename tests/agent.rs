@@ -340,6 +340,7 @@ fn trace_matches_the_records_cupti_delivered_in_every_layout() {
         assert!(h.command.iter().any(|a| a.ends_with("testprog")));
         // The run summary names the file.
         assert!(text(&run.out.stderr).contains("1 trace file(s)"), "{}", text(&run.out.stderr));
+        assert_eq!(run.n("mixed_calls"), 0, "{version}: never mixes global and subscriber-scoped calls");
     }
 }
 
@@ -567,4 +568,64 @@ fn devices_come_from_cupti_records_when_the_driver_lists_none() {
     assert_eq!(t.header().devices[0].name, "Fake GPU");
     assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(25));
     assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(25));
+}
+
+#[test]
+fn multi_subscriber_api_is_used_where_cupti_has_it() {
+    // CUPTI 13.5 with another multi-subscriber tool (e.g. Nsight Systems)
+    // in the process: gputrace subscribes alongside it through the v2 API and
+    // never mixes in a global-scope call.
+    let run = run_scenario(
+        13,
+        "version 13.5\nother_subscriber multi\nkernels 30 1000 1000\napi 30\ndropped 2\n",
+        &[],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+    assert_eq!(run.report.get("subscriber.mode").map(String::as_str), Some("v2"));
+    assert_eq!(run.n("mixed_calls"), 0, "no v1 activity call after a v2 subscribe");
+    assert_eq!(run.n("thread_id_type"), 1, "system thread ids requested through the v2 attribute");
+    let t = run.trace();
+    assert_eq!(
+        t.header().extra.get("cupti.subscriber").map(String::as_str),
+        Some("multi (cuptiSubscribe_v2)")
+    );
+    assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(30));
+    assert_eq!(
+        t.trailer().unwrap().losses.get("cupti-dropped").copied(),
+        Some(2),
+        "dropped count read with the v2 call"
+    );
+
+    // A legacy (sole) subscriber already there: untraced, one line.
+    let run = run_scenario(
+        13,
+        "version 13.5\nother_subscriber legacy\nkernels 10\n",
+        &[],
+        &["--ms", "300", "exit", "6"],
+    );
+    assert_eq!(run.out.status.code(), Some(6));
+    assert!(run.lines().iter().any(|l| l.contains("already in use")), "{:?}", run.lines());
+    assert!(run.traces().is_empty());
+
+    // A driver without multi-subscriber support: back to the legacy API.
+    let run = run_scenario(
+        13,
+        "version 13.5\nmulti_subscriber_unsupported\nkernels 10 1000 1000\n",
+        &[],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.report.get("subscriber.mode").map(String::as_str), Some("v1"));
+    assert_eq!(run.n("mixed_calls"), 0);
+    let t = run.trace();
+    assert_eq!(
+        t.header().extra.get("cupti.subscriber").map(String::as_str),
+        Some("legacy (sole subscriber)")
+    );
+    assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(10));
+
+    // Before 13.3 the v2 activity calls are incomplete: legacy API.
+    let run = run_scenario(13, "version 13.2\nkernels 10 1000 1000\n", &[], &["--ms", "300", "exit", "0"]);
+    assert_eq!(run.report.get("subscriber.mode").map(String::as_str), Some("v1"));
+    assert_eq!(run.trace().event_counts().get(&EventKind::Kernel).copied(), Some(10));
 }

@@ -3,7 +3,9 @@
  * Built twice by build.sh:
  *   -DFAKE_CUPTI_MAJOR=12 -> cupti12/libcupti.so.12 (no 13.x-only symbols)
  *   -DFAKE_CUPTI_MAJOR=13 -> cupti13/libcupti.so.13 (+ cuptiSubscribe_v2,
- *                             cuptiActivityGetStructSize)
+ *                             cuptiActivityGetStructSize and the
+ *                             subscriber-scoped activity API, see
+ *                             "SUBSCRIBERS" below)
  * Everything not exported is hidden (-fvisibility=hidden); `nm -D` on the
  * library is the exact export list (see README.md).
  *
@@ -29,6 +31,22 @@
  *   subscribe_error CODE     cuptiSubscribe/_v2 always return CODE (39 =
  *                            MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; _v2 writes
  *                            "Nsight Systems" to oldSubscriberName).
+ *   other_subscriber none|legacy|multi
+ *                            another tool ("Nsight Systems") already
+ *                            subscribed in this process (default none).
+ *                            legacy: it holds the single slot; cuptiSubscribe
+ *                            and cuptiSubscribe_v2 return 39 (_v2 copies its
+ *                            name into oldSubscriberName). multi: it allows
+ *                            multiple subscribers; cuptiSubscribe returns 39,
+ *                            cuptiSubscribe_v2 returns 39 too unless it asks
+ *                            allowMultipleSubscribers=1 (and the library is
+ *                            13.2+), then succeeds and oldSubscriberName
+ *                            names the first subscriber. See SUBSCRIBERS.
+ *   multi_subscriber_unsupported
+ *                            a driver older than r610: cuptiSubscribe_v2
+ *                            with allowMultipleSubscribers=1 returns 27
+ *                            NOT_SUPPORTED; v1 cuptiSubscribe (and _v2
+ *                            without the flag) work.
  *   crash_if_called FUNC     abort() when FUNC (or ANY cupti function) is
  *                            called; proves the agent never calls it.
  *   start_delay_ms N         worker sleeps N ms before the first step.
@@ -99,13 +117,60 @@
  * REPORT ($FAKE_CUPTI_REPORT, "%p" in it is replaced by the pid): "key value"
  * lines, rewritten atomically (tmp + rename) when the scenario ends, after
  * every cuptiActivityFlushAll, at cuptiFinalize and at exit (library
- * destructor; not after abort/_exit/signals). Keys: see write_summary().
+ * destructor; not after abort/_exit/signals). Keys: see write_summary();
+ * subscriber keys: subscriber.mode none|v1|v2 (last successful subscribe),
+ * subscriber.multi 0|1, subscriber.active, activity_scope
+ * none|global|subscriber, mixed_calls, other_subscriber,
+ * multi_subscriber_unsupported, callbacks none|v1|v2, thread_id_type.
  * Per-record lines go to $FAKE_CUPTI_REPORT.records, appended and flushed by
  * the delivering thread just BEFORE each bufferCompleted call:
  *   buf=SEQ kind=K corr=C start=S end=E [bytes=B] [cbid=I] name=NAME
  * Only the process that first initialised the double writes either file.
  *
  * ERRORS IN THE SCENARIO: message on stderr, then _exit(86).
+ *
+ * SUBSCRIBERS AND THE SUBSCRIBER-SCOPED ("v2") ACTIVITY API (.so.13 only)
+ *  - cuptiSubscribe_v2(sub, cb, ud, CUpti_SubscriberParams *p): p may be
+ *    NULL; p->structSize < 32 -> 1 INVALID_PARAMETER. structSize is 32 in the
+ *    13.0/13.1 headers and 40 from 13.2, where allowMultipleSubscribers (u8
+ *    at offset 32) appeared. The flag is honoured only if structSize > 32 and
+ *    the scenario version is >= 13.2 (an older library ignores the tail; the
+ *    real ones' handling of a larger structSize is untested). Order: fail
+ *    rules, NULL handle, structSize, multi_subscriber_unsupported (27),
+ *    other_subscriber (39), a subscriber of this client already there (39 +
+ *    its name; the fake holds ONE client subscriber even in multi mode),
+ *    scope (14, below).
+ *  - Exported: cuptiActivityRegisterCallbacks_v2(sub, req_v2, complete_v2),
+ *    cuptiActivityEnable_v2 / cuptiActivityDisable_v2(sub, kind,
+ *    CUpti_ActivityConfig *cfg: NULL, or structSize != 0; field selection is
+ *    ignored, records stay full), cuptiActivitySetAttribute_v2(sub, attr,
+ *    &size, value) (CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE = 21 with a u32 sets
+ *    what cuptiSetThreadIdType sets; others are recorded like the v1 call):
+ *    real from 13.2. cuptiActivityGetNextRecord_v2(sub, buf, valid, &rec),
+ *    cuptiActivityGetNumDroppedRecords_v2(sub, ctx, stream, &n) (ctx/stream
+ *    ignored, global count, resets on read), cuptiGetTimestamp_v2(sub, &ts):
+ *    real from 13.3. APPROXIMATION: the real older libraries lack these
+ *    symbols; this build always exports them and returns 27 NOT_SUPPORTED
+ *    when the scenario version is below 13.2 / 13.3. Then: a handle that is
+ *    not the current subscriber -> 1 INVALID_PARAMETER.
+ *  - Scope: CUPTI refuses to mix the global (v1) and subscriber-scoped (v2)
+ *    activity APIs. A successful cuptiSubscribe fixes "global"; a
+ *    cuptiSubscribe_v2 granted allowMultipleSubscribers=1 fixes
+ *    "subscriber"; otherwise (no subscribe, or _v2 without the flag) the
+ *    first activity call of either family fixes it. Afterwards a call of the
+ *    other family returns 14 NOT_COMPATIBLE and counts in `mixed_calls`:
+ *    v1 cuptiActivityEnable/Disable/RegisterCallbacks/GetNextRecord/
+ *    GetNumDroppedRecords/SetAttribute and cuptiSetThreadIdType; v2
+ *    RegisterCallbacks/Enable/Disable/SetAttribute/GetNextRecord/
+ *    GetNumDroppedRecords; a subscribe that would fix the other scope.
+ *    cuptiActivityFlushAll (no v2 form), FlushPeriod, EnableLatencyTimestamps,
+ *    RegisterTimestampCallback, GetTimestamp and GetTimestamp_v2 work in
+ *    either. cuptiFinalize frees the scope.
+ *  - With v2 callbacks registered, every buffer goes through them, same
+ *    rules as v1: req_v2(&buf, &size, &maxNumRecords, &info) with
+ *    info.structSize = 8, and complete_v2(buf, size, validSize, &info) with
+ *    info.structSize = 32, threadId = gettid() of the delivering thread,
+ *    ppRecordLayouts = NULL, numRecordLayouts = 0.
  *
  * NO DRIVER: each call first checks dlopen("libcuda.so.1", RTLD_NOLOAD). If
  * libcuda is absent the call behaves as the real wheels measured in
@@ -179,6 +244,28 @@ typedef void (*CUpti_BuffersCallbackCompleteFunc)(CUcontext ctx, uint32_t stream
                                                   uint8_t *buffer, size_t size,
                                                   size_t validSize);
 typedef uint64_t (*CUpti_TimestampCallbackFunc)(void);
+/* v2 (subscriber-scoped) buffer callbacks, 13.2+ (bindings_v13.rs). */
+typedef struct {
+    size_t structSize; /* 8 */
+} CUpti_BufferCallbackRequestInfo;
+typedef struct {
+    size_t structSize;      /* 32 */
+    uint64_t threadId;      /* @8 */
+    void **ppRecordLayouts; /* @16, user-defined records only */
+    size_t numRecordLayouts;/* @24 */
+} CUpti_BufferCallbackCompleteInfo;
+typedef void (*CUpti_BuffersCallbackRequestFunc_v2)(uint8_t **buffer, size_t *size,
+                                                    size_t *maxNumRecords,
+                                                    CUpti_BufferCallbackRequestInfo *info);
+typedef void (*CUpti_BuffersCallbackCompleteFunc_v2)(uint8_t *buffer, size_t size,
+                                                     size_t validSize,
+                                                     CUpti_BufferCallbackCompleteInfo *info);
+/* CUpti_ActivityConfig (40 bytes): only structSize is looked at. */
+typedef struct {
+    size_t structSize;
+    uint8_t fieldSelection[24];
+    void *pKindOptions;
+} CUpti_ActivityConfig;
 typedef struct {
     uint32_t kind;
 } CUpti_Activity;
@@ -191,6 +278,12 @@ typedef struct {
     uint8_t allowMultipleSubscribers;
     uint8_t padding[7];
 } CUpti_SubscriberParams;
+_Static_assert(sizeof(CUpti_SubscriberParams) == 40, "SubscriberParams");
+_Static_assert(__builtin_offsetof(CUpti_SubscriberParams, allowMultipleSubscribers) == 32,
+               "allowMultipleSubscribers");
+_Static_assert(sizeof(CUpti_BufferCallbackCompleteInfo) == 32, "CompleteInfo");
+_Static_assert(sizeof(CUpti_ActivityConfig) == 40, "ActivityConfig");
+#define SUBSCRIBER_PARAMS_SIZE_13_0 32 /* 13.0/13.1: ends at oldSubscriberSize */
 
 /* ------------------------------------------------------------------------ */
 /* Function table (for fail / crash_if_called / call counts).               */
@@ -218,7 +311,14 @@ typedef struct {
     X(cuptiGetTimestamp)                                                       \
     X(cuptiFinalize)                                                           \
     X(cuptiActivityRegisterTimestampCallback)                                  \
-    X(cuptiActivityGetStructSize)
+    X(cuptiActivityGetStructSize)                                              \
+    X(cuptiActivityRegisterCallbacks_v2)                                       \
+    X(cuptiActivityEnable_v2)                                                  \
+    X(cuptiActivityDisable_v2)                                                 \
+    X(cuptiActivitySetAttribute_v2)                                            \
+    X(cuptiActivityGetNextRecord_v2)                                           \
+    X(cuptiActivityGetNumDroppedRecords_v2)                                    \
+    X(cuptiGetTimestamp_v2)
 
 enum fc_fn {
 #define X(n) FN_##n,
@@ -254,6 +354,8 @@ struct fail_rule {
 };
 
 enum child_policy { CHILD_ABORT, CHILD_HANG, CHILD_ALLOW };
+enum other_sub { OTHER_NONE, OTHER_LEGACY, OTHER_MULTI };
+static const char *const OTHER_NAMES[] = {"none", "legacy", "multi"};
 
 #define MAX_UNKNOWN 8
 static struct {
@@ -267,6 +369,8 @@ static struct {
     int report_records;
     enum child_policy child_policy;
     int no_driver;
+    enum other_sub other_subscriber;  /* another tool in the process */
+    int multi_subscriber_unsupported; /* old driver: no multi-subscriber */
     /* kinds this library "knows" beyond the header tables (unknown_kind) */
     uint32_t unk_kind[MAX_UNKNOWN], unk_size[MAX_UNKNOWN];
     int nunk;
@@ -421,6 +525,14 @@ static void parse_scenario(void) {
             else die("scenario line %d: fork_child_calls abort|hang|allow", ln);
         } else if (strcmp(d, "no_driver") == 0) {
             sc.no_driver = 1;
+        } else if (strcmp(d, "other_subscriber") == 0) {
+            NEED(1);
+            if (strcmp(tok[1], "none") == 0) sc.other_subscriber = OTHER_NONE;
+            else if (strcmp(tok[1], "legacy") == 0) sc.other_subscriber = OTHER_LEGACY;
+            else if (strcmp(tok[1], "multi") == 0) sc.other_subscriber = OTHER_MULTI;
+            else die("scenario line %d: other_subscriber none|legacy|multi", ln);
+        } else if (strcmp(d, "multi_subscriber_unsupported") == 0) {
+            sc.multi_subscriber_unsupported = 1;
         } else if (strcmp(d, "kernels") == 0) {
             NEED(1);
             need_kind(FC_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, ln);
@@ -531,7 +643,11 @@ struct detached {
     size_t size, used;
     uint64_t seq;
     CUpti_BuffersCallbackCompleteFunc cpl; /* captured under mu at detach */
+    CUpti_BuffersCallbackCompleteFunc_v2 cpl2; /* v2 mode: this one instead */
 };
+
+/* Which activity API family this process uses (CUPTI refuses to mix them). */
+enum { SCOPE_FREE, SCOPE_GLOBAL, SCOPE_SUBSCRIBER };
 
 static struct {
     pthread_mutex_t mu; /* guards everything below */
@@ -545,6 +661,12 @@ static struct {
     struct fc_subscriber sub_storage;
     CUpti_BuffersCallbackRequestFunc req;
     CUpti_BuffersCallbackCompleteFunc cpl;
+    CUpti_BuffersCallbackRequestFunc_v2 req2; /* set by RegisterCallbacks_v2 */
+    CUpti_BuffersCallbackCompleteFunc_v2 cpl2;
+    int sub_mode;  /* last successful subscribe: 0 none, 1 v1, 2 v2 */
+    int sub_multi; /* it was granted allowMultipleSubscribers */
+    int scope;     /* SCOPE_*: fixed by the first subscribe/activity call */
+    uint64_t mixed_calls;
     CUpti_TimestampCallbackFunc tsfn;
     uint8_t enabled[FC_KIND_SLOTS];
     int latency_ts;
@@ -696,7 +818,8 @@ static int nodriver_result(enum fc_fn fn) {
 static int harmless_in_child(enum fc_fn fn) {
     return fn == FN_cuptiGetVersion || fn == FN_cuptiGetResultString ||
            fn == FN_cuptiGetErrorMessage || fn == FN_cuptiGetLastError ||
-           fn == FN_cuptiGetTimestamp || fn == FN_cuptiActivityGetNextRecord;
+           fn == FN_cuptiGetTimestamp || fn == FN_cuptiActivityGetNextRecord ||
+           fn == FN_cuptiGetTimestamp_v2 || fn == FN_cuptiActivityGetNextRecord_v2;
 }
 
 /* Common prologue of every exported function. Returns -1 to proceed, -2 for
@@ -765,7 +888,7 @@ static int inflight_below(uint64_t seq) {
 
 /* Detach `cur` (caller holds mu). The buffer is never written again. */
 static struct detached detach_cur(void) {
-    struct detached d = {g.cur, g.cur_size, g.cur_used, g.next_seq++, g.cpl};
+    struct detached d = {g.cur, g.cur_size, g.cur_used, g.next_seq++, g.cpl, g.cpl2};
     if (g.ninflight == MAX_INFLIGHT) {
         fprintf(stderr, "fake_cupti: too many concurrent deliveries\n");
         abort();
@@ -882,7 +1005,13 @@ static void deliver(struct detached *d) {
     }
     report_records(d);
     tls_in_callback++;
-    d->cpl(NULL, 0, d->buf, d->size, d->used);
+    if (d->cpl2) {
+        CUpti_BufferCallbackCompleteInfo info = {sizeof info,
+                                                 (uint64_t)syscall(SYS_gettid), NULL, 0};
+        d->cpl2(d->buf, d->size, d->used, &info);
+    } else {
+        d->cpl(NULL, 0, d->buf, d->size, d->used);
+    }
     tls_in_callback--;
     pthread_mutex_lock(&g.mu);
     for (int s = 0; s < STAT_SLOTS; s++) g.delivered[s] += counts[s];
@@ -898,11 +1027,17 @@ static void deliver(struct detached *d) {
 /* Ask the client for a buffer for a record of `need` bytes. Called by the
  * worker WITHOUT mu; on success installs it as `cur` and returns 1. On
  * failure the record is dropped (counted) and 0 is returned. */
-static int request_buffer(CUpti_BuffersCallbackRequestFunc req, size_t need) {
+static int request_buffer(CUpti_BuffersCallbackRequestFunc req,
+                          CUpti_BuffersCallbackRequestFunc_v2 req2, size_t need) {
     uint8_t *buf = NULL;
     size_t size = 0, maxrec = 0;
     tls_in_callback++;
-    req(&buf, &size, &maxrec);
+    if (req2) {
+        CUpti_BufferCallbackRequestInfo info = {sizeof info};
+        req2(&buf, &size, &maxrec, &info);
+    } else {
+        req(&buf, &size, &maxrec);
+    }
     tls_in_callback--;
     pthread_mutex_lock(&g.mu);
     g.buf_requested++;
@@ -950,9 +1085,11 @@ static int put_record(uint32_t gate_kind, const uint8_t *rec, size_t sz, int end
             return 0;
         }
         if (!g.cur) {
-            CUpti_BuffersCallbackRequestFunc req = g.req; /* non-NULL while the worker runs */
+            /* one of them is non-NULL while the worker runs */
+            CUpti_BuffersCallbackRequestFunc req = g.req;
+            CUpti_BuffersCallbackRequestFunc_v2 req2 = g.req2;
             pthread_mutex_unlock(&g.mu);
-            if (!request_buffer(req, sz)) return 0;
+            if (!request_buffer(req, req2, sz)) return 0;
             pthread_mutex_lock(&g.mu);
             continue; /* re-check stop/enabled: they may have changed meanwhile */
         }
@@ -1415,8 +1552,11 @@ static void *worker_main(void *arg) {
 
 /* Start the worker once callbacks are registered and a kind is enabled.
  * Caller holds mu. */
+static int have_callbacks_locked(void) {
+    return (g.req && g.cpl) || (g.req2 && g.cpl2);
+}
 static void maybe_start_worker_locked(void) {
-    if (g.worker_started || g.finalized || g.in_child || !g.req || !g.cpl) return;
+    if (g.worker_started || g.finalized || g.in_child || !have_callbacks_locked()) return;
     int any = 0;
     for (unsigned k = 0; k < FC_KIND_SLOTS; k++) any |= g.enabled[k];
     if (!any) return;
@@ -1483,6 +1623,16 @@ static void write_summary(const char *state) {
     fprintf(m, "corr.max %llu\nts.min %llu\nts.max %llu\nfailures.injected %llu\n",
             (unsigned long long)g.corr_max, (unsigned long long)g.ts_min,
             (unsigned long long)g.ts_max, (unsigned long long)g.fail_injected);
+    static const char *const MODES[] = {"none", "v1", "v2"};
+    static const char *const SCOPES[] = {"none", "global", "subscriber"};
+    fprintf(m, "subscriber.mode %s\nsubscriber.multi %d\nsubscriber.active %d\n"
+               "activity_scope %s\nmixed_calls %llu\nother_subscriber %s\n"
+               "multi_subscriber_unsupported %d\ncallbacks %s\n",
+            MODES[g.sub_mode], g.sub_multi, g.subscriber != NULL,
+            SCOPES[__atomic_load_n(&g.scope, __ATOMIC_ACQUIRE)],
+            (unsigned long long)__atomic_load_n(&g.mixed_calls, __ATOMIC_RELAXED), OTHER_NAMES[sc.other_subscriber],
+            sc.multi_subscriber_unsupported,
+            g.req2 ? "v2" : g.req ? "v1" : "none");
     for (unsigned k = 0; k < FC_KIND_SLOTS; k++)
         if (g.enabled[k]) fprintf(m, "enabled.%u 1\n", k);
     for (int a = 0; a < 32; a++)
@@ -1584,32 +1734,84 @@ EXPORT CUptiResult cuptiGetLastError(void) {
     return e;
 }
 
+/* The activity API family a call belongs to must match the one this process
+ * already uses: a successful cuptiSubscribe fixes SCOPE_GLOBAL, a
+ * cuptiSubscribe_v2 granted allowMultipleSubscribers fixes SCOPE_SUBSCRIBER,
+ * otherwise the first activity call of either family does. A call of the
+ * other family returns NOT_COMPATIBLE (14) and counts as a mixed call. */
+static int use_scope(int want) { /* lock-free: GetNextRecord takes no lock */
+    int cur = SCOPE_FREE;
+    if (__atomic_compare_exchange_n(&g.scope, &cur, want, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE) ||
+        cur == want)
+        return FC_CUPTI_SUCCESS;
+    __atomic_fetch_add(&g.mixed_calls, 1, __ATOMIC_RELAXED);
+    return FC_CUPTI_ERROR_NOT_COMPATIBLE;
+}
+#define GLOBAL_SCOPE()                                                         \
+    do {                                                                       \
+        int _c = use_scope(SCOPE_GLOBAL);                                      \
+        if (_c) return ret(_c);                                                \
+    } while (0)
+
+static const char OTHER_TOOL_NAME[] = "Nsight Systems";
+
+static void copy_old_name(CUpti_SubscriberParams *p, const char *name) {
+    if (p && p->oldSubscriberName && p->oldSubscriberSize)
+        snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", name);
+}
+
 static CUptiResult subscribe(enum fc_fn fn, CUpti_SubscriberHandle *subscriber,
                              CUpti_CallbackFunc callback, void *userdata,
                              CUpti_SubscriberParams *p) {
+    int v2 = fn == FN_cuptiSubscribe_v2;
     int r = fc_enter(fn);
     if (r >= 0) {
-        if (r == FC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && p &&
-            p->oldSubscriberName && p->oldSubscriberSize)
-            snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", "Nsight Systems");
+        if (r == FC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            copy_old_name(p, OTHER_TOOL_NAME);
         return ret(r);
     }
     if (!subscriber) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
-    if (p && p->structSize == 0) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    /* structSize: 32 (13.0/13.1 headers) or 40 (13.2+); the fake accepts any
+     * size >= 32 and reads allowMultipleSubscribers only when the struct
+     * holds it AND the library is 13.2+ (an older one does not know it). */
+    if (p && p->structSize < SUBSCRIBER_PARAMS_SIZE_13_0)
+        return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    int multi = v2 && p &&
+                p->structSize > __builtin_offsetof(CUpti_SubscriberParams,
+                                                   allowMultipleSubscribers) &&
+                sc.lay->api_version >= 130200 && p->allowMultipleSubscribers != 0;
+    if (multi && sc.multi_subscriber_unsupported) /* driver older than r610 */
+        return ret(FC_CUPTI_ERROR_NOT_SUPPORTED);
+    /* Another tool: a legacy one holds the single slot against everyone; a
+     * multi-subscriber one admits only other multi-subscriber clients. */
+    if (sc.other_subscriber == OTHER_LEGACY || (sc.other_subscriber == OTHER_MULTI && !multi)) {
+        copy_old_name(p, OTHER_TOOL_NAME);
+        return ret(FC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    }
     pthread_mutex_lock(&g.mu);
-    if (g.subscriber) { /* one subscriber at a time (<= 13.2 semantics) */
-        if (p && p->oldSubscriberName && p->oldSubscriberSize)
-            snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", g.subscriber->name);
+    if (g.subscriber) { /* the fake holds one client subscriber at a time */
+        copy_old_name(p, g.subscriber->name);
         pthread_mutex_unlock(&g.mu);
         return ret(FC_CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    }
+    int scope = multi ? SCOPE_SUBSCRIBER : v2 ? SCOPE_FREE : SCOPE_GLOBAL;
+    if (scope != SCOPE_FREE && use_scope(scope) != FC_CUPTI_SUCCESS) {
+        /* the other activity API family was used already */
+        pthread_mutex_unlock(&g.mu);
+        return ret(FC_CUPTI_ERROR_NOT_COMPATIBLE);
     }
     g.sub_storage.cb = callback;
     g.sub_storage.userdata = userdata;
     snprintf(g.sub_storage.name, sizeof g.sub_storage.name, "CUPTI for %s",
              p && p->subscriberName ? p->subscriberName : "unnamed");
     g.subscriber = &g.sub_storage;
+    g.sub_mode = v2 ? 2 : 1;
+    g.sub_multi = multi;
     *subscriber = g.subscriber;
     pthread_mutex_unlock(&g.mu);
+    /* With multiple subscribers allowed, oldSubscriberName names the first. */
+    if (multi && sc.other_subscriber == OTHER_MULTI) copy_old_name(p, OTHER_TOOL_NAME);
     return FC_CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber,
@@ -1660,15 +1862,19 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub
     return ok ? FC_CUPTI_SUCCESS : ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
 }
 
-static CUptiResult enable_kind(enum fc_fn fn, uint32_t kind, int on) {
-    int r = fc_enter(fn);
-    if (r >= 0) return ret(r);
+static CUptiResult set_kind(uint32_t kind, int on) {
     if (kind == 0 || kind >= sc.lay->kind_count) return ret(FC_CUPTI_ERROR_INVALID_KIND);
     pthread_mutex_lock(&g.mu);
     if (kind < FC_KIND_SLOTS) g.enabled[kind] = (uint8_t)on;
     if (on) maybe_start_worker_locked();
     pthread_mutex_unlock(&g.mu);
     return FC_CUPTI_SUCCESS;
+}
+static CUptiResult enable_kind(enum fc_fn fn, uint32_t kind, int on) {
+    int r = fc_enter(fn);
+    if (r >= 0) return ret(r);
+    GLOBAL_SCOPE();
+    return set_kind(kind, on);
 }
 EXPORT CUptiResult cuptiActivityEnable(uint32_t kind) {
     return enable_kind(FN_cuptiActivityEnable, kind, 1);
@@ -1682,6 +1888,7 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
     int nodriver_zero = 0;
     ENTER(cuptiActivityRegisterCallbacks);
     (void)nodriver_zero;
+    GLOBAL_SCOPE();
     if (!req || !cpl) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
     pthread_mutex_lock(&g.mu);
     g.req = req;
@@ -1703,7 +1910,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     }
     int forced = (flag & FC_CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
     pthread_mutex_lock(&g.mu);
-    if (!g.req || !g.cpl) {
+    if (!have_callbacks_locked()) {
         pthread_mutex_unlock(&g.mu);
         return ret(FC_CUPTI_ERROR_INVALID_OPERATION);
     }
@@ -1751,11 +1958,19 @@ EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t time) {
 
 /* Walks records with this library's own size table (the scenario version's,
  * plus unknown_kind kinds). */
+static CUptiResult next_record(uint8_t *buffer, size_t validBufferSizeBytes,
+                               CUpti_Activity **record);
 EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
                                               CUpti_Activity **record) {
     int nodriver_zero = 0;
     ENTER(cuptiActivityGetNextRecord);
     (void)nodriver_zero;
+    GLOBAL_SCOPE();
+    return next_record(buffer, validBufferSizeBytes, record);
+}
+
+static CUptiResult next_record(uint8_t *buffer, size_t validBufferSizeBytes,
+                               CUpti_Activity **record) {
     if (!buffer || !record) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
     size_t off;
     if (*record == NULL) {
@@ -1777,29 +1992,40 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBuffe
     return FC_CUPTI_SUCCESS;
 }
 
+static void take_dropped(size_t *dropped) {
+    pthread_mutex_lock(&g.mu);
+    *dropped = (size_t)g.dropped_pending;
+    g.dropped_reported += g.dropped_pending;
+    g.dropped_pending = 0;
+    pthread_mutex_unlock(&g.mu);
+}
+
 /* Global queue only: a non-NULL context has nothing dropped. Resets on read. */
 EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId,
                                                      size_t *dropped) {
     int nodriver_zero = 0;
     ENTER(cuptiActivityGetNumDroppedRecords);
     (void)streamId;
+    if (!nodriver_zero) GLOBAL_SCOPE();
     if (!dropped) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
     if (nodriver_zero || context) {
         *dropped = 0;
         return FC_CUPTI_SUCCESS;
     }
-    pthread_mutex_lock(&g.mu);
-    *dropped = (size_t)g.dropped_pending;
-    g.dropped_reported += g.dropped_pending;
-    g.dropped_pending = 0;
-    pthread_mutex_unlock(&g.mu);
+    take_dropped(dropped);
     return FC_CUPTI_SUCCESS;
 }
 
+static CUptiResult set_attribute(uint32_t attr, size_t *valueSize, void *value);
 EXPORT CUptiResult cuptiActivitySetAttribute(uint32_t attr, size_t *valueSize, void *value) {
     int nodriver_zero = 0;
     ENTER(cuptiActivitySetAttribute);
     (void)nodriver_zero;
+    GLOBAL_SCOPE();
+    return set_attribute(attr, valueSize, value);
+}
+
+static CUptiResult set_attribute(uint32_t attr, size_t *valueSize, void *value) {
     if (!valueSize || !value || attr >= FC_CUPTI_ACTIVITY_ATTR_COUNT || attr >= 32)
         return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
     uint64_t v = 0;
@@ -1831,6 +2057,7 @@ EXPORT CUptiResult cuptiSetThreadIdType(uint32_t type) {
     int nodriver_zero = 0;
     ENTER(cuptiSetThreadIdType);
     (void)nodriver_zero;
+    GLOBAL_SCOPE();
     if (type >= FC_CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
     pthread_mutex_lock(&g.mu);
     g.thread_id_type = (int)type;
@@ -1869,6 +2096,9 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g.cur_size = g.cur_used = g.cur_max = g.cur_nrec = 0;
     g.req = NULL;
     g.cpl = NULL;
+    g.req2 = NULL;
+    g.cpl2 = NULL;
+    __atomic_store_n(&g.scope, SCOPE_FREE, __ATOMIC_RELEASE);
     g.subscriber = NULL;
     memset(g.enabled, 0, sizeof g.enabled);
     g.worker_running = 0;
@@ -1891,6 +2121,119 @@ EXPORT CUptiResult cuptiActivityGetStructSize(uint32_t kind, uint32_t version, s
     uint16_t sz = kind < FC_KIND_SLOTS ? sc.lay->size[kind] : 0;
     if (!sz) return ret(FC_CUPTI_ERROR_INVALID_KIND);
     *size = sz;
+    return FC_CUPTI_SUCCESS;
+}
+#endif
+
+#if FAKE_CUPTI_MAJOR >= 13
+/* ------------------------------------------------------------------------ */
+/* Subscriber-scoped ("v2") activity API. The real 13.0/13.1 (13.2 for the
+ * 13.3 functions) libraries do not have these symbols; this build always
+ * exports them and answers NOT_SUPPORTED (27) below the version where they
+ * appeared, so a client that resolves with dlsym sees a call fail instead of
+ * a missing symbol. Prologue: ENTER, version, handle (INVALID_PARAMETER),
+ * then for activity calls the scope (NOT_COMPATIBLE after the v1 API). The
+ * fake holds one client subscriber, so "per subscriber" state (kinds,
+ * callbacks, dropped count, thread id type) is the library's state. */
+
+#define FC_CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE_V2 21u /* CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE */
+
+static int v2_check(uint32_t since, CUpti_SubscriberHandle sub, int activity) {
+    if (sc.lay->api_version < since) return FC_CUPTI_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&g.mu);
+    int ok = sub && sub == g.subscriber;
+    pthread_mutex_unlock(&g.mu);
+    if (!ok) return FC_CUPTI_ERROR_INVALID_PARAMETER;
+    if (activity) return use_scope(SCOPE_SUBSCRIBER);
+    return FC_CUPTI_SUCCESS;
+}
+#define V2_PROLOGUE(fn, since, sub, activity)                                  \
+    int nodriver_zero = 0;                                                     \
+    ENTER(fn);                                                                 \
+    (void)nodriver_zero;                                                       \
+    do {                                                                       \
+        int _c = v2_check(since, sub, activity);                               \
+        if (_c) return ret(_c);                                                \
+    } while (0)
+
+EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle subscriber,
+                                                     CUpti_BuffersCallbackRequestFunc_v2 req,
+                                                     CUpti_BuffersCallbackCompleteFunc_v2 cpl) {
+    V2_PROLOGUE(cuptiActivityRegisterCallbacks_v2, 130200, subscriber, 1);
+    if (!req || !cpl) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    pthread_mutex_lock(&g.mu);
+    g.req2 = req;
+    g.cpl2 = cpl;
+    maybe_start_worker_locked();
+    pthread_mutex_unlock(&g.mu);
+    return FC_CUPTI_SUCCESS;
+}
+
+/* pActivityConfig may be NULL; if given, structSize must be set. Field
+ * selection / kind options are accepted and ignored: records stay full. */
+static CUptiResult enable_v2(CUpti_ActivityConfig *cfg, uint32_t kind, int on) {
+    if (cfg && cfg->structSize == 0) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    return set_kind(kind, on);
+}
+EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle subscriber, uint32_t kind,
+                                          CUpti_ActivityConfig *pActivityConfig) {
+    V2_PROLOGUE(cuptiActivityEnable_v2, 130200, subscriber, 1);
+    return enable_v2(pActivityConfig, kind, 1);
+}
+EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle subscriber, uint32_t kind,
+                                           CUpti_ActivityConfig *pActivityConfig) {
+    V2_PROLOGUE(cuptiActivityDisable_v2, 130200, subscriber, 1);
+    return enable_v2(pActivityConfig, kind, 0);
+}
+
+/* CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE (21, a u32 CUpti_ActivityThreadIdType)
+ * sets what cuptiSetThreadIdType sets; other attributes are recorded only. */
+EXPORT CUptiResult cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscriber, uint32_t attr,
+                                                size_t *valueSize, void *value) {
+    V2_PROLOGUE(cuptiActivitySetAttribute_v2, 130200, subscriber, 1);
+    if (attr == FC_CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE_V2 && valueSize && value) {
+        if (*valueSize < sizeof(uint32_t))
+            return ret(FC_CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT);
+        uint32_t type;
+        memcpy(&type, value, sizeof type);
+        if (type >= FC_CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE)
+            return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+        pthread_mutex_lock(&g.mu);
+        g.thread_id_type = (int)type;
+        g.attrs[attr] = type;
+        g.attr_set[attr] = 1;
+        pthread_mutex_unlock(&g.mu);
+        return FC_CUPTI_SUCCESS;
+    }
+    return set_attribute(attr, valueSize, value);
+}
+
+EXPORT CUptiResult cuptiActivityGetNextRecord_v2(CUpti_SubscriberHandle subscriber,
+                                                 uint8_t *buffer, size_t validBufferSizeBytes,
+                                                 CUpti_Activity **record) {
+    V2_PROLOGUE(cuptiActivityGetNextRecord_v2, 130300, subscriber, 1);
+    return next_record(buffer, validBufferSizeBytes, record);
+}
+
+/* context and streamId are "reserved for future use": always the global
+ * count, reset on read. */
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle subscriber,
+                                                        CUcontext context, uint32_t streamId,
+                                                        size_t *dropped) {
+    V2_PROLOGUE(cuptiActivityGetNumDroppedRecords_v2, 130300, subscriber, 1);
+    (void)context;
+    (void)streamId;
+    if (!dropped) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    take_dropped(dropped);
+    return FC_CUPTI_SUCCESS;
+}
+
+/* Not an activity call: works whichever API family is in use. The clock is
+ * the one records are stamped with (the timestamp callback, else REALTIME). */
+EXPORT CUptiResult cuptiGetTimestamp_v2(CUpti_SubscriberHandle subscriber, uint64_t *timestamp) {
+    V2_PROLOGUE(cuptiGetTimestamp_v2, 130300, subscriber, 0);
+    if (!timestamp) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    *timestamp = now_ns();
     return FC_CUPTI_SUCCESS;
 }
 #endif

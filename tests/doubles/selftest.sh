@@ -119,6 +119,119 @@ MS=300 run subscribe39 13 0 "subscribe_error 39
 kernels 10"
 check subscribe39 subscribe_result 39 "$W/subscribe39.agent"
 check subscribe39 emitted.total 0 "$W/subscribe39.report"
+# Multi-subscriber (v2) API. Another tool that allows multiple subscribers:
+# v2 + allowMultipleSubscribers=1 gets everything through the v2 callbacks.
+# Small buffers + a flusher thread: the worker completes full buffers through
+# complete_v2 on its thread while FlushAll delivers on the flusher's.
+SELFTEST_BUFSZ=4096 SELFTEST_FLUSH_MS=5 SELFTEST_SUBSCRIBE=v2 run v2_multi 13 0 "other_subscriber multi
+$MIX"
+for kv in subscribe_v2_result=0 v2_in_use=1 v2_setup_result=0 v2_bad_info=0 \
+          timestamp_v2_result=0 old_name_nsys=1 enable_errors=0 kernel_without_api=0; do
+    check v2_multi "${kv%%=*}" "${kv#*=}" "$W/v2_multi.agent"
+done
+for kv in subscriber.mode=v2 subscriber.multi=1 mixed_calls=0 thread_id_type=1 callbacks=v2 \
+          activity_scope=subscriber calls.cuptiActivityGetNextRecord=0 calls.cuptiActivityEnable=0; do
+    check v2_multi "${kv%%=*}" "${kv#*=}" "$W/v2_multi.report"
+done
+check v2_multi v2_buffers "$(val buffers.completed "$W/v2_multi.report")" "$W/v2_multi.agent"
+# ... while a v1 cuptiSubscribe is refused (39).
+MS=300 run multi_v1 13 0 "other_subscriber multi
+kernels 10"
+check multi_v1 subscribe_result 39 "$W/multi_v1.agent"
+check multi_v1 emitted.total 0 "$W/multi_v1.report"
+check multi_v1 subscriber.mode none "$W/multi_v1.report"
+# A legacy tool (nsys) holds the only slot: v2 gets 39 and its name.
+MS=300 SELFTEST_SUBSCRIBE=v2 run legacy_v2 13 0 "other_subscriber legacy
+kernels 10"
+check legacy_v2 subscribe_v2_result 39 "$W/legacy_v2.agent"
+check legacy_v2 old_name_nsys 1 "$W/legacy_v2.agent"
+check legacy_v2 emitted.total 0 "$W/legacy_v2.report"
+# Old driver: v2 with allowMultipleSubscribers=1 -> 27, then v1 works.
+SELFTEST_SUBSCRIBE=v2 run old_driver 13 0 "multi_subscriber_unsupported
+kernels 50
+api 50
+memcpy 5 4096
+dropped 2"
+check old_driver subscribe_v2_result 27 "$W/old_driver.agent"
+check old_driver subscribe_result 0 "$W/old_driver.agent"
+check old_driver v2_in_use 0 "$W/old_driver.agent"
+for kv in subscriber.mode=v1 subscriber.multi=0 mixed_calls=0 callbacks=v1 activity_scope=global; do
+    check old_driver "${kv%%=*}" "${kv#*=}" "$W/old_driver.report"
+done
+# Mixing the two families: NOT_COMPATIBLE (14), counted, tracing unharmed.
+SELFTEST_SUBSCRIBE=v2 SELFTEST_MIX=1 run mix_v2 13 0 "other_subscriber multi
+kernels 20
+api 20"
+check mix_v2 mix_result 14 "$W/mix_v2.agent"
+check mix_v2 mixed_calls 1 "$W/mix_v2.report"
+SELFTEST_MIX=1 run mix_v1 13 0 "kernels 20"
+check mix_v1 mix_result 14 "$W/mix_v1.agent"
+check mix_v1 mixed_calls 1 "$W/mix_v1.report"
+# 13.1: allowMultipleSubscribers is not in its struct, the v2 activity calls
+# are not in the library (the fake answers 27).
+MS=300 SELFTEST_SUBSCRIBE=v2 run v2_on_13.1 13 0 "version 13.1
+other_subscriber multi
+kernels 10"
+check v2_on_13.1 subscribe_v2_result 39 "$W/v2_on_13.1.agent"
+MS=300 SELFTEST_SUBSCRIBE=v2 run v2_on_13.1b 13 0 "version 13.1
+kernels 10"
+check v2_on_13.1b subscribe_v2_result 0 "$W/v2_on_13.1b.agent"
+check v2_on_13.1b v2_setup_result 27 "$W/v2_on_13.1b.agent"
+check v2_on_13.1b subscriber.multi 0 "$W/v2_on_13.1b.report"
+
+# Return codes of the v2 entry points per version, called directly.
+cat > "$W/v2probe.c" <<'PROBE'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+typedef struct { size_t sz; const char *n; char *old; size_t oldsz; uint8_t multi, pad[7]; } P;
+static void req(uint8_t **b, size_t *s, size_t *m, void *i) { (void)i; *b = 0; *s = 0; *m = 0; }
+static void cpl(uint8_t *b, size_t s, size_t v, void *i) { (void)b; (void)s; (void)v; (void)i; }
+int main(int c, char **v) {
+    (void)c;
+    void *cu = dlopen(v[1], RTLD_NOW | RTLD_GLOBAL);
+    void *h = cu ? dlopen(v[2], RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h) return 2;
+    ((int (*)(unsigned))dlsym(cu, "cuInit"))(0);
+#define F(name, ...) ((int (*)(__VA_ARGS__))dlsym(h, name))
+    uint64_t ts = 0;
+    size_t n = 0;
+    void *sub = 0, *rec = 0;
+    uint8_t buf[64];
+    struct { size_t sz; uint8_t rest[32]; } cfg = {0, {0}};
+    P small = {16, 0, 0, 0, 0, {0}}, p = {40, "probe", 0, 0, 1, {0}};
+    int r[12];
+    r[0] = F("cuptiGetTimestamp_v2", void *, uint64_t *)(0, &ts);
+    r[1] = F("cuptiSubscribe_v2", void **, void *, void *, P *)(&sub, 0, 0, &small);
+    r[2] = F("cuptiSubscribe_v2", void **, void *, void *, P *)(&sub, 0, 0, &p);
+    r[3] = F("cuptiActivityRegisterCallbacks_v2", void *, void *, void *)(buf, (void *)req, (void *)cpl);
+    r[4] = F("cuptiActivityGetNextRecord_v2", void *, uint8_t *, size_t, void **)(sub, buf, 0, &rec);
+    r[5] = F("cuptiActivityGetNumDroppedRecords_v2", void *, void *, uint32_t, size_t *)(sub, 0, 0, &n);
+    r[6] = F("cuptiGetTimestamp_v2", void *, uint64_t *)(sub, &ts);
+    r[7] = F("cuptiActivityEnable_v2", void *, uint32_t, void *)(sub, 10, &cfg);
+    r[8] = F("cuptiActivityEnable", uint32_t)(10);
+    r[9] = F("cuptiSetThreadIdType", uint32_t)(1);
+    r[10] = F("cuptiActivityFlushAll", uint32_t)(0);
+    r[11] = F("cuptiSubscribe", void **, void *, void *)(&sub, 0, 0);
+    for (int i = 0; i < 12; i++) printf("%d%s", r[i], i < 11 ? " " : "\n");
+    return 0;
+}
+PROBE
+gcc -O1 -Wall -Werror -o "$W/v2probe" "$W/v2probe.c" -ldl
+# GetTimestamp_v2(NULL) Subscribe_v2(size 16) Subscribe_v2(multi) RegisterCallbacks_v2(bad
+# handle) GetNextRecord_v2 GetNumDropped_v2 GetTimestamp_v2 Enable_v2(cfg size 0)
+# Enable(v1) SetThreadIdType(v1) FlushAll Subscribe(v1, second)
+for case in "13.5 1 1 0 1 12 0 0 1 14 14 7 39" "13.3 1 1 0 1 12 0 0 1 14 14 7 39" \
+            "13.2 27 1 0 1 27 27 27 1 14 14 7 39" "13.1 27 1 0 27 27 27 27 27 0 0 7 39"; do
+    set -- $case
+    ver=$1; shift
+    echo "version $ver" > "$W/v2p.scn"
+    got=$(FAKE_CUPTI_SCENARIO="$W/v2p.scn" CUDA_INJECTION64_PATH= "$W/v2probe" "$OUT/libcuda.so.1" "$OUT/cupti13/libcupti.so.13")
+    if [ "$got" = "$*" ]; then echo "ok   v2probe-$ver: $got"
+    else echo "FAIL v2probe-$ver: got '$got' want '$*'"; FAILS=$((FAILS + 1)); fi
+done
+
 MS=300 run fork 13 0 "kernels 30
 api 30" fork-no-exec
 NOCOMPARE=1 run sigterm 13 143 "kernels 5" sigterm-self
