@@ -46,6 +46,7 @@ pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
     }
 }
 
+#[inline(always)]
 fn split(e: &Event) -> (u64, u64, Series, Attrs) {
     let mut s: Series = [0; MAX_SERIES];
     let mut a: Attrs = [0; MAX_ATTRS];
@@ -319,20 +320,32 @@ fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'st
     Ok(())
 }
 
-/// Slots in the encoder's direct-mapped lookup cache (power of two).
-const CACHE_SLOTS: usize = 4096;
+/// Slots in each chunk buffer's direct-mapped lookup cache (power of two).
+const CACHE_SLOTS: usize = 1024;
 
-/// Reusable scratch space for encoding chunks.
-#[derive(Default)]
-pub(crate) struct Encoder {
+/// Events of one kind on one track, held as raw columns until the chunk is
+/// written: about 40 bytes per event instead of a whole [`Event`], and the
+/// attribute dictionary is built as events arrive.
+///
+/// Invariants: `starts`, `ends` and `attr_idx` have one entry per event,
+/// `series` has `n_series` per event (row-major); every `attr_idx` indexes
+/// `entries`; `sorted` is true iff `starts` is non-decreasing.
+pub(crate) struct ChunkBuf {
+    kind: EventKind,
+    n_series: usize,
+    n_attrs: usize,
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    series: Vec<u64>,
+    attr_idx: Vec<u32>,
     dict: FxHashMap<Attrs, u32>,
     entries: Vec<Attrs>,
-    cols: Vec<Vec<u8>>,
-    /// Direct-mapped cache in front of `dict`: (chunk generation, entry
-    /// index). An entry is valid only if its generation is the current one
-    /// and `entries[index]` equals the tuple looked up.
+    /// Direct-mapped cache in front of `dict`: (generation, entry index),
+    /// valid only if its generation is the current one and the entry equals
+    /// the tuple looked up. Generation 0 marks never-used slots.
     cache: Vec<(u32, u32)>,
     generation: u32,
+    sorted: bool,
 }
 
 /// Field-by-field compare of the used fields (a slice `==` calls memcmp,
@@ -345,72 +358,167 @@ fn same_attrs(a: &Attrs, b: &Attrs, n: usize) -> bool {
 #[inline]
 fn cache_slot(a: &Attrs) -> usize {
     let h = a[0].wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ a[1].rotate_left(17) ^ a[2].rotate_left(31) ^ a[3].rotate_left(45);
-    (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 52) as usize & (CACHE_SLOTS - 1)
+    (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 54) as usize & (CACHE_SLOTS - 1)
 }
 
-impl Encoder {
-    /// Encode `events` (all of `kind`, sorted by start, non-empty) into
-    /// `out`. Returns (t_min, t_max) where t_max is the latest end.
-    pub(crate) fn encode(&mut self, kind: EventKind, events: &[Event], out: &mut Vec<u8>) -> (u64, u64) {
-        let (n_series, n_attrs) = shape(kind);
-        let n_cols = 3 + n_series;
-        self.dict.clear();
-        self.entries.clear();
-        if self.cache.is_empty() {
-            self.cache = vec![(0, 0); CACHE_SLOTS];
-        }
-        // Generation 0 marks never-used slots.
-        self.generation = self.generation.wrapping_add(1).max(1);
-        self.cols.resize_with(n_cols, Vec::new);
-        for c in &mut self.cols {
-            c.clear();
-            c.reserve(events.len() * 2);
-        }
-        let t_min = events.first().map(|e| e.start().0).unwrap_or(0);
-        let mut t_max = t_min;
-        let mut prev_start = t_min;
-        let mut prev_series: Series = [0; MAX_SERIES];
-        for e in events {
-            let (start, end, s, a) = split(e);
-            debug_assert_eq!(e.kind(), kind);
-            t_max = t_max.max(end).max(start);
-            varint::put(&mut self.cols[0], zigzag(start.wrapping_sub(prev_start) as i64));
-            prev_start = start;
-            varint::put(&mut self.cols[1], zigzag(end.wrapping_sub(start) as i64));
-            for i in 0..n_series {
-                varint::put(&mut self.cols[2 + i], zigzag(s[i].wrapping_sub(prev_series[i]) as i64));
+/// Append `count` varints of `f(i)` to `out` (one column).
+#[inline]
+fn put_column(out: &mut Vec<u8>, count: usize, mut f: impl FnMut(usize) -> u64) {
+    // A varint is at most 10 bytes: reserve once, then write without
+    // per-byte capacity checks.
+    out.reserve(count * 10);
+    let base = out.as_mut_ptr();
+    let mut len = out.len();
+    for i in 0..count {
+        let mut v = f(i);
+        // Safety: `len + 10 <= capacity` holds for every value written,
+        // because at most `count` varints of at most 10 bytes follow the
+        // initial length, and all of that was reserved above.
+        unsafe {
+            while v >= 0x80 {
+                *base.add(len) = (v as u8) | 0x80;
+                v >>= 7;
+                len += 1;
             }
-            prev_series = s;
-            let slot = cache_slot(&a);
-            let (gen, cached) = self.cache[slot];
-            let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a, n_attrs) {
-                cached
-            } else {
-                let next = self.entries.len() as u32;
-                let idx = *self.dict.entry(a).or_insert_with(|| {
-                    self.entries.push(a);
-                    next
-                });
-                self.cache[slot] = (self.generation, idx);
-                idx
-            };
-            varint::put(&mut self.cols[n_cols - 1], idx as u64);
+            *base.add(len) = v as u8;
         }
-        varint::put(out, n_attrs as u64);
+        len += 1;
+    }
+    // Safety: every byte up to `len` was written above.
+    unsafe { out.set_len(len) };
+}
+
+impl ChunkBuf {
+    /// An empty buffer for `kind`.
+    pub(crate) fn new(kind: EventKind) -> ChunkBuf {
+        let (n_series, n_attrs) = shape(kind);
+        ChunkBuf {
+            kind,
+            n_series,
+            n_attrs,
+            starts: Vec::new(),
+            ends: Vec::new(),
+            series: Vec::new(),
+            attr_idx: Vec::new(),
+            dict: FxHashMap::default(),
+            entries: Vec::new(),
+            cache: vec![(0, 0); CACHE_SLOTS],
+            generation: 1,
+            sorted: true,
+        }
+    }
+
+    /// Events held.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Add one event (of this buffer's kind).
+    #[inline]
+    pub(crate) fn push(&mut self, e: &Event) {
+        debug_assert_eq!(e.kind(), self.kind);
+        let (start, end, s, a) = split(e);
+        if self.starts.last().is_some_and(|&last| start < last) {
+            self.sorted = false;
+        }
+        self.starts.push(start);
+        self.ends.push(end);
+        self.series.extend_from_slice(&s[..self.n_series]);
+        let slot = cache_slot(&a);
+        let (gen, cached) = self.cache[slot];
+        let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a, self.n_attrs) {
+            cached
+        } else {
+            let next = self.entries.len() as u32;
+            let entries = &mut self.entries;
+            let idx = *self.dict.entry(a).or_insert_with(|| {
+                entries.push(a);
+                next
+            });
+            self.cache[slot] = (self.generation, idx);
+            idx
+        };
+        self.attr_idx.push(idx);
+    }
+
+    /// Put the events in start order (stable), if they are not.
+    fn sort(&mut self) {
+        if self.sorted {
+            return;
+        }
+        let n = self.len();
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        perm.sort_by_key(|&i| self.starts[i as usize]);
+        let ns = self.n_series;
+        self.starts = perm.iter().map(|&i| self.starts[i as usize]).collect();
+        self.ends = perm.iter().map(|&i| self.ends[i as usize]).collect();
+        self.attr_idx = perm.iter().map(|&i| self.attr_idx[i as usize]).collect();
+        let mut series = Vec::with_capacity(self.series.len());
+        for &i in &perm {
+            series.extend_from_slice(&self.series[i as usize * ns..(i as usize + 1) * ns]);
+        }
+        self.series = series;
+        self.sorted = true;
+    }
+
+    /// Encode the held events (non-empty) as a chunk body into `out`, using
+    /// `cols` as scratch, and empty the buffer (keeping its allocations).
+    /// Returns (t_min, t_max) where t_max is the latest end (or start).
+    pub(crate) fn encode(&mut self, out: &mut Vec<u8>, cols: &mut Vec<Vec<u8>>) -> (u64, u64) {
+        self.sort();
+        let n = self.len();
+        let ns = self.n_series;
+        let n_cols = 3 + ns;
+        cols.resize_with(n_cols.max(cols.len()), Vec::new);
+        for c in cols.iter_mut() {
+            c.clear();
+        }
+        let t_min = self.starts.first().copied().unwrap_or(0);
+        let t_max = self.starts.iter().zip(&self.ends).fold(t_min, |m, (&s, &e)| m.max(s).max(e));
+        let starts = &self.starts;
+        put_column(&mut cols[0], n, |i| {
+            zigzag(starts[i].wrapping_sub(if i == 0 { t_min } else { starts[i - 1] }) as i64)
+        });
+        let ends = &self.ends;
+        put_column(&mut cols[1], n, |i| zigzag(ends[i].wrapping_sub(starts[i]) as i64));
+        let series = &self.series;
+        for j in 0..ns {
+            put_column(&mut cols[2 + j], n, |i| {
+                let prev = if i == 0 { 0 } else { series[(i - 1) * ns + j] };
+                zigzag(series[i * ns + j].wrapping_sub(prev) as i64)
+            });
+        }
+        let idx = &self.attr_idx;
+        put_column(&mut cols[n_cols - 1], n, |i| idx[i] as u64);
+
+        varint::put(out, self.n_attrs as u64);
         varint::put(out, self.entries.len() as u64);
         for a in &self.entries {
-            for v in &a[..n_attrs] {
+            for v in &a[..self.n_attrs] {
                 varint::put(out, *v);
             }
         }
         varint::put(out, n_cols as u64);
-        for c in &self.cols[..n_cols] {
+        for c in &cols[..n_cols] {
             varint::put(out, c.len() as u64);
         }
-        for c in &self.cols[..n_cols] {
+        for c in &cols[..n_cols] {
             out.extend_from_slice(c);
         }
+        self.clear();
         (t_min, t_max)
+    }
+
+    fn clear(&mut self) {
+        self.starts.clear();
+        self.ends.clear();
+        self.series.clear();
+        self.attr_idx.clear();
+        self.dict.clear();
+        self.entries.clear();
+        self.generation = self.generation.wrapping_add(1).max(1);
+        self.sorted = true;
     }
 }
 

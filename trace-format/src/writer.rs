@@ -1,7 +1,7 @@
 //! Streaming writer: bounded memory, any `Write`.
 
 use crate::chunk::*;
-use crate::codec::Encoder;
+use crate::codec::ChunkBuf;
 use crate::error::{FormatError, Result};
 use crate::header::{Header, Trailer};
 use crate::model::{Event, EventKind, Track};
@@ -45,7 +45,8 @@ impl Default for WriterOptions {
 pub struct TraceWriter<W: Write> {
     out: W,
     opts: WriterOptions,
-    enc: Encoder,
+    /// Column scratch for encoding chunks.
+    cols: Vec<Vec<u8>>,
     compressor: zstd::bulk::Compressor<'static>,
     strings: FxHashMap<Box<str>, StringId>,
     next_string: u32,
@@ -53,7 +54,7 @@ pub struct TraceWriter<W: Write> {
     pending_strings: Vec<u8>,
     pending_count: u32,
     /// One buffer per (kind, track), found through `buffer_index`.
-    buffers: Vec<((EventKind, Track), Vec<Event>)>,
+    buffers: Vec<((EventKind, Track), ChunkBuf)>,
     buffer_index: FxHashMap<(EventKind, Track), usize>,
     /// The buffers of the most recent distinct keys (round robin): events
     /// come in runs on a few tracks (launch, kernel, launch, ...), so this
@@ -75,7 +76,7 @@ impl<W: Write> TraceWriter<W> {
         let mut w = TraceWriter {
             out,
             opts,
-            enc: Encoder::default(),
+            cols: Vec::new(),
             compressor,
             strings: FxHashMap::default(),
             next_string: 1,
@@ -133,7 +134,7 @@ impl<W: Write> TraceWriter<W> {
                 let next = self.buffers.len();
                 let i = *self.buffer_index.entry(key).or_insert(next);
                 if i == next {
-                    self.buffers.push((key, Vec::new()));
+                    self.buffers.push((key, ChunkBuf::new(key.0)));
                 }
                 self.recent[self.recent_next] = Some((key, i));
                 self.recent_next = (self.recent_next + 1) % RECENT;
@@ -141,7 +142,7 @@ impl<W: Write> TraceWriter<W> {
             }
         };
         let buf = &mut self.buffers[i].1;
-        buf.push(event);
+        buf.push(&event);
         self.buffered += 1;
         if buf.len() >= self.opts.chunk_events {
             self.flush_buffer(i)?;
@@ -159,7 +160,7 @@ impl<W: Write> TraceWriter<W> {
     /// whole chunks (a later crash loses nothing before this point).
     pub fn flush(&mut self) -> Result<()> {
         // In key order, so that output does not depend on first-seen order.
-        let mut order: Vec<usize> = (0..self.buffers.len()).filter(|&i| !self.buffers[i].1.is_empty()).collect();
+        let mut order: Vec<usize> = (0..self.buffers.len()).filter(|&i| self.buffers[i].1.len() > 0).collect();
         order.sort_by_key(|&i| self.buffers[i].0);
         for i in order {
             self.flush_buffer(i)?;
@@ -220,32 +221,25 @@ impl<W: Write> TraceWriter<W> {
 
     fn flush_buffer(&mut self, i: usize) -> Result<()> {
         let key = self.buffers[i].0;
-        let mut events = std::mem::take(&mut self.buffers[i].1);
-        if events.is_empty() {
+        let count = self.buffers[i].1.len();
+        if count == 0 {
             return Ok(());
         }
         self.flush_strings()?;
-        self.buffered -= events.len();
-        // Stable: equal starts keep push order, so output is deterministic.
-        // Usually already in order (one stream completes in order).
-        if !events.is_sorted_by_key(|e| e.start()) {
-            events.sort_by_key(|e| e.start());
-        }
+        self.buffered -= count;
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
-        let (t_min, t_max) = self.enc.encode(key.0, &events, &mut raw);
+        // Sorts by start (stable) if needed, then empties the buffer.
+        let (t_min, t_max) = self.buffers[i].1.encode(&mut raw, &mut self.cols);
         let mut meta = Vec::with_capacity(32);
         varint::put(&mut meta, key.0 as u64);
         encode_track(&mut meta, &key.1);
-        varint::put(&mut meta, events.len() as u64);
+        varint::put(&mut meta, count as u64);
         varint::put(&mut meta, t_min);
         varint::put(&mut meta, t_max - t_min);
-        *self.counts.entry(key.0.name().to_string()).or_default() += events.len() as u64;
+        *self.counts.entry(key.0.name().to_string()).or_default() += count as u64;
         let r = self.write_chunk(ChunkKind::Events as u16, 0, &meta, &raw, true);
         self.raw = raw;
-        events.clear();
-        // Keep the allocation for the next chunk of this track.
-        self.buffers[i].1 = events;
         r
     }
 
