@@ -266,7 +266,7 @@ fn template(kind: EventKind, track: &Track, a: &Attrs) -> Result<Event, &'static
 }
 
 /// Fill the per-event fields of a copy of a template.
-#[inline]
+#[inline(always)]
 fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'static str> {
     let corr = |v: u64| u32::try_from(v).map(CorrelationId).map_err(|_| "correlation id out of range");
     match e {
@@ -532,9 +532,9 @@ pub(crate) struct Decoder {
 /// Decode one column of exactly `count` varints into `out`.
 fn decode_column(bytes: &[u8], count: usize, out: &mut Vec<u64>) -> Result<(), &'static str> {
     out.clear();
-    out.resize(count, 0);
+    out.reserve(count);
     let mut pos = 0;
-    for v in out.iter_mut() {
+    for _ in 0..count {
         let mut value = 0u64;
         let mut shift = 0u32;
         loop {
@@ -552,7 +552,7 @@ fn decode_column(bytes: &[u8], count: usize, out: &mut Vec<u64>) -> Result<(), &
                 return Err("varint longer than 10 bytes");
             }
         }
-        *v = value;
+        out.push(value);
     }
     if pos != bytes.len() {
         return Err("column longer than the event count");
@@ -612,20 +612,89 @@ impl Decoder {
             return Err("trailing bytes after the columns");
         }
         let cols = &self.cols;
-        let mut start = t_min;
-        let mut series: Series = [0; MAX_SERIES];
-        #[allow(clippy::needless_range_loop)] // rows across several columns
-        for i in 0..count {
-            start = start.wrapping_add(unzigzag(cols[0][i]) as u64);
-            let end = start.wrapping_add(unzigzag(cols[1][i]) as u64);
-            for (j, s) in series.iter_mut().enumerate().take(n_series) {
-                *s = s.wrapping_add(unzigzag(cols[2 + j][i]) as u64);
-            }
-            let idx = cols[n_cols - 1][i] as usize;
-            let mut e = *self.templates.get(idx).ok_or("attribute index out of range")?;
-            set_times(&mut e, start, end, &series)?;
-            f(&e);
+        let templates = &self.templates;
+        // One monomorphic loop per kind: the series count is a constant and
+        // the per-event fields are set without matching on the kind.
+        macro_rules! rows {
+            ($ns:literal, $variant:ident, |$x:ident, $s:ident| $set:block) => {
+                assemble::<$ns>(cols, templates, count, t_min, &mut f, |e, start, end, $s| {
+                    let Event::$variant($x) = e else { return Err("template of another kind") };
+                    $x.start = Nanos(start);
+                    $x.end = Nanos(end);
+                    $set
+                    Ok(())
+                })
+            };
         }
-        Ok(())
+        let corr = |v: u64| u32::try_from(v).map(CorrelationId).map_err(|_| "correlation id out of range");
+        match kind {
+            EventKind::Kernel => rows!(2, Kernel, |k, s| {
+                k.correlation = corr(s[0])?;
+                k.graph_node_id = s[1];
+            }),
+            EventKind::Memcpy => rows!(1, Memcpy, |m, s| {
+                m.correlation = corr(s[0])?;
+            }),
+            EventKind::Memset => rows!(1, Memset, |m, s| {
+                m.correlation = corr(s[0])?;
+            }),
+            EventKind::Sync => rows!(1, Sync, |y, s| {
+                y.correlation = corr(s[0])?;
+            }),
+            EventKind::Api => rows!(1, Api, |c, s| {
+                c.correlation = corr(s[0])?;
+            }),
+            EventKind::Marker => rows!(0, Marker, |m, s| {
+                let _ = (&m, s);
+            }),
+            // Collectives and losses are rare: the general path.
+            _ => {
+                let mut start = t_min;
+                let mut series: Series = [0; MAX_SERIES];
+                #[allow(clippy::needless_range_loop)] // rows across several columns
+                for i in 0..count {
+                    start = start.wrapping_add(unzigzag(cols[0][i]) as u64);
+                    let end = start.wrapping_add(unzigzag(cols[1][i]) as u64);
+                    for (j, s) in series.iter_mut().enumerate().take(n_series) {
+                        *s = s.wrapping_add(unzigzag(cols[2 + j][i]) as u64);
+                    }
+                    let idx = cols[n_cols - 1][i] as usize;
+                    let mut e = *templates.get(idx).ok_or("attribute index out of range")?;
+                    set_times(&mut e, start, end, &series)?;
+                    f(&e);
+                }
+                Ok(())
+            }
+        }
     }
+}
+
+/// Rows of a chunk whose kind has `NS` series: rebuild start, end and the
+/// series from their deltas, copy the template, let `set` fill the
+/// per-event fields, hand the event to `f`.
+#[inline(always)]
+fn assemble<const NS: usize>(
+    cols: &[Vec<u64>],
+    templates: &[Event],
+    count: usize,
+    t_min: u64,
+    f: &mut impl FnMut(&Event),
+    set: impl Fn(&mut Event, u64, u64, &[u64; NS]) -> Result<(), &'static str>,
+) -> Result<(), &'static str> {
+    let starts = &cols[0][..count];
+    let durs = &cols[1][..count];
+    let idxs = &cols[2 + NS][..count];
+    let mut start = t_min;
+    let mut series = [0u64; NS];
+    for i in 0..count {
+        start = start.wrapping_add(unzigzag(starts[i]) as u64);
+        let end = start.wrapping_add(unzigzag(durs[i]) as u64);
+        for (j, s) in series.iter_mut().enumerate() {
+            *s = s.wrapping_add(unzigzag(cols[2 + j][i]) as u64);
+        }
+        let mut e = *templates.get(idxs[i] as usize).ok_or("attribute index out of range")?;
+        set(&mut e, start, end, &series)?;
+        f(&e);
+    }
+    Ok(())
 }

@@ -457,6 +457,7 @@ pub enum Event {
 
 impl Event {
     /// The kind of this event.
+    #[inline]
     pub fn kind(&self) -> EventKind {
         match self {
             Event::Kernel(_) => EventKind::Kernel,
@@ -471,6 +472,7 @@ impl Event {
     }
 
     /// Start time.
+    #[inline]
     pub fn start(&self) -> Nanos {
         match self {
             Event::Kernel(e) => e.start,
@@ -485,6 +487,7 @@ impl Event {
     }
 
     /// End time (equals the start for instants).
+    #[inline]
     pub fn end(&self) -> Nanos {
         match self {
             Event::Kernel(e) => e.end,
@@ -499,6 +502,7 @@ impl Event {
     }
 
     /// The track this event belongs to.
+    #[inline]
     pub fn track(&self) -> Track {
         match self {
             Event::Kernel(e) => gpu_track(e.device, e.context, e.stream),

@@ -19,6 +19,7 @@ impl Nanos {
 
     /// `self - earlier`, or zero if `earlier` is later (CUPTI occasionally
     /// reports an end before its start; durations never go negative here).
+    #[inline]
     pub fn saturating_sub(self, earlier: Nanos) -> Nanos {
         Nanos(self.0.saturating_sub(earlier.0))
     }
