@@ -22,6 +22,8 @@ pub enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Run a command with the capture agent injected: `gputrace run -o DIR -- python train.py`.
     Run(cmd::run::RunArgs),
+    /// Line up the ranks of a distributed job: clock offsets, collective skew, stragglers and why.
+    Compare(cmd::compare::CompareArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -35,6 +37,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Demo(a) => cmd::demo::run(&a),
         Command::Info(a) => cmd::info::run(&a),
         Command::Run(a) => cmd::run::run(&a),
+        Command::Compare(a) => cmd::compare::run(&a),
         Command::Version => cmd::version::run(),
     }
 }

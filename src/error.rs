@@ -44,6 +44,9 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// An analysis could not be made from the inputs (the message says why).
+    #[error("{0}")]
+    Analysis(String),
     /// Writing to stdout failed (e.g. a closed pipe).
     #[error("writing output: {0}")]
     Output(#[source] std::io::Error),

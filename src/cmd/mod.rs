@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod compare;
 pub mod demo;
 pub mod info;
 pub mod run;

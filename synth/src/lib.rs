@@ -42,6 +42,15 @@ pub struct JobConfig {
     pub slow_rank: Option<u32>,
     /// Kernel duration multiplier on the slow rank.
     pub slow_factor: f64,
+    /// Write NCCL collective metadata (communicator, operation, sequence
+    /// number) as the NCCL profiler plugin would; without it only the NCCL
+    /// kernels identify collectives.
+    pub nccl_metadata: bool,
+    /// A rank whose host is slow: its data loader takes `late_host_ns`
+    /// longer every step, so it launches late (none: all equal).
+    pub late_host_rank: Option<u32>,
+    /// Extra host time per step on `late_host_rank`.
+    pub late_host_ns: u64,
     /// The step with a long data-loader stall on every rank.
     pub stall_step: Option<u32>,
     /// Length of that stall.
@@ -69,6 +78,9 @@ impl Default for JobConfig {
             seed: 0x5eed,
             slow_rank: Some(2),
             slow_factor: 1.3,
+            nccl_metadata: true,
+            late_host_rank: None,
+            late_host_ns: 8_000_000,
             stall_step: Some(5),
             stall_ns: 60_000_000,
             loader_ns: 1_500_000,
@@ -86,7 +98,8 @@ impl JobConfig {
         let kernels = self.layers as u64 * KERNELS_PER_LAYER as u64 + OPTIMIZER_KERNELS as u64;
         // kernel + launch call each; per bucket: kernel, launch, collective;
         // copies: H2D (+ API), D2H (+ API, + sync); 4 markers (step, fwd, bwd, opt).
-        kernels * 2 + self.buckets as u64 * 3 + 2 + 3 + 4
+        let per_bucket = if self.nccl_metadata { 3 } else { 2 };
+        kernels * 2 + self.buckets as u64 * per_bucket + 2 + 3 + 4
     }
 }
 
@@ -243,10 +256,15 @@ impl RankCtx<'_> {
     }
 
     fn loader_ns(&self, step: u32, rng: &mut Rng) -> u64 {
-        if self.cfg.stall_step == Some(step) {
+        let base = if self.cfg.stall_step == Some(step) {
             self.cfg.stall_ns
         } else {
             rng.jitter(self.cfg.loader_ns, 0.2)
+        };
+        if self.cfg.late_host_rank == Some(self.rank) {
+            base + self.cfg.late_host_ns
+        } else {
+            base
         }
     }
 
@@ -473,6 +491,10 @@ pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
     extra.insert("synthetic.clock_offset_ns".into(), offset.to_string());
     extra.insert("synthetic.slow_rank".into(), cfg.slow_rank.map_or("none".into(), |r| r.to_string()));
     extra.insert(
+        "synthetic.late_host_rank".into(),
+        cfg.late_host_rank.map_or("none".into(), |r| r.to_string()),
+    );
+    extra.insert(
         "synthetic.stall_step".into(),
         cfg.stall_step.map_or("none".into(), |r| r.to_string()),
     );
@@ -646,26 +668,28 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                         graph_id: 0,
                         graph_node_id: 0,
                     }));
-                    push(Event::Collective(Collective {
-                        start: t(gpu.0),
-                        end: t(gpu.1),
-                        enqueue: t(api.0),
-                        comm: CommId(0x00c0_ffee_d00d_0001),
-                        op: allreduce,
-                        seq,
-                        count: cfg.bucket_bytes / 2,
-                        datatype: bf16,
-                        bytes: cfg.bucket_bytes,
-                        rank,
-                        nranks: cfg.ranks,
-                        root: -1,
-                        algorithm: ring,
-                        protocol: simple,
-                        channels: 16,
-                        device,
-                        stream: NCCL_STREAM,
-                        correlation: CorrelationId(corr),
-                    }));
+                    if cfg.nccl_metadata {
+                        push(Event::Collective(Collective {
+                            start: t(gpu.0),
+                            end: t(gpu.1),
+                            enqueue: t(api.0),
+                            comm: CommId(0x00c0_ffee_d00d_0001),
+                            op: allreduce,
+                            seq,
+                            count: cfg.bucket_bytes / 2,
+                            datatype: bf16,
+                            bytes: cfg.bucket_bytes,
+                            rank,
+                            nranks: cfg.ranks,
+                            root: -1,
+                            algorithm: ring,
+                            protocol: simple,
+                            channels: 16,
+                            device,
+                            stream: NCCL_STREAM,
+                            correlation: CorrelationId(corr),
+                        }));
+                    }
                 }
                 Item::Sync { span } => {
                     push(Event::Sync(Sync {

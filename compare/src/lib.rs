@@ -1,0 +1,587 @@
+//! `gputrace compare`: line up the per-rank timelines of a distributed job
+//! and name the stragglers.
+//!
+//! 1. Each rank is reduced to a [`RankSummary`] (its collectives, steps, and
+//!    per step its compute time and host-caused GPU idle).
+//! 2. Collectives are matched across ranks by (communicator, operation,
+//!    sequence number) when the traces carry NCCL's identity, otherwise by
+//!    the order of each operation's kernels.
+//! 3. Clocks are aligned on the matched collectives' end times: ranks leave
+//!    a blocking collective within microseconds of each other, so the median
+//!    difference of end times is each rank's clock offset; the spread around
+//!    it is the residual, and its trend over the trace the drift.
+//! 4. For every matched collective: each rank's arrival (aligned start), the
+//!    last arriver and the wait it imposed on the others (its arrival minus
+//!    the second-latest), each rank's wait, the transfer time (the time from
+//!    the last arrival to the end, the shortest across ranks) and the bus
+//!    bandwidth when bytes are known.
+//! 5. The straggler is the rank that imposes the most wait; its cause is its
+//!    own GPU work (more compute time than its peers), its host (more GPU
+//!    idle waiting for launches), or neither (network).
+//!
+//! ```
+//! use gputrace_compare::{compare, Options};
+//! use gputrace_synth::{schedule, write_rank, JobConfig};
+//! let cfg = JobConfig { ranks: 3, steps: 4, layers: 3, slow_rank: Some(1), ..JobConfig::default() };
+//! let s = schedule(&cfg);
+//! let traces: Vec<_> = (0..3)
+//!     .map(|r| gputrace_format::TraceFile::from_bytes(format!("r{r}"), write_rank(&cfg, &s, r, Vec::new()).unwrap().0).unwrap())
+//!     .collect();
+//! let c = compare(&traces, &Options::default()).unwrap();
+//! assert_eq!(c.stragglers[0].rank, 1);
+//! assert_eq!(c.stragglers[0].cause, "gpu");
+//! ```
+#![deny(missing_docs)]
+
+mod heatmap;
+mod summary;
+
+pub use heatmap::heatmap_svg;
+pub use summary::{is_comm_kernel, op_from_kernel, summarize, CollKey, CollRec, RankSummary, StepStat};
+
+use gputrace_format::{FormatError, TraceFile};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Errors of `compare`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompareError {
+    /// A trace could not be read.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// Fewer than two ranks.
+    #[error("compare needs at least two ranks, got {0}")]
+    TooFewRanks(usize),
+    /// Two inputs claim the same rank.
+    #[error("rank {rank} appears twice: {first} and {second}")]
+    DuplicateRank {
+        /// The rank.
+        rank: u32,
+        /// One file.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// No collective matched across all ranks.
+    #[error("no collective operation could be matched across the ranks (do the traces come from the same job and contain NCCL kernels?)")]
+    NothingMatched,
+}
+
+/// Settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// A rank is listed as a straggler when its share of the imposed wait is
+    /// at least this many times an even share (`1/ranks`).
+    pub straggler_factor: f64,
+    /// Compute time above the peers' median by this fraction means "gpu".
+    pub gpu_threshold: f64,
+    /// A straggler must also impose at least this fraction of the job's
+    /// span in waiting (random jitter makes someone last every time).
+    pub min_imposed_share: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            straggler_factor: 1.5,
+            gpu_threshold: 0.05,
+            min_imposed_share: 0.02,
+        }
+    }
+}
+
+/// Clock alignment.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Clock {
+    /// Rank used as the reference (offset 0).
+    pub reference_rank: u32,
+    /// Each rank's clock offset to the reference, ns (rank time - offset =
+    /// reference time).
+    pub offsets_ns: BTreeMap<u32, i64>,
+    /// Largest per-rank median absolute deviation of the end-time
+    /// differences around the offset, ns.
+    pub residual_ns: u64,
+    /// Each rank's drift against the reference, parts per million.
+    pub drift_ppm: BTreeMap<u32, f64>,
+    /// Estimate from the recorded wall clocks (header start clock pairs),
+    /// before alignment, ns.
+    pub header_offsets_ns: BTreeMap<u32, i64>,
+}
+
+/// One straggler.
+#[derive(Clone, Debug, Serialize)]
+pub struct Straggler {
+    /// Rank.
+    pub rank: u32,
+    /// Share of all imposed wait (0..1).
+    pub score: f64,
+    /// Total wait this rank imposed on the others, ns.
+    pub wait_imposed_ns: u64,
+    /// Collectives it arrived last at.
+    pub arrived_last: u64,
+    /// `gpu`, `host` or `network`.
+    pub cause: String,
+    /// The evidence, in words.
+    pub why: String,
+}
+
+/// Per-rank numbers.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankRow {
+    /// Rank.
+    pub rank: u32,
+    /// Host.
+    pub host: String,
+    /// File.
+    pub path: String,
+    /// Matched collectives this rank arrived last at.
+    pub arrived_last: u64,
+    /// Wait this rank imposed on the others, ns.
+    pub wait_imposed_ns: u64,
+    /// Time this rank waited for late peers, ns.
+    pub waited_ns: u64,
+    /// Mean arrival after the median arrival, ns (negative: early).
+    pub mean_lateness_ns: i64,
+    /// Transfer time in its collectives (from the last arrival to the end), ns.
+    pub transfer_ns: u64,
+    /// Compute-kernel time, ns.
+    pub compute_ns: u64,
+    /// GPU idle the host caused, ns.
+    pub host_idle_ns: u64,
+    /// Steps (ProfilerStep markers), with step time, compute and host idle.
+    pub steps: Vec<StepRow>,
+}
+
+/// One step of one rank.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRow {
+    /// Step time, ns.
+    pub step_ns: u64,
+    /// Compute-kernel time, ns.
+    pub compute_ns: u64,
+    /// GPU idle the host caused, ns.
+    pub host_idle_ns: u64,
+}
+
+/// One matched collective.
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectiveRow {
+    /// Communicator (0 if unknown).
+    pub comm: u64,
+    /// Operation.
+    pub op: String,
+    /// Sequence number.
+    pub seq: u64,
+    /// Latest minus earliest arrival, ns.
+    pub arrival_skew_ns: u64,
+    /// Rank that arrived last.
+    pub last_rank: u32,
+    /// Wait the last rank imposed (its arrival minus the second-latest), ns.
+    pub imposed_ns: u64,
+    /// Shortest time from the last arrival to a rank's end, ns.
+    pub transfer_ns: u64,
+    /// Bytes, when known.
+    pub bytes: u64,
+    /// Bus bandwidth, GB/s, when bytes are known.
+    pub bus_gbps: Option<f64>,
+    /// Index of the step (on the reference rank) it falls in.
+    pub step: usize,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Stragglers, most likely first.
+    pub stragglers: Vec<Straggler>,
+    /// Clock alignment.
+    pub clock: Clock,
+    /// Ranks, sorted by imposed wait (latest first).
+    pub ranks: Vec<RankRow>,
+    /// `exact` (communicator, operation, sequence number) or `order`.
+    pub matching: String,
+    /// Collectives matched across every rank.
+    pub matched: usize,
+    /// Collectives seen on some ranks only (not matched).
+    pub unmatched: usize,
+    /// Warnings (e.g. operation names that disagree).
+    pub warnings: Vec<String>,
+    /// Matched collectives (at most `max_collectives` kept, the worst first).
+    pub collectives: Vec<CollectiveRow>,
+    /// Lateness (arrival after the earliest), ns, per rank (in `ranks`
+    /// order of rank id) per step: the heatmap's data.
+    pub lateness: Vec<Vec<u64>>,
+    /// Rank ids for the rows of `lateness`.
+    pub lateness_ranks: Vec<u32>,
+}
+
+fn median_i64(v: &mut [i64]) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn median_u64(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Compare open traces (one per rank).
+pub fn compare(traces: &[TraceFile], opts: &Options) -> Result<Comparison, CompareError> {
+    let mut sums = Vec::with_capacity(traces.len());
+    for (i, t) in traces.iter().enumerate() {
+        sums.push(summarize(t, i as u32)?);
+    }
+    let headers: Vec<_> = traces.iter().map(|t| t.header().start_clock.realtime_ns).collect();
+    compare_summaries(sums, &headers, opts)
+}
+
+/// Compare rank summaries (see [`summarize`]); `start_realtime` are the
+/// header wall clocks in the same order (for the starting estimate).
+pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opts: &Options) -> Result<Comparison, CompareError> {
+    if sums.len() < 2 {
+        return Err(CompareError::TooFewRanks(sums.len()));
+    }
+    let mut order: Vec<usize> = (0..sums.len()).collect();
+    order.sort_by_key(|&i| sums[i].rank);
+    sums = order.iter().map(|&i| sums[i].clone()).collect();
+    let starts: Vec<u64> = order.iter().map(|&i| start_realtime.get(i).copied().unwrap_or(0)).collect();
+    for w in sums.windows(2) {
+        if w[0].rank == w[1].rank {
+            return Err(CompareError::DuplicateRank {
+                rank: w[0].rank,
+                first: w[0].path.clone(),
+                second: w[1].path.clone(),
+            });
+        }
+    }
+    let n = sums.len();
+    let exact = sums.iter().all(|s| s.exact_keys);
+    let mut warnings = Vec::new();
+    if !exact && sums.iter().any(|s| s.exact_keys) {
+        warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
+    }
+    // key -> per-rank record index
+    let mut table: HashMap<CollKey, Vec<Option<usize>>> = HashMap::new();
+    for (r, s) in sums.iter().enumerate() {
+        for (i, c) in s.collectives.iter().enumerate() {
+            let key = if exact {
+                c.key.clone()
+            } else {
+                CollKey { comm: 0, ..c.key.clone() }
+            };
+            let slot = table.entry(key).or_insert_with(|| vec![None; n]);
+            if slot[r].is_none() {
+                slot[r] = Some(i);
+            }
+        }
+    }
+    let mut matched: Vec<(CollKey, Vec<usize>)> = table
+        .iter()
+        .filter(|(_, v)| v.iter().all(Option::is_some))
+        .map(|(k, v)| (k.clone(), v.iter().map(|x| x.unwrap_or(0)).collect()))
+        .collect();
+    let unmatched = table.len() - matched.len();
+    if matched.is_empty() {
+        return Err(CompareError::NothingMatched);
+    }
+    matched.sort_by_key(|(_, idx)| sums[0].collectives[idx[0]].start);
+    if !exact {
+        let per_rank: Vec<usize> = sums.iter().map(|s| s.collectives.len()).collect();
+        let most = per_rank.iter().copied().max().unwrap_or(0);
+        if matched.len() * 10 < most * 9 {
+            warnings.push(format!(
+                "matched by kernel order: only {} of up to {} communication kernels per rank line up; operation names or counts differ between ranks",
+                matched.len(),
+                most
+            ));
+        }
+    }
+
+    // Clock offsets from end times.
+    let mut clock = Clock {
+        reference_rank: sums[0].rank,
+        ..Default::default()
+    };
+    let mut offsets = vec![0i64; n];
+    for r in 0..n {
+        let mut d: Vec<i64> = matched
+            .iter()
+            .map(|(_, idx)| sums[r].collectives[idx[r]].end as i64 - sums[0].collectives[idx[0]].end as i64)
+            .collect();
+        let off = median_i64(&mut d);
+        offsets[r] = off;
+        let mut dev: Vec<i64> = d.iter().map(|x| (x - off).abs()).collect();
+        clock.residual_ns = clock.residual_ns.max(median_i64(&mut dev) as u64);
+        // Drift: least-squares slope of (diff - offset) against reference time.
+        let pts: Vec<(f64, f64)> = matched
+            .iter()
+            .map(|(_, idx)| {
+                (
+                    sums[0].collectives[idx[0]].end as f64,
+                    (sums[r].collectives[idx[r]].end as i64 - sums[0].collectives[idx[0]].end as i64 - off) as f64,
+                )
+            })
+            .collect();
+        let mx = pts.iter().map(|p| p.0).sum::<f64>() / pts.len() as f64;
+        let my = pts.iter().map(|p| p.1).sum::<f64>() / pts.len() as f64;
+        let sxx: f64 = pts.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+        let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+        clock.offsets_ns.insert(sums[r].rank, off);
+        clock.drift_ppm.insert(sums[r].rank, slope * 1e6);
+        clock.header_offsets_ns.insert(sums[r].rank, starts[r] as i64 - starts[0] as i64);
+    }
+
+    // Steps on the reference rank, for the heatmap columns.
+    let ref_steps: Vec<(u64, u64)> = sums[0].steps.iter().map(|s| (s.start, s.end)).collect();
+    let step_of = |t: u64| -> usize {
+        if ref_steps.is_empty() {
+            0
+        } else {
+            ref_steps.partition_point(|s| s.0 <= t).saturating_sub(1)
+        }
+    };
+    let columns = if ref_steps.is_empty() {
+        matched.len().min(200)
+    } else {
+        ref_steps.len()
+    };
+    let col_of = |k: usize, t: u64| -> usize {
+        if ref_steps.is_empty() {
+            k * columns / matched.len().max(1)
+        } else {
+            step_of(t)
+        }
+    };
+    let mut lateness = vec![vec![0u64; columns.max(1)]; n];
+    let mut arrived_last = vec![0u64; n];
+    let mut imposed = vec![0u64; n];
+    let mut waited = vec![0u64; n];
+    let mut late_sum = vec![0i128; n];
+    let mut transfer = vec![0u64; n];
+    let mut rows = Vec::with_capacity(matched.len());
+    for (k, (key, idx)) in matched.iter().enumerate() {
+        let arr: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].start as i64 - offsets[r]).collect();
+        let ends: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].end as i64 - offsets[r]).collect();
+        let (last, &latest) = arr.iter().enumerate().max_by_key(|(_, a)| **a).expect("n >= 2");
+        let earliest = *arr.iter().min().expect("n >= 2");
+        let second = arr
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r != last)
+            .map(|(_, a)| *a)
+            .max()
+            .unwrap_or(latest);
+        let mut sorted = arr.clone();
+        let median = median_i64(&mut sorted);
+        let xfer = ends.iter().map(|e| (e - latest).max(0) as u64).min().unwrap_or(0);
+        arrived_last[last] += 1;
+        imposed[last] += (latest - second).max(0) as u64;
+        let col = col_of(k, sums[0].collectives[idx[0]].start).min(columns.saturating_sub(1));
+        for r in 0..n {
+            waited[r] += (latest - arr[r]).max(0) as u64;
+            late_sum[r] += (arr[r] - median) as i128;
+            transfer[r] += (ends[r] - latest).max(0) as u64;
+            let l = (arr[r] - earliest).max(0) as u64;
+            lateness[r][col] = lateness[r][col].max(l);
+        }
+        let c0 = &sums[0].collectives[idx[0]];
+        let nr = if c0.nranks > 0 { c0.nranks as f64 } else { n as f64 };
+        let bus = (c0.bytes > 0 && xfer > 0).then(|| {
+            let factor = match key.op.as_str() {
+                "AllReduce" => 2.0 * (nr - 1.0) / nr,
+                "AllGather" | "ReduceScatter" => (nr - 1.0) / nr,
+                _ => 1.0,
+            };
+            c0.bytes as f64 * factor / xfer as f64
+        });
+        rows.push(CollectiveRow {
+            comm: key.comm,
+            op: key.op.clone(),
+            seq: key.seq,
+            arrival_skew_ns: (latest - earliest) as u64,
+            last_rank: sums[last].rank,
+            imposed_ns: (latest - second).max(0) as u64,
+            transfer_ns: xfer,
+            bytes: c0.bytes,
+            bus_gbps: bus,
+            step: col,
+        });
+    }
+
+    // Per-rank rows and causes.
+    let total_imposed: u64 = imposed.iter().sum();
+    let compute: Vec<u64> = sums.iter().map(|s| s.total.compute_ns).collect();
+    let host: Vec<u64> = sums.iter().map(|s| s.total.host_idle_ns).collect();
+    let mut ranks: Vec<RankRow> = (0..n)
+        .map(|r| RankRow {
+            rank: sums[r].rank,
+            host: sums[r].host.clone(),
+            path: sums[r].path.clone(),
+            arrived_last: arrived_last[r],
+            wait_imposed_ns: imposed[r],
+            waited_ns: waited[r],
+            mean_lateness_ns: (late_sum[r] / matched.len() as i128) as i64,
+            transfer_ns: transfer[r],
+            compute_ns: compute[r],
+            host_idle_ns: host[r],
+            steps: sums[r]
+                .steps
+                .iter()
+                .map(|s| StepRow {
+                    step_ns: s.end - s.start,
+                    compute_ns: s.compute_ns,
+                    host_idle_ns: s.host_idle_ns,
+                })
+                .collect(),
+        })
+        .collect();
+    // The job's span on the reference clock, and its steps.
+    let span = {
+        let c = &sums[0].collectives;
+        c.iter()
+            .map(|x| x.end)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(c.iter().map(|x| x.start).min().unwrap_or(0))
+    };
+    let n_steps = sums[0].steps.len().max(1) as f64;
+    let mut stragglers = Vec::new();
+    for r in 0..n {
+        let score = if total_imposed > 0 {
+            imposed[r] as f64 / total_imposed as f64
+        } else {
+            0.0
+        };
+        if total_imposed == 0 || score * (n as f64) < opts.straggler_factor || (imposed[r] as f64) < opts.min_imposed_share * span as f64 {
+            continue;
+        }
+        let peers_c = median_u64((0..n).filter(|&p| p != r).map(|p| compute[p]).collect());
+        let peers_h = median_u64((0..n).filter(|&p| p != r).map(|p| host[p]).collect());
+        let extra_c = compute[r] as f64 / peers_c.max(1) as f64 - 1.0;
+        // Per step: how much more the GPU waited for this host than for its
+        // peers', against how late the rank arrives at a collective.
+        let extra_h_step = host[r].saturating_sub(peers_h) as f64 / n_steps;
+        let lateness = ranks[r].mean_lateness_ns.max(0) as f64;
+        let (cause, why) = if extra_c >= opts.gpu_threshold {
+            (
+                "gpu",
+                format!(
+                    "its compute kernels took {:.1}% longer than its peers' (median) for the same work",
+                    extra_c * 100.0
+                ),
+            )
+        } else if lateness > 0.0 && extra_h_step >= 0.5 * lateness {
+            (
+                "host",
+                format!(
+                    "its GPU sat idle waiting for its host {:.2} ms per step more than its peers' (median), against {:.2} ms of lateness: data loading or Python on that host",
+                    extra_h_step / 1e6,
+                    lateness / 1e6
+                ),
+            )
+        } else {
+            (
+                "network",
+                "neither its GPU work nor its host explains it: look at its network path (NIC, switch, topology)".to_string(),
+            )
+        };
+        stragglers.push(Straggler {
+            rank: sums[r].rank,
+            score,
+            wait_imposed_ns: imposed[r],
+            arrived_last: arrived_last[r],
+            cause: cause.into(),
+            why,
+        });
+    }
+    stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let lateness_ranks = sums.iter().map(|s| s.rank).collect();
+    ranks.sort_by(|a, b| b.wait_imposed_ns.cmp(&a.wait_imposed_ns).then(a.rank.cmp(&b.rank)));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.imposed_ns));
+    rows.truncate(100);
+    Ok(Comparison {
+        stragglers,
+        clock,
+        ranks,
+        matching: if exact { "exact".into() } else { "order".into() },
+        matched: matched.len(),
+        unmatched,
+        warnings,
+        collectives: rows,
+        lateness,
+        lateness_ranks,
+    })
+}
+
+/// The comparison as text: findings first, then the rank table.
+pub fn render_text(c: &Comparison) -> String {
+    use std::fmt::Write;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} ranks, {} collectives matched ({}{}), {} unmatched",
+        c.ranks.len(),
+        c.matched,
+        c.matching,
+        if c.matching == "exact" {
+            ": communicator, operation, sequence number"
+        } else {
+            ": kernel order per operation"
+        },
+        c.unmatched
+    );
+    for w in &c.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    let _ = writeln!(
+        s,
+        "clocks aligned on collective end times: residual {:.1} µs; largest offset {:.3} ms",
+        c.clock.residual_ns as f64 / 1e3,
+        c.clock.offsets_ns.values().map(|v| v.unsigned_abs()).max().unwrap_or(0) as f64 / 1e6
+    );
+    if c.stragglers.is_empty() {
+        let _ = writeln!(s, "\nNo straggler: no rank imposes a disproportionate share of the waiting.");
+    }
+    for st in &c.stragglers {
+        let _ = writeln!(
+            s,
+            "\nSTRAGGLER rank {}: arrived last at {} of {} collectives and made the others wait {:.2} ms in all ({:.0}% of all waiting); cause: {} — {}.",
+            st.rank,
+            st.arrived_last,
+            c.matched,
+            ms(st.wait_imposed_ns),
+            st.score * 100.0,
+            st.cause,
+            st.why
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:>6} {:>10} {:>12} {:>11} {:>12} {:>12} {:>12} {:>12}  host",
+        "rank", "last at", "imposed ms", "waited ms", "late µs", "compute ms", "host-idle ms", "offset ms"
+    );
+    for r in &c.ranks {
+        let _ = writeln!(
+            s,
+            "{:>6} {:>10} {:>12.2} {:>11.2} {:>12.1} {:>12.2} {:>12.2} {:>12.3}  {}",
+            r.rank,
+            r.arrived_last,
+            ms(r.wait_imposed_ns),
+            ms(r.waited_ns),
+            r.mean_lateness_ns as f64 / 1e3,
+            ms(r.compute_ns),
+            ms(r.host_idle_ns),
+            c.clock.offsets_ns.get(&r.rank).copied().unwrap_or(0) as f64 / 1e6,
+            r.host
+        );
+    }
+    s
+}

@@ -1,0 +1,85 @@
+//! `gputrace compare FILE|DIR...`: line up the ranks of a distributed job
+//! and name the stragglers. The work is `gputrace-compare`; this file reads
+//! the inputs (in parallel, one rank at a time per thread) and prints.
+
+use crate::error::CliError;
+use crate::inputs;
+use gputrace_compare::{compare_summaries, heatmap_svg, render_text, summarize, Options, RankSummary};
+use gputrace_format::TraceFile;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Arguments of `gputrace compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// One trace per rank: files, or directories of them.
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a heatmap of lateness by rank × step (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    pub heatmap: Option<PathBuf>,
+}
+
+/// One rank's summary and its header wall clock, or why it failed.
+type RankResult = Result<(RankSummary, u64), CliError>;
+
+/// Run `gputrace compare`.
+pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
+    let files = inputs::expand(&args.paths)?;
+    let total = files.len();
+    let done = AtomicUsize::new(0);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<RankResult>>> = Mutex::new((0..total).map(|_| None).collect());
+    let progress = std::io::stderr().is_terminal() && total >= 16;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(total.max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                // Open, summarize, close: memory holds one rank per thread.
+                let r = TraceFile::open(&files[i])
+                    .map_err(CliError::from)
+                    .and_then(|t| Ok((summarize(&t, i as u32).map_err(CliError::from)?, t.header().start_clock.realtime_ns)));
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if progress && (d % 16 == 0 || d == total) {
+                    eprint!("\rgputrace: read {d}/{total} ranks");
+                }
+            });
+        }
+    });
+    if progress {
+        eprintln!();
+    }
+    let mut sums = Vec::with_capacity(total);
+    let mut starts = Vec::with_capacity(total);
+    for r in results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten() {
+        let (s, start) = r?;
+        sums.push(s);
+        starts.push(start);
+    }
+    let c = compare_summaries(sums, &starts, &Options::default()).map_err(|e| CliError::Analysis(e.to_string()))?;
+    if let Some(path) = &args.heatmap {
+        std::fs::write(path, heatmap_svg(&c)).map_err(CliError::io(path))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &c).map_err(|e| CliError::Output(e.into()))?;
+        writeln!(out).map_err(CliError::Output)?;
+    } else {
+        out.write_all(render_text(&c).as_bytes()).map_err(CliError::Output)?;
+        if let Some(path) = &args.heatmap {
+            writeln!(out, "\nheatmap: {} (open it in a browser)", path.display()).map_err(CliError::Output)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,40 @@
+//! `gputrace compare` end to end on the demo's synthetic job.
+
+use std::process::Command;
+
+#[test]
+fn compare_names_the_demo_straggler() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_gputrace");
+    let demo = dir.path().join("demo");
+    let st = Command::new(exe)
+        .args(["demo", "--ranks", "6", "--steps", "6", "--layers", "4", "-o"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let svg = dir.path().join("late.svg");
+    let out = Command::new(exe)
+        .arg("compare")
+        .arg("--json")
+        .arg("--heatmap")
+        .arg(&svg)
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The demo makes rank ranks/2 slow on its GPU.
+    assert_eq!(v["stragglers"][0]["rank"], 3);
+    assert_eq!(v["stragglers"][0]["cause"], "gpu");
+    assert!(v["stragglers"][0]["score"].as_f64().unwrap() > 0.9);
+    assert_eq!(v["clock"]["offsets_ns"].as_object().unwrap().len(), 6);
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 6);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+    // One rank is not a comparison: a clear error, exit 2.
+    let one = std::fs::read_dir(&demo).unwrap().next().unwrap().unwrap().path();
+    let out = Command::new(exe).arg("compare").arg(&one).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least two ranks"));
+}
