@@ -24,6 +24,8 @@ pub enum Command {
     Run(cmd::run::RunArgs),
     /// Line up the ranks of a distributed job: clock offsets, collective skew, stragglers and why.
     Compare(cmd::compare::CompareArgs),
+    /// Convert PyTorch profiler (Kineto) traces to gputrace files; prints the size ratio.
+    Import(cmd::import::ImportArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -38,6 +40,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Info(a) => cmd::info::run(&a),
         Command::Run(a) => cmd::run::run(&a),
         Command::Compare(a) => cmd::compare::run(&a),
+        Command::Import(a) => cmd::import::run(&a),
         Command::Version => cmd::version::run(),
     }
 }

@@ -9,6 +9,9 @@ pub enum CliError {
     /// A trace could not be read.
     #[error(transparent)]
     Format(#[from] gputrace_format::FormatError),
+    /// A PyTorch profiler (Kineto) trace could not be read.
+    #[error(transparent)]
+    Kineto(#[from] gputrace_kineto::KinetoError),
     /// A file or directory operation failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -19,7 +22,7 @@ pub enum CliError {
         source: std::io::Error,
     },
     /// An input path holds no trace files.
-    #[error("{}: no gputrace traces (*.gtrace) found", .0.display())]
+    #[error("{}: no traces found (*.gtrace files or PyTorch profiler JSON traces)", .0.display())]
     NoTraces(PathBuf),
     /// Some inputs failed; each was already reported.
     #[error("{failed} of {total} inputs could not be read (see above)")]
@@ -57,7 +60,9 @@ impl CliError {
     pub fn hint(&self) -> Option<&'static str> {
         use gputrace_format::FormatError as F;
         match self {
-            CliError::Format(F::NotATrace { .. }) => Some("gputrace reads .gtrace files written by `gputrace run` or `gputrace demo`"),
+            CliError::Format(F::NotATrace { .. }) => {
+                Some("gputrace reads .gtrace files (from `gputrace run` or `gputrace demo`) and PyTorch profiler (Kineto) JSON traces")
+            }
             CliError::Format(F::UnsupportedVersion { .. }) => {
                 Some("this trace was written by a newer gputrace; install that version to read it")
             }

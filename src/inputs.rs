@@ -1,11 +1,18 @@
-//! Turning command-line paths into the list of trace files to read.
+//! Turning command-line paths into traces: gputrace files, or PyTorch
+//! profiler (Kineto) JSON traces converted in memory.
 
 use crate::error::CliError;
+use gputrace_format::TraceFile;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// Expand files and directories: a directory contributes its `*.gtrace`
-/// files (not recursive), sorted by name so rank order is stable. Files are
-/// taken as given, whatever their extension (the reader checks content).
+/// Bytes read to recognise a file by its content.
+const SNIFF: u64 = 64 * 1024;
+
+/// Expand files and directories: a directory contributes its trace files
+/// (`*.gtrace`, and JSON files that are Kineto traces), not recursively,
+/// sorted by name so rank order is stable. Files are taken as given,
+/// whatever their extension (the readers check content).
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     let mut out = Vec::new();
     for p in paths {
@@ -14,7 +21,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(CliError::io(p))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| is_trace_name(f))
+                .filter(|f| f.is_file() && is_trace_file(f))
                 .collect();
             if found.is_empty() {
                 return Err(CliError::NoTraces(p.clone()));
@@ -28,6 +35,28 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     Ok(out)
 }
 
-fn is_trace_name(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == gputrace_format::FILE_EXTENSION) && p.is_file()
+fn head(path: &Path) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(SNIFF).read_to_end(&mut buf);
+    }
+    buf
+}
+
+fn is_trace_file(p: &Path) -> bool {
+    if p.extension().is_some_and(|e| e == gputrace_format::FILE_EXTENSION) {
+        return true;
+    }
+    let name = p.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    (name.ends_with(".json") || name.ends_with(".json.gz")) && gputrace_kineto::is_kineto(&head(p))
+}
+
+/// Open a trace: a gputrace file directly (memory-mapped), a Kineto trace
+/// converted in memory.
+pub fn open(path: &Path) -> Result<TraceFile, CliError> {
+    let h = head(path);
+    if !h.starts_with(gputrace_format::chunk::MAGIC) && gputrace_kineto::is_kineto(&h) {
+        return Ok(gputrace_kineto::to_trace(path)?);
+    }
+    Ok(TraceFile::open(path)?)
 }

@@ -38,3 +38,29 @@ fn compare_names_the_demo_straggler() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least two ranks"));
 }
+
+#[test]
+fn real_hta_rank_pair_agrees_with_hta_straggler() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter");
+    if !dir.exists() {
+        eprintln!("skipping: {} not found", dir.display());
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("compare")
+        .arg("--json")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // reference_numbers.csv: HTA potential_stragglers_k1 = 1.
+    assert_eq!(
+        v["stragglers"][0]["rank"],
+        1,
+        "{}",
+        serde_json::to_string_pretty(&v["ranks"]).unwrap()
+    );
+    assert_eq!(v["matching"], "order", "Kineto kernels without collective metadata match by order");
+}

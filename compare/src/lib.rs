@@ -84,7 +84,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            straggler_factor: 1.5,
+            straggler_factor: 1.25,
             gpu_threshold: 0.05,
             min_imposed_share: 0.02,
         }

@@ -5,7 +5,6 @@
 use crate::error::CliError;
 use crate::inputs;
 use gputrace_compare::{compare_summaries, heatmap_svg, render_text, summarize, Options, RankSummary};
-use gputrace_format::TraceFile;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,8 +45,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
                     break;
                 }
                 // Open, summarize, close: memory holds one rank per thread.
-                let r = TraceFile::open(&files[i])
-                    .map_err(CliError::from)
+                let r = inputs::open(&files[i])
                     .and_then(|t| Ok((summarize(&t, i as u32).map_err(CliError::from)?, t.header().start_clock.realtime_ns)));
                 results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;

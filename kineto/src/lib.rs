@@ -1,0 +1,452 @@
+//! Read PyTorch profiler (Kineto) Chrome-JSON traces into the gputrace model.
+//!
+//! `torch.profiler` writes one JSON document per rank (often gzipped):
+//! a `traceEvents` array plus metadata such as `baseTimeNanoseconds`,
+//! `distributedInfo` and `deviceProperties`. [`import`] streams that array
+//! one element at a time into a [`gputrace_format::TraceWriter`], so memory
+//! stays bounded by the writer's buffers, the string table and the largest
+//! single event, whatever the size of the file. [`to_trace`] does the same
+//! into memory and opens the result as a [`gputrace_format::TraceFile`].
+//!
+//! Both schemas are read: the current one (`kernel`, `gpu_memcpy`,
+//! `gpu_memset`, `cuda_runtime`, `cuda_driver`, `cuda_sync`,
+//! `user_annotation`, `gpu_user_annotation`, `ac2g` flows) and the old one
+//! (`Kernel`, `Runtime`, `Memcpy`, `Memset`, `Operator`). Times become
+//! absolute nanoseconds (`baseTimeNanoseconds + ts`) computed from the
+//! number text, so `1712195495519689.047` µs is exactly
+//! `1712195495519689047` ns. Entries the model has no place for (CPU
+//! operators, Python frames, metadata) are counted and written as `Loss`
+//! events with source `IMPORT`.
+//!
+//! ```
+//! let dir = std::env::temp_dir().join(format!("gputrace-kineto-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("rank0.json");
+//! std::fs::write(&path, r#"{"schemaVersion": 1, "traceEvents": [
+//!   {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.25,
+//!    "args": {"device": 0, "stream": 7, "correlation": 3}}]}"#)?;
+//! assert!(gputrace_kineto::is_kineto(&std::fs::read(&path)?));
+//! let trace = gputrace_kineto::to_trace(&path)?;
+//! let events: Vec<_> = trace.events().collect::<Result<_, _>>()?;
+//! assert_eq!(events[0].start().0, 10_500);
+//! assert_eq!(events[0].end().0, 12_750);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod map;
+mod meta;
+pub mod number;
+mod scan;
+
+pub use error::{KinetoError, Position};
+
+use error::Fail;
+use gputrace_format::{Event, Loss, LossSource, TraceFile, TraceWriter, Trailer, WriterOptions};
+use map::{Mapped, Mapper, RawEvent, Tally};
+use meta::TraceMeta;
+use scan::{CountingReader, Scanner, Shape};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+use std::rc::Rc;
+
+/// Import settings.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Fail on the first trace event that has a mappable category but bad
+    /// fields (e.g. a kernel whose `ts` is a string). By default such
+    /// events are counted and written as `Loss` events instead.
+    pub strict: bool,
+    /// Settings of the gputrace writer.
+    pub writer: WriterOptions,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// Size of the input file (compressed size for gzip).
+    pub input_bytes: u64,
+    /// Bytes of JSON text read (after decompression).
+    pub json_bytes: u64,
+    /// Bytes of gputrace output written.
+    pub output_bytes: u64,
+    /// Elements of `traceEvents`.
+    pub trace_events: u64,
+    /// gputrace events written, by kind name (`kernel`, `memcpy`, ...; `loss` counts loss records).
+    pub events: BTreeMap<String, u64>,
+    /// `ac2g` flow endpoints; their links are carried by correlation ids.
+    pub flows: u64,
+    /// Entries that could not be mapped, by detail (each written as one `Loss` event).
+    pub unmapped: BTreeMap<String, u64>,
+}
+
+impl ImportSummary {
+    /// Entries that could not be mapped, in total.
+    pub fn unmapped_total(&self) -> u64 {
+        self.unmapped.values().sum()
+    }
+}
+
+/// Whether `first_bytes` (the start of a file; pass 64 KiB) look like a
+/// Kineto trace: plain or gzipped JSON whose top-level object mentions
+/// `traceEvents`, `schemaVersion`, `deviceProperties`, `distributedInfo` or
+/// `baseTimeNanoseconds` in the bytes given, or is a JSON object too large
+/// to judge from them (some writers put a large `metadata` member first;
+/// [`import`] then says clearly if it is not a trace). Small JSON documents
+/// without those members are not Kineto traces.
+pub fn is_kineto(first_bytes: &[u8]) -> bool {
+    if first_bytes.starts_with(&[0x1f, 0x8b]) {
+        // Inflate what we were given; a cut-off prefix still yields its first bytes.
+        let mut text = Vec::new();
+        let mut decoder = flate2::read::GzDecoder::new(first_bytes).take(DETECT_TEXT as u64);
+        let mut chunk = [0u8; 4096];
+        let mut complete = false;
+        loop {
+            match decoder.read(&mut chunk) {
+                Ok(0) => {
+                    // End of the gzip stream, or of the text we inspect.
+                    complete = text.len() < DETECT_TEXT;
+                    break;
+                }
+                Err(_) => break,
+                Ok(n) => text.extend_from_slice(&chunk[..n]),
+            }
+        }
+        // Too little input to see any text: trust the magic.
+        return text.is_empty() || looks_like_kineto_json(&text, complete);
+    }
+    looks_like_kineto_json(first_bytes, false)
+}
+
+/// How much decompressed text [`is_kineto`] inspects.
+const DETECT_TEXT: usize = 256 * 1024;
+
+/// `complete`: `text` is the whole document (not only a prefix). A prefix
+/// that is not known to be the whole document counts as too large to judge
+/// only if no closing brace at its end says the document ended.
+fn looks_like_kineto_json(text: &[u8], complete: bool) -> bool {
+    let text = text.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(text);
+    let Some(first) = text.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return false;
+    };
+    if text[first] != b'{' {
+        return false;
+    }
+    const KEYS: [&[u8]; 5] = [
+        b"\"traceEvents\"",
+        b"\"schemaVersion\"",
+        b"\"deviceProperties\"",
+        b"\"distributedInfo\"",
+        b"\"baseTimeNanoseconds\"",
+    ];
+    if KEYS.iter().any(|k| memchr::memmem::find(text, k).is_some()) {
+        return true;
+    }
+    let ends_document = text.iter().rev().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
+    !complete && !ends_document
+}
+
+/// Import the Kineto trace at `path` (`.json` or gzip, detected by content)
+/// and write it to `out` in the gputrace format.
+///
+/// The file is read twice: once for the top-level metadata (which may come
+/// after `traceEvents`; the gputrace header is written first), then for the
+/// events. Neither pass holds more than one trace event in memory.
+pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
+    let meta = read_meta(path)?;
+    let source_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let header = meta.header(&source_name);
+    let write_err = |source| KinetoError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let out = CountingWriter { inner: out, count: 0 };
+    let mut writer = TraceWriter::new(out, &header, opts.writer.clone()).map_err(write_err)?;
+    let mapper = Mapper {
+        base_ns: meta.base_ns,
+        rank: meta.rank,
+    };
+    let mut tally = Tally::default();
+    let mut summary = ImportSummary::default();
+    let (mut sc, input_bytes) = open(path)?;
+    summary.input_bytes = input_bytes;
+    let mut element = Vec::new();
+    let result = walk(&mut sc, |key, sc| {
+        if key != "traceEvents" {
+            sc.value(None, "a value")?;
+            return Ok(());
+        }
+        if sc.peek()? != Some(b'[') {
+            let (shape, start) = sc.value(None, "the traceEvents array")?;
+            return Err(Fail::WrongType {
+                at: sc.at(start),
+                what: format!("\"traceEvents\" must be an array, found {}", shape_name(shape)),
+            });
+        }
+        sc.expect(b'[', "'['")?;
+        if sc.eat(b']')? {
+            return Ok(());
+        }
+        loop {
+            element.clear();
+            let (shape, start) = sc.value(Some(&mut element), "a trace event")?;
+            summary.trace_events += 1;
+            map_element(&mapper, &element, shape, start, sc, &mut writer, &mut tally, opts.strict)?;
+            if sc.comma_or(b']', "between trace events")? {
+                return Ok(());
+            }
+        }
+    });
+    result.map_err(|f| f.with_path(path.to_path_buf()))?;
+    summary.json_bytes = sc.offset();
+
+    // One loss record per kind of unmapped entry, so nothing disappears
+    // silently. They are dated at the earliest mapped event, so that they
+    // never widen the trace's time span (CPU-only entries such as the
+    // profiler session span often start well before any GPU work).
+    for (detail, bucket) in &tally.losses {
+        let detail_id = writer.intern(detail);
+        writer
+            .push(Event::Loss(Loss {
+                time: tally.earliest.unwrap_or(bucket.first_time),
+                source: LossSource::IMPORT,
+                count: bucket.count,
+                detail: detail_id,
+            }))
+            .map_err(write_err)?;
+        summary.unmapped.insert(detail.clone(), bucket.count);
+        *tally.written.entry("loss").or_insert(0) += 1;
+    }
+    summary.flows = tally.flows;
+    // The writer's own counts only cover flushed chunks until it finishes.
+    summary.events = tally.written.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let mut trailer = Trailer::default();
+    trailer.extra.insert("import.source".into(), source_name);
+    trailer.extra.insert("import.trace_events".into(), summary.trace_events.to_string());
+    trailer.extra.insert("import.flows".into(), summary.flows.to_string());
+    trailer.extra.insert("import.unmapped".into(), summary.unmapped_total().to_string());
+    trailer.extra.insert("import.json_bytes".into(), summary.json_bytes.to_string());
+    let counted = writer.finish(trailer).map_err(write_err)?;
+    summary.output_bytes = counted.count;
+    Ok(summary)
+}
+
+/// Counts the bytes the trace writer produces (for the size ratio).
+struct CountingWriter<W> {
+    inner: W,
+    count: u64,
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Import `path` into memory and open the result.
+pub fn to_trace(path: impl AsRef<Path>) -> Result<TraceFile, KinetoError> {
+    let path = path.as_ref();
+    let mut bytes = Vec::new();
+    import(path, &mut bytes, &ImportOptions::default())?;
+    Ok(TraceFile::from_bytes(path, bytes)?)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn map_element<R: Read, W: Write>(
+    mapper: &Mapper,
+    element: &[u8],
+    shape: Shape,
+    start: u64,
+    sc: &Scanner<R>,
+    writer: &mut TraceWriter<W>,
+    tally: &mut Tally,
+    strict: bool,
+) -> Result<(), Fail> {
+    let problem = |tally: &mut Tally, what: String, offset: u64| -> Result<(), Fail> {
+        if strict {
+            return Err(Fail::WrongType { at: sc.at(offset), what });
+        }
+        tally.lose(format!("kineto: {what}"), None);
+        Ok(())
+    };
+    if shape != Shape::Object {
+        return problem(tally, format!("trace event is {}, not an object", shape_name(shape)), start);
+    }
+    let ev: RawEvent<'_> = match serde_json::from_slice(element) {
+        Ok(ev) => ev,
+        Err(e) => {
+            let offset = start + scan::line_col_to_index(element, e.line(), e.column()) as u64;
+            if e.is_syntax() || e.is_eof() {
+                return Err(Fail::Syntax {
+                    at: sc.at(offset),
+                    what: strip_position(&e.to_string()),
+                });
+            }
+            return problem(
+                tally,
+                format!("unreadable trace event ({})", strip_position(&e.to_string())),
+                offset,
+            );
+        }
+    };
+    match mapper.map(&ev, writer) {
+        Ok(Mapped::Events(first, second)) => {
+            for event in std::iter::once(first).chain(second) {
+                *tally.written.entry(event.kind().name()).or_insert(0) += 1;
+                tally.earliest = Some(tally.earliest.map_or(event.start(), |t| t.min(event.start())));
+                writer.push(event).map_err(Fail::Write)?;
+            }
+        }
+        Ok(Mapped::Flow) => tally.flows += 1,
+        Ok(Mapped::Unmapped(detail)) => {
+            tally.lose(detail, mapper.start_of(&ev));
+        }
+        Err(what) => {
+            return problem(tally, format!("{} event: {what}", ev.category()), start);
+        }
+    }
+    Ok(())
+}
+
+/// serde_json appends " at line L column C"; the offset replaces it.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+fn shape_name(shape: Shape) -> &'static str {
+    match shape {
+        Shape::Object => "an object",
+        Shape::Array => "an array",
+        Shape::String => "a string",
+        Shape::Scalar => "a number, boolean or null",
+    }
+}
+
+/// First pass: every top-level member except `traceEvents`, which is skipped unparsed.
+fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
+    let (mut sc, _) = open(path)?;
+    let mut meta = TraceMeta::default();
+    let mut value = Vec::new();
+    walk(&mut sc, |key, sc| {
+        if key == "traceEvents" {
+            meta.has_events = true;
+            sc.value(None, "the traceEvents array")?;
+            return Ok(());
+        }
+        value.clear();
+        let (_, start) = sc.value(Some(&mut value), "a value")?;
+        let parsed: serde_json::Value = serde_json::from_slice(&value).map_err(|e| Fail::Syntax {
+            at: sc.at(start + scan::line_col_to_index(&value, e.line(), e.column()) as u64),
+            what: strip_position(&e.to_string()),
+        })?;
+        meta.add(key, parsed, sc.at(start))
+    })
+    .map_err(|f| f.with_path(path.to_path_buf()))?;
+    if !meta.has_events {
+        return Err(KinetoError::NotKineto {
+            path: path.to_path_buf(),
+            why: "the top-level object has no \"traceEvents\" member".into(),
+        });
+    }
+    Ok(meta)
+}
+
+/// Walk the members of the top-level object, calling `member(key, scanner)`,
+/// which must consume the member's value.
+fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<R>) -> Result<(), Fail>) -> Result<(), Fail> {
+    sc.skip_bom()?;
+    match sc.peek()? {
+        Some(b'{') => {}
+        Some(b) => {
+            return Err(Fail::NotKineto(format!(
+                "it does not start with a JSON object (first byte {})",
+                scan::describe(b)
+            )))
+        }
+        None => return Err(Fail::NotKineto("the file is empty".into())),
+    }
+    sc.expect(b'{', "'{'")?;
+    if sc.eat(b'}')? {
+        return Ok(());
+    }
+    let mut key_text = Vec::new();
+    loop {
+        key_text.clear();
+        if sc.peek()? != Some(b'"') {
+            return match sc.peek()? {
+                Some(b) => Err(Fail::Syntax {
+                    at: sc.at(sc.offset()),
+                    what: format!("expected a member name in double quotes, found {}", scan::describe(b)),
+                }),
+                None => Err(sc.eof("a member name")),
+            };
+        }
+        let (_, start) = sc.value(Some(&mut key_text), "a member name")?;
+        let key: String = serde_json::from_slice(&key_text).map_err(|e| Fail::Syntax {
+            at: sc.at(start),
+            what: strip_position(&e.to_string()),
+        })?;
+        sc.expect(b':', "':' after a member name")?;
+        member(&key, sc)?;
+        if sc.comma_or(b'}', "between top-level members")? {
+            break;
+        }
+    }
+    match sc.peek()? {
+        None => Ok(()),
+        Some(b) => Err(Fail::Syntax {
+            at: sc.at(sc.offset()),
+            what: format!("unexpected {} after the end of the top-level object", scan::describe(b)),
+        }),
+    }
+}
+
+/// Open `path` for scanning, decompressing if it starts with the gzip magic.
+/// Returns the scanner and the file size.
+fn open(path: &Path) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+    let io = |source| KinetoError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(io(std::io::Error::other("is a directory, not a trace file")));
+    }
+    let mut magic = [0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        match file.read(&mut magic[got..]).map_err(io)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    if got == 2 && magic == [0x1f, 0x8b] {
+        let count = Rc::new(Cell::new(0));
+        let counted = CountingReader {
+            inner: file,
+            count: count.clone(),
+        };
+        // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
+        let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
+        Ok((Scanner::new(Box::new(decoder), Some(count)), meta.len()))
+    } else {
+        Ok((Scanner::new(Box::new(file), None), meta.len()))
+    }
+}

@@ -1,0 +1,624 @@
+//! Mapping one Kineto trace event (a JSON object) to gputrace events.
+//!
+//! Every element of `traceEvents` ends up in exactly one of three places:
+//! a gputrace event (kernel, copy, memset, sync, API call, marker; kernels
+//! with NCCL metadata also give a collective), the flow count (`ac2g`
+//! flows, whose link is already carried by correlation ids), or a loss
+//! bucket that is written as one `Loss` event (source `IMPORT`) per kind of
+//! unmapped entry. Nothing is dropped silently.
+
+use crate::number::{scaled_integer, unsigned};
+use gputrace_format::*;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// One element of `traceEvents`, with the fields the importer reads. Values
+/// whose type varies between schemas or must stay exact are kept raw.
+#[derive(Deserialize)]
+pub(crate) struct RawEvent<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<RawArgs<'a>>,
+}
+
+impl RawEvent<'_> {
+    /// The category, for messages.
+    pub(crate) fn category(&self) -> &str {
+        self.cat.as_deref().unwrap_or("uncategorized")
+    }
+}
+
+/// The `args` members the importer reads (others are skipped).
+#[derive(Deserialize, Default)]
+struct RawArgs<'a> {
+    #[serde(borrow, default)]
+    device: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    context: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    correlation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    grid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    block: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "registers per thread")]
+    registers: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "shared memory")]
+    shared_memory: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    bytes: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cbid: Option<&'a RawValue>,
+    /// ROCm's callback id.
+    #[serde(borrow, default)]
+    cid: Option<&'a RawValue>,
+    /// ROCm copies: `"HtoD"`.
+    #[serde(borrow, default)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cuda_sync_kind: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Collective name")]
+    collective: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "In msg nelems")]
+    in_nelems: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Out msg nelems")]
+    out_nelems: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dtype: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Group size")]
+    group_size: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Process Group Name")]
+    pg_name: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Process Group Ranks")]
+    pg_ranks: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Seq")]
+    seq_upper: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    seq: Option<&'a RawValue>,
+}
+
+/// Why an event could not be mapped (becomes a loss detail, or an error in strict mode).
+pub(crate) type Problem = String;
+
+/// Unmapped entries of one kind.
+#[derive(Clone, Debug)]
+pub(crate) struct LossBucket {
+    pub count: u64,
+    /// Time of the first such entry that had one (0 if none did); used for
+    /// the loss record only when no event was mapped at all.
+    pub first_time: Nanos,
+}
+
+/// Counts kept across the whole file.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Unmapped entries by detail text.
+    pub losses: BTreeMap<String, LossBucket>,
+    /// `ac2g` flow endpoints (links already carried by correlation ids).
+    pub flows: u64,
+    /// gputrace events written, by kind name.
+    pub written: BTreeMap<&'static str, u64>,
+    /// Earliest start among the events written.
+    pub earliest: Option<Nanos>,
+}
+
+impl Tally {
+    pub(crate) fn lose(&mut self, detail: String, time: Option<Nanos>) {
+        let b = self.losses.entry(detail).or_insert(LossBucket {
+            count: 0,
+            first_time: Nanos::ZERO,
+        });
+        b.count += 1;
+        if b.first_time == Nanos::ZERO {
+            if let Some(t) = time {
+                b.first_time = t;
+            }
+        }
+    }
+}
+
+/// What one element became.
+pub(crate) enum Mapped {
+    /// One or two gputrace events (a kernel and its collective).
+    Events(Event, Option<Event>),
+    /// A flow endpoint.
+    Flow,
+    /// Not representable: the loss-bucket detail.
+    Unmapped(String),
+}
+
+/// Converts events of one trace; holds what every event needs.
+pub(crate) struct Mapper {
+    /// `baseTimeNanoseconds` (0 when timestamps are absolute).
+    pub base_ns: u64,
+    /// This process's global rank, for the rank inside a process group.
+    pub rank: Option<u32>,
+}
+
+/// Interning through the writer, behind a trait so mapping does not depend on `W`.
+pub(crate) trait Interner {
+    fn intern(&mut self, s: &str) -> StringId;
+}
+
+impl<W: std::io::Write> Interner for TraceWriter<W> {
+    fn intern(&mut self, s: &str) -> StringId {
+        TraceWriter::intern(self, s)
+    }
+}
+
+impl Mapper {
+    /// Map one event. `Err` is a problem with a mappable event (wrong type,
+    /// missing time); the caller turns it into a loss or, in strict mode, an error.
+    pub(crate) fn map<'a>(&self, ev: &RawEvent<'a>, strings: &mut dyn Interner) -> Result<Mapped, Problem> {
+        let ph = ev.ph.as_deref().unwrap_or("");
+        let cat = ev.cat.as_deref().unwrap_or("");
+        let name = ev.name.as_deref().unwrap_or("");
+        if matches!(ph, "s" | "f" | "t") && matches!(cat, "ac2g" | "async_cpu_to_gpu" | "async") {
+            return Ok(Mapped::Flow);
+        }
+        let what = match (ph, cat) {
+            ("M", _) => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)".into())),
+            (_, "kernel" | "Kernel") => Kind::Kernel,
+            (_, "gpu_memcpy" | "Memcpy") => Kind::Memcpy,
+            (_, "gpu_memset" | "Memset") => Kind::Memset,
+            (_, "cuda_sync") => Kind::Sync,
+            (_, "cuda_runtime" | "Runtime") => Kind::Api(ApiDomain::RUNTIME),
+            (_, "cuda_driver" | "Driver") => Kind::Api(ApiDomain::DRIVER),
+            (_, "user_annotation" | "gpu_user_annotation") => Kind::Marker,
+            (_, "cpu_op" | "Operator") if name.starts_with("ProfilerStep#") => Kind::Marker,
+            _ => return Ok(Mapped::Unmapped(unmapped_detail(cat, ph))),
+        };
+        let args = ev.args.as_ref();
+        let arg = |f: fn(&RawArgs<'a>) -> Option<&'a RawValue>| args.and_then(f);
+        let (start, end) = self.times(ev)?;
+        let correlation = CorrelationId(u32_arg(arg(|a| a.correlation), "correlation")?.unwrap_or(0));
+        match what {
+            Kind::Kernel | Kind::Memcpy | Kind::Memset | Kind::Sync => {
+                let device = match u32_arg(arg(|a| a.device), "device")? {
+                    Some(d) => DeviceId(d),
+                    None => DeviceId(id_of(ev.pid, "pid")?.unwrap_or(0)),
+                };
+                let context = ContextId(u32_arg(arg(|a| a.context), "context")?.unwrap_or(0));
+                // ROCm writes the stream as a pointer string ("0x0") on API calls only; GPU
+                // events carry a number. Fall back to the tid ("stream 7" in the old schema).
+                let stream = match u32_arg(arg(|a| a.stream), "stream")? {
+                    Some(s) => StreamId(s),
+                    None => StreamId(id_of(ev.tid, "tid")?.unwrap_or(0)),
+                };
+                let event = match what {
+                    Kind::Kernel => {
+                        let grid = dim3(arg(|a| a.grid), "grid")?;
+                        let block = dim3(arg(|a| a.block), "block")?;
+                        let kernel = Kernel {
+                            start,
+                            end,
+                            device,
+                            context,
+                            stream,
+                            correlation,
+                            name: strings.intern(name),
+                            grid,
+                            block,
+                            // Kineto reports static + dynamic shared memory as one number.
+                            static_shared_mem: 0,
+                            dynamic_shared_mem: u32_arg(arg(|a| a.shared_memory), "shared memory")?.unwrap_or(0),
+                            registers: u32_arg(arg(|a| a.registers), "registers per thread")?.unwrap_or(0),
+                            graph_id: 0,
+                            graph_node_id: 0,
+                        };
+                        let collective = match args {
+                            Some(a) if a.collective.is_some() => Some(Event::Collective(self.collective(&kernel, name, a, strings)?)),
+                            _ => None,
+                        };
+                        return Ok(Mapped::Events(Event::Kernel(kernel), collective));
+                    }
+                    Kind::Memcpy => {
+                        let (kind, src_kind, dst_kind) = copy_kind(name, arg(|a| a.kind));
+                        Event::Memcpy(Memcpy {
+                            start,
+                            end,
+                            device,
+                            context,
+                            stream,
+                            correlation,
+                            kind,
+                            bytes: u64_arg(arg(|a| a.bytes), "bytes")?.unwrap_or(0),
+                            src_kind,
+                            dst_kind,
+                            src_device: device,
+                            dst_device: device,
+                        })
+                    }
+                    Kind::Memset => Event::Memset(Memset {
+                        start,
+                        end,
+                        device,
+                        context,
+                        stream,
+                        correlation,
+                        bytes: u64_arg(arg(|a| a.bytes), "bytes")?.unwrap_or(0),
+                        value: 0,
+                        memory_kind: paren_kinds(name).0,
+                    }),
+                    _ => {
+                        let kind_text = str_arg(arg(|a| a.cuda_sync_kind)).unwrap_or(Cow::Borrowed(name));
+                        Event::Sync(Sync {
+                            start,
+                            end,
+                            device,
+                            context,
+                            // Kineto writes u32::MAX (-1) for context-wide syncs, which is StreamId::UNKNOWN.
+                            stream,
+                            correlation,
+                            kind: sync_kind(&kind_text),
+                            cuda_event: 0,
+                        })
+                    }
+                };
+                Ok(Mapped::Events(event, None))
+            }
+            Kind::Api(domain) => {
+                let cbid = match u32_arg(arg(|a| a.cbid), "cbid")? {
+                    Some(c) => c,
+                    None => u32_arg(arg(|a| a.cid), "cid")?.unwrap_or(0),
+                };
+                Ok(Mapped::Events(
+                    Event::Api(ApiCall {
+                        start,
+                        end,
+                        thread: ThreadId(id_of(ev.tid, "tid")?.unwrap_or(0)),
+                        correlation,
+                        domain,
+                        cbid,
+                        name: strings.intern(name),
+                        return_value: 0,
+                    }),
+                    None,
+                ))
+            }
+            Kind::Marker => Ok(Mapped::Events(
+                Event::Marker(Marker {
+                    start,
+                    end,
+                    // For `gpu_user_annotation` (domain says so) the tid is the GPU stream.
+                    thread: ThreadId(id_of(ev.tid, "tid")?.unwrap_or(0)),
+                    name: strings.intern(name),
+                    domain: strings.intern(cat),
+                    kind: if matches!(ph, "i" | "I") {
+                        MarkerKind::INSTANT
+                    } else {
+                        MarkerKind::RANGE
+                    },
+                    color: 0,
+                }),
+                None,
+            )),
+        }
+    }
+
+    /// The absolute start of any entry, if it has a readable `ts`.
+    pub(crate) fn start_of(&self, ev: &RawEvent<'_>) -> Option<Nanos> {
+        let ts_ns = scaled_integer(ev.ts?.get(), 3)?;
+        u64::try_from(self.base_ns as i128 + ts_ns).ok().map(Nanos)
+    }
+
+    /// Absolute start and end in ns: `base + ts`, `start + dur`.
+    fn times(&self, ev: &RawEvent<'_>) -> Result<(Nanos, Nanos), Problem> {
+        let ts = ev.ts.ok_or_else(|| "event without \"ts\"".to_string())?;
+        let ts_ns = scaled_integer(ts.get(), 3).ok_or_else(|| format!("\"ts\" is not a number: {}", short(ts.get())))?;
+        let dur_ns = match ev.dur {
+            None => 0,
+            Some(d) => scaled_integer(d.get(), 3).ok_or_else(|| format!("\"dur\" is not a number: {}", short(d.get())))?,
+        };
+        if dur_ns < 0 {
+            return Err("negative \"dur\"".into());
+        }
+        let start = self.base_ns as i128 + ts_ns;
+        let end = start + dur_ns;
+        match (u64::try_from(start), u64::try_from(end)) {
+            (Ok(s), Ok(e)) => Ok((Nanos(s), Nanos(e))),
+            _ => Err("\"ts\" outside the representable time range (before 1970 or after 2554)".into()),
+        }
+    }
+
+    /// NCCL metadata on a kernel (`Collective name`, `In msg nelems`, ...).
+    fn collective(&self, k: &Kernel, kernel_name: &str, a: &RawArgs<'_>, strings: &mut dyn Interner) -> Result<Collective, Problem> {
+        let op = str_arg(a.collective).unwrap_or_default();
+        let dtype = str_arg(a.dtype).unwrap_or_default();
+        let in_n = u64_arg(a.in_nelems, "In msg nelems")?.unwrap_or(0);
+        let out_n = u64_arg(a.out_nelems, "Out msg nelems")?;
+        let count = if in_n > 0 { in_n } else { out_n.unwrap_or(0) };
+        let nranks = u32_arg(a.group_size, "Group size")?.unwrap_or(0);
+        // The communicator is only known by its process-group name; numeric names are
+        // used as is, others hashed (FNV-1a), so equal names give equal ids across ranks.
+        let comm = match str_arg(a.pg_name) {
+            Some(n) => CommId(n.parse::<u64>().unwrap_or_else(|_| fnv1a(n.as_bytes()))),
+            None => CommId(0),
+        };
+        // Rank within the group: our global rank's index in "Process Group Ranks" ("[0, 1]").
+        let rank = match (self.rank, str_arg(a.pg_ranks)) {
+            (Some(r), Some(list)) => list
+                .trim_matches(|c| c == '[' || c == ']')
+                .split(',')
+                .position(|x| x.trim().parse::<u32>().ok() == Some(r))
+                .map(|i| i as u32)
+                .unwrap_or(r),
+            (Some(r), None) => r,
+            _ => 0,
+        };
+        let seq = match u64_arg(a.seq_upper, "Seq")? {
+            Some(s) => s,
+            None => u64_arg(a.seq, "seq")?.unwrap_or(0),
+        };
+        let (algorithm, protocol) = nccl_algo_proto(kernel_name);
+        Ok(Collective {
+            start: k.start,
+            end: k.end,
+            enqueue: Nanos::ZERO,
+            comm,
+            op: strings.intern(&op),
+            seq,
+            count,
+            datatype: strings.intern(&dtype),
+            bytes: count.saturating_mul(dtype_size(&dtype)),
+            rank,
+            nranks,
+            root: -1,
+            algorithm: strings.intern(algorithm),
+            protocol: strings.intern(protocol),
+            // NCCL launches one block per channel.
+            channels: if kernel_name.starts_with("nccl") { k.grid[0] } else { 0 },
+            device: k.device,
+            stream: k.stream,
+            correlation: k.correlation,
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Sync,
+    Api(ApiDomain),
+    Marker,
+}
+
+/// The loss detail for a category the model has no place for.
+fn unmapped_detail(cat: &str, ph: &str) -> String {
+    let why = match cat {
+        "cpu_op" | "Operator" => "CPU operators",
+        "python_function" => "Python stack frames",
+        "cpu_instant_event" => "CPU instant events",
+        "fwdbwd" => "forward/backward flow links",
+        "overhead" => "profiler overhead spans",
+        "Trace" => "profiler session span",
+        "" => "uncategorized entries (e.g. memory instants, iteration markers)",
+        _ => "entries of a category this importer does not map",
+    };
+    format!("kineto cat={cat:?} ph={ph:?}: {why}")
+}
+
+fn short(s: &str) -> &str {
+    match s.char_indices().nth(40) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// A string value, unescaped (`None` if absent or not a string).
+fn str_arg<'a>(v: Option<&'a RawValue>) -> Option<Cow<'a, str>> {
+    serde_json::from_str::<Cow<'a, str>>(v?.get()).ok()
+}
+
+fn u64_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u64>, Problem> {
+    match v {
+        None => Ok(None),
+        Some(v) if v.get() == "null" => Ok(None),
+        Some(v) => unsigned(v.get())
+            .map(Some)
+            .ok_or_else(|| format!("\"{field}\" is not a non-negative integer: {}", short(v.get()))),
+    }
+}
+
+fn u32_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
+    match u64_arg(v, field)? {
+        None => Ok(None),
+        Some(x) => u32::try_from(x)
+            .map(Some)
+            .map_err(|_| format!("\"{field}\" does not fit in 32 bits: {x}")),
+    }
+}
+
+/// A pid or tid: a number, a numeric string (`"25738"`), or a label ending
+/// in a number (`"stream 7"`). Labels without a number (`"Spans"`) give `None`.
+fn id_of(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
+    let Some(v) = v else { return Ok(None) };
+    let text = v.get();
+    if text.starts_with('"') {
+        let s = str_arg(Some(v)).unwrap_or_default();
+        let digits = s.trim_end_matches(|c: char| !c.is_ascii_digit());
+        let start = digits.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+        return Ok(digits[start..].parse::<u32>().ok());
+    }
+    // Negative tids (-1 for context-wide rows) mean "none".
+    if text.starts_with('-') {
+        return Ok(None);
+    }
+    u32_arg(Some(v), field)
+}
+
+fn dim3(v: Option<&RawValue>, field: &str) -> Result<[u32; 3], Problem> {
+    let Some(v) = v else { return Ok([0; 3]) };
+    let parts: Vec<&RawValue> = serde_json::from_str(v.get()).map_err(|_| format!("\"{field}\" is not an array"))?;
+    let mut out = [1u32; 3];
+    if parts.len() > 3 {
+        return Err(format!("\"{field}\" has more than 3 dimensions"));
+    }
+    for (i, p) in parts.iter().enumerate() {
+        out[i] = u32_arg(Some(p), field)?.unwrap_or(1);
+    }
+    Ok(out)
+}
+
+/// Direction and memory kinds from `Memcpy HtoD (Pinned -> Device)`; ROCm
+/// names say `Host` and give the direction in `args.kind` as well.
+fn copy_kind(name: &str, kind_arg: Option<&RawValue>) -> (CopyKind, MemoryKind, MemoryKind) {
+    let token = name.strip_prefix("Memcpy ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
+    let mut kind = direction(token);
+    if kind == CopyKind::UNKNOWN {
+        if let Some(k) = str_arg(kind_arg) {
+            kind = direction(&k);
+        }
+    }
+    let (src, dst) = paren_kinds(name);
+    (kind, src, dst)
+}
+
+fn direction(token: &str) -> CopyKind {
+    match token {
+        "HtoD" => CopyKind::HTOD,
+        "DtoH" => CopyKind::DTOH,
+        "HtoA" => CopyKind::HTOA,
+        "AtoH" => CopyKind::ATOH,
+        "AtoA" => CopyKind::ATOA,
+        "AtoD" => CopyKind::ATOD,
+        "DtoA" => CopyKind::DTOA,
+        "DtoD" => CopyKind::DTOD,
+        "HtoH" => CopyKind::HTOH,
+        "PtoP" => CopyKind::PTOP,
+        _ => CopyKind::UNKNOWN,
+    }
+}
+
+/// The memory kinds in the parenthesis of a copy or memset name:
+/// `(Pinned -> Device)` → (pinned, device); `(Device)` → (device, device).
+fn paren_kinds(name: &str) -> (MemoryKind, MemoryKind) {
+    let inner = match (name.find('('), name.rfind(')')) {
+        (Some(a), Some(b)) if a < b => &name[a + 1..b],
+        _ => return (MemoryKind::UNKNOWN, MemoryKind::UNKNOWN),
+    };
+    let mut sides = inner.split("->").map(|s| memory_kind(s.trim()));
+    let first = sides.next().unwrap_or(MemoryKind::UNKNOWN);
+    (first, sides.next().unwrap_or(first))
+}
+
+fn memory_kind(s: &str) -> MemoryKind {
+    match s {
+        "Pageable" => MemoryKind::PAGEABLE,
+        "Pinned" => MemoryKind::PINNED,
+        "Device" => MemoryKind::DEVICE,
+        "Array" => MemoryKind::ARRAY,
+        "Managed" => MemoryKind::MANAGED,
+        "Device Static" => MemoryKind::DEVICE_STATIC,
+        "Managed Static" => MemoryKind::MANAGED_STATIC,
+        // ROCm's "Host" does not say pinned or pageable.
+        _ => MemoryKind::UNKNOWN,
+    }
+}
+
+fn sync_kind(s: &str) -> SyncKind {
+    match s {
+        "Event Sync" => SyncKind::EVENT_SYNCHRONIZE,
+        "Stream Wait Event" => SyncKind::STREAM_WAIT_EVENT,
+        "Stream Sync" => SyncKind::STREAM_SYNCHRONIZE,
+        "Context Sync" => SyncKind::CONTEXT_SYNCHRONIZE,
+        _ => SyncKind::UNKNOWN,
+    }
+}
+
+/// Algorithm and protocol from an NCCL kernel name such as
+/// `ncclDevKernel_AllGather_RING_LL(...)` or `ncclKernel_AllReduce_RING_LL_Sum_float(...)`.
+fn nccl_algo_proto(name: &str) -> (&str, &str) {
+    let base = name.split('(').next().unwrap_or("");
+    if !base.starts_with("nccl") {
+        return ("", "");
+    }
+    let parts: Vec<&str> = base.split('_').collect();
+    let algo = parts
+        .iter()
+        .position(|p| matches!(*p, "RING" | "TREE" | "COLLNET" | "NVLS" | "NVLSTREE" | "PAT"));
+    match algo {
+        Some(i) => {
+            let proto = parts.get(i + 1).copied().filter(|p| matches!(*p, "LL" | "LL128" | "SIMPLE"));
+            (parts[i], proto.unwrap_or(""))
+        }
+        None => ("", ""),
+    }
+}
+
+/// Bytes per element for PyTorch dtype names (0 if unknown).
+fn dtype_size(dtype: &str) -> u64 {
+    match dtype {
+        "Float" | "Int" | "UInt32" | "ComplexHalf" => 4,
+        "Double" | "Long" | "UInt64" | "ComplexFloat" => 8,
+        "Half" | "BFloat16" | "Short" | "UInt16" => 2,
+        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" => 1,
+        "ComplexDouble" => 16,
+        _ => 0,
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_names() {
+        assert_eq!(
+            copy_kind("Memcpy HtoD (Pinned -> Device)", None),
+            (CopyKind::HTOD, MemoryKind::PINNED, MemoryKind::DEVICE)
+        );
+        assert_eq!(
+            copy_kind("Memcpy DtoH (Device -> Pageable)", None),
+            (CopyKind::DTOH, MemoryKind::DEVICE, MemoryKind::PAGEABLE)
+        );
+        assert_eq!(copy_kind("Memcpy PtoP (Device -> Device)", None).0, CopyKind::PTOP);
+        assert_eq!(paren_kinds("Memset (Device)"), (MemoryKind::DEVICE, MemoryKind::DEVICE));
+        assert_eq!(paren_kinds("Memset"), (MemoryKind::UNKNOWN, MemoryKind::UNKNOWN));
+    }
+
+    #[test]
+    fn nccl_names() {
+        assert_eq!(
+            nccl_algo_proto("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            ("RING", "LL")
+        );
+        assert_eq!(
+            nccl_algo_proto("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"),
+            ("RING", "LL")
+        );
+        assert_eq!(
+            nccl_algo_proto("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"),
+            ("", "")
+        );
+        assert_eq!(nccl_algo_proto("void gemm()"), ("", ""));
+    }
+}

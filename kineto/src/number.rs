@@ -1,0 +1,163 @@
+//! Exact conversion of JSON number text to integers.
+//!
+//! Kineto writes microseconds, either integers (`1661203462598738`) or with
+//! three decimals (`1712195495519689.047`). The latter has 19 significant
+//! digits, more than an `f64` holds (its spacing at 1.7e15 is 0.25), so
+//! timestamps are converted from their decimal text, never through `f64`.
+
+/// Largest number of significant digits accepted (keeps `i128` exact).
+const MAX_DIGITS: usize = 34;
+
+/// The value of JSON number `text` times `10^scale`, rounded to the nearest
+/// integer (halves away from zero). `None` if `text` is not a JSON number or
+/// the result does not fit.
+///
+/// `scale = 3` turns microseconds into nanoseconds: `"1.5"` → 1500,
+/// `"12.0004"` → 12000, `"2e-3"` → 2.
+pub fn scaled_integer(text: &str, scale: i32) -> Option<i128> {
+    let bytes = text.trim().as_bytes();
+    let (negative, rest) = match bytes.first()? {
+        b'-' => (true, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    // Split into integer digits, fraction digits and exponent.
+    let int_end = rest.iter().position(|b| !b.is_ascii_digit()).unwrap_or(rest.len());
+    if int_end == 0 {
+        return None;
+    }
+    let int_digits = &rest[..int_end];
+    let mut i = int_end;
+    let mut frac_digits: &[u8] = &[];
+    if rest.get(i) == Some(&b'.') {
+        let f_start = i + 1;
+        let f_end = f_start
+            + rest[f_start..]
+                .iter()
+                .position(|b| !b.is_ascii_digit())
+                .unwrap_or(rest.len() - f_start);
+        if f_end == f_start {
+            return None;
+        }
+        frac_digits = &rest[f_start..f_end];
+        i = f_end;
+    }
+    let mut exponent: i64 = 0;
+    if matches!(rest.get(i), Some(b'e' | b'E')) {
+        let e_text = std::str::from_utf8(&rest[i + 1..]).ok()?;
+        let e_text = e_text.strip_prefix('+').unwrap_or(e_text);
+        exponent = e_text.parse::<i64>().ok()?;
+        if !(-400..=400).contains(&exponent) {
+            return None;
+        }
+        i = rest.len();
+    }
+    if i != rest.len() {
+        return None;
+    }
+    // value = digits * 10^(exponent - frac_len) * 10^scale
+    let mut digits: Vec<u8> = int_digits.iter().chain(frac_digits).copied().collect();
+    let first_nonzero = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
+    digits.drain(..first_nonzero);
+    let mut power = exponent + scale as i64 - frac_digits.len() as i64;
+    // Trailing zeros beyond the decimal point do not change the value.
+    while power < 0 && digits.last() == Some(&b'0') {
+        digits.pop();
+        power += 1;
+    }
+    if digits.is_empty() {
+        return Some(0);
+    }
+    let magnitude = if power >= 0 {
+        if digits.len() + power as usize > MAX_DIGITS {
+            return None;
+        }
+        let mut v: i128 = 0;
+        for d in &digits {
+            v = v * 10 + (d - b'0') as i128;
+        }
+        v * 10i128.pow(power as u32)
+    } else {
+        // Keep the integer part, round on the first dropped digit.
+        let drop = (-power) as usize;
+        if digits.len() <= drop {
+            // |value| < 1: rounds to 1 only if it is at least one half.
+            let half = digits.len() == drop && digits[0] >= b'5';
+            i128::from(half)
+        } else {
+            let keep = digits.len() - drop;
+            if keep > MAX_DIGITS {
+                return None;
+            }
+            let mut v: i128 = 0;
+            for d in &digits[..keep] {
+                v = v * 10 + (d - b'0') as i128;
+            }
+            if digits[keep] >= b'5' {
+                v += 1;
+            }
+            v
+        }
+    };
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// A non-negative JSON integer (or a number with a zero fraction, e.g.
+/// `7.0`, or a decimal string such as `"7"`) as `u64`.
+pub fn unsigned(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(t);
+    if let Ok(v) = t.parse::<u64>() {
+        return Some(v);
+    }
+    let exact = scaled_integer(t, 0)?;
+    // Only if rounding changed nothing: compare against the value at a finer scale.
+    if scaled_integer(t, 9)? != exact.checked_mul(1_000_000_000)? {
+        return None;
+    }
+    u64::try_from(exact).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micros_to_nanos_exact() {
+        assert_eq!(scaled_integer("1712195495519689.047", 3), Some(1_712_195_495_519_689_047));
+        assert_eq!(scaled_integer("1661203462598738", 3), Some(1_661_203_462_598_738_000));
+        assert_eq!(scaled_integer("68.0", 3), Some(68_000));
+        assert_eq!(scaled_integer("0.769", 3), Some(769));
+        assert_eq!(scaled_integer("1.6", 3), Some(1_600));
+        assert_eq!(scaled_integer("1.6e3", 3), Some(1_600_000));
+        assert_eq!(scaled_integer("2E-3", 3), Some(2));
+        assert_eq!(scaled_integer("-1.5", 3), Some(-1_500));
+        assert_eq!(scaled_integer("0", 3), Some(0));
+        assert_eq!(scaled_integer("0.000", 3), Some(0));
+    }
+
+    #[test]
+    fn extra_decimals_round_to_nearest() {
+        assert_eq!(scaled_integer("12.0004", 3), Some(12_000));
+        assert_eq!(scaled_integer("12.0005", 3), Some(12_001));
+        assert_eq!(scaled_integer("0.0004", 3), Some(0));
+        assert_eq!(scaled_integer("0.0005", 3), Some(1));
+        assert_eq!(scaled_integer("0.00049", 3), Some(0));
+    }
+
+    #[test]
+    fn rejects_non_numbers() {
+        for t in ["", "-", "abc", "1.", ".5", "1e", "1.2.3", "0x10", "1e999", "\"1\""] {
+            assert_eq!(scaled_integer(t, 3), None, "{t}");
+        }
+    }
+
+    #[test]
+    fn unsigned_ids() {
+        assert_eq!(unsigned("7"), Some(7));
+        assert_eq!(unsigned("7.0"), Some(7));
+        assert_eq!(unsigned("\"25738\""), Some(25738));
+        assert_eq!(unsigned("4294967295"), Some(4_294_967_295));
+        assert_eq!(unsigned("7.5"), None);
+        assert_eq!(unsigned("-1"), None);
+    }
+}

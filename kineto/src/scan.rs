@@ -1,0 +1,332 @@
+//! A byte-level JSON scanner that cuts a document into values without
+//! parsing them, so that the `traceEvents` array can be read one element at
+//! a time with bounded memory.
+//!
+//! The scanner only tracks strings (with escapes) and bracket depth; it does
+//! not validate. Every value it captures is handed to `serde_json`, which
+//! does, so malformed input is still reported (by serde, with the offset
+//! translated back to the file).
+
+use crate::error::{Fail, Position};
+use std::cell::Cell;
+use std::io::{self, Read};
+use std::rc::Rc;
+
+/// Read buffer size. Memory held by the scanner is this plus the largest
+/// single value captured.
+const BUF_SIZE: usize = 256 * 1024;
+
+/// Counts bytes read from the file underneath a decompressor, so errors can
+/// say how far into the compressed file they happened.
+pub(crate) struct CountingReader<R> {
+    pub(crate) inner: R,
+    pub(crate) count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Streams bytes from `inner`, tracking the absolute offset of each byte.
+///
+/// Invariant: `buf[pos..len]` are the unconsumed bytes, and `buf[0]` is at
+/// stream offset `base`; so the next byte is at `base + pos`.
+pub(crate) struct Scanner<R> {
+    inner: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    base: u64,
+    /// Bytes of the compressed file consumed, for gzip input.
+    compressed: Option<Rc<Cell<u64>>>,
+}
+
+/// The shape of a value, from its first byte.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Shape {
+    Object,
+    Array,
+    String,
+    /// Number, `true`, `false`, `null` (or garbage, which serde rejects).
+    Scalar,
+}
+
+impl<R: Read> Scanner<R> {
+    pub(crate) fn new(inner: R, compressed: Option<Rc<Cell<u64>>>) -> Self {
+        Scanner {
+            inner,
+            buf: vec![0; BUF_SIZE].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            base: 0,
+            compressed,
+        }
+    }
+
+    /// Offset of the next unconsumed byte.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// A position for error messages at `offset`.
+    pub(crate) fn at(&self, offset: u64) -> Position {
+        Position {
+            offset,
+            compressed_offset: self.compressed.as_ref().map(|c| c.get()),
+        }
+    }
+
+    /// Refill the buffer once it is used up. Returns false at end of input.
+    fn fill(&mut self) -> Result<bool, Fail> {
+        debug_assert_eq!(self.pos, self.len);
+        self.base += self.len as u64;
+        self.pos = 0;
+        self.len = 0;
+        loop {
+            match self.inner.read(&mut self.buf) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.len = n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(Fail::Read {
+                        at: self.at(self.base),
+                        source,
+                        gzip: self.compressed.is_some(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Skip whitespace and return the next byte without consuming it
+    /// (`None` at end of input).
+    pub(crate) fn peek(&mut self) -> Result<Option<u8>, Fail> {
+        loop {
+            while self.pos < self.len {
+                let b = self.buf[self.pos];
+                if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                    return Ok(Some(b));
+                }
+                self.pos += 1;
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Skip whitespace and a UTF-8 byte order mark at the very start.
+    pub(crate) fn skip_bom(&mut self) -> Result<(), Fail> {
+        if self.offset() == 0 && self.peek()? == Some(0xEF) && self.buf[self.pos..self.len].starts_with(&[0xEF, 0xBB, 0xBF]) {
+            self.pos += 3;
+        }
+        Ok(())
+    }
+
+    /// Consume `expected` (after whitespace), or fail naming what was wanted.
+    pub(crate) fn expect(&mut self, expected: u8, what: &str) -> Result<(), Fail> {
+        match self.peek()? {
+            Some(b) if b == expected => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b) => Err(Fail::Syntax {
+                at: self.at(self.offset()),
+                what: format!("expected {what}, found {}", describe(b)),
+            }),
+            None => Err(self.eof(what)),
+        }
+    }
+
+    /// Consume one of `,` or `close` after a member or element. Returns true
+    /// if it was `close` (the container ended).
+    pub(crate) fn comma_or(&mut self, close: u8, what: &str) -> Result<bool, Fail> {
+        match self.peek()? {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(b) => Err(Fail::Syntax {
+                at: self.at(self.offset()),
+                what: format!("expected ',' or '{}' {what}, found {}", close as char, describe(b)),
+            }),
+            None => Err(self.eof(what)),
+        }
+    }
+
+    /// Consume a closing byte if it is next (empty container).
+    pub(crate) fn eat(&mut self, b: u8) -> Result<bool, Fail> {
+        if self.peek()? == Some(b) {
+            self.pos += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    pub(crate) fn eof(&self, what: &str) -> Fail {
+        Fail::Syntax {
+            at: self.at(self.offset()),
+            what: format!("the input ends where {what} was expected (file cut off?)"),
+        }
+    }
+
+    /// Consume one whole JSON value, appending its bytes to `out` if given.
+    /// Returns its shape and start offset. The value's own syntax is not
+    /// checked here (see the module comment).
+    pub(crate) fn value(&mut self, mut out: Option<&mut Vec<u8>>, what: &str) -> Result<(Shape, u64), Fail> {
+        let first = match self.peek()? {
+            Some(b) => b,
+            None => return Err(self.eof(what)),
+        };
+        let start = self.offset();
+        let shape = match first {
+            b'{' => Shape::Object,
+            b'[' => Shape::Array,
+            b'"' => Shape::String,
+            b',' | b']' | b'}' | b':' => {
+                return Err(Fail::Syntax {
+                    at: self.at(start),
+                    what: format!("expected {what}, found {}", describe(first)),
+                })
+            }
+            _ => Shape::Scalar,
+        };
+        // Bracket depth outside strings; a composite value ends when it
+        // returns to zero, a string when its closing quote is at depth zero.
+        // `escaped`: the previous buffer ended on a backslash inside a string.
+        let mut depth: u32 = 0;
+        let mut in_string = false;
+        let mut escaped = false;
+        loop {
+            if self.pos == self.len && !self.fill()? {
+                if shape == Shape::Scalar && self.offset() > start {
+                    return Ok((shape, start));
+                }
+                return Err(Fail::Syntax {
+                    at: self.at(self.offset()),
+                    what: format!("the input ends inside {what} that starts at byte {start} (file cut off?)"),
+                });
+            }
+            let chunk = &self.buf[self.pos..self.len];
+            let mut i = 0;
+            let mut done = false;
+            if escaped {
+                i = 1;
+                escaped = false;
+            }
+            while i < chunk.len() {
+                if in_string {
+                    // Names are the bulk of the text: jump to the next quote or backslash.
+                    match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
+                        None => i = chunk.len(),
+                        Some(k) if chunk[i + k] == b'\\' => {
+                            i += k + 2;
+                            if i > chunk.len() {
+                                // The escaped byte is the first of the next buffer.
+                                i = chunk.len();
+                                escaped = true;
+                            }
+                        }
+                        Some(k) => {
+                            i += k + 1;
+                            in_string = false;
+                            if depth == 0 {
+                                done = true;
+                                break;
+                            }
+                        }
+                    }
+                    continue;
+                }
+                if shape == Shape::Scalar {
+                    while i < chunk.len() && !DELIMITER[chunk[i] as usize] {
+                        i += 1;
+                    }
+                    if i < chunk.len() {
+                        done = true;
+                        break;
+                    }
+                    continue;
+                }
+                while i < chunk.len() && !STRUCTURAL[chunk[i] as usize] {
+                    i += 1;
+                }
+                if i == chunk.len() {
+                    break;
+                }
+                match chunk[i] {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    _ => {
+                        // '}' or ']'
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            i += 1;
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            if let Some(out) = out.as_deref_mut() {
+                out.extend_from_slice(&chunk[..i]);
+            }
+            self.pos += i;
+            if done {
+                return Ok((shape, start));
+            }
+        }
+    }
+}
+
+/// Bytes that end a scalar value.
+const DELIMITER: [bool; 256] = byte_table(b",]} \n\r\t");
+/// Bytes that matter outside strings inside an object or array.
+const STRUCTURAL: [bool; 256] = byte_table(b"\"{}[]");
+
+const fn byte_table(bytes: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// A byte for an error message.
+pub(crate) fn describe(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02x}")
+    }
+}
+
+/// Translate serde_json's line and column inside `text` into a byte index.
+pub(crate) fn line_col_to_index(text: &[u8], line: usize, column: usize) -> usize {
+    let mut line_start = 0;
+    let mut current = 1;
+    while current < line {
+        match memchr::memchr(b'\n', &text[line_start..]) {
+            Some(k) => {
+                line_start += k + 1;
+                current += 1;
+            }
+            None => break,
+        }
+    }
+    (line_start + column.saturating_sub(1)).min(text.len())
+}

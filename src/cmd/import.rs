@@ -1,0 +1,187 @@
+//! `gputrace import FILE|DIR... [-o OUT]`: convert PyTorch profiler (Kineto)
+//! traces to gputrace files, and say how much smaller they are.
+
+use crate::error::CliError;
+use gputrace_kineto::{ImportOptions, ImportSummary};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `gputrace import`.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// Kineto traces (`.json`, `.json.gz`, `.pt.trace.json[.gz]`; recognised by
+    /// content), or directories of them (one file per rank).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Output file (one input) or directory (several inputs, or an existing
+    /// directory). Default: next to each input, with the `.gtrace` extension.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Stop at the first malformed trace event instead of recording it as a
+    /// loss in the output.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Bytes read to recognise a Kineto trace by content.
+const DETECT_BYTES: u64 = 64 * 1024;
+
+/// Convert every input; report per file and the size ratio.
+pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
+    let inputs = expand(&args.paths)?;
+    let into_dir = match &args.output {
+        Some(o) => inputs.len() > 1 || o.is_dir() || o.as_os_str().to_string_lossy().ends_with('/'),
+        None => false,
+    };
+    if let (true, Some(dir)) = (into_dir, &args.output) {
+        std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+    }
+    let opts = ImportOptions {
+        strict: args.strict,
+        ..Default::default()
+    };
+    let mut out = std::io::stdout().lock();
+    let mut failed = 0;
+    let mut written = Vec::new();
+    for input in &inputs {
+        let target = match &args.output {
+            Some(dir) if into_dir => dir.join(output_name(input)),
+            Some(file) => file.clone(),
+            None => input.with_file_name(output_name(input)),
+        };
+        match convert(input, &target, &opts) {
+            Ok(s) => {
+                writeln!(out, "{} -> {}: {}", input.display(), target.display(), describe(&s)).map_err(CliError::Output)?;
+                written.push(target);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("gputrace: error: {e}");
+            }
+        }
+    }
+    if let Some(first) = written.first() {
+        let shown = match (&args.output, written.len()) {
+            (Some(dir), n) if into_dir && n > 1 => dir.clone(),
+            _ => first.clone(),
+        };
+        writeln!(
+            out,
+            "wrote {} trace(s); look at them with `gputrace info {}`",
+            written.len(),
+            shown.display()
+        )
+        .map_err(CliError::Output)?;
+    }
+    if failed > 0 {
+        return Err(CliError::SomeInputsFailed {
+            failed,
+            total: inputs.len(),
+        });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Import one file. Writes to a temporary name beside `target` and renames
+/// it at the end, so a failed import never leaves a half-written trace.
+fn convert(input: &Path, target: &Path, opts: &ImportOptions) -> Result<ImportSummary, Box<dyn std::error::Error>> {
+    let mut tmp_name = target.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".part");
+    let tmp = target.with_file_name(tmp_name);
+    let file = std::fs::File::create(&tmp).map_err(CliError::io(&tmp))?;
+    let result = gputrace_kineto::import(input, std::io::BufWriter::new(file), opts);
+    match result {
+        Ok(s) => {
+            std::fs::rename(&tmp, target).map_err(CliError::io(target))?;
+            Ok(s)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.into())
+        }
+    }
+}
+
+/// One line about an import: what it holds, what was left out, the size ratio.
+fn describe(s: &ImportSummary) -> String {
+    let n = |k: &str| s.events.get(k).copied().unwrap_or(0);
+    let ratio = |from: u64| from as f64 / s.output_bytes.max(1) as f64;
+    format!(
+        "{} kernels, {} copies, {} memsets, {} API calls, {} markers, {} collectives; {} of {} entries not in the model (CPU ops, Python frames, metadata: recorded as losses); {} -> {} bytes, {:.1}x smaller ({:.1}x smaller than the JSON text)",
+        n("kernel"),
+        n("memcpy"),
+        n("memset"),
+        n("api"),
+        n("marker"),
+        n("collective"),
+        s.unmapped_total(),
+        s.trace_events,
+        s.input_bytes,
+        s.output_bytes,
+        ratio(s.input_bytes),
+        ratio(s.json_bytes),
+    )
+}
+
+/// `rank0.pt.trace.json.gz` → `rank0.gtrace`.
+fn output_name(input: &Path) -> String {
+    let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut stem = name.as_str();
+    for suffix in [".gz", ".json", ".pt.trace"] {
+        stem = stem.strip_suffix(suffix).unwrap_or(stem);
+    }
+    format!("{stem}.{}", gputrace_format::FILE_EXTENSION)
+}
+
+/// Files as given; directories contribute the files in them (not recursive)
+/// that look like Kineto traces, sorted by name so rank order is stable.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(CliError::io(p))?;
+        if !meta.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(p).map_err(CliError::io(p))? {
+            let f = entry.map_err(CliError::io(p))?.path();
+            if f.is_file() && looks_like_kineto(&f) {
+                found.push(f);
+            }
+        }
+        if found.is_empty() {
+            return Err(CliError::Io {
+                path: p.clone(),
+                source: std::io::Error::other("no PyTorch profiler (Kineto) traces (.json, .json.gz) in this directory"),
+            });
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+fn looks_like_kineto(path: &Path) -> bool {
+    let mut head = Vec::new();
+    match std::fs::File::open(path) {
+        Ok(f) => f.take(DETECT_BYTES).read_to_end(&mut head).is_ok() && gputrace_kineto::is_kineto(&head),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names() {
+        assert_eq!(output_name(Path::new("/d/rank0.pt.trace.json.gz")), "rank0.gtrace");
+        assert_eq!(output_name(Path::new("a.json")), "a.gtrace");
+        assert_eq!(
+            output_name(Path::new("worker0.1623143089861.pt.trace.json")),
+            "worker0.1623143089861.gtrace"
+        );
+    }
+}
