@@ -19,20 +19,35 @@ fn env(name: &str, default: u64) -> u64 {
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn main() {
     let ranks = env("RANKS", 1024) as u32;
     let events = env("EVENTS", 200_000);
-    let base = JobConfig { ranks, slow_rank: Some(ranks / 3), ..JobConfig::default() };
-    let cfg = JobConfig { steps: (events / base.events_per_step()).max(1) as u32, ..base };
+    let base = JobConfig {
+        ranks,
+        slow_rank: Some(ranks / 3),
+        ..JobConfig::default()
+    };
+    let cfg = JobConfig {
+        steps: (events / base.events_per_step()).max(1) as u32,
+        ..base
+    };
     let dir = tempfile::tempdir().expect("temp dir");
     let t0 = Instant::now();
     let files = write_job(&cfg, dir.path()).expect("write job");
     let total_events: u64 = files.iter().map(|(_, s)| s.events).sum();
-    println!("generated {ranks} ranks x {} steps = {total_events} events in {:.1} s (not timed below)", cfg.steps, t0.elapsed().as_secs_f64());
+    println!(
+        "generated {ranks} ranks x {} steps = {total_events} events in {:.1} s (not timed below)",
+        cfg.steps,
+        t0.elapsed().as_secs_f64()
+    );
     let rss_before = peak_rss_mb();
 
     let t0 = Instant::now();

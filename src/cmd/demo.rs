@@ -92,12 +92,14 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
     w(&mut out, scenario)?;
     w(&mut out, "Next:".into())?;
+    let d = args.output.display();
     w(
         &mut out,
-        format!(
-            "  gputrace info {}/    header, event counts, time span and losses of each rank",
-            args.output.display()
-        ),
+        format!("  gputrace info {d}/       header, event counts, time span and losses of each rank"),
+    )?;
+    w(
+        &mut out,
+        format!("  gputrace compare {d}/    which rank the others wait for, and why"),
     )?;
     Ok(ExitCode::SUCCESS)
 }
