@@ -26,6 +26,8 @@ pub enum Command {
     Compare(cmd::compare::CompareArgs),
     /// Convert PyTorch profiler (Kineto) traces to gputrace files; prints the size ratio.
     Import(cmd::import::ImportArgs),
+    /// Write traces for the Perfetto UI (protobuf) or chrome://tracing, TensorBoard, HTA (Kineto JSON).
+    Export(cmd::export::ExportArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -37,6 +39,7 @@ pub fn run() -> Result<ExitCode, CliError> {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(a) => cmd::demo::run(&a),
+        Command::Export(a) => cmd::export::run(&a),
         Command::Info(a) => cmd::info::run(&a),
         Command::Run(a) => cmd::run::run(&a),
         Command::Compare(a) => cmd::compare::run(&a),

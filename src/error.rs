@@ -70,7 +70,7 @@ impl CliError {
             CliError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Some("check the command name and PATH; everything after `--` is the command to trace")
             }
-            CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files"),
+            CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files or PyTorch profiler traces"),
             CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
                 Some("check the permissions of the path, or choose another with -o")
             }

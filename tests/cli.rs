@@ -76,12 +76,20 @@ fn info_reports_a_cut_off_file_and_keeps_going() {
 #[test]
 fn bad_inputs_name_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let foreign = dir.path().join("trace.json");
-    std::fs::write(&foreign, b"{\"traceEvents\":[]}").unwrap();
+    let foreign = dir.path().join("picture.png");
+    std::fs::write(&foreign, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
     let out = run(&["info", foreign.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("trace.json") && err.contains("not a gputrace trace"), "{err}");
+    assert!(err.contains("picture.png") && err.contains("not a gputrace trace"), "{err}");
+    assert!(err.contains("PyTorch profiler"), "the hint names what is readable: {err}");
+
+    // JSON that is not a profiler trace is not one either.
+    let json = dir.path().join("config.json");
+    std::fs::write(&json, b"{\"lr\": 0.001, \"batch\": 32}").unwrap();
+    let out = run(&["info", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("config.json"), "{}", text(&out.stderr));
     assert!(!err.contains("panicked"), "{err}");
 
     let out = run(&["info", "/definitely/not/here.gtrace"]);
@@ -91,7 +99,7 @@ fn bad_inputs_name_the_file() {
     let empty_dir = tempfile::tempdir().unwrap();
     let out = run(&["info", empty_dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("no gputrace traces"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no traces found"), "{}", text(&out.stderr));
 
     // Random bytes with the right magic: a clear error, never a panic.
     let junk = dir.path().join("junk.gtrace");

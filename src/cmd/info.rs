@@ -205,6 +205,9 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
             Err(e) => {
                 failed += 1;
                 eprintln!("gputrace: error: {e}");
+                if let Some(hint) = e.hint() {
+                    eprintln!("  hint: {hint}");
+                }
             }
         }
     }

@@ -1,0 +1,299 @@
+//! `gputrace export FILE|DIR... --format perfetto|chrome -o OUT`: write a
+//! trace (all ranks on one time line) for the Perfetto UI, chrome://tracing,
+//! TensorBoard, HTA or TraceLens. Inputs are gputrace files or Kineto
+//! traces (converted in memory by `inputs::open`).
+
+use crate::error::CliError;
+use crate::inputs;
+use gputrace_format::{DeviceId, Nanos, Rank};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use viewer_export::{estimate, ExportError, ExportStats, Filter, Format, Job};
+
+/// Output formats on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Perfetto native protobuf (open at ui.perfetto.dev).
+    Perfetto,
+    /// Chrome/Kineto trace JSON (chrome://tracing, Perfetto, TensorBoard, HTA, TraceLens).
+    Chrome,
+}
+
+/// Arguments of `gputrace export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Trace files, or directories of them (one file per rank).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "perfetto")]
+    pub format: FormatArg,
+    /// Output file (`-` for standard output), or a directory (existing, or
+    /// ending in `/`) for one file per input, named after it.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Compress with gzip (also when OUT ends in `.gz`).
+    #[arg(long)]
+    pub gzip: bool,
+    /// Start of the time window after the job start: ns, or with a unit
+    /// (`1.5s`, `200ms`, `30us`, `100ns`).
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    pub from: Option<Nanos>,
+    /// End of the time window after the job start (same units as --from).
+    #[arg(long, value_parser = parse_duration, value_name = "TIME")]
+    pub to: Option<Nanos>,
+    /// Only these ranks (repeat or separate with commas).
+    #[arg(long, value_delimiter = ',', value_name = "RANK")]
+    pub rank: Vec<u32>,
+    /// Only these GPUs, by CUDA ordinal (CPU threads are kept).
+    #[arg(long, value_delimiter = ',', value_name = "DEVICE")]
+    pub device: Vec<u32>,
+    /// At most this many events: the earliest ones.
+    #[arg(long, value_name = "N")]
+    pub max_events: Option<u64>,
+}
+
+/// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
+/// exactly (no floating point).
+pub fn parse_duration(s: &str) -> Result<Nanos, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "" | "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        other => return Err(format!("unknown unit {other:?}: use ns, us, ms or s")),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return Err(format!("{s:?} is not a duration: write e.g. 1.5s, 200ms or 1000 (ns)"));
+    }
+    let bad = |_| format!("{s:?} is not a duration");
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(bad)? };
+    let mut ns = int.checked_mul(scale).ok_or("duration too large")?;
+    let mut place = scale;
+    for d in frac.chars() {
+        let d = d.to_digit(10).ok_or_else(|| format!("{s:?} is not a duration"))? as u64;
+        place /= 10;
+        if place == 0 {
+            if d != 0 {
+                return Err(format!("{s:?} is finer than a nanosecond"));
+            }
+            continue;
+        }
+        ns = ns.checked_add(d * place).ok_or("duration too large")?;
+    }
+    Ok(Nanos(ns))
+}
+
+fn export_error<'a>(out: &'a Path, inputs: &'a [PathBuf]) -> impl FnOnce(ExportError) -> CliError + 'a {
+    move |e| match e {
+        ExportError::Read(f) => CliError::Format(f),
+        ExportError::Write(source) => CliError::Io {
+            path: out.to_path_buf(),
+            source,
+        },
+        other => CliError::Io {
+            path: inputs.first().cloned().unwrap_or_default(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, other.to_string()),
+        },
+    }
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// Run `gputrace export`.
+pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
+    let files = inputs::expand(&args.paths)?;
+    let traces = files.iter().map(|f| inputs::open(f)).collect::<Result<Vec<_>, _>>()?;
+    for t in &traces {
+        if let Some(d) = t.damage() {
+            eprintln!(
+                "gputrace: warning: {}: damaged at byte {} ({}); exporting the events before it",
+                t.path().display(),
+                d.offset,
+                d.reason
+            );
+        }
+    }
+    let job = Job::new(traces.iter());
+    let filter = Filter {
+        from: args.from,
+        to: args.to,
+        ranks: args.rank.iter().map(|&r| Rank(r)).collect(),
+        devices: args.device.iter().map(|&d| DeviceId(d)).collect(),
+        max_events: args.max_events,
+    };
+    let format = match args.format {
+        FormatArg::Perfetto => Format::Perfetto,
+        FormatArg::Chrome => Format::ChromeJson,
+    };
+    let out = &args.output;
+    let gzip = args.gzip || out.extension().is_some_and(|e| e == "gz");
+    let to_dir = out.is_dir() || out.as_os_str().to_string_lossy().ends_with('/');
+    if !to_dir {
+        let stats = export_one(&job, &filter, format, gzip, out, &files)?;
+        report(args, out, format, gzip, &stats, traces.len()).map_err(CliError::Output)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // One file per input, named after it (HTA and TraceLens read a
+    // directory of per-rank Kineto files).
+    std::fs::create_dir_all(out).map_err(CliError::io(out))?;
+    let mut written = 0;
+    for (i, trace) in traces.iter().enumerate() {
+        if !filter.keeps_rank(job.rank(i)) {
+            continue;
+        }
+        let stem = files[i]
+            .file_stem()
+            .map_or_else(|| format!("rank{i}"), |s| s.to_string_lossy().into_owned());
+        let name = format!("{stem}.{}{}", format.extension(), if gzip { ".gz" } else { "" });
+        let path = out.join(name);
+        let one = Filter {
+            ranks: Vec::new(),
+            ..filter.clone()
+        };
+        let stats = export_one(&Job::new([trace]), &one, format, gzip, &path, &files[i..=i])?;
+        report(args, &path, format, gzip, &stats, 1).map_err(CliError::Output)?;
+        written += 1;
+    }
+    if written == 0 {
+        return Err(export_error(out, &files)(ExportError::EmptySelection(format!(
+            "no input has rank {:?}",
+            args.rank
+        ))));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Export `job` to `out` (`-`: standard output), warning first when the
+/// output will be too big for the viewer.
+fn export_one(job: &Job<'_>, filter: &Filter, format: Format, gzip: bool, out: &Path, files: &[PathBuf]) -> Result<ExportStats, CliError> {
+    let to_err = export_error(out, files);
+    let est = match estimate(job, filter, format) {
+        Ok(e) => e,
+        Err(e) => return Err(to_err(e)),
+    };
+    if est.exceeds_viewer_limit() {
+        eprintln!(
+            "gputrace: warning: the export will be about {} ({} events), more than {} loads; narrow it with --from/--to, --rank, --device or --max-events",
+            mb(est.bytes),
+            est.events,
+            est.viewer
+        );
+    }
+    if out.as_os_str() == "-" {
+        return write_to(io::stdout().lock(), gzip, job, filter, format).map_err(to_err);
+    }
+    // A Kineto input exported as JSON next to itself would be overwritten.
+    let same = |f: &PathBuf| matches!((f.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b);
+    if files.iter().any(same) {
+        return Err(CliError::Io {
+            path: out.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::AlreadyExists, "is one of the inputs; choose another output with -o"),
+        });
+    }
+    // Write under a temporary name so that a failed export leaves no half
+    // file under the real one.
+    let mut partial = out.to_path_buf().into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let file = std::fs::File::create(&partial).map_err(CliError::io(&partial))?;
+    match write_to(file, gzip, job, filter, format) {
+        Ok(stats) => {
+            std::fs::rename(&partial, out).map_err(CliError::io(out))?;
+            Ok(stats)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(to_err(e))
+        }
+    }
+}
+
+fn write_to(out: impl Write, gzip: bool, job: &Job<'_>, filter: &Filter, format: Format) -> Result<ExportStats, ExportError> {
+    let out = BufWriter::with_capacity(1 << 20, out);
+    if gzip {
+        let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+        let stats = format.export(job, filter, &mut gz)?;
+        gz.finish()?.flush()?;
+        Ok(stats)
+    } else {
+        let mut out = out;
+        let stats = format.export(job, filter, &mut out)?;
+        out.flush()?;
+        Ok(stats)
+    }
+}
+
+/// One line on stderr (stdout may be the export): what was written and how
+/// to open it.
+fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &ExportStats, inputs: usize) -> io::Result<()> {
+    let mut err = io::stderr().lock();
+    let w = &stats.walk;
+    let mut notes = Vec::new();
+    if w.truncated {
+        notes.push("cut at --max-events".to_string());
+    }
+    if w.adjusted > 0 {
+        notes.push(format!("{} overlapping slices trimmed to nest", w.adjusted));
+    }
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    };
+    let size = if gzip {
+        format!("{} before gzip", mb(stats.bytes))
+    } else {
+        mb(stats.bytes)
+    };
+    let target = if out.as_os_str() == "-" {
+        "standard output".to_string()
+    } else {
+        out.display().to_string()
+    };
+    writeln!(err, "wrote {target}: {} events, {} launch arrows, {size}{notes}", w.events, w.flows)?;
+    let (limit, viewer) = format.viewer_limit();
+    if stats.bytes > limit {
+        writeln!(
+            err,
+            "warning: {} is more than {viewer} loads; for big traces use trace_processor --httpd or narrow the export",
+            mb(stats.bytes)
+        )?;
+    }
+    match format {
+        Format::Perfetto => writeln!(err, "open it at https://ui.perfetto.dev (Open trace file)"),
+        Format::ChromeJson => {
+            writeln!(err, "open it at https://ui.perfetto.dev or chrome://tracing")?;
+            if inputs > 1 && args.rank.len() != 1 {
+                writeln!(err, "note: HTA and TraceLens read one file per rank: give a directory, -o DIR/")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1500"), Ok(Nanos(1500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Nanos(1_500_000_000)));
+        assert_eq!(parse_duration("200ms"), Ok(Nanos(200_000_000)));
+        assert_eq!(parse_duration("0.000000001s"), Ok(Nanos(1)));
+        assert_eq!(parse_duration("30us"), Ok(Nanos(30_000)));
+        assert_eq!(parse_duration("2.5µs"), Ok(Nanos(2_500)));
+        assert!(parse_duration("1.5ns").is_err());
+        assert!(parse_duration("5 min").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("99999999999s").is_err());
+    }
+}

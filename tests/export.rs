@@ -1,0 +1,131 @@
+//! End-to-end tests of `gputrace export` on a synthetic job.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .expect("run gputrace")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn demo(dir: &Path) {
+    let out = run(&["demo", "-o", dir.to_str().unwrap(), "--ranks", "2", "--steps", "3", "--layers", "4"]);
+    assert!(out.status.success(), "demo failed: {}", text(&out.stderr));
+}
+
+#[test]
+fn export_chrome_json_of_one_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    let out_file = dir.path().join("rank1.json");
+    let out = run(&[
+        "export",
+        dir.path().join("job").to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--rank",
+        "1",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("wrote ") && stderr.contains("chrome://tracing"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    assert_eq!(v["distributedInfo"]["rank"], 1);
+    let events = v["traceEvents"].as_array().unwrap();
+    // 4 layers * 18 + 12 optimizer + 6 all-reduce kernels per step, 3 steps.
+    assert_eq!(events.iter().filter(|e| e["cat"] == "kernel").count(), 3 * (4 * 18 + 12 + 6));
+    assert!(events.iter().any(|e| e["ph"] == "s" && e["cat"] == "ac2g"));
+    assert!(!dir.path().join("rank1.json.partial").exists());
+}
+
+#[test]
+fn export_perfetto_gzip_with_window() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    let out_file = dir.path().join("job.pftrace.gz");
+    let out = run(&[
+        "export",
+        dir.path().join("job").to_str().unwrap(),
+        "-o",
+        out_file.to_str().unwrap(),
+        "--from",
+        "1ms",
+        "--to",
+        "5ms",
+        "--max-events",
+        "1000",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ui.perfetto.dev"), "{stderr}");
+    let bytes = std::fs::read(&out_file).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip magic");
+    let events: u64 = stderr
+        .split("wrote ")
+        .nth(1)
+        .unwrap()
+        .split(": ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(events > 0 && events <= 1000, "{stderr}");
+}
+
+#[test]
+fn export_reports_an_empty_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    let out_file = dir.path().join("x.json");
+    let out = run(&[
+        "export",
+        dir.path().join("job").to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--rank",
+        "7",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("nothing to export"), "{}", text(&out.stderr));
+    assert!(!out_file.exists());
+}
+
+#[test]
+fn export_one_chrome_file_per_rank_into_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    let out_dir = format!("{}/", dir.path().join("kineto").display());
+    let out = run(&[
+        "export",
+        dir.path().join("job").to_str().unwrap(),
+        "--format",
+        "chrome",
+        "-o",
+        &out_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("kineto"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for (rank, f) in files.iter().enumerate() {
+        assert_eq!(f.extension().unwrap(), "json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        assert_eq!(v["distributedInfo"]["rank"], rank as u64);
+    }
+}

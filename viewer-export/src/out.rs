@@ -1,0 +1,176 @@
+//! A buffered, counting output and the text primitives of the JSON writer.
+
+use std::io::{self, Write};
+
+const FLUSH_AT: usize = 1 << 18;
+
+/// Buffers writes to `W` in large blocks and counts the bytes.
+pub(crate) struct Out<W: Write> {
+    inner: W,
+    pub buf: Vec<u8>,
+    written: u64,
+}
+
+impl<W: Write> Out<W> {
+    pub fn new(inner: W) -> Self {
+        Out {
+            inner,
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            written: 0,
+        }
+    }
+
+    /// Flush if the buffer is large; call between events.
+    #[inline]
+    pub fn maybe_flush(&mut self) -> io::Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.inner.write_all(&self.buf)?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Flush everything and return the writer and the bytes written.
+    pub fn finish(mut self) -> io::Result<(W, u64)> {
+        self.flush()?;
+        self.inner.flush()?;
+        Ok((self.inner, self.written))
+    }
+}
+
+/// The last few lookups of a map, searched first: events alternate among a
+/// handful of lanes, and hashing every event's lane costs more than a few
+/// comparisons.
+pub(crate) struct Recent<K, V> {
+    slots: [Option<(K, V)>; 4],
+    next: usize,
+}
+
+impl<K: PartialEq + Copy, V: Copy> Recent<K, V> {
+    pub fn new() -> Self {
+        Recent { slots: [None; 4], next: 0 }
+    }
+
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.slots.iter().flatten().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    #[inline]
+    pub fn put(&mut self, key: K, value: V) {
+        self.slots[self.next] = Some((key, value));
+        self.next = (self.next + 1) % self.slots.len();
+    }
+}
+
+/// Append a few bytes one by one: a variable-length slice copy of a few
+/// bytes becomes a memcpy call, which costs more.
+#[inline]
+fn put_small(buf: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
+        buf.push(b);
+    }
+}
+
+/// Append the decimal digits of `v`.
+#[inline]
+pub(crate) fn put_u64(buf: &mut Vec<u8>, v: u64) {
+    if v < 10 {
+        buf.push(b'0' + v as u8);
+        return;
+    }
+    put_small(buf, itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Append the decimal digits of `v`.
+#[inline]
+pub(crate) fn put_i64(buf: &mut Vec<u8>, v: i64) {
+    put_small(buf, itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Append `ns` as microseconds with exactly three decimals (`12.345`),
+/// computed with integers so no precision is lost.
+#[inline]
+pub(crate) fn put_micros(buf: &mut Vec<u8>, ns: u64) {
+    put_u64(buf, ns / 1000);
+    let frac = (ns % 1000) as u16;
+    buf.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+}
+
+/// Append `num / den` with three decimals, rounded down (e.g. bandwidth).
+pub(crate) fn put_ratio3(buf: &mut Vec<u8>, num: u64, den: u64) {
+    if den == 0 {
+        buf.push(b'0');
+        return;
+    }
+    let milli = (num as u128 * 1000 / den as u128).min(u64::MAX as u128) as u64;
+    put_micros(buf, milli);
+}
+
+/// Append `s` as a JSON string literal, quotes included. Escapes `"`, `\`
+/// and every control character; everything else (any Unicode) is copied
+/// as UTF-8.
+pub(crate) fn put_json_str(buf: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.push(b'"');
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f | 0x7f => b"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[from..i]);
+        if esc.is_empty() {
+            buf.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+        } else {
+            buf.extend_from_slice(esc);
+        }
+        from = i + 1;
+    }
+    buf.extend_from_slice(&bytes[from..]);
+    buf.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micros_are_exact() {
+        let mut b = Vec::new();
+        put_micros(&mut b, 1_790_000_000_123_456_789);
+        assert_eq!(b, b"1790000000123456.789");
+        b.clear();
+        put_micros(&mut b, 5);
+        assert_eq!(b, b"0.005");
+        b.clear();
+        put_ratio3(&mut b, 16 << 20, 699_050);
+        assert_eq!(std::str::from_utf8(&b).unwrap(), "24.000");
+    }
+
+    #[test]
+    fn escapes() {
+        let mut b = Vec::new();
+        put_json_str(&mut b, "a\"b\\c\n\u{1}\u{7f}ü€😀");
+        assert_eq!(std::str::from_utf8(&b).unwrap(), "\"a\\\"b\\\\c\\n\\u0001\\u007fü€😀\"");
+    }
+}

@@ -1,0 +1,765 @@
+//! Perfetto's native protobuf trace (`Trace { repeated TracePacket packet = 1 }`)
+//! with TrackEvent slices, written by hand (field numbers from
+//! `perfetto/trace/perfetto_trace.proto`).
+//!
+//! Tracks, per input (rank):
+//! - a process track: `rank R · host · pid P` (ProcessDescriptor with the pid);
+//! - a track per GPU (`GPU d · name · uuid`) with a child track per
+//!   (context, stream) named `GPU d · ctx c · stream s` and, when there are
+//!   synchronizations, `… · sync`; sibling merging is off so that streams
+//!   never merge;
+//! - a thread track per CPU thread (ThreadDescriptor) with the CUDA API calls
+//!   and NVTX ranges;
+//! - a track per NCCL communicator (`NCCL comm <hash> · rank r/n`) with the
+//!   collectives and their metadata as debug annotations;
+//! - NVTX ranges projected onto each stream that ran work launched inside
+//!   them, on a `… · NVTX` child of the stream's GPU (see the JSON writer's
+//!   `gpu_user_annotation`);
+//! - loss records as instants on the process track;
+//! - per GPU, counters of the compute, communication (NCCL kernels),
+//!   transfer (copies, memsets) and idle share of each time bin, in percent
+//!   (work overlapping on several streams counts once).
+//!
+//! Every launch and the GPU work it launched share a flow id
+//! (`position << 32 | correlation`): `flow_ids` on the API call,
+//! `terminating_flow_ids` on the kernel or copy. Event names, categories and
+//! annotation names are interned. One packet sequence: its first packet has
+//! `SEQ_INCREMENTAL_STATE_CLEARED` and the defaults (timestamps in
+//! `CLOCK_REALTIME`), every event packet `SEQ_NEEDS_INCREMENTAL_STATE`. A clock
+//! snapshot pairs REALTIME with the first input's MONOTONIC reading (as
+//! BOOTTIME) and makes REALTIME the trace clock.
+//!
+//! Packets come in file order, one track after another, each track in time
+//! order; trace processor sorts across tracks.
+
+use crate::error::Result;
+use crate::job::{Filter, Job, Plan};
+use crate::out::{Out, Recent};
+use crate::proto::*;
+use crate::walk::{walk, Flow, Input, Item, Lane, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
+use crate::{ExportStats, Exporter};
+use gputrace_format::*;
+use std::collections::HashMap;
+use std::io::Write;
+
+/// The Perfetto protobuf writer.
+#[derive(Clone, Copy, Debug)]
+pub struct Perfetto {
+    /// Attach arguments (device, stream, correlation, grid, ...) as debug
+    /// annotations. About 40% of the output size.
+    pub args: bool,
+    /// Number of time bins of the per-GPU utilization counters (compute,
+    /// communication, transfer and idle share, in percent); 0: none.
+    pub counter_bins: u32,
+    /// Project NVTX ranges onto the GPU streams that ran the work launched
+    /// inside them (`… · NVTX` tracks).
+    pub nvtx_on_gpu: bool,
+}
+
+impl Default for Perfetto {
+    fn default() -> Self {
+        Perfetto {
+            args: true,
+            counter_bins: 200,
+            nvtx_on_gpu: true,
+        }
+    }
+}
+
+/// The trusted packet sequence id of every packet this writer emits.
+pub const SEQUENCE_ID: u64 = 1;
+
+// TracePacket fields.
+const PKT: u32 = 1; // Trace.packet
+const P_TIMESTAMP: u32 = 8;
+const P_SEQ_ID: u32 = 10;
+const P_TRACK_EVENT: u32 = 11;
+const P_INTERNED: u32 = 12;
+const P_FLAGS: u32 = 13;
+const P_CLOCK_SNAPSHOT: u32 = 6;
+const P_DEFAULTS: u32 = 59;
+const P_TRACK_DESCRIPTOR: u32 = 60;
+const P_FIRST_ON_SEQUENCE: u32 = 87;
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+const CLOCK_REALTIME: u64 = 1;
+const CLOCK_BOOTTIME: u64 = 6;
+// TrackEvent fields.
+const E_CATEGORY_IIDS: u32 = 3;
+const E_DEBUG: u32 = 4;
+const E_TYPE: u32 = 9;
+const E_NAME_IID: u32 = 10;
+const E_TRACK_UUID: u32 = 11;
+const E_FLOW_IDS: u32 = 47;
+const E_TERMINATING_FLOW_IDS: u32 = 48;
+const TYPE_SLICE_BEGIN: u64 = 1;
+const TYPE_SLICE_END: u64 = 2;
+const TYPE_INSTANT: u64 = 3;
+const TYPE_COUNTER: u64 = 4;
+const E_DOUBLE_COUNTER_VALUE: u32 = 44;
+// DebugAnnotation fields.
+const A_NAME_IID: u32 = 1;
+const A_UINT: u32 = 3;
+const A_INT: u32 = 4;
+const A_STRING: u32 = 6;
+const A_ARRAY: u32 = 12;
+
+/// Categories, interned with iids 1.. in this order.
+const CATEGORIES: [&str; 10] = [
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_sync",
+    "cuda_runtime",
+    "cuda_driver",
+    "user_annotation",
+    "nccl_collective",
+    "gputrace_loss",
+    "gpu_user_annotation",
+];
+
+/// Category iid of NVTX ranges projected onto GPU streams.
+const GPU_USER_ANNOTATION: u64 = 10;
+
+/// Debug annotation names, interned with iids 1.. in this order.
+#[derive(Clone, Copy)]
+#[repr(u64)]
+enum Arg {
+    Device = 1,
+    Context,
+    Stream,
+    Correlation,
+    Grid,
+    Block,
+    Registers,
+    SharedMemory,
+    Bytes,
+    Kind,
+    Cbid,
+    Return,
+    Domain,
+    Count,
+    Dtype,
+    Rank,
+    GroupSize,
+    Seq,
+    Comm,
+    Root,
+    Algorithm,
+    Protocol,
+    Channels,
+    Source,
+    Detail,
+    Value,
+    SrcDevice,
+    DstDevice,
+    Event,
+    GraphId,
+}
+
+const ARG_NAMES: [&str; 30] = [
+    "device",
+    "context",
+    "stream",
+    "correlation",
+    "grid",
+    "block",
+    "registers per thread",
+    "shared memory",
+    "bytes",
+    "kind",
+    "cbid",
+    "return",
+    "domain",
+    "count",
+    "dtype",
+    "rank",
+    "group size",
+    "seq",
+    "comm",
+    "root",
+    "algorithm",
+    "protocol",
+    "channels",
+    "source",
+    "detail",
+    "value",
+    "src device",
+    "dst device",
+    "cuda event",
+    "graph id",
+];
+
+impl Exporter for Perfetto {
+    fn export<W: Write>(&self, job: &Job<'_>, filter: &Filter, out: W) -> Result<ExportStats> {
+        let plan = Plan::new(job, filter)?;
+        let mut w = ProtoWriter::new(job, &plan, out, self.args);
+        w.preamble(job, &plan);
+        let walked = walk(
+            job,
+            filter,
+            &plan,
+            WalkOptions {
+                bins: self.counter_bins,
+                gpu_annotations: self.nvtx_on_gpu,
+            },
+            &mut w,
+        )?;
+        let (_, bytes) = w.out.finish()?;
+        Ok(ExportStats {
+            walk: walked,
+            bytes,
+            from: plan.from,
+            to: plan.to,
+        })
+    }
+}
+
+struct InputState {
+    pid: u64,
+    /// Event-name iid by string id (0: not interned yet).
+    name_iids: Vec<u64>,
+}
+
+struct ProtoWriter<W: Write> {
+    out: Out<W>,
+    args: bool,
+    inputs: Vec<InputState>,
+    next_iid: u64,
+    /// Names that are not in a string table (memcpy labels, ...).
+    label_iids: HashMap<String, u64>,
+    uuids: HashMap<TrackKey, u64>,
+    /// The last tracks looked up (events alternate among a few lanes).
+    recent: Recent<TrackKey, u64>,
+    /// Interned names the current packet must carry.
+    new_names: Vec<(u64, String)>,
+}
+
+/// What a track descriptor stands for. Tracks get small sequential uuids
+/// (1, 2, ...) in the order they are described: short varints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum TrackKey {
+    Process(usize),
+    Gpu(usize, DeviceId),
+    Lane(usize, Lane),
+    /// Utilization counter `category` of a GPU.
+    Counter(usize, DeviceId, usize),
+}
+
+fn lane_key(ordinal: usize, lane: Lane) -> TrackKey {
+    match lane {
+        Lane::Process => TrackKey::Process(ordinal),
+        lane => TrackKey::Lane(ordinal, lane),
+    }
+}
+
+fn category(e: &Event) -> u64 {
+    1 + match e {
+        Event::Kernel(_) => 0,
+        Event::Memcpy(_) => 1,
+        Event::Memset(_) => 2,
+        Event::Sync(_) => 3,
+        Event::Api(a) if a.domain == ApiDomain::DRIVER => 5,
+        Event::Api(_) => 4,
+        Event::Marker(_) => 6,
+        Event::Collective(_) => 7,
+        Event::Loss(_) => 8,
+    }
+}
+
+#[inline]
+fn arg_u(buf: &mut Vec<u8>, name: Arg, v: u64) {
+    let a = begin(buf, E_DEBUG);
+    uint(buf, A_NAME_IID, name as u64);
+    uint(buf, A_UINT, v);
+    end(buf, a);
+}
+
+fn arg_i(buf: &mut Vec<u8>, name: Arg, v: i64) {
+    let a = begin(buf, E_DEBUG);
+    uint(buf, A_NAME_IID, name as u64);
+    int(buf, A_INT, v);
+    end(buf, a);
+}
+
+fn arg_s(buf: &mut Vec<u8>, name: Arg, v: &str) {
+    let a = begin(buf, E_DEBUG);
+    uint(buf, A_NAME_IID, name as u64);
+    bytes(buf, A_STRING, v.as_bytes());
+    end(buf, a);
+}
+
+#[inline]
+fn arg_dims(buf: &mut Vec<u8>, name: Arg, d: [u32; 3]) {
+    let a = begin(buf, E_DEBUG);
+    uint(buf, A_NAME_IID, name as u64);
+    for v in d {
+        let x = begin(buf, A_ARRAY);
+        uint(buf, A_UINT, v as u64);
+        end(buf, x);
+    }
+    end(buf, a);
+}
+
+impl<W: Write> ProtoWriter<W> {
+    fn new(job: &Job<'_>, plan: &Plan, out: W, args: bool) -> Self {
+        let pids: Vec<u32> = plan.inputs.iter().map(|&i| job.inputs()[i].trace.header().pid).collect();
+        let inputs = plan
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(ordinal, &i)| {
+                let trace = job.inputs()[i].trace;
+                let pid = trace.header().pid;
+                // Trace processor merges processes with the same pid.
+                let clash = pid == 0 || pids.iter().filter(|&&p| p == pid).count() > 1;
+                InputState {
+                    pid: if clash { 0x4000_0000 + ordinal as u64 } else { pid as u64 },
+                    name_iids: vec![0; trace.string_count()],
+                }
+            })
+            .collect();
+        ProtoWriter {
+            out: Out::new(out),
+            args,
+            inputs,
+            next_iid: 1,
+            label_iids: HashMap::new(),
+            uuids: HashMap::new(),
+            recent: Recent::new(),
+            new_names: Vec::new(),
+        }
+    }
+
+    /// The sequence's first packet (incremental state cleared, defaults,
+    /// categories and annotation names) and the clock snapshot.
+    fn preamble(&mut self, job: &Job<'_>, plan: &Plan) {
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+        uint(b, P_FIRST_ON_SEQUENCE, 1);
+        let d = begin(b, P_DEFAULTS);
+        uint(b, 58, CLOCK_REALTIME); // TracePacketDefaults.timestamp_clock_id
+        end(b, d);
+        let i = begin(b, P_INTERNED);
+        for (n, name) in CATEGORIES.iter().enumerate() {
+            let c = begin(b, 1); // event_categories
+            uint(b, 1, n as u64 + 1);
+            bytes(b, 2, name.as_bytes());
+            end(b, c);
+        }
+        for (n, name) in ARG_NAMES.iter().enumerate() {
+            let c = begin(b, 3); // debug_annotation_names
+            uint(b, 1, n as u64 + 1);
+            bytes(b, 2, name.as_bytes());
+            end(b, c);
+        }
+        end(b, i);
+        end_wide(b, p);
+
+        let first = job.inputs()[plan.inputs[0]].trace.header();
+        let shift = job.shift(plan.inputs[0]);
+        let realtime = crate::job::apply_shift(first.start_clock.realtime_ns, shift);
+        let (real, boot) = if first.start_clock.realtime_ns != 0 && first.start_clock.monotonic_ns != 0 {
+            (realtime, first.start_clock.monotonic_ns)
+        } else {
+            (plan.base, plan.base)
+        };
+        let p = begin_wide(b, PKT);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        let s = begin(b, P_CLOCK_SNAPSHOT);
+        for (id, ts) in [(CLOCK_BOOTTIME, boot), (CLOCK_REALTIME, real)] {
+            let c = begin(b, 1);
+            uint(b, 1, id);
+            uint(b, 2, ts);
+            end(b, c);
+        }
+        uint(b, 2, CLOCK_REALTIME); // primary_trace_clock
+        end(b, s);
+        end_wide(b, p);
+    }
+
+    fn uuid(&mut self, key: TrackKey) -> Option<u64> {
+        if let Some(uuid) = self.recent.get(&key) {
+            return Some(uuid);
+        }
+        let uuid = *self.uuids.get(&key)?;
+        self.recent.put(key, uuid);
+        Some(uuid)
+    }
+
+    /// The uuid of `key`, describing the track first if needed.
+    fn descriptor(&mut self, key: TrackKey, body: impl FnOnce(&mut Vec<u8>)) -> u64 {
+        if let Some(uuid) = self.uuid(key) {
+            return uuid;
+        }
+        let uuid = self.uuids.len() as u64 + 1;
+        self.uuids.insert(key, uuid);
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        let d = begin(b, P_TRACK_DESCRIPTOR);
+        uint(b, 1, uuid);
+        body(b);
+        end(b, d);
+        end_wide(b, p);
+        uuid
+    }
+
+    fn describe_lane(&mut self, input: &Input<'_>, lane: Lane, event: Option<&Event>) -> u64 {
+        let ordinal = input.ordinal;
+        let key = lane_key(ordinal, lane);
+        if let Some(uuid) = self.uuid(key) {
+            return uuid;
+        }
+        let proc_uuid = self.uuid(TrackKey::Process(ordinal)).expect("process described in begin_input");
+        let pid = self.inputs[ordinal].pid;
+        let gpu = |w: &mut Self, device: DeviceId| {
+            let info = input.trace.header().devices.iter().find(|d| d.ordinal == device);
+            let name = match info {
+                Some(d) => format!("GPU {device} · {} · {}", d.name, d.uuid),
+                None => format!("GPU {device}"),
+            };
+            w.descriptor(TrackKey::Gpu(ordinal, device), |b| {
+                uint(b, 5, proc_uuid);
+                bytes(b, 2, name.as_bytes());
+                uint(b, 12, 100 + device.0 as u64); // sibling_order_rank
+                uint(b, 15, 2); // SIBLING_MERGE_BEHAVIOR_NONE
+            })
+        };
+        let named_child = |w: &mut Self, parent: u64, name: String, rank: u64| {
+            w.descriptor(key, |b| {
+                uint(b, 5, parent);
+                bytes(b, 2, name.as_bytes());
+                uint(b, 12, rank);
+                uint(b, 15, 2); // SIBLING_MERGE_BEHAVIOR_NONE
+            })
+        };
+        match lane {
+            Lane::Stream { device, context, stream }
+            | Lane::Sync { device, context, stream }
+            | Lane::Ranges { device, context, stream } => {
+                let parent = gpu(self, device);
+                let stream_name = if stream == StreamId::UNKNOWN {
+                    "no stream".to_string()
+                } else {
+                    format!("stream {stream}")
+                };
+                let (suffix, order) = match lane {
+                    Lane::Sync { .. } => (" · sync", 1),
+                    Lane::Ranges { .. } => (" · NVTX", 2),
+                    _ => ("", 0),
+                };
+                let name = format!("GPU {device} · ctx {context} · {stream_name}{suffix}");
+                named_child(self, parent, name, stream.0 as u64 * 3 + order)
+            }
+            Lane::Comm { comm, .. } => {
+                let mut name = format!("NCCL comm {:016x}", comm.0);
+                if let Some(Event::Collective(c)) = event {
+                    name = format!("{name} · rank {}/{}", c.rank, c.nranks);
+                }
+                named_child(self, proc_uuid, name, 50)
+            }
+            Lane::Thread { tid } => self.descriptor(key, |b| {
+                let t = begin(b, 4);
+                uint(b, 1, pid);
+                uint(b, 2, tid.0 as u64);
+                bytes(b, 5, format!("thread {tid}").as_bytes());
+                end(b, t);
+            }),
+            Lane::Process => proc_uuid,
+        }
+    }
+
+    fn name_iid_id(&mut self, input: &Input<'_>, id: StringId) -> u64 {
+        let slot = &mut self.inputs[input.ordinal].name_iids;
+        match slot.get(id.0 as usize) {
+            Some(&iid) if iid != 0 => iid,
+            Some(_) => {
+                let iid = self.next_iid;
+                self.next_iid += 1;
+                slot[id.0 as usize] = iid;
+                self.new_names.push((iid, input.trace.name(id).into_owned()));
+                iid
+            }
+            None => self.name_iid_label(&input.trace.name(id)),
+        }
+    }
+
+    fn name_iid_label(&mut self, label: &str) -> u64 {
+        if let Some(&iid) = self.label_iids.get(label) {
+            return iid;
+        }
+        let iid = self.next_iid;
+        self.next_iid += 1;
+        self.label_iids.insert(label.to_string(), iid);
+        self.new_names.push((iid, label.to_string()));
+        iid
+    }
+}
+
+/// Write the event's arguments as debug annotations.
+fn write_args(b: &mut Vec<u8>, input: &Input<'_>, e: &Event) {
+    let t = input.trace;
+    match e {
+        Event::Kernel(k) => {
+            arg_u(b, Arg::Device, k.device.0 as u64);
+            arg_u(b, Arg::Context, k.context.0 as u64);
+            arg_u(b, Arg::Stream, k.stream.0 as u64);
+            arg_u(b, Arg::Correlation, k.correlation.0 as u64);
+            arg_dims(b, Arg::Grid, k.grid);
+            arg_dims(b, Arg::Block, k.block);
+            arg_u(b, Arg::Registers, k.registers as u64);
+            arg_u(b, Arg::SharedMemory, k.static_shared_mem as u64 + k.dynamic_shared_mem as u64);
+            if k.graph_id != 0 {
+                arg_u(b, Arg::GraphId, k.graph_id as u64);
+            }
+        }
+        Event::Memcpy(m) => {
+            arg_u(b, Arg::Device, m.device.0 as u64);
+            arg_u(b, Arg::Stream, m.stream.0 as u64);
+            arg_u(b, Arg::Correlation, m.correlation.0 as u64);
+            arg_u(b, Arg::Bytes, m.bytes);
+            if m.src_device != m.device || m.dst_device != m.device {
+                arg_u(b, Arg::SrcDevice, m.src_device.0 as u64);
+                arg_u(b, Arg::DstDevice, m.dst_device.0 as u64);
+            }
+        }
+        Event::Memset(m) => {
+            arg_u(b, Arg::Device, m.device.0 as u64);
+            arg_u(b, Arg::Stream, m.stream.0 as u64);
+            arg_u(b, Arg::Correlation, m.correlation.0 as u64);
+            arg_u(b, Arg::Bytes, m.bytes);
+            arg_u(b, Arg::Value, m.value as u64);
+        }
+        Event::Sync(y) => {
+            arg_u(b, Arg::Device, y.device.0 as u64);
+            arg_u(b, Arg::Correlation, y.correlation.0 as u64);
+            arg_s(b, Arg::Kind, y.kind.name());
+            if y.cuda_event != 0 {
+                arg_u(b, Arg::Event, y.cuda_event as u64);
+            }
+        }
+        Event::Api(a) => {
+            arg_u(b, Arg::Correlation, a.correlation.0 as u64);
+            arg_u(b, Arg::Cbid, a.cbid as u64);
+            if a.return_value != 0 {
+                arg_u(b, Arg::Return, a.return_value as u64);
+            }
+        }
+        Event::Marker(m) => {
+            if m.domain != StringId::EMPTY {
+                arg_s(b, Arg::Domain, &t.name(m.domain));
+            }
+        }
+        Event::Collective(c) => {
+            arg_s(b, Arg::Comm, &format!("{:016x}", c.comm.0));
+            arg_u(b, Arg::Seq, c.seq);
+            arg_u(b, Arg::Count, c.count);
+            arg_s(b, Arg::Dtype, &t.name(c.datatype));
+            arg_u(b, Arg::Bytes, c.bytes);
+            arg_u(b, Arg::Rank, c.rank as u64);
+            arg_u(b, Arg::GroupSize, c.nranks as u64);
+            if c.root >= 0 {
+                arg_i(b, Arg::Root, c.root as i64);
+            }
+            if c.algorithm != StringId::EMPTY {
+                arg_s(b, Arg::Algorithm, &t.name(c.algorithm));
+            }
+            if c.protocol != StringId::EMPTY {
+                arg_s(b, Arg::Protocol, &t.name(c.protocol));
+            }
+            if c.channels != 0 {
+                arg_u(b, Arg::Channels, c.channels as u64);
+            }
+            arg_u(b, Arg::Device, c.device.0 as u64);
+            if c.correlation.0 != 0 {
+                arg_u(b, Arg::Correlation, c.correlation.0 as u64);
+            }
+        }
+        Event::Loss(l) => {
+            arg_s(b, Arg::Source, l.source.name());
+            arg_u(b, Arg::Count, l.count);
+            if l.detail != StringId::EMPTY {
+                arg_s(b, Arg::Detail, &t.name(l.detail));
+            }
+        }
+    }
+}
+
+impl<W: Write> ProtoWriter<W> {
+    /// Intern the names first used by the current packet, in it.
+    fn write_new_names(&mut self) {
+        if self.new_names.is_empty() {
+            return;
+        }
+        let b = &mut self.out.buf;
+        let i = begin(b, P_INTERNED);
+        for (iid, name) in self.new_names.drain(..) {
+            let n = begin(b, 2); // event_names
+            uint(b, 1, iid);
+            bytes(b, 2, name.as_bytes());
+            end(b, n);
+        }
+        end(b, i);
+    }
+
+    fn event_name(&mut self, input: &Input<'_>, e: &Event) -> u64 {
+        match e {
+            Event::Kernel(k) => self.name_iid_id(input, k.name),
+            Event::Api(a) => self.name_iid_id(input, a.name),
+            Event::Marker(m) => self.name_iid_id(input, m.name),
+            Event::Memcpy(m) => self.name_iid_label(&crate::memcpy_label(m)),
+            Event::Memset(m) => self.name_iid_label(&crate::memset_label(m)),
+            Event::Sync(y) => self.name_iid_label(crate::sync_label(y.kind)),
+            Event::Collective(c) => {
+                let op = input.trace.name(c.op);
+                self.name_iid_label(&format!("nccl:{op}"))
+            }
+            Event::Loss(l) => self.name_iid_label(&format!("lost records: {}", l.source)),
+        }
+    }
+}
+
+impl<W: Write> Visitor for ProtoWriter<W> {
+    fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
+        let h = input.trace.header();
+        let pid = self.inputs[input.ordinal].pid;
+        let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
+        let labels = if h.producer == Producer::Synthetic {
+            "synthetic (not a GPU measurement)"
+        } else {
+            ""
+        };
+        let rank = input.rank.0 as u64;
+        self.descriptor(TrackKey::Process(input.ordinal), |b| {
+            let p = begin(b, 3);
+            uint(b, 1, pid);
+            for arg in &h.command {
+                bytes(b, 2, arg.as_bytes());
+            }
+            bytes(b, 6, name.as_bytes());
+            if !labels.is_empty() {
+                bytes(b, 8, labels.as_bytes());
+            }
+            end(b, p);
+            uint(b, 12, rank); // sibling_order_rank
+        });
+        Ok(())
+    }
+
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+        let e = item.event;
+        let track = self.describe_lane(input, item.lane, Some(e));
+        let name = self.event_name(input, e);
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint(b, P_TIMESTAMP, item.start);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin_wide(b, P_TRACK_EVENT); // with arguments, often over 127 bytes
+        uint(
+            b,
+            E_TYPE,
+            if crate::walk::is_instant(e) {
+                TYPE_INSTANT
+            } else {
+                TYPE_SLICE_BEGIN
+            },
+        );
+        uint(b, E_TRACK_UUID, track);
+        uint(b, E_NAME_IID, name);
+        uint(b, E_CATEGORY_IIDS, category(e));
+        if self.args {
+            write_args(b, input, e);
+        }
+        match item.flow {
+            Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
+            Flow::In(id) => fixed64(b, E_TERMINATING_FLOW_IDS, id),
+            Flow::None => {}
+        }
+        end_wide(b, te);
+        self.write_new_names();
+        end_wide(&mut self.out.buf, p);
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
+    fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, name: StringId, start: u64, _end: u64) -> Result<()> {
+        let track = self.describe_lane(input, lane, None);
+        let name = self.name_iid_id(input, name);
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint(b, P_TIMESTAMP, start);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin(b, P_TRACK_EVENT);
+        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
+        uint(b, E_TRACK_UUID, track);
+        uint(b, E_NAME_IID, name);
+        uint(b, E_CATEGORY_IIDS, GPU_USER_ANNOTATION);
+        end(b, te);
+        self.write_new_names();
+        end_wide(&mut self.out.buf, p);
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
+    fn utilization(&mut self, input: &Input<'_>, util: &Utilization) -> Result<()> {
+        let ordinal = input.ordinal;
+        let Some(gpu) = self.uuid(TrackKey::Gpu(ordinal, util.device)) else {
+            return Ok(());
+        };
+        let series = [
+            (COMPUTE, "compute"),
+            (COMMUNICATION, "communication"),
+            (TRANSFER, "transfer"),
+            (BUSY, "idle"),
+        ];
+        for (rank, (category, label)) in series.into_iter().enumerate() {
+            let name = format!("GPU {} {label} %", util.device);
+            let track = self.descriptor(TrackKey::Counter(ordinal, util.device, category), |b| {
+                uint(b, 5, gpu);
+                bytes(b, 2, name.as_bytes());
+                let c = begin(b, 8); // CounterDescriptor
+                bytes(b, 6, b"%"); // unit_name
+                end(b, c);
+                uint(b, 12, 1000 + rank as u64); // after the streams
+                uint(b, 15, 2); // SIBLING_MERGE_BEHAVIOR_NONE
+            });
+            for (i, bin) in util.bins.iter().enumerate() {
+                let share = 100.0 * bin[category] as f64 / util.width(i) as f64;
+                let value = if category == BUSY { 100.0 - share } else { share };
+                let b = &mut self.out.buf;
+                let p = begin_wide(b, PKT);
+                uint(b, P_TIMESTAMP, util.from + i as u64 * util.bin_ns);
+                uint(b, P_SEQ_ID, SEQUENCE_ID);
+                uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                let te = begin(b, P_TRACK_EVENT);
+                uint(b, E_TYPE, TYPE_COUNTER);
+                uint(b, E_TRACK_UUID, track);
+                double(b, E_DOUBLE_COUNTER_VALUE, value.clamp(0.0, 100.0));
+                end(b, te);
+                end_wide(b, p);
+            }
+            self.out.maybe_flush()?;
+        }
+        Ok(())
+    }
+
+    fn end_slice(&mut self, input: &Input<'_>, lane: Lane, at: u64) -> Result<()> {
+        let track = self.uuid(lane_key(input.ordinal, lane)).expect("a slice ends on a described track");
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint(b, P_TIMESTAMP, at);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin(b, P_TRACK_EVENT);
+        uint(b, E_TYPE, TYPE_SLICE_END);
+        uint(b, E_TRACK_UUID, track);
+        end(b, te);
+        end_wide(b, p);
+        Ok(())
+    }
+}

@@ -1,0 +1,173 @@
+//! The few protobuf wire-format primitives the Perfetto writer needs.
+//!
+//! Nested messages are written in place: [`begin`] writes the field tag and
+//! reserves one length byte, [`end`] patches the length and, for bodies of
+//! 128 bytes or more, shifts the body to make room for a longer varint.
+//! Trace packets and track events, which are often longer, reserve two bytes instead
+//! ([`begin_wide`]) and get a two-byte length even when one would do: a
+//! redundant varint, valid protobuf, and what Perfetto's own protozero
+//! writer does (it pads to four bytes).
+
+/// Wire type of varints.
+const VARINT: u32 = 0;
+/// Wire type of 64-bit fixed values.
+const FIXED64: u32 = 1;
+/// Wire type of length-delimited fields.
+const LEN: u32 = 2;
+
+#[inline]
+pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
+    // Byte pushes, not a slice copy: a variable-length copy of 1-10 bytes
+    // becomes a memcpy call, which costs more than the loop.
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+#[inline]
+fn tag(buf: &mut Vec<u8>, field: u32, wire: u32) {
+    varint(buf, ((field << 3) | wire) as u64);
+}
+
+/// A varint field (uint32/uint64/int32 >= 0/enum/bool).
+#[inline]
+pub(crate) fn uint(buf: &mut Vec<u8>, field: u32, v: u64) {
+    tag(buf, field, VARINT);
+    varint(buf, v);
+}
+
+/// An int64 field (two's complement varint, as protobuf encodes `int64`).
+#[inline]
+pub(crate) fn int(buf: &mut Vec<u8>, field: u32, v: i64) {
+    uint(buf, field, v as u64);
+}
+
+/// A fixed64 field.
+#[inline]
+pub(crate) fn fixed64(buf: &mut Vec<u8>, field: u32, v: u64) {
+    tag(buf, field, FIXED64);
+    buf.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A double field.
+#[inline]
+pub(crate) fn double(buf: &mut Vec<u8>, field: u32, v: f64) {
+    fixed64(buf, field, v.to_bits());
+}
+
+/// A string or bytes field.
+#[inline]
+pub(crate) fn bytes(buf: &mut Vec<u8>, field: u32, b: &[u8]) {
+    tag(buf, field, LEN);
+    varint(buf, b.len() as u64);
+    buf.extend_from_slice(b);
+}
+
+/// Start a nested message; pass the result to [`end`].
+#[inline]
+#[must_use]
+pub(crate) fn begin(buf: &mut Vec<u8>, field: u32) -> usize {
+    tag(buf, field, LEN);
+    buf.push(0);
+    buf.len()
+}
+
+/// Finish the nested message started at `body`.
+#[inline]
+pub(crate) fn end(buf: &mut Vec<u8>, body: usize) {
+    let len = buf.len() - body;
+    if len < 0x80 {
+        buf[body - 1] = len as u8;
+        return;
+    }
+    let mut tmp = [0u8; 10];
+    let mut n = 0;
+    let mut v = len;
+    while v >= 0x80 {
+        tmp[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    tmp[n] = v as u8;
+    buf.resize(buf.len() + n, 0);
+    buf.copy_within(body..body + len, body + n);
+    buf[body - 1..body + n].copy_from_slice(&tmp[..=n]);
+}
+
+/// Start a length-delimited field whose length gets two bytes; pass the
+/// result to [`end_wide`].
+#[inline]
+#[must_use]
+pub(crate) fn begin_wide(buf: &mut Vec<u8>, field: u32) -> usize {
+    tag(buf, field, LEN);
+    buf.extend_from_slice(&[0, 0]);
+    buf.len()
+}
+
+/// Finish the field started at `body` by [`begin_wide`].
+#[inline]
+pub(crate) fn end_wide(buf: &mut Vec<u8>, body: usize) {
+    let len = buf.len() - body;
+    if len < 1 << 14 {
+        buf[body - 2] = 0x80 | (len & 0x7f) as u8;
+        buf[body - 1] = (len >> 7) as u8;
+        return;
+    }
+    // Rare (a packet interning very long names): drop a reserved byte and
+    // let `end` shift the body for the longer length.
+    buf.remove(body - 1);
+    end(buf, body - 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_lengths() {
+        for n in [0usize, 1, 127, 128, 300, 20_000] {
+            let mut b = vec![0xaa];
+            let m = begin(&mut b, 1);
+            b.extend(vec![7u8; n]);
+            end(&mut b, m);
+            let mut want = vec![0xaa, 0x0a];
+            varint(&mut want, n as u64);
+            want.extend(vec![7u8; n]);
+            assert_eq!(b, want, "body of {n} bytes");
+        }
+    }
+
+    #[test]
+    fn packet_lengths() {
+        for n in [0usize, 5, 127, 128, 16383, 16384, 100_000] {
+            let mut b = vec![];
+            let m = begin_wide(&mut b, 1);
+            b.extend(vec![7u8; n]);
+            end_wide(&mut b, m);
+            let mut pos = 1;
+            let mut len = 0usize;
+            for shift in (0..).step_by(7) {
+                let byte = b[pos];
+                pos += 1;
+                len |= ((byte & 0x7f) as usize) << shift;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            assert_eq!(len, n);
+            assert_eq!(b.len() - pos, n);
+        }
+    }
+
+    #[test]
+    fn varints() {
+        let mut b = Vec::new();
+        varint(&mut b, 300);
+        assert_eq!(b, [0xac, 0x02]);
+        b.clear();
+        int(&mut b, 1, -1);
+        assert_eq!(b.len(), 11);
+    }
+}

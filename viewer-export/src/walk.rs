@@ -1,0 +1,818 @@
+//! The traversal both writers share: selected inputs, then each track in
+//! start order (only the chunks that overlap the window are decoded), with
+//! events clipped to the window, put on lanes that nest, and linked
+//! launch-to-GPU by flow ids.
+//!
+//! Memory: the chunks that overlap the current position of one track, a
+//! handful of open slices per lane, one bit per correlation id in use (two
+//! paged bitsets: launches in the window, GPU work in the output) and, for
+//! the JSON writer's GPU projection of NVTX ranges, about 100 bytes per
+//! range (at most a million ranges per input).
+
+use crate::error::Result;
+use crate::job::{apply_shift, chunk_selected, Filter, Job, Plan};
+use gputrace_format::*;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Where an event is drawn. A track of the file can hold several lanes
+/// (a GPU stream and its synchronizations; several NCCL communicators).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Lane {
+    /// Kernels, copies and memsets of one stream.
+    Stream {
+        device: DeviceId,
+        context: ContextId,
+        stream: StreamId,
+    },
+    /// Synchronizations seen on one stream (they span the host wait, so
+    /// they overlap the stream's work and need a lane of their own).
+    Sync {
+        device: DeviceId,
+        context: ContextId,
+        stream: StreamId,
+    },
+    /// CUDA API calls and NVTX ranges of one CPU thread.
+    Thread { tid: ThreadId },
+    /// Collectives of one NCCL communicator.
+    Comm { comm: CommId, device: DeviceId },
+    /// Process-wide instants (loss records).
+    Process,
+    /// NVTX ranges projected onto one stream (see [`Annotation`]).
+    Ranges {
+        device: DeviceId,
+        context: ContextId,
+        stream: StreamId,
+    },
+}
+
+impl Lane {
+    fn of(e: &Event) -> Lane {
+        match e {
+            Event::Kernel(k) => Lane::Stream {
+                device: k.device,
+                context: k.context,
+                stream: k.stream,
+            },
+            Event::Memcpy(k) => Lane::Stream {
+                device: k.device,
+                context: k.context,
+                stream: k.stream,
+            },
+            Event::Memset(k) => Lane::Stream {
+                device: k.device,
+                context: k.context,
+                stream: k.stream,
+            },
+            Event::Sync(k) => Lane::Sync {
+                device: k.device,
+                context: k.context,
+                stream: k.stream,
+            },
+            Event::Api(a) => Lane::Thread { tid: a.thread },
+            Event::Marker(m) => Lane::Thread { tid: m.thread },
+            Event::Collective(c) => Lane::Comm {
+                comm: c.comm,
+                device: c.device,
+            },
+            Event::Loss(_) => Lane::Process,
+        }
+    }
+
+    /// Work on a serial lane never nests: an overlap is a timing artifact
+    /// and the later slice is moved to start when the earlier one ends.
+    fn serial(self) -> bool {
+        matches!(self, Lane::Stream { .. } | Lane::Sync { .. } | Lane::Comm { .. })
+    }
+}
+
+/// Flow arrow attached to an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    None,
+    /// The launching API call: the arrow starts here.
+    Out(u64),
+    /// The kernel, copy or memset: the arrow ends here.
+    In(u64),
+}
+
+/// Whether an event is drawn as an instant rather than a slice.
+pub(crate) fn is_instant(e: &Event) -> bool {
+    match e {
+        Event::Loss(_) => true,
+        Event::Marker(m) => m.kind == MarkerKind::INSTANT,
+        _ => false,
+    }
+}
+
+/// One event ready to be written: times on the common time line, clipped to
+/// the window and adjusted to nest on its lane.
+pub(crate) struct Item<'e> {
+    pub event: &'e Event,
+    pub lane: Lane,
+    pub start: u64,
+    pub end: u64,
+    pub flow: Flow,
+}
+
+/// The input being walked.
+pub(crate) struct Input<'a> {
+    /// Position among the selected inputs (0-based).
+    pub ordinal: usize,
+    pub trace: &'a TraceFile,
+    pub rank: Rank,
+}
+
+/// What a writer does with the walk.
+pub(crate) trait Visitor {
+    /// Called before the first event of an input.
+    fn begin_input(&mut self, input: &Input<'_>) -> Result<()>;
+    /// One event (its slice begins; for instants, the whole event).
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()>;
+    /// The innermost open slice on `lane` ends at `at` (called in time
+    /// order per lane, after every event that starts before `at`).
+    fn end_slice(&mut self, input: &Input<'_>, lane: Lane, at: u64) -> Result<()>;
+    /// The GPU time of one device by category, after its last event (only
+    /// when the walk was asked for bins).
+    fn utilization(&mut self, _input: &Input<'_>, _util: &Utilization) -> Result<()> {
+        Ok(())
+    }
+    /// An NVTX range's span on one GPU stream (a [`Lane::Ranges`] slice,
+    /// ended by `end_slice`), after the GPU's last event; only when the walk
+    /// was asked for annotations.
+    fn gpu_annotation(&mut self, _input: &Input<'_>, _lane: Lane, _name: StringId, _start: u64, _end: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What the walk computes besides the events.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WalkOptions {
+    /// Bins of the per-GPU utilization (0: none).
+    pub bins: u32,
+    /// Project NVTX ranges onto the GPU work launched inside them.
+    pub gpu_annotations: bool,
+}
+
+/// Categories of GPU time, in [`Utilization::bins`] order.
+pub(crate) const COMPUTE: usize = 0;
+pub(crate) const COMMUNICATION: usize = 1;
+pub(crate) const TRANSFER: usize = 2;
+/// Any GPU work (its complement is idle time).
+pub(crate) const BUSY: usize = 3;
+
+/// GPU time of one device per category in fixed bins over the window.
+/// Overlapping work of one category (several streams) counts once: events
+/// arrive in start order, so the union is a running "covered until".
+pub(crate) struct Utilization {
+    pub device: DeviceId,
+    pub from: u64,
+    pub to: u64,
+    pub bin_ns: u64,
+    /// Per bin: ns of compute, communication, transfer, any.
+    pub bins: Vec<[u64; 4]>,
+    covered: [u64; 4],
+}
+
+impl Utilization {
+    fn new(device: DeviceId, from: u64, to: u64, bins: u32) -> Utilization {
+        let span = to.saturating_sub(from).max(1);
+        let bin_ns = span.div_ceil(bins.max(1) as u64).max(1);
+        let n = span.div_ceil(bin_ns) as usize;
+        Utilization {
+            device,
+            from,
+            to,
+            bin_ns,
+            bins: vec![[0; 4]; n],
+            covered: [0; 4],
+        }
+    }
+
+    fn add(&mut self, category: usize, start: u64, end: u64) {
+        for c in [category, BUSY] {
+            let mut t = start.max(self.covered[c]);
+            while t < end {
+                let b = (((t - self.from) / self.bin_ns) as usize).min(self.bins.len() - 1);
+                let bin_end = (self.from + (b as u64 + 1) * self.bin_ns).max(t + 1);
+                let x = end.min(bin_end);
+                self.bins[b][c] += x - t;
+                t = x;
+            }
+            self.covered[c] = self.covered[c].max(end);
+        }
+    }
+
+    /// Width of bin `b` (the last one may be short).
+    pub fn width(&self, b: usize) -> u64 {
+        let start = self.from + b as u64 * self.bin_ns;
+        (start + self.bin_ns).min(self.to).saturating_sub(start).max(1)
+    }
+}
+
+/// Counts of what the walk produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// Events written.
+    pub events: u64,
+    /// Flow arrows (launch to GPU work) written.
+    pub flows: u64,
+    /// Slices whose start or end was moved so that they nest on their lane.
+    pub adjusted: u64,
+    /// Events dropped by the event budget (`max_events`).
+    pub truncated: bool,
+}
+
+/// A set of u32 in pages of 64 Ki bits, allocated when touched.
+pub(crate) struct IdSet {
+    pages: Vec<Option<Box<[u64; 1024]>>>,
+}
+
+impl IdSet {
+    pub fn new() -> IdSet {
+        IdSet { pages: Vec::new() }
+    }
+
+    pub fn insert(&mut self, id: u32) {
+        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
+        if p >= self.pages.len() {
+            self.pages.resize_with(p + 1, || None);
+        }
+        self.pages[p].get_or_insert_with(|| Box::new([0; 1024]))[w] |= 1 << b;
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
+        matches!(self.pages.get(p), Some(Some(page)) if page[w] & (1 << b) != 0)
+    }
+
+    /// How many ids in `lo..=hi` are in the set.
+    pub fn count_range(&self, lo: u32, hi: u32) -> u64 {
+        let mut n = 0;
+        let mut id = lo as u64;
+        while id <= hi as u64 {
+            let (p, w) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize);
+            let word_end = (id | 63).min(hi as u64);
+            if let Some(Some(page)) = self.pages.get(p) {
+                let (from, to) = (id & 63, word_end & 63);
+                let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
+                n += (page[w] & mask).count_ones() as u64;
+            }
+            id = word_end + 1;
+        }
+        n
+    }
+}
+
+/// An NVTX range on a CPU thread, projected onto the GPU work launched
+/// inside it (Kineto's `gpu_user_annotation`).
+///
+/// Correlation ids grow with API entry time, so the calls inside a range
+/// on one thread are the ids `lo..=hi` of that thread. The projection is
+/// exact when no other thread made a call with an id in that range
+/// (`pure`); a range whose ids interleave with another thread's is not
+/// projected rather than guessed.
+pub(crate) struct Annotation {
+    pub name: StringId,
+    lo: u32,
+    hi: u32,
+    calls: u64,
+    parent: Option<usize>,
+    pure: bool,
+    /// GPU span per stream lane.
+    pub spans: Vec<(Lane, u64, u64)>,
+}
+
+/// NVTX ranges projected per input at most (about 100 bytes each): a trace
+/// with a range around every operator gets the first million projected.
+const MAX_ANNOTATIONS: usize = 1 << 20;
+
+/// The annotations of one input, for lookups by correlation id.
+struct Annotations {
+    all: Vec<Annotation>,
+    /// Pure annotations with calls, sorted by `lo`.
+    by_lo: Vec<usize>,
+}
+
+impl Annotations {
+    /// Mark the pure ones and index them.
+    fn finish(&mut self, launches: &IdSet) {
+        for a in &mut self.all {
+            a.pure = a.calls > 0 && launches.count_range(a.lo, a.hi) == a.calls;
+        }
+        self.by_lo = (0..self.all.len()).filter(|&i| self.all[i].pure).collect();
+        self.by_lo.sort_by_key(|&i| self.all[i].lo);
+    }
+
+    /// Extend the GPU span of every annotation that launched `c`.
+    fn add(&mut self, c: u32, lane: Lane, start: u64, end: u64) {
+        let k = self.by_lo.partition_point(|&i| self.all[i].lo <= c);
+        let mut next = k.checked_sub(1).map(|k| self.by_lo[k]);
+        // Pure ranges nest (ranges of one thread nest in time, and no other
+        // thread has ids inside a pure one), so the ranges holding `c` are
+        // the first candidate and its enclosing ranges.
+        while let Some(i) = next {
+            let a = &mut self.all[i];
+            if a.pure && a.lo <= c && c <= a.hi {
+                match a.spans.iter_mut().find(|s| s.0 == lane) {
+                    Some(s) => {
+                        s.1 = s.1.min(start);
+                        s.2 = s.2.max(end);
+                    }
+                    None => a.spans.push((lane, start, end)),
+                }
+            }
+            next = a.parent;
+        }
+    }
+}
+
+fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
+    match e {
+        Event::Kernel(k) => Some(k.correlation),
+        Event::Memcpy(k) => Some(k.correlation),
+        Event::Memset(k) => Some(k.correlation),
+        _ => None,
+    }
+    .filter(|c| c.0 != 0)
+}
+
+/// Events of one track whose chunks overlap `[lo, hi]` (local time), in
+/// start order; on equal starts the longer event first, so parents come
+/// before their children.
+struct TrackIter<'a, 'd> {
+    dec: &'d mut ChunkDecoder<'a>,
+    pending: Vec<usize>,
+    active: Vec<(Vec<Event>, usize)>,
+    spare: Vec<Vec<Event>>,
+    heap: BinaryHeap<Reverse<Key>>,
+    chunks: &'a [EventChunk],
+    /// The slot being drained without the heap (see `next`).
+    solo: Option<usize>,
+}
+
+impl<'a, 'd> TrackIter<'a, 'd> {
+    fn new(trace: &'a TraceFile, dec: &'d mut ChunkDecoder<'a>, chunks: Vec<usize>) -> Self {
+        let mut pending = chunks;
+        let chunks = trace.chunks();
+        pending.sort_by_key(|&i| Reverse((chunks[i].t_min, i)));
+        TrackIter {
+            dec,
+            pending,
+            active: Vec::new(),
+            spare: Vec::new(),
+            heap: BinaryHeap::new(),
+            chunks,
+            solo: None,
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<Event>> {
+        // Fast path: the chunk that gave the last event stays out of the
+        // heap while its next event still comes first (long runs of one
+        // stream are the common case).
+        if let Some(slot) = self.solo.take() {
+            let (events, pos) = &mut self.active[slot];
+            match events.get(*pos) {
+                Some(&e) => {
+                    let key = (e.start().0, Reverse(e.end().0), slot);
+                    let first_active = before_heap(&key, &self.heap);
+                    let pending_later = !matches!(self.pending.last(), Some(&i) if self.chunks[i].t_min.0 <= e.start().0);
+                    if first_active && pending_later {
+                        *pos += 1;
+                        self.solo = Some(slot);
+                        return Ok(Some(e));
+                    }
+                    self.heap.push(Reverse(key));
+                }
+                None => self.spare.push(std::mem::take(events)),
+            }
+        }
+        while let Some(&idx) = self.pending.last() {
+            if matches!(self.heap.peek(), Some(Reverse((next, _, _))) if *next < self.chunks[idx].t_min.0) {
+                break;
+            }
+            self.pending.pop();
+            let mut buf = self.spare.pop().unwrap_or_default();
+            buf.clear();
+            self.dec.decode_into(idx, &mut buf)?;
+            if let Some(first) = buf.first() {
+                self.heap
+                    .push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
+                self.active.push((buf, 0));
+            }
+        }
+        let Some(Reverse((_, _, slot))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let (events, pos) = &mut self.active[slot];
+        let e = events[*pos];
+        *pos += 1;
+        self.solo = Some(slot);
+        Ok(Some(e))
+    }
+}
+
+type Key = (u64, Reverse<u64>, usize);
+
+/// Whether `key` comes before every key in the heap.
+#[inline]
+fn before_heap(key: &Key, heap: &BinaryHeap<Reverse<Key>>) -> bool {
+    match heap.peek() {
+        None => true,
+        Some(Reverse(top)) => key < top,
+    }
+}
+
+/// Open slices of the lanes of the current track.
+struct Lanes {
+    open: Vec<(Lane, Vec<u64>)>,
+    last: usize,
+}
+
+impl Lanes {
+    fn stack(&mut self, lane: Lane) -> &mut Vec<u64> {
+        if !matches!(self.open.get(self.last), Some((l, _)) if *l == lane) {
+            self.last = match self.open.iter().position(|(l, _)| *l == lane) {
+                Some(i) => i,
+                None => {
+                    self.open.push((lane, Vec::new()));
+                    self.open.len() - 1
+                }
+            };
+        }
+        &mut self.open[self.last].1
+    }
+}
+
+/// The NVTX ranges' spans on the streams of GPU `device`, as slices of
+/// [`Lane::Ranges`] lanes in time order, nested (a span that overlaps its
+/// parent's end, possible only when threads share a stream, is cut there).
+fn project_annotations(input: &Input<'_>, annotations: &Annotations, device: DeviceId, visitor: &mut impl Visitor) -> Result<()> {
+    let mut spans: Vec<(Lane, u64, Reverse<u64>, StringId)> = Vec::new();
+    for a in &annotations.all {
+        for &(lane, start, end) in &a.spans {
+            if let Lane::Stream {
+                device: d,
+                context,
+                stream,
+            } = lane
+            {
+                if d == device {
+                    spans.push((Lane::Ranges { device, context, stream }, start, Reverse(end), a.name));
+                }
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut open: Vec<u64> = Vec::new();
+    for (i, &(lane, start, Reverse(mut end), name)) in spans.iter().enumerate() {
+        if i > 0 && spans[i - 1].0 != lane {
+            while let Some(top) = open.pop() {
+                visitor.end_slice(input, spans[i - 1].0, top)?;
+            }
+        }
+        while let Some(&top) = open.last() {
+            if top > start {
+                break;
+            }
+            open.pop();
+            visitor.end_slice(input, lane, top)?;
+        }
+        if let Some(&parent) = open.last() {
+            end = end.min(parent);
+        }
+        open.push(end);
+        visitor.gpu_annotation(input, lane, name, start, end)?;
+    }
+    if let Some(last) = spans.last() {
+        while let Some(top) = open.pop() {
+            visitor.end_slice(input, last.0, top)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a kernel is NCCL communication (by name, as HTA classifies).
+fn is_communication(kernel_name: &str) -> bool {
+    kernel_name.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("nccl"))
+}
+
+/// Walk `plan` over `job`, feeding `visitor`; measure GPU utilization and
+/// project NVTX ranges onto the GPU as `options` asks.
+pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOptions, visitor: &mut impl Visitor) -> Result<WalkStats> {
+    let bins = options.bins;
+    let mut stats = WalkStats::default();
+    for (ordinal, &index) in plan.inputs.iter().enumerate() {
+        let trace = job.inputs()[index].trace;
+        let shift = job.shift(index);
+        let input = Input {
+            ordinal,
+            trace,
+            rank: job.rank(index),
+        };
+        let flow_id = |c: CorrelationId| ((ordinal as u64) << 32) | c.0 as u64;
+        let in_window = |s: u64, e: u64| s < plan.to && (e > plan.from || s >= plan.from);
+        let mut dec = trace.decoder();
+        let chunks = trace.chunks();
+        let local = |t: u64| apply_shift(t, -shift);
+        let (lo, hi) = (local(plan.from), local(plan.to));
+        let overlaps = |c: &EventChunk| {
+            let early_loss = c.kind == EventKind::Loss && filter.from.is_none();
+            (early_loss || (c.t_max.0 >= lo && c.t_min.0 < hi)) && chunk_selected(c, filter)
+        };
+
+        // Launches in the window, so that GPU work links only to calls that
+        // are written too; and, if asked, the NVTX ranges around them.
+        let mut launches = IdSet::new();
+        let mut annotations = Annotations {
+            all: Vec::new(),
+            by_lo: Vec::new(),
+        };
+        let mut buf = Vec::new();
+        if options.gpu_annotations {
+            for summary in trace.tracks() {
+                if !matches!(summary.track, Track::Thread { .. }) {
+                    continue;
+                }
+                let ids: Vec<usize> = (0..chunks.len())
+                    .filter(|&i| {
+                        chunks[i].track == summary.track
+                            && matches!(chunks[i].kind, EventKind::Api | EventKind::Marker)
+                            && overlaps(&chunks[i])
+                    })
+                    .collect();
+                let mut open: Vec<(u64, usize)> = Vec::new();
+                let mut events = TrackIter::new(trace, &mut dec, ids);
+                while let Some(e) = events.next()? {
+                    let (s, t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
+                    if !in_window(s, t) {
+                        continue;
+                    }
+                    while open.last().is_some_and(|&(end, _)| end <= s) {
+                        open.pop();
+                    }
+                    match e {
+                        Event::Api(a) if a.correlation.0 != 0 => {
+                            let c = a.correlation.0;
+                            launches.insert(c);
+                            for &(_, i) in &open {
+                                let an = &mut annotations.all[i];
+                                (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
+                            }
+                        }
+                        Event::Marker(m) if m.kind == MarkerKind::RANGE && annotations.all.len() < MAX_ANNOTATIONS => {
+                            let parent = open.last().map(|o| o.1);
+                            annotations.all.push(Annotation {
+                                name: m.name,
+                                lo: u32::MAX,
+                                hi: 0,
+                                calls: 0,
+                                parent,
+                                pure: false,
+                                spans: Vec::new(),
+                            });
+                            open.push((t, annotations.all.len() - 1));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            annotations.finish(&launches);
+        } else {
+            for (i, c) in chunks.iter().enumerate() {
+                if c.kind == EventKind::Api && overlaps(c) {
+                    buf.clear();
+                    dec.decode_into(i, &mut buf)?;
+                    for e in &buf {
+                        if let Event::Api(a) = e {
+                            if a.correlation.0 != 0 && in_window(apply_shift(a.start.0, shift), apply_shift(a.end.0, shift)) {
+                                launches.insert(a.correlation.0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        drop(buf);
+        let mut linked = IdSet::new();
+
+        visitor.begin_input(&input)?;
+        // The streams of one GPU are walked together, in start order, so
+        // that its busy time can be measured as a union; every other track
+        // alone.
+        let mut groups: Vec<(Option<DeviceId>, Vec<Track>)> = Vec::new();
+        for summary in trace.tracks() {
+            match (summary.track, groups.last_mut()) {
+                (Track::Gpu { device, .. }, Some((Some(d), tracks))) if *d == device => tracks.push(summary.track),
+                (Track::Gpu { device, .. }, _) => groups.push((Some(device), vec![summary.track])),
+                (track, _) => groups.push((None, vec![track])),
+            }
+        }
+        let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
+        for (device, tracks) in groups {
+            let chunk_ids: Vec<usize> = (0..chunks.len())
+                .filter(|&i| tracks.contains(&chunks[i].track) && overlaps(&chunks[i]))
+                .collect();
+            if chunk_ids.is_empty() {
+                continue;
+            }
+            let mut util = match device {
+                Some(d) if bins > 0 => Some(Utilization::new(d, plan.from, plan.to, bins)),
+                _ => None,
+            };
+            let mut lanes = Lanes { open: Vec::new(), last: 0 };
+            let mut events = TrackIter::new(trace, &mut dec, chunk_ids);
+            while let Some(e) = events.next()? {
+                if let Event::Collective(c) = &e {
+                    if !filter.keeps_device(c.device) {
+                        continue;
+                    }
+                }
+                let (mut s, mut t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
+                if let Event::Loss(_) = e {
+                    // A loss of unknown time (0) or before the first event
+                    // stays visible at the start, unless a window was asked for.
+                    if s < plan.from && filter.from.is_none() {
+                        (s, t) = (plan.from, plan.from);
+                    }
+                }
+                if !in_window(s, t) {
+                    continue;
+                }
+                if stats.events >= plan.max_events {
+                    stats.truncated = true;
+                    break;
+                }
+                s = s.max(plan.from);
+                t = t.max(s).min(plan.to);
+                let lane = Lane::of(&e);
+                if !is_instant(&e) {
+                    let stack = lanes.stack(lane);
+                    let serial = lane.serial();
+                    while let Some(&top) = stack.last() {
+                        if top <= s || serial {
+                            stack.pop();
+                            if top > s {
+                                // Serial lane overlap: start when the previous slice ends.
+                                s = top;
+                                t = t.max(s);
+                                stats.adjusted += 1;
+                            }
+                            visitor.end_slice(&input, lane, top)?;
+                        } else {
+                            break;
+                        }
+                    }
+                    if let Some(&parent) = stack.last() {
+                        if t > parent {
+                            t = parent;
+                            stats.adjusted += 1;
+                        }
+                    }
+                    stack.push(t);
+                }
+                // One arrow per launch: a graph launch runs many kernels under
+                // one correlation id; the arrow goes to the first.
+                let flow = match (&e, gpu_correlation(&e)) {
+                    (_, Some(c)) if launches.contains(c.0) && !linked.contains(c.0) => {
+                        linked.insert(c.0);
+                        Flow::In(flow_id(c))
+                    }
+                    (Event::Api(a), _) if a.correlation.0 != 0 && linked.contains(a.correlation.0) => {
+                        stats.flows += 1;
+                        Flow::Out(flow_id(a.correlation))
+                    }
+                    _ => Flow::None,
+                };
+                if let (true, Some(c)) = (device.is_some() && !annotations.by_lo.is_empty(), gpu_correlation(&e)) {
+                    annotations.add(c.0, lane, s, t);
+                }
+                if let Some(u) = util.as_mut() {
+                    let category = match &e {
+                        Event::Kernel(k) => {
+                            let class = kernel_class.get_mut(k.name.0 as usize);
+                            let comm = match class {
+                                Some(c) if *c != 0 => *c == 2,
+                                other => {
+                                    let comm = is_communication(&trace.name(k.name));
+                                    if let Some(c) = other {
+                                        *c = 1 + comm as u8;
+                                    }
+                                    comm
+                                }
+                            };
+                            Some(if comm { COMMUNICATION } else { COMPUTE })
+                        }
+                        Event::Memcpy(_) | Event::Memset(_) => Some(TRANSFER),
+                        _ => None,
+                    };
+                    if let Some(c) = category {
+                        u.add(c, s, t);
+                    }
+                }
+                stats.events += 1;
+                visitor.event(
+                    &input,
+                    &Item {
+                        event: &e,
+                        lane,
+                        start: s,
+                        end: t,
+                        flow,
+                    },
+                )?;
+            }
+            for (lane, stack) in lanes.open.iter_mut() {
+                while let Some(top) = stack.pop() {
+                    visitor.end_slice(&input, *lane, top)?;
+                }
+            }
+            if let Some(u) = util {
+                visitor.utilization(&input, &u)?;
+            }
+            if let Some(d) = device {
+                project_annotations(&input, &annotations, d, visitor)?;
+            }
+            if stats.truncated {
+                return Ok(stats);
+            }
+        }
+    }
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Null(u64);
+    impl Visitor for Null {
+        fn begin_input(&mut self, _: &Input<'_>) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &Input<'_>, item: &Item<'_>) -> Result<()> {
+            self.0 += item.start;
+            Ok(())
+        }
+        fn end_slice(&mut self, _: &Input<'_>, _: Lane, at: u64) -> Result<()> {
+            self.0 += at;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn id_set_counts_ranges() {
+        let mut s = IdSet::new();
+        for id in [0, 1, 63, 64, 65_535, 65_536, 200_000, u32::MAX] {
+            s.insert(id);
+        }
+        assert_eq!(s.count_range(0, u32::MAX), 8);
+        assert_eq!(s.count_range(1, 64), 3);
+        assert_eq!(s.count_range(2, 62), 0);
+        assert_eq!(s.count_range(65_535, 65_536), 2);
+        assert_eq!(s.count_range(u32::MAX, u32::MAX), 1);
+    }
+
+    #[test]
+    #[ignore = "timing; run with --release -- --ignored --nocapture"]
+    fn walk_speed() {
+        let cfg = gputrace_synth::JobConfig {
+            ranks: 4,
+            steps: 60,
+            ..Default::default()
+        };
+        let s = gputrace_synth::schedule(&cfg);
+        let traces: Vec<TraceFile> = (0..4)
+            .map(|r| TraceFile::from_bytes("r", gputrace_synth::write_rank(&cfg, &s, r, Vec::new()).unwrap().0).unwrap())
+            .collect();
+        let job = Job::new(traces.iter());
+        let plan = Plan::new(&job, &Filter::default()).unwrap();
+        println!("size_of::<Event>() = {}", std::mem::size_of::<Event>());
+        for bins in [0, 200] {
+            let mut best = f64::MAX;
+            for _ in 0..10 {
+                let t = std::time::Instant::now();
+                let st = walk(
+                    &job,
+                    &Filter::default(),
+                    &plan,
+                    WalkOptions {
+                        bins,
+                        gpu_annotations: bins > 0,
+                    },
+                    &mut Null(0),
+                )
+                .unwrap();
+                best = best.min(t.elapsed().as_secs_f64());
+                assert!(st.events > 0);
+            }
+            let n: u64 = traces.iter().map(|t| t.event_total()).sum();
+            println!(
+                "walk only (bins and annotations: {}): {:.2} M events/s",
+                bins > 0,
+                n as f64 / best / 1e6
+            );
+        }
+    }
+}
