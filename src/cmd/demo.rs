@@ -45,6 +45,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     };
     std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
     // Replace an earlier demo's traces so `info DIR` shows only this job.
+    let _ = std::fs::remove_file(args.output.join("demo.pftrace"));
     if let Ok(entries) = std::fs::read_dir(&args.output) {
         for e in entries.flatten() {
             let p = e.path();
@@ -92,7 +93,17 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
     w(&mut out, scenario)?;
     w(&mut out, "Next:".into())?;
+    // The whole job as one Perfetto trace, every rank on one time line.
+    let pftrace = args.output.join("demo.pftrace");
+    let traces: Vec<gputrace_format::TraceFile> =
+        files.iter().map(|(p, _)| gputrace_format::TraceFile::open(p)).collect::<Result<_, _>>().map_err(CliError::from)?;
+    let file = std::fs::File::create(&pftrace).map_err(CliError::io(&pftrace))?;
+    let mut buf = std::io::BufWriter::new(file);
+    viewer_export::Exporter::export(&viewer_export::Perfetto::default(), &viewer_export::Job::new(traces.iter()), &viewer_export::Filter::default(), &mut buf)
+        .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
+    std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))?;
     let d = args.output.display();
+    w(&mut out, format!("  {d}/demo.pftrace: all ranks on one timeline; open it at https://ui.perfetto.dev"))?;
     w(
         &mut out,
         format!("  gputrace info {d}/       header, event counts, time span and losses of each rank"),
