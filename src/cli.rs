@@ -28,6 +28,8 @@ pub enum Command {
     Import(cmd::import::ImportArgs),
     /// Write traces for the Perfetto UI (protobuf) or chrome://tracing, TensorBoard, HTA (Kineto JSON).
     Export(cmd::export::ExportArgs),
+    /// Where each GPU's time went: compute, communication, transfer, explained idle; findings.
+    Report(cmd::report::ReportArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -41,6 +43,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Demo(a) => cmd::demo::run(&a),
         Command::Export(a) => cmd::export::run(&a),
         Command::Info(a) => cmd::info::run(&a),
+        Command::Report(a) => cmd::report::run(&a),
         Command::Run(a) => cmd::run::run(&a),
         Command::Compare(a) => cmd::compare::run(&a),
         Command::Import(a) => cmd::import::run(&a),

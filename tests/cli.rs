@@ -23,7 +23,15 @@ fn demo(dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("SYNTHETIC"), "demo must label its data: {stdout}");
     assert!(stdout.contains("gputrace info"), "demo says what to run next: {stdout}");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(
+        dir.join("demo.pftrace").exists(),
+        "the demo writes a Perfetto trace of the whole job"
+    );
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gtrace"))
+        .collect();
     files.sort();
     files
 }

@@ -92,25 +92,47 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     }
     scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
     w(&mut out, scenario)?;
-    w(&mut out, "Next:".into())?;
     // The whole job as one Perfetto trace, every rank on one time line.
     let pftrace = args.output.join("demo.pftrace");
-    let traces: Vec<gputrace_format::TraceFile> =
-        files.iter().map(|(p, _)| gputrace_format::TraceFile::open(p)).collect::<Result<_, _>>().map_err(CliError::from)?;
+    let traces: Vec<gputrace_format::TraceFile> = files
+        .iter()
+        .map(|(p, _)| gputrace_format::TraceFile::open(p))
+        .collect::<Result<_, _>>()
+        .map_err(CliError::from)?;
     let file = std::fs::File::create(&pftrace).map_err(CliError::io(&pftrace))?;
     let mut buf = std::io::BufWriter::new(file);
-    viewer_export::Exporter::export(&viewer_export::Perfetto::default(), &viewer_export::Job::new(traces.iter()), &viewer_export::Filter::default(), &mut buf)
-        .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
+    let job = viewer_export::Job::new(traces.iter());
+    viewer_export::Exporter::export(
+        &viewer_export::Perfetto::default(),
+        &job,
+        &viewer_export::Filter::default(),
+        &mut buf,
+    )
+    .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
     std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))?;
+    // The report of the job, so a first run shows the answer.
+    let report = gputrace_analysis::analyze(&traces, &gputrace_analysis::Options::default())
+        .map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
+    let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    w(&mut out, String::new())?;
+    std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
     let d = args.output.display();
-    w(&mut out, format!("  {d}/demo.pftrace: all ranks on one timeline; open it at https://ui.perfetto.dev"))?;
     w(
         &mut out,
-        format!("  gputrace info {d}/       header, event counts, time span and losses of each rank"),
+        format!("\nWrote {d}/demo.pftrace: all ranks on one timeline; open it at https://ui.perfetto.dev"),
     )?;
+    w(&mut out, "Next:".into())?;
     w(
         &mut out,
         format!("  gputrace compare {d}/    which rank the others wait for, and why"),
+    )?;
+    w(
+        &mut out,
+        format!("  gputrace report {d}/     the report above (--json for machines)"),
+    )?;
+    w(
+        &mut out,
+        format!("  gputrace info {d}/       header, event counts, time span and losses of each rank"),
     )?;
     Ok(ExitCode::SUCCESS)
 }

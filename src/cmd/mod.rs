@@ -5,5 +5,6 @@ pub mod demo;
 pub mod export;
 pub mod import;
 pub mod info;
+pub mod report;
 pub mod run;
 pub mod version;

@@ -1,0 +1,319 @@
+//! The diagnosis table of the seed ("How can you diagnose GPU
+//! underutilization?") as rules over a finished report. Each rule states its
+//! threshold next to it; `docs/metrics.md` lists them.
+
+use crate::report::*;
+use crate::Options;
+use gputrace_format::Nanos;
+use std::collections::BTreeMap;
+
+/// Idle at least this share of the span is worth explaining.
+const IDLE_SHARE: f64 = 0.10;
+/// Idle at this share of the span or more is high severity.
+const IDLE_SHARE_HIGH: f64 = 0.25;
+/// A cause owning at least this share of idle is "mostly" that cause.
+const CAUSE_SHARE: f64 = 0.5;
+/// Exposed communication at least this share of the span.
+const EXPOSED_COMM_SHARE: f64 = 0.10;
+/// ... and this share is high severity.
+const EXPOSED_COMM_SHARE_HIGH: f64 = 0.20;
+/// Short kernels at least this share of all kernels means launch-bound.
+const SHORT_KERNEL_SHARE: f64 = 0.30;
+/// Ignore the launch-bound rule below this many kernels.
+const MIN_KERNELS: u64 = 100;
+/// Pageable copies matter from this many bytes ...
+const PAGEABLE_BYTES: u64 = 1 << 20;
+/// ... or this share of the span spent copying from or to pageable memory.
+const PAGEABLE_SHARE: f64 = 0.01;
+/// Device-to-host bytes in the second before a pause that mark a checkpoint.
+const CHECKPOINT_D2H_BYTES: u64 = 16 << 20;
+/// A device with this much more compute than the median is a straggler.
+const STRAGGLER_EXCESS: f64 = 0.10;
+/// Synchronization at least this share of idle.
+const SYNC_SHARE: f64 = 0.30;
+/// Startup and teardown at least this share of the process windows.
+const STARTUP_SHARE: f64 = 0.20;
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn finding(rule: &'static str, severity: Severity, title: String, evidence: String, next_step: &str, values: &[(&str, f64)]) -> Finding {
+    Finding {
+        rule,
+        severity,
+        title,
+        evidence,
+        next_step: next_step.to_string(),
+        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+/// Every rule that fires, most severe first (stable within a severity).
+pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
+    let t = &r.totals;
+    let mut out = Vec::new();
+    let devices: Vec<(u32, &DeviceReport)> = r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect();
+    let gaps: Vec<(u32, u32, &GapReport)> = devices
+        .iter()
+        .flat_map(|(rank, d)| d.longest_gaps.iter().map(move |g| (*rank, d.device, g)))
+        .collect();
+
+    if r.lossy {
+        let lossy: Vec<String> = r.ranks.iter().filter(|rk| rk.losses.any()).map(|rk| rk.rank.to_string()).collect();
+        out.push(finding(
+            "lossy-trace",
+            Severity::High,
+            "The trace lost data: the numbers below undercount what ran".into(),
+            format!("rank(s) {} recorded losses, a damaged tail or no trailer", lossy.join(", ")),
+            "Read the losses section; rerun with larger capture buffers or fewer event kinds if the loss is large.",
+            &[("lossy_ranks", lossy.len() as f64)],
+        ));
+    }
+
+    if t.active_devices == 0 {
+        out.push(finding(
+            "no-gpu-activity",
+            Severity::Info,
+            "No kernel, copy or memset was recorded".into(),
+            format!("{} rank(s), no GPU activity", t.ranks),
+            "Check that the process used the GPU while it was traced (and that activity tracing was on).",
+            &[],
+        ));
+        return out;
+    }
+
+    let idle_share = pct(t.idle_ns, t.span_ns);
+    let c = &t.idle_causes;
+    let severity = |share: f64, high: f64| if share >= high { Severity::High } else { Severity::Medium };
+    if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.idle_ns) >= CAUSE_SHARE {
+        out.push(finding(
+            "host-bound-idle",
+            severity(idle_share, IDLE_SHARE_HIGH),
+            "The GPU waits for the CPU: idle time is mostly host-bound".into(),
+            format!(
+                "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
+                Nanos(t.idle_ns),
+                100.0 * idle_share,
+                100.0 * pct(c.host_bound_ns, t.idle_ns)
+            ),
+            "Look at the input pipeline first (DataLoader num_workers, pin_memory, prefetch_factor, persistent_workers), then Python \
+                 overhead between launches (torch.compile, CUDA graphs).",
+            &[
+                ("idle_share", idle_share),
+                ("host_bound_share_of_idle", pct(c.host_bound_ns, t.idle_ns)),
+            ],
+        ));
+    }
+    if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.idle_ns) >= CAUSE_SHARE {
+        out.push(finding(
+            "dependency-latency-idle",
+            severity(idle_share, IDLE_SHARE_HIGH),
+            "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
+            format!(
+                "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
+                Nanos(t.idle_ns),
+                100.0 * idle_share,
+                100.0 * pct(c.launch_latency_ns, t.idle_ns)
+            ),
+            "Check event waits between streams and collectives that wait for peers; CUDA graphs remove per-launch latency.",
+            &[
+                ("idle_share", idle_share),
+                ("latency_share_of_idle", pct(c.launch_latency_ns, t.idle_ns)),
+            ],
+        ));
+    }
+    if pct(t.idle_ns, t.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.idle_ns) >= SYNC_SHARE {
+        out.push(finding(
+            "synchronization-idle",
+            Severity::Medium,
+            "The CPU blocks in synchronizations while the GPU has nothing queued".into(),
+            format!(
+                "{} of idle ({:.1}%) is spent with the CPU in a synchronize call",
+                Nanos(c.synchronization_ns),
+                100.0 * pct(c.synchronization_ns, t.idle_ns)
+            ),
+            "Remove host syncs from the step loop (.item(), .cpu(), .tolist(), torch.cuda.synchronize(), printing tensors); log \
+                 asynchronously every N steps.",
+            &[("synchronization_share_of_idle", pct(c.synchronization_ns, t.idle_ns))],
+        ));
+    }
+
+    let exposed_share = pct(t.exposed_communication_ns, t.span_ns);
+    if exposed_share >= EXPOSED_COMM_SHARE {
+        out.push(finding(
+            "exposed-communication",
+            severity(exposed_share, EXPOSED_COMM_SHARE_HIGH),
+            "Communication is not hidden behind compute".into(),
+            format!(
+                "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
+                Nanos(t.exposed_communication_ns),
+                100.0 * exposed_share,
+                100.0 * pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns)
+            ),
+            "Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, FSDP forward and backward prefetch, \
+                 fewer and larger collectives. If ranks are uneven (see stragglers), fix the slow rank first: its peers wait inside the \
+                 collectives.",
+            &[("exposed_communication_share", exposed_share)],
+        ));
+    }
+
+    let short_share = pct(t.short_kernels, t.kernels);
+    if t.kernels >= MIN_KERNELS && short_share >= SHORT_KERNEL_SHARE {
+        let us = opts.short_kernel_ns as f64 / 1e3;
+        out.push(finding(
+                "launch-bound",
+                Severity::Medium,
+                format!("Many kernels are shorter than {us:.0} µs: launch-bound"),
+                format!("{} of {} kernels ({:.1}%) ran under {us:.0} µs", t.short_kernels, t.kernels, 100.0 * short_share),
+                "Fuse small kernels (torch.compile), capture the step in CUDA graphs (mode=\"reduce-overhead\"), or give each kernel more work \
+                 (larger batch).",
+                &[("short_kernel_share", short_share), ("kernels", t.kernels as f64)],
+            ));
+    }
+
+    let (pageable_bytes, pageable_ns, pageable_count) = r
+        .copies
+        .iter()
+        .filter(|c| c.pageable)
+        .fold((0u64, 0u64, 0u64), |a, c| (a.0 + c.bytes, a.1 + c.total_ns, a.2 + c.count));
+    if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.span_ns) >= PAGEABLE_SHARE) {
+        out.push(finding(
+            "pageable-copies",
+            Severity::Medium,
+            "Copies use pageable host memory".into(),
+            format!(
+                "{pageable_count} copies, {pageable_bytes} bytes, {} copying from or to pageable memory",
+                Nanos(pageable_ns)
+            ),
+            "Pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True so copies overlap compute.",
+            &[
+                ("pageable_bytes", pageable_bytes as f64),
+                ("pageable_copies", pageable_count as f64),
+            ],
+        ));
+    }
+
+    let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= opts.long_pause_ns).collect();
+    let checkpoints: Vec<&&(u32, u32, &GapReport)> = pauses
+        .iter()
+        .filter(|(_, _, g)| g.d2h_bytes_before >= CHECKPOINT_D2H_BYTES)
+        .collect();
+    if !checkpoints.is_empty() {
+        let bytes: u64 = checkpoints.iter().map(|(_, _, g)| g.d2h_bytes_before).sum();
+        let ns: u64 = checkpoints.iter().map(|(_, _, g)| g.duration_ns).sum();
+        out.push(finding(
+            "checkpoint-pauses",
+            Severity::Medium,
+            "Long pauses follow device-to-host bursts: checkpoints stall training".into(),
+            format!(
+                "{} pause(s) totalling {} after {bytes} bytes copied to the host",
+                checkpoints.len(),
+                Nanos(ns)
+            ),
+            "Checkpoint asynchronously (torch.distributed.checkpoint async_save), less often, or to faster local storage; look at the \
+                 storage path (queues, RPCs, staging).",
+            &[
+                ("pauses", checkpoints.len() as f64),
+                ("pause_ns", ns as f64),
+                ("d2h_bytes", bytes as f64),
+            ],
+        ));
+    } else if let Some((rank, device, g)) = pauses
+        .iter()
+        .max_by_key(|(rank, device, g)| (g.duration_ns, std::cmp::Reverse((*rank, *device))))
+    {
+        let step = g.step.map_or(String::new(), |s| format!(" in ProfilerStep#{s}"));
+        let doing = g
+            .cpu_activity
+            .first()
+            .map_or(String::new(), |a| format!("; the CPU was in {}", a.name));
+        let ns: u64 = pauses.iter().map(|(_, _, g)| g.duration_ns).sum();
+        out.push(finding(
+            "long-pauses",
+            Severity::Medium,
+            format!("The GPU paused for {} or more {} time(s)", Nanos(opts.long_pause_ns), pauses.len()),
+            format!(
+                "longest: {} on rank {rank} gpu {device}{step}, {}{doing}; all listed pauses: {}",
+                Nanos(g.duration_ns),
+                g.cause.name(),
+                Nanos(ns)
+            ),
+            match g.cause {
+                IdleCause::HostBound => {
+                    "The CPU stalled before launching the next work: data loading, garbage collection, evaluation or \
+                                             logging in the loop. Profile the host side of that step."
+                }
+                IdleCause::Synchronization => {
+                    "The CPU waited in a synchronization while the GPU had nothing to do: look for syncs on other \
+                                                   devices or streams."
+                }
+                IdleCause::LaunchLatency => "The work was queued but waited: a dependency on another stream, device or peer (collective).",
+                IdleCause::Unattributed => "Trace the CUDA API as well to see what the CPU was doing.",
+            },
+            &[("pauses", pauses.len() as f64), ("longest_ns", g.duration_ns as f64)],
+        ));
+    }
+
+    let active: Vec<&(u32, &DeviceReport)> = devices.iter().filter(|(_, d)| d.first_ns.is_some()).collect();
+    if active.len() >= 2 {
+        let mut computes: Vec<u64> = active.iter().map(|(_, d)| d.compute_ns).collect();
+        computes.sort_unstable();
+        // The lower median: with two GPUs, the other one.
+        let median = computes[(computes.len() - 1) / 2].max(1);
+        let (srank, sdev) = active
+            .iter()
+            .max_by_key(|(_, d)| d.compute_ns)
+            .map(|(r, d)| (*r, *d))
+            .expect("two or more devices");
+        let excess = sdev.compute_ns as f64 / median as f64 - 1.0;
+        if excess >= STRAGGLER_EXCESS {
+            let others: Vec<u64> = active
+                .iter()
+                .filter(|(r, d)| !(*r == srank && d.device == sdev.device))
+                .map(|(_, d)| d.exposed_communication_ns)
+                .collect();
+            let others_mean = others.iter().sum::<u64>() / others.len().max(1) as u64;
+            out.push(finding(
+                    "stragglers",
+                    Severity::High,
+                    format!("Uneven per-GPU activity: rank {srank} gpu {} is a straggler", sdev.device),
+                    format!(
+                        "its compute {} is {:.1}% above the median {}; the other GPUs average {} of exposed communication against its {}",
+                        Nanos(sdev.compute_ns),
+                        100.0 * excess,
+                        Nanos(median),
+                        Nanos(others_mean),
+                        Nanos(sdev.exposed_communication_ns)
+                    ),
+                    "Compare that rank's timeline and kernels with a peer (per-rank table); check for a slower or throttled GPU, placement and \
+                     topology, or uneven work (sequence lengths, data shards).",
+                    &[("rank", srank as f64), ("compute_excess", excess)],
+                ));
+        }
+    }
+
+    let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.window_ns)).sum();
+    let st = t.startup_idle_ns + t.teardown_idle_ns;
+    if window > 0 && pct(st, window) >= STARTUP_SHARE {
+        out.push(finding(
+            "startup-teardown",
+            Severity::Info,
+            "Much of the process lifetime is before the first or after the last GPU work".into(),
+            format!(
+                "startup {} and teardown {} = {:.1}% of the process window",
+                Nanos(t.startup_idle_ns),
+                Nanos(t.teardown_idle_ns),
+                100.0 * pct(st, window)
+            ),
+            "For long jobs this amortizes; for short ones look at initialization (model loading, compilation, NCCL setup).",
+            &[("startup_teardown_share", pct(st, window))],
+        ));
+    }
+    out.sort_by_key(|f| f.severity);
+    out
+}

@@ -1,0 +1,925 @@
+//! Analysis of one trace file (one rank).
+//!
+//! Three passes over the file, none of which holds all events:
+//! 1. markers and loss records (step windows, losses);
+//! 2. per device, the GPU chunks merged in start order through the
+//!    [`Sweep`]: unions, overlap, idle gaps, per-step pieces, kernel and
+//!    copy statistics, GPU-side synchronizations (without step ranges, two
+//!    passes over the device's kernels first infer the steps);
+//! 3. API calls and ranges: when the work after each gap was launched, which
+//!    calls were CPU synchronizations, what the CPU did in the longest gaps.
+//!
+//! Memory: bounded by the chunks that overlap in time, plus one small record
+//! per idle gap (40 bytes), per distinct string, per step and per
+//! synchronization call.
+
+use crate::classify::{is_peer_copy, Category, Classifier};
+use crate::error::Result;
+use crate::merge::{for_each_merged, for_each_of_kinds};
+use crate::report::*;
+use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
+use crate::Options;
+use gputrace_format::*;
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// How far before a gap device-to-host bytes count towards `d2h_bytes_before`.
+const D2H_LOOKBACK_NS: u64 = 1_000_000_000;
+
+/// Per-string facts, computed once per string id (names repeat millions of times).
+struct Names<'a> {
+    file: &'a TraceFile,
+    classifier: &'a Classifier,
+    /// 0 = not yet classified; otherwise `1 + flags`.
+    cache: Vec<u8>,
+}
+
+const NAME_COMM: u8 = 1;
+const NAME_SYNC_API: u8 = 2;
+const NAME_STEP: u8 = 4;
+
+impl<'a> Names<'a> {
+    fn new(file: &'a TraceFile, classifier: &'a Classifier) -> Self {
+        Names {
+            file,
+            classifier,
+            cache: vec![0; file.string_count()],
+        }
+    }
+
+    #[inline]
+    fn flags(&mut self, id: StringId) -> u8 {
+        let i = id.0 as usize;
+        if i >= self.cache.len() {
+            // An id the table lacks: no flags (its name reads "<unknown string #n>").
+            return 0;
+        }
+        if self.cache[i] == 0 {
+            let s = self.file.string(id).unwrap_or("");
+            let mut f = 0;
+            if self.classifier.kernel(s) == Category::Communication {
+                f |= NAME_COMM;
+            }
+            if is_sync_api(s) {
+                f |= NAME_SYNC_API;
+            }
+            if step_number(s).is_some() {
+                f |= NAME_STEP;
+            }
+            self.cache[i] = 1 + f;
+        }
+        self.cache[i] - 1
+    }
+
+    fn kernel(&mut self, id: StringId) -> Category {
+        if self.flags(id) & NAME_COMM != 0 {
+            Category::Communication
+        } else {
+            Category::Compute
+        }
+    }
+}
+
+/// CUDA runtime and driver calls that block the calling thread until GPU work is done.
+fn is_sync_api(name: &str) -> bool {
+    name.starts_with("cu") && name.contains("Synchronize")
+}
+
+/// `N` of a `ProfilerStep#N` name.
+pub(crate) fn step_number(name: &str) -> Option<u64> {
+    name.strip_prefix("ProfilerStep#")?.parse().ok()
+}
+
+/// A step's CPU window.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    step: u64,
+    start: u64,
+    end: u64,
+}
+
+/// An idle gap while it is being resolved.
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    start: u64,
+    end: u64,
+    next_corr: u32,
+    next_kind: EventKind,
+    next_name: StringId,
+    /// Entry of the launching API call (u64::MAX: not found).
+    launch: u64,
+    d2h_before: u64,
+}
+
+/// What the ordered sweep needs of one kernel, copy or memset (40 bytes
+/// instead of a whole decoded event).
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    start: u64,
+    end: u64,
+    /// Bytes of a device-to-host copy (0 otherwise).
+    d2h_bytes: u64,
+    corr: u32,
+    name: StringId,
+    kind: EventKind,
+    cat: Category,
+}
+
+/// Per-kernel-name totals of one rank.
+#[derive(Clone, Copy, Debug, Default)]
+struct KernelAgg {
+    count: u64,
+    total: u64,
+}
+
+/// Per-copy-kind totals.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CopyAgg {
+    pub count: u64,
+    pub bytes: u64,
+    pub total: u64,
+}
+
+/// The per-rank result plus the per-name aggregates that [`crate::Report`] merges across ranks.
+#[derive(Clone, Debug)]
+pub struct RankAnalysis {
+    /// The rank's report.
+    pub report: RankReport,
+    /// (name, category, count, total ns) of every kernel name.
+    pub(crate) kernels: Vec<(String, Category, u64, u64)>,
+    /// (kind, pageable) → totals.
+    pub(crate) copies: BTreeMap<(String, bool), CopyAgg>,
+}
+
+/// What the device pass found, before the API pass resolves the gaps.
+struct DevicePass {
+    device: u32,
+    /// Step windows of this device (the rank's markers, or inferred).
+    windows: Vec<Window>,
+    /// The kernel whose runs delimit inferred steps.
+    steps_inferred_from: Option<StringId>,
+    totals: SweepTotals,
+    gaps: Vec<Gap>,
+    step_masks: Vec<[u64; 8]>,
+    kernels: u64,
+    short_kernels: u64,
+    short_kernel_ns: u64,
+    copies: u64,
+    memsets: u64,
+}
+
+/// Analyze one trace. `fallback_rank` is used when the header has no rank.
+pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Result<RankAnalysis> {
+    let header = file.header();
+    let mut names = Names::new(file, &opts.classifier);
+
+    // Pass 1: step windows and loss records.
+    let mut windows: Vec<Window> = Vec::new();
+    let mut losses = Losses::default();
+    for_each_of_kinds(file, &[EventKind::Marker, EventKind::Loss], |ev| match ev {
+        Event::Marker(m) if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_STEP != 0 => {
+            let step = step_number(&file.name(m.name)).unwrap_or_default();
+            windows.push(Window {
+                step,
+                start: m.start.0,
+                end: m.end.0.max(m.start.0),
+            });
+        }
+        Event::Loss(l) if l.source == LossSource::IMPORT => {
+            *losses.not_imported.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
+        }
+        Event::Loss(l) => *losses.lost_records.entry(l.source.name().to_string()).or_insert(0) += l.count,
+        _ => {}
+    })?;
+    windows.sort_by_key(|w| (w.start, w.end, w.step));
+    // The same range recorded twice (two domains, two threads) is one step.
+    windows.dedup_by_key(|w| (w.start, w.end, w.step));
+    match file.trailer() {
+        Some(t) => losses.trailer_losses = t.losses.clone(),
+        None => losses.trailer_missing = true,
+    }
+    if let Some(d) = file.damage() {
+        losses.damage = Some(format!("at byte {}: {}", d.offset, d.reason));
+        losses.damaged_bytes = d.lost_bytes;
+    }
+
+    // Pass 2: one sweep per device.
+    let mut devices: BTreeSet<u32> = header.devices.iter().map(|d| d.ordinal.0).collect();
+    for c in file.chunks() {
+        if let Track::Gpu { device, .. } = c.track {
+            devices.insert(device.0);
+        }
+    }
+    let mut kernel_aggs: Vec<KernelAgg> = vec![KernelAgg::default(); file.string_count()];
+    let mut copy_aggs: BTreeMap<(String, bool), CopyAgg> = BTreeMap::new();
+    let mut syncs: Vec<(u64, u64)> = Vec::new();
+    let mut passes = Vec::with_capacity(devices.len());
+    for &d in &devices {
+        let (dev_windows, anchor) = if windows.is_empty() && opts.infer_steps {
+            infer_steps(file, d, &mut names)?
+        } else {
+            (windows.clone(), None)
+        };
+        let mut p = device_pass(
+            file,
+            d,
+            &dev_windows,
+            opts,
+            &mut names,
+            &mut kernel_aggs,
+            &mut copy_aggs,
+            &mut syncs,
+        )?;
+        p.windows = dev_windows;
+        p.steps_inferred_from = anchor;
+        passes.push(p);
+    }
+
+    // Pass 3: API calls and ranges.
+    // (correlation, device index, gap index) of the work that ended each gap,
+    // sorted by correlation. CUPTI numbers calls in issue order, so within a
+    // chunk of one thread the API calls' ids increase and a cursor that only
+    // moves forward finds them (searched again when an id goes back).
+    let mut wanted: Vec<(u32, usize, usize)> = Vec::new();
+    for (di, p) in passes.iter().enumerate() {
+        for (gi, g) in p.gaps.iter().enumerate() {
+            if g.next_corr != 0 {
+                wanted.push((g.next_corr, di, gi));
+            }
+        }
+    }
+    wanted.sort_unstable();
+    let mut wanted_at = 0usize;
+    let mut last_corr = 0u32;
+    // The longest gaps of each device, sorted by start (they are disjoint), with
+    // a name → overlap tally each.
+    let top: Vec<Vec<usize>> = passes
+        .iter()
+        .map(|p| {
+            let mut idx: Vec<usize> = (0..p.gaps.len()).collect();
+            idx.sort_by_key(|&i| (std::cmp::Reverse(p.gaps[i].end - p.gaps[i].start), i));
+            idx.truncate(opts.top_gaps);
+            idx.sort_by_key(|&i| p.gaps[i].start);
+            idx
+        })
+        .collect();
+    let mut activity: Vec<Vec<FxHashMap<StringId, u64>>> = top.iter().map(|t| vec![FxHashMap::default(); t.len()]).collect();
+    // The spans of those gaps, contiguous (this test runs for every API call
+    // and range), and their hull for a cheap first rejection.
+    let spans: Vec<Vec<(u64, u64)>> = top
+        .iter()
+        .zip(&passes)
+        .map(|(t, p)| t.iter().map(|&gi| (p.gaps[gi].start, p.gaps[gi].end)).collect())
+        .collect();
+    let hull_lo = spans.iter().flatten().map(|g| g.0).min().unwrap_or(u64::MAX);
+    let hull_hi = spans.iter().flatten().map(|g| g.1).max().unwrap_or(0);
+    // Per device, the first span that may still overlap: events arrive in
+    // start order within each chunk, so it only moves forward until the
+    // start goes back (next chunk), where it is searched again.
+    let mut cursor = vec![0usize; spans.len()];
+    let mut last_start = 0u64;
+    let mut note_activity = |name: StringId, s: u64, e: u64| {
+        if e <= hull_lo || s >= hull_hi {
+            return;
+        }
+        let restart = s < last_start;
+        last_start = s;
+        for ((di, t), c) in spans.iter().enumerate().zip(cursor.iter_mut()) {
+            if restart {
+                *c = t.partition_point(|&(_, ge)| ge <= s);
+            } else {
+                while t.get(*c).is_some_and(|&(_, ge)| ge <= s) {
+                    *c += 1;
+                }
+            }
+            for (k, &(gs, ge)) in t.iter().enumerate().skip(*c) {
+                if gs >= e {
+                    break;
+                }
+                let overlap = e.min(ge).saturating_sub(s.max(gs));
+                if overlap > 0 {
+                    *activity[di][k].entry(name).or_insert(0) += overlap;
+                }
+            }
+        }
+    };
+    for_each_of_kinds(file, &[EventKind::Api, EventKind::Marker], |ev| match ev {
+        Event::Api(a) => {
+            let corr = a.correlation.0;
+            if corr < last_corr {
+                wanted_at = wanted.partition_point(|w| w.0 < corr);
+            } else {
+                while wanted.get(wanted_at).is_some_and(|w| w.0 < corr) {
+                    wanted_at += 1;
+                }
+            }
+            last_corr = corr;
+            // Several gaps can share an id (kernels of one CUDA graph launch),
+            // and so do a runtime call and the driver call it makes.
+            for &(_, di, gi) in wanted[wanted_at..].iter().take_while(|w| w.0 == corr) {
+                let g = &mut passes[di].gaps[gi];
+                g.launch = g.launch.min(a.start.0);
+            }
+            if names.flags(a.name) & NAME_SYNC_API != 0 {
+                syncs.push((a.start.0, a.end.0));
+            }
+            note_activity(a.name, a.start.0, a.end.0);
+        }
+        Event::Marker(m) if m.kind == MarkerKind::RANGE => note_activity(m.name, m.start.0, m.end.0),
+        _ => {}
+    })?;
+    let sync_union = union(syncs);
+
+    // Resolve: idle causes per gap, device reports.
+    let window = process_window(file);
+    let mut reports = Vec::with_capacity(passes.len());
+    for (di, p) in passes.iter().enumerate() {
+        let mut dev = device_report(p, header, window);
+        let windows = &p.windows;
+        let mut steps: Vec<StepReport> = windows
+            .iter()
+            .zip(&p.step_masks)
+            .map(|(w, m)| {
+                let busy: u64 = m[1..].iter().sum();
+                let masks = SweepTotals {
+                    first_start: None,
+                    last_end: None,
+                    masks: *m,
+                };
+                StepReport {
+                    step: w.step,
+                    start_ns: w.start,
+                    end_ns: w.end,
+                    duration_ns: w.end - w.start,
+                    compute_ns: masks.sum(|x| x & COMPUTE != 0),
+                    communication_ns: masks.sum(|x| x & COMM != 0),
+                    transfer_ns: masks.sum(|x| x & TRANSFER != 0),
+                    exposed_communication_ns: masks.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
+                    exposed_transfer_ns: masks.sum(|x| x == TRANSFER),
+                    // Pieces are clipped to the window, so busy <= duration.
+                    idle_ns: (w.end - w.start) - busy,
+                    idle_causes: IdleCauses::default(),
+                }
+            })
+            .collect();
+        let mut step_lo = 0;
+        // `top[di]` is sorted by start, as `p.gaps` is: the next listed gap is always at `next_top`.
+        let mut next_top = 0;
+        for (gi, g) in p.gaps.iter().enumerate() {
+            let causes = gap_causes(g, &sync_union, g.start, g.end);
+            dev.idle_causes.add(&causes);
+            while step_lo < windows.len() && windows[step_lo].end <= g.start {
+                step_lo += 1;
+            }
+            // The step holding most of the gap (first on ties).
+            let mut main_step: Option<(u64, u64)> = None;
+            for (w, s) in windows.iter().zip(steps.iter_mut()).skip(step_lo) {
+                if w.start >= g.end {
+                    break;
+                }
+                let (lo, hi) = (g.start.max(w.start), g.end.min(w.end));
+                if hi > lo {
+                    if !matches!(main_step, Some((_, best)) if best >= hi - lo) {
+                        main_step = Some((w.step, hi - lo));
+                    }
+                    let mut c = gap_causes(g, &sync_union, lo, hi);
+                    c.gaps = u64::from(lo == g.start);
+                    s.idle_causes.add(&c);
+                }
+            }
+            if top[di].get(next_top) == Some(&gi) {
+                let k = next_top;
+                next_top += 1;
+                let mut cpu: Vec<(StringId, u64)> = activity[di][k].iter().map(|(n, v)| (*n, *v)).collect();
+                cpu.sort_by_key(|&(n, v)| (std::cmp::Reverse(v), n));
+                cpu.truncate(3);
+                dev.longest_gaps.push(GapReport {
+                    start_ns: g.start,
+                    end_ns: g.end,
+                    duration_ns: g.end - g.start,
+                    cause: causes.dominant(),
+                    causes,
+                    next_work: match g.next_kind {
+                        EventKind::Kernel => file.name(g.next_name).into_owned(),
+                        k => k.name().to_string(),
+                    },
+                    launched_ns: (g.launch != u64::MAX).then_some(g.launch),
+                    cpu_activity: cpu
+                        .into_iter()
+                        .map(|(n, v)| CpuActivity {
+                            name: file.name(n).into_owned(),
+                            overlap_ns: v,
+                        })
+                        .collect(),
+                    d2h_bytes_before: g.d2h_before,
+                    step: main_step.map(|(step, _)| step),
+                });
+            }
+        }
+        dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
+        debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
+        dev.steps = steps;
+        dev.steps_inferred_from = p.steps_inferred_from.map(|id| file.name(id).into_owned());
+        reports.push(dev);
+    }
+
+    let kernels = kernel_aggs
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.count > 0)
+        .map(|(i, k)| {
+            let id = StringId(i as u32);
+            (file.name(id).into_owned(), names.kernel(id), k.count, k.total)
+        })
+        .collect();
+    let rank_from_header = header.rank.rank.is_some();
+    Ok(RankAnalysis {
+        report: RankReport {
+            rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
+            rank_from_header,
+            file: file.path().display().to_string(),
+            producer: match header.producer {
+                Producer::Agent => "agent",
+                Producer::Synthetic => "synthetic",
+                Producer::Import => "import",
+            }
+            .to_string(),
+            hostname: header.hostname.clone(),
+            devices: reports,
+            losses,
+            events: file.event_total(),
+        },
+        kernels,
+        copies: copy_aggs,
+    })
+}
+
+/// Sweep one device's GPU chunks.
+#[allow(clippy::too_many_arguments)]
+fn device_pass(
+    file: &TraceFile,
+    device: u32,
+    windows: &[Window],
+    opts: &Options,
+    names: &mut Names<'_>,
+    kernel_aggs: &mut [KernelAgg],
+    copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
+    syncs: &mut Vec<(u64, u64)>,
+) -> Result<DevicePass> {
+    let mut sweep = Sweep::new();
+    let mut gaps: Vec<Gap> = Vec::new();
+    let mut step_masks = vec![[0u64; 8]; windows.len()];
+    let mut step_lo = 0usize;
+    // Pieces arrive in time order; windows are sorted by start. Windows that
+    // ended before a piece can never overlap a later one.
+    let mut on_piece = |a: u64, b: u64, mask: u8| {
+        while step_lo < windows.len() && windows[step_lo].end <= a {
+            step_lo += 1;
+        }
+        for (w, m) in windows[step_lo..].iter().zip(&mut step_masks[step_lo..]) {
+            if w.start >= b {
+                break;
+            }
+            let (lo, hi) = (a.max(w.start), b.min(w.end));
+            if hi > lo {
+                m[mask as usize] += hi - lo;
+            }
+        }
+    };
+    let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Copy kinds are few; aggregate by (kind byte, pageable) and name them at the end.
+    let mut copy_small: [[CopyAgg; 2]; 256] = [[CopyAgg::default(); 2]; 256];
+    let mut memset_agg = CopyAgg::default();
+    // Device-to-host copies of the last D2H_LOOKBACK_NS: (end, bytes), and their sum.
+    let mut d2h: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut d2h_bytes = 0u64;
+    let long_pause = opts.long_pause_ns;
+    let short = opts.short_kernel_ns;
+    for_each_merged(
+        file,
+        |c| {
+            matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device)
+                && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync)
+        },
+        // Statistics do not depend on order: gather them while decoding, and
+        // keep only what the ordered sweep needs.
+        |ev| {
+            let work = match ev {
+                Event::Kernel(k) => {
+                    let dur = k.end.0.saturating_sub(k.start.0);
+                    kernels += 1;
+                    if dur < short {
+                        short_kernels += 1;
+                        short_kernel_ns += dur;
+                    }
+                    if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
+                        a.count += 1;
+                        a.total += dur;
+                    }
+                    Work {
+                        start: k.start.0,
+                        end: k.end.0,
+                        d2h_bytes: 0,
+                        corr: k.correlation.0,
+                        name: k.name,
+                        kind: EventKind::Kernel,
+                        cat: names.kernel(k.name),
+                    }
+                }
+                Event::Memcpy(m) => {
+                    copies += 1;
+                    let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
+                    let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
+                    a.count += 1;
+                    a.bytes += m.bytes;
+                    a.total += m.end.0.saturating_sub(m.start.0);
+                    let cat = if is_peer_copy(m) {
+                        Category::Communication
+                    } else {
+                        Category::Transfer
+                    };
+                    let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
+                    Work {
+                        start: m.start.0,
+                        end: m.end.0,
+                        d2h_bytes,
+                        corr: m.correlation.0,
+                        name: StringId::EMPTY,
+                        kind: EventKind::Memcpy,
+                        cat,
+                    }
+                }
+                Event::Memset(m) => {
+                    memsets += 1;
+                    memset_agg.count += 1;
+                    memset_agg.bytes += m.bytes;
+                    memset_agg.total += m.end.0.saturating_sub(m.start.0);
+                    Work {
+                        start: m.start.0,
+                        end: m.end.0,
+                        d2h_bytes: 0,
+                        corr: m.correlation.0,
+                        name: StringId::EMPTY,
+                        kind: EventKind::Memset,
+                        cat: Category::Transfer,
+                    }
+                }
+                Event::Sync(s) => {
+                    syncs.push((s.start.0, s.end.0));
+                    return None;
+                }
+                _ => return None,
+            };
+            // Empty and inverted intervals cover no time: they neither end a gap nor enter the sweep.
+            (work.end > work.start).then_some(work)
+        },
+        |w| w.start,
+        |w| {
+            if let Some((a, b)) = sweep.gap_before(w.start) {
+                let mut d2h_before = 0;
+                if b - a >= long_pause {
+                    while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
+                        d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+                    }
+                    d2h_before = d2h_bytes;
+                }
+                gaps.push(Gap {
+                    start: a,
+                    end: b,
+                    next_corr: w.corr,
+                    next_kind: w.kind,
+                    next_name: w.name,
+                    launch: u64::MAX,
+                    d2h_before,
+                });
+            }
+            // Keep the lookback queue short even without long gaps.
+            while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
+                d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+            }
+            if w.d2h_bytes > 0 {
+                d2h.push_back((w.end, w.d2h_bytes));
+                d2h_bytes += w.d2h_bytes;
+            }
+            sweep.push(w.cat, w.start, w.end, &mut on_piece);
+        },
+    )?;
+    let totals = sweep.finish(&mut on_piece);
+    for (kind, pair) in copy_small.iter().enumerate() {
+        for (pageable, a) in pair.iter().enumerate() {
+            if a.count > 0 {
+                let e = copy_aggs
+                    .entry((CopyKind(kind as u8).name().to_string(), pageable == 1))
+                    .or_default();
+                e.count += a.count;
+                e.bytes += a.bytes;
+                e.total += a.total;
+            }
+        }
+    }
+    if memset_agg.count > 0 {
+        let e = copy_aggs.entry(("memset".to_string(), false)).or_default();
+        e.count += memset_agg.count;
+        e.bytes += memset_agg.bytes;
+        e.total += memset_agg.total;
+    }
+    debug_assert_eq!(
+        gaps.iter().map(|g| g.end - g.start).sum::<u64>(),
+        totals.masks[0],
+        "gaps are the idle pieces"
+    );
+    Ok(DevicePass {
+        device,
+        windows: Vec::new(),
+        steps_inferred_from: None,
+        totals,
+        gaps,
+        step_masks,
+        kernels,
+        short_kernels,
+        short_kernel_ns,
+        copies,
+        memsets,
+    })
+}
+
+/// Fewest runs of a kernel for it to delimit inferred steps.
+const MIN_INFERRED_STEPS: u32 = 3;
+
+/// How often one kernel name ran, in start order.
+#[derive(Clone, Copy, Debug, Default)]
+struct Runs {
+    count: u32,
+    first: u64,
+    last: u64,
+    min_interval: u64,
+}
+
+/// Steps from the repeating kernel pattern, for a device without step
+/// markers. The number of steps is taken to be the most common run count
+/// among compute kernel names that ran at least `MIN_INFERRED_STEPS` times
+/// (in a training loop many kernels run exactly once per step); among the
+/// names with that count, the one that starts first and never ran closer
+/// than half its mean period to its previous run is the anchor. Each step
+/// runs from one start of the anchor to the next; the last ends with the
+/// device's last work. Heuristic: the windows are GPU time, and work before
+/// the anchor's first run belongs to no step.
+fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(Vec<Window>, Option<StringId>)> {
+    let mut runs = vec![Runs::default(); file.string_count()];
+    let mut last_end = 0u64;
+    let mut anchor_starts: Vec<u64> = Vec::new();
+    let kernels_of_device =
+        |c: &EventChunk| c.kind == EventKind::Kernel && matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device);
+    for_each_merged(
+        file,
+        kernels_of_device,
+        |ev| match ev {
+            Event::Kernel(k) => Some((k.start.0, k.end.0, k.name)),
+            _ => None,
+        },
+        |r| r.0,
+        |&(start, end, name)| {
+            last_end = last_end.max(end);
+            if let Some(r) = runs.get_mut(name.0 as usize) {
+                if r.count == 0 {
+                    r.first = start;
+                    r.min_interval = u64::MAX;
+                } else {
+                    r.min_interval = r.min_interval.min(start - r.last);
+                }
+                r.count += 1;
+                r.last = start;
+            }
+        },
+    )?;
+    let mut count_votes: BTreeMap<u32, u32> = BTreeMap::new();
+    let candidates: Vec<(usize, Runs)> = runs
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| r.count >= MIN_INFERRED_STEPS && names.kernel(StringId(*i as u32)) == Category::Compute)
+        .map(|(i, r)| (i, *r))
+        .collect();
+    for (_, r) in &candidates {
+        *count_votes.entry(r.count).or_insert(0) += 1;
+    }
+    // Most votes; on a tie the smaller count (fewer, longer steps).
+    let Some((&steps, _)) = count_votes
+        .iter()
+        .max_by_key(|(count, votes)| (**votes, std::cmp::Reverse(**count)))
+    else {
+        return Ok((Vec::new(), None));
+    };
+    let regular = |r: &Runs| {
+        let mean = (r.last - r.first) / u64::from(r.count - 1);
+        r.min_interval.saturating_mul(2) >= mean && mean > 0
+    };
+    let Some(&(anchor, _)) = candidates
+        .iter()
+        .filter(|(_, r)| r.count == steps && regular(r))
+        .min_by_key(|(i, r)| (r.first, *i))
+    else {
+        return Ok((Vec::new(), None));
+    };
+    let anchor = StringId(anchor as u32);
+    for_each_merged(
+        file,
+        kernels_of_device,
+        |ev| match ev {
+            Event::Kernel(k) if k.name == anchor => Some(k.start.0),
+            _ => None,
+        },
+        |&t| t,
+        |&t| anchor_starts.push(t),
+    )?;
+    let windows = anchor_starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| Window {
+            step: i as u64,
+            start,
+            end: anchor_starts.get(i + 1).copied().unwrap_or(last_end).max(start),
+        })
+        .collect();
+    Ok((windows, Some(anchor)))
+}
+
+/// Sorted, disjoint union of intervals.
+fn union(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.retain(|&(s, e)| e > s);
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Time of `[lo, hi)` covered by a sorted, disjoint union.
+fn covered(u: &[(u64, u64)], lo: u64, hi: u64) -> u64 {
+    let first = u.partition_point(|&(_, e)| e <= lo);
+    let mut sum = 0;
+    for &(s, e) in &u[first..] {
+        if s >= hi {
+            break;
+        }
+        sum += e.min(hi) - s.max(lo);
+    }
+    sum
+}
+
+/// Causes of the part `[lo, hi)` of gap `g`. Before the launching call was
+/// entered, the CPU was either blocked in a synchronization or busy elsewhere
+/// (host-bound); after it, the work was queued (latency). Sums to `hi - lo`.
+fn gap_causes(g: &Gap, syncs: &[(u64, u64)], lo: u64, hi: u64) -> IdleCauses {
+    let mut c = IdleCauses {
+        gaps: 1,
+        ..IdleCauses::default()
+    };
+    if g.launch == u64::MAX {
+        c.unattributed_ns = hi - lo;
+        return c;
+    }
+    let launched = g.launch.clamp(lo, hi);
+    c.synchronization_ns = covered(syncs, lo, launched);
+    c.host_bound_ns = (launched - lo) - c.synchronization_ns;
+    c.launch_latency_ns = hi - launched;
+    c
+}
+
+/// The recording window of a gputrace capture, in the trace's time domain.
+fn process_window(file: &TraceFile) -> Option<(u64, u64)> {
+    let h = file.header();
+    if h.producer == Producer::Import {
+        return None;
+    }
+    let pick = |c: &ClockPair| match h.time_domain {
+        TimeDomain::Cupti => c.cupti_ns.unwrap_or(c.realtime_ns),
+        TimeDomain::Realtime => c.realtime_ns,
+        TimeDomain::Monotonic => c.monotonic_ns,
+    };
+    let start = pick(&h.start_clock);
+    if start == 0 {
+        return None;
+    }
+    let (lo, hi) = file.time_span().unwrap_or((Nanos(start), Nanos(start)));
+    let end = file.trailer().map(|t| pick(&t.end_clock)).unwrap_or(0).max(hi.0);
+    Some((start.min(lo.0), end))
+}
+
+fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>) -> DeviceReport {
+    let t = &p.totals;
+    let m = |mask: u8| t.masks[mask as usize];
+    let span = t.last_end.unwrap_or(0) - t.first_start.unwrap_or(0);
+    let compute = t.sum(|x| x & COMPUTE != 0);
+    let communication = t.sum(|x| x & COMM != 0);
+    let transfer = t.sum(|x| x & TRANSFER != 0);
+    let exposed_communication = t.sum(|x| x & COMM != 0 && x & COMPUTE == 0);
+    let exposed_transfer = m(TRANSFER);
+    let overlap = Overlap {
+        compute_only_ns: m(COMPUTE),
+        compute_communication_ns: m(COMPUTE | COMM),
+        compute_transfer_ns: m(COMPUTE | TRANSFER),
+        compute_communication_transfer_ns: m(COMPUTE | COMM | TRANSFER),
+        communication_only_ns: m(COMM),
+        communication_transfer_ns: m(COMM | TRANSFER),
+        transfer_only_ns: m(TRANSFER),
+        communication_hidden_ns: communication - exposed_communication,
+        transfer_hidden_ns: transfer - exposed_transfer,
+    };
+    let process_window = window.map(|(start, end)| {
+        let (startup, teardown) = match (t.first_start, t.last_end) {
+            (Some(f), Some(l)) => (f.saturating_sub(start), end.saturating_sub(l)),
+            _ => (end - start, 0),
+        };
+        ProcessWindow {
+            start_ns: start,
+            end_ns: end,
+            window_ns: end - start,
+            startup_idle_ns: startup,
+            teardown_idle_ns: teardown,
+        }
+    });
+    DeviceReport {
+        device: p.device,
+        name: header
+            .devices
+            .iter()
+            .find(|d| d.ordinal.0 == p.device)
+            .map(|d| d.name.clone())
+            .unwrap_or_default(),
+        first_ns: t.first_start,
+        last_ns: t.last_end,
+        span_ns: span,
+        compute_ns: compute,
+        communication_ns: communication,
+        transfer_ns: transfer,
+        exposed_communication_ns: exposed_communication,
+        exposed_transfer_ns: exposed_transfer,
+        idle_ns: m(0),
+        overlap,
+        idle_causes: IdleCauses::default(),
+        process_window,
+        kernels: p.kernels,
+        short_kernels: p.short_kernels,
+        short_kernel_ns: p.short_kernel_ns,
+        copies: p.copies,
+        memsets: p.memsets,
+        longest_gaps: Vec::new(),
+        steps: Vec::new(),
+        steps_inferred_from: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_and_coverage() {
+        let u = union(vec![(50, 60), (10, 20), (15, 30), (30, 35), (40, 40), (70, 65)]);
+        assert_eq!(u, [(10, 35), (50, 60)], "touching intervals merge; empty and inverted ones vanish");
+        assert_eq!(covered(&u, 0, 100), 35);
+        assert_eq!(covered(&u, 20, 55), 15 + 5);
+        assert_eq!(covered(&u, 35, 50), 0);
+        assert_eq!(covered(&[], 0, 10), 0);
+    }
+
+    #[test]
+    fn gap_causes_split_at_the_launch() {
+        let gap = |launch| Gap {
+            start: 100,
+            end: 200,
+            next_corr: 1,
+            next_kind: EventKind::Kernel,
+            next_name: StringId::EMPTY,
+            launch,
+            d2h_before: 0,
+        };
+        let syncs = [(90, 120), (130, 140)];
+        let c = gap_causes(&gap(150), &syncs, 100, 200);
+        assert_eq!(
+            (c.synchronization_ns, c.host_bound_ns, c.launch_latency_ns, c.unattributed_ns),
+            (30, 20, 50, 0)
+        );
+        // Launched before the gap: all latency; after its end (clock skew): all CPU-side.
+        assert_eq!(gap_causes(&gap(10), &syncs, 100, 200).launch_latency_ns, 100);
+        assert_eq!(gap_causes(&gap(500), &[], 100, 200).host_bound_ns, 100);
+        assert_eq!(gap_causes(&gap(u64::MAX), &syncs, 100, 200).unattributed_ns, 100);
+        // A part of the gap (a step window) splits the same way.
+        let c = gap_causes(&gap(150), &syncs, 140, 160);
+        assert_eq!((c.synchronization_ns, c.host_bound_ns, c.launch_latency_ns), (0, 10, 10));
+    }
+
+    #[test]
+    fn step_names() {
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep#"), None);
+        assert_eq!(step_number("ProfilerStep#x"), None);
+        assert_eq!(step_number("profilerstep#1"), None);
+        assert!(is_sync_api("cudaStreamSynchronize") && is_sync_api("cuCtxSynchronize"));
+        assert!(!is_sync_api("cudaLaunchKernel") && !is_sync_api("ncclSynchronize"));
+    }
+}

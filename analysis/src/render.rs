@@ -1,0 +1,381 @@
+//! The human-readable report. The caller decides on color (a terminal,
+//! `NO_COLOR`); this module only formats.
+
+use crate::report::*;
+use gputrace_format::Nanos;
+use std::fmt::Write;
+
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn heading(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    fn severity(&self, sev: Severity) -> String {
+        match sev {
+            Severity::High => self.paint("1;31", "HIGH  "),
+            Severity::Medium => self.paint("33", "MEDIUM"),
+            Severity::Info => self.paint("2", "INFO  "),
+        }
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+fn ns(v: u64) -> String {
+    Nanos(v).to_string()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Render a report as text tables. `color` adds ANSI styling.
+pub fn render_text(r: &Report, color: bool) -> String {
+    let st = Style { color };
+    let mut o = String::new();
+    let devices: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
+    let synthetic = r.ranks.iter().any(|rk| rk.producer == "synthetic");
+    let _ = writeln!(
+        o,
+        "{}",
+        st.heading(&format!(
+            "gputrace report: {} rank(s), {} GPU(s){}",
+            r.ranks.len(),
+            devices,
+            if synthetic {
+                " (synthetic data, not a GPU measurement)"
+            } else {
+                ""
+            }
+        ))
+    );
+    if r.lossy {
+        let _ = writeln!(
+            o,
+            "{}",
+            st.paint(
+                "1;31",
+                "WARNING: the trace lost data; every number below describes what was recorded (see Losses)."
+            )
+        );
+    }
+
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading("Where the GPU time went (span: first to last GPU activity, all streams merged)")
+    );
+    let _ = writeln!(
+        o,
+        "{:>5} {:>4}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}",
+        "rank", "gpu", "span", "compute", "exp.comm", "exp.xfer", "idle", "comm hid.", "xfer hid."
+    );
+    // Devices a header lists but that ran nothing get one line below, not a row each.
+    let mut without_work = 0;
+    for rk in &r.ranks {
+        for d in &rk.devices {
+            if d.first_ns.is_none() {
+                without_work += 1;
+                continue;
+            }
+            let _ = writeln!(
+                o,
+                "{:>5} {:>4}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}",
+                rk.rank,
+                d.device,
+                ns(d.span_ns),
+                pct(d.compute_ns, d.span_ns),
+                pct(d.exposed_communication_ns, d.span_ns),
+                pct(d.exposed_transfer_ns, d.span_ns),
+                pct(d.idle_ns, d.span_ns),
+                pct(d.overlap.communication_hidden_ns, d.communication_ns),
+                pct(d.overlap.transfer_hidden_ns, d.transfer_ns),
+            );
+        }
+    }
+    let t = &r.totals;
+    let _ = writeln!(
+        o,
+        "{:>10}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}",
+        "all",
+        ns(t.span_ns),
+        pct(t.compute_ns, t.span_ns),
+        pct(t.exposed_communication_ns, t.span_ns),
+        pct(t.exposed_transfer_ns, t.span_ns),
+        pct(t.idle_ns, t.span_ns),
+        pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns),
+        pct(t.transfer_ns - t.exposed_transfer_ns, t.transfer_ns),
+    );
+    if without_work > 0 {
+        let _ = writeln!(
+            o,
+            "({without_work} more GPU(s) listed in the trace headers ran no kernel, copy or memset)"
+        );
+    }
+    let c = &t.idle_causes;
+    let _ = writeln!(
+        o,
+        "idle {} in {} gaps: host-bound {}, launch/dependency latency {}, synchronization {}, unattributed {}",
+        ns(t.idle_ns),
+        c.gaps,
+        pct(c.host_bound_ns, t.idle_ns),
+        pct(c.launch_latency_ns, t.idle_ns),
+        pct(c.synchronization_ns, t.idle_ns),
+        pct(c.unattributed_ns, t.idle_ns)
+    );
+    if t.startup_idle_ns + t.teardown_idle_ns > 0 {
+        let _ = writeln!(
+            o,
+            "outside the span (process window): startup idle {}, teardown idle {}",
+            ns(t.startup_idle_ns),
+            ns(t.teardown_idle_ns)
+        );
+    }
+
+    let mut gaps: Vec<(u32, u32, &GapReport)> = r
+        .ranks
+        .iter()
+        .flat_map(|rk| {
+            rk.devices
+                .iter()
+                .flat_map(move |d| d.longest_gaps.iter().map(move |g| (rk.rank, d.device, g)))
+        })
+        .collect();
+    gaps.sort_by_key(|(rank, dev, g)| (std::cmp::Reverse(g.duration_ns), *rank, *dev));
+    gaps.truncate(10);
+    if !gaps.is_empty() {
+        let _ = writeln!(o, "\n{}", st.heading("Longest idle gaps"));
+        let _ = writeln!(
+            o,
+            "{:>5} {:>4}  {:>11}  {:<26} {:>5}  {:<28} CPU was in",
+            "rank", "gpu", "idle", "cause", "step", "next work"
+        );
+        for (rank, dev, g) in gaps {
+            let cpu: Vec<String> = g
+                .cpu_activity
+                .iter()
+                .map(|a| format!("{} ({})", truncate(&a.name, 32), ns(a.overlap_ns)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:>5} {:>4}  {:>11}  {:<26} {:>5}  {:<28} {}",
+                rank,
+                dev,
+                ns(g.duration_ns),
+                g.cause.name(),
+                g.step.map_or("-".into(), |s| s.to_string()),
+                truncate(&g.next_work, 28),
+                if cpu.is_empty() { "-".to_string() } else { cpu.join(", ") }
+            );
+        }
+    }
+
+    render_steps(&mut o, r, &st);
+    if !r.top_kernels.is_empty() {
+        let _ = writeln!(o, "\n{}", st.heading("Top kernels (summed over ranks)"));
+        let _ = writeln!(
+            o,
+            "{:>11}  {:>7}  {:>9}  {:>11}  {:<6} name",
+            "time", "share", "count", "mean", "kind"
+        );
+        for k in &r.top_kernels {
+            let _ = writeln!(
+                o,
+                "{:>11}  {:>6.1}%  {:>9}  {:>11}  {:<6} {}",
+                ns(k.total_ns),
+                100.0 * k.share,
+                k.count,
+                ns(k.mean_ns),
+                if k.category == crate::Category::Communication {
+                    "comm"
+                } else {
+                    "comp"
+                },
+                truncate(&k.name, 90)
+            );
+        }
+    }
+    if !r.copies.is_empty() {
+        let _ = writeln!(o, "\n{}", st.heading("Copies and memsets"));
+        let _ = writeln!(
+            o,
+            "{:<8} {:<9} {:>9}  {:>14}  {:>11}  {:>10}",
+            "kind", "host mem", "count", "bytes", "time", "GB/s"
+        );
+        for c in &r.copies {
+            let _ = writeln!(
+                o,
+                "{:<8} {:<9} {:>9}  {:>14}  {:>11}  {:>10.2}",
+                c.kind,
+                if c.pageable { "pageable" } else { "-" },
+                c.count,
+                c.bytes,
+                ns(c.total_ns),
+                c.achieved_gbps
+            );
+        }
+    }
+    if r.lossy {
+        let _ = writeln!(o, "\n{}", st.heading("Losses"));
+        for rk in r.ranks.iter().filter(|rk| rk.losses.any()) {
+            let l = &rk.losses;
+            let mut parts: Vec<String> = l
+                .lost_records
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            if l.trailer_missing {
+                parts.push("no trailer (the writer did not finish)".into());
+            }
+            if let Some(d) = &l.damage {
+                parts.push(format!("damaged {d} ({} bytes unread)", l.damaged_bytes));
+            }
+            let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
+        }
+    }
+    let not_imported: u64 = r.ranks.iter().flat_map(|rk| rk.losses.not_imported.values()).sum();
+    if not_imported > 0 {
+        let _ = writeln!(
+            o,
+            "\n{not_imported} input entries were outside the timeline model and not imported (CPU operators, metadata, ...; see the JSON)."
+        );
+    }
+    let _ = writeln!(o, "\n{}", st.heading("Findings"));
+    if r.findings.is_empty() {
+        let _ = writeln!(o, "no rule fired: no large idle, exposed communication or transfer problem found");
+    }
+    for f in &r.findings {
+        let _ = writeln!(o, "{} {}", st.severity(f.severity), f.title);
+        let _ = writeln!(o, "       evidence: {}", f.evidence);
+        let _ = writeln!(o, "       next:     {}", f.next_step);
+    }
+    if let Some(c) = &r.cost {
+        let _ = writeln!(o, "\n{}", st.heading(&format!("Cost at ${:.2} per GPU-hour", c.usd_per_gpu_hour)));
+        let _ = writeln!(
+            o,
+            "spans ${:.4}; idle ${:.4}, exposed communication ${:.4}, exposed transfer ${:.4}, startup/teardown ${:.4}: not compute ${:.4}",
+            c.span_usd, c.idle_usd, c.exposed_communication_usd, c.exposed_transfer_usd, c.startup_teardown_usd, c.not_compute_usd
+        );
+    }
+    o
+}
+
+/// Steps listed individually up to this many; beyond, the slowest few.
+const MAX_STEPS_SHOWN: usize = 12;
+/// How many of the slowest steps a long run shows.
+const SLOWEST_STEPS_SHOWN: usize = 5;
+
+/// One step over every device that has it.
+#[derive(Default)]
+struct StepAgg {
+    devices: u64,
+    max_duration: u64,
+    duration: u64,
+    compute: u64,
+    exposed_communication: u64,
+    exposed_transfer: u64,
+    idle: u64,
+    max_host_bound: u64,
+}
+
+/// Steps across all ranks: the longest duration (the job waits for the slowest
+/// rank), time shares summed over devices, the largest host-bound idle.
+fn render_steps(o: &mut String, r: &Report, st: &Style) {
+    let mut steps: std::collections::BTreeMap<u64, StepAgg> = std::collections::BTreeMap::new();
+    for d in r.ranks.iter().flat_map(|rk| &rk.devices) {
+        for s in &d.steps {
+            let a = steps.entry(s.step).or_default();
+            a.devices += 1;
+            a.max_duration = a.max_duration.max(s.duration_ns);
+            a.duration += s.duration_ns;
+            a.compute += s.compute_ns;
+            a.exposed_communication += s.exposed_communication_ns;
+            a.exposed_transfer += s.exposed_transfer_ns;
+            a.idle += s.idle_ns;
+            a.max_host_bound = a.max_host_bound.max(s.idle_causes.host_bound_ns);
+        }
+    }
+    if steps.is_empty() {
+        return;
+    }
+    let mut durations: Vec<u64> = steps.values().map(|a| a.max_duration).collect();
+    durations.sort_unstable();
+    let median = durations[durations.len() / 2];
+    let mut shown: Vec<u64> = steps.keys().copied().collect();
+    if shown.len() > MAX_STEPS_SHOWN {
+        shown.sort_by_key(|k| std::cmp::Reverse(steps[k].max_duration));
+        shown.truncate(SLOWEST_STEPS_SHOWN);
+        shown.sort_unstable();
+    }
+    let inferred = r
+        .ranks
+        .iter()
+        .flat_map(|rk| &rk.devices)
+        .find_map(|d| d.steps_inferred_from.as_deref());
+    let title = match inferred {
+        Some(anchor) => format!(
+            "Steps (no ProfilerStep ranges: inferred from the runs of {}, GPU time)",
+            truncate(anchor, 60)
+        ),
+        None => "Steps (ProfilerStep#N; duration of the slowest rank, shares over all devices)".to_string(),
+    };
+    let _ = writeln!(o, "\n{}", st.heading(&title));
+    let _ = writeln!(
+        o,
+        "{:>6}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>11}",
+        "step", "duration", "compute", "exp.comm", "exp.xfer", "idle", "host-bound"
+    );
+    for k in &shown {
+        let a = &steps[k];
+        // Slow: more than 1.5 times the median step.
+        let slow = if median > 0 && a.max_duration * 2 > median * 3 {
+            "  slow"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "{:>6}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>11}{}",
+            k,
+            ns(a.max_duration),
+            pct(a.compute, a.duration),
+            pct(a.exposed_communication, a.duration),
+            pct(a.exposed_transfer, a.duration),
+            pct(a.idle, a.duration),
+            ns(a.max_host_bound),
+            st.paint("33", slow)
+        );
+    }
+    if shown.len() < steps.len() {
+        let _ = writeln!(
+            o,
+            "({} slowest of {} steps shown; median step {})",
+            shown.len(),
+            steps.len(),
+            ns(median)
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The report: plain data, serialized as the `gputrace report --json` document.
+//!
+//! All times are integer nanoseconds in the trace's own clock (see the
+//! header's `time_domain`); `*_ns` fields that are durations obey the
+//! identities stated on each struct. `docs/metrics.md` defines every number.
+
+use crate::classify::Category;
+use gputrace_format::LossSource;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Version of the JSON document's schema; bumped when a field changes meaning or is removed.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything `gputrace report` shows, for one or more ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// One entry per trace file, in rank order.
+    pub ranks: Vec<RankReport>,
+    /// Sums over every device of every rank.
+    pub totals: Totals,
+    /// Kernels by total GPU time, over all ranks (at most `Options::top_kernels`).
+    pub top_kernels: Vec<KernelStat>,
+    /// Copies and memsets by kind, over all ranks.
+    pub copies: Vec<CopyStat>,
+    /// Diagnoses with evidence and a next step, most important first.
+    pub findings: Vec<Finding>,
+    /// Idle and exposed time priced at `Options::gpu_hour_cost` (absent when no price was given).
+    pub cost: Option<Cost>,
+    /// True when any trace lost data (loss records, a missing trailer, a damaged tail):
+    /// the numbers then describe what was recorded, not everything that ran.
+    pub lossy: bool,
+    /// Lower-cased substrings that made a kernel communication.
+    pub communication_patterns: Vec<String>,
+}
+
+/// One trace file (one process, usually one rank).
+#[derive(Clone, Debug, Serialize)]
+pub struct RankReport {
+    /// Rank from the header, or the file's position among the inputs when the header has none.
+    pub rank: u32,
+    /// Whether `rank` came from the header.
+    pub rank_from_header: bool,
+    /// The file.
+    pub file: String,
+    /// `agent`, `synthetic` or `import`.
+    pub producer: String,
+    /// Host name.
+    pub hostname: String,
+    /// Devices with activity or listed in the header, by ordinal.
+    pub devices: Vec<DeviceReport>,
+    /// Data the trace says it lost.
+    pub losses: Losses,
+    /// Events in the file.
+    pub events: u64,
+}
+
+/// Where one GPU's time went.
+///
+/// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == span_ns`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DeviceReport {
+    /// CUDA ordinal in the process.
+    pub device: u32,
+    /// Marketing name from the header (empty if not recorded).
+    pub name: String,
+    /// Start of the first kernel, copy or memset (absent for a device without any).
+    pub first_ns: Option<u64>,
+    /// End of the last one.
+    pub last_ns: Option<u64>,
+    /// `last_ns - first_ns` (0 without activity).
+    pub span_ns: u64,
+    /// |∪ compute kernels|.
+    pub compute_ns: u64,
+    /// |∪ communication kernels and peer copies|.
+    pub communication_ns: u64,
+    /// |∪ copies and memsets (not peer)|.
+    pub transfer_ns: u64,
+    /// Communication not under compute.
+    pub exposed_communication_ns: u64,
+    /// Transfer under neither compute nor communication.
+    pub exposed_transfer_ns: u64,
+    /// Nothing running on the device within the span.
+    pub idle_ns: u64,
+    /// The seven non-idle overlap cells.
+    pub overlap: Overlap,
+    /// Causes of `idle_ns` (they sum to it).
+    pub idle_causes: IdleCauses,
+    /// The process's lifetime around the span (gputrace captures only).
+    pub process_window: Option<ProcessWindow>,
+    /// Kernels executed.
+    pub kernels: u64,
+    /// Kernels shorter than `Options::short_kernel_ns`.
+    pub short_kernels: u64,
+    /// Summed duration of those kernels.
+    pub short_kernel_ns: u64,
+    /// Copies executed (peer included).
+    pub copies: u64,
+    /// Memsets executed.
+    pub memsets: u64,
+    /// The longest idle gaps, longest first (at most `Options::top_gaps`).
+    pub longest_gaps: Vec<GapReport>,
+    /// Per-step breakdown: one entry per `ProfilerStep#N` range or, without them, per
+    /// inferred step.
+    pub steps: Vec<StepReport>,
+    /// When the steps were inferred from the repeating kernel pattern: the kernel whose
+    /// runs start each step (its windows are GPU time, numbered from 0).
+    pub steps_inferred_from: Option<String>,
+}
+
+/// Time in each combination of overlapping categories; with `idle_ns` they tile the span.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Overlap {
+    /// Compute alone.
+    pub compute_only_ns: u64,
+    /// Compute and communication.
+    pub compute_communication_ns: u64,
+    /// Compute and transfer.
+    pub compute_transfer_ns: u64,
+    /// All three.
+    pub compute_communication_transfer_ns: u64,
+    /// Communication alone.
+    pub communication_only_ns: u64,
+    /// Communication and transfer, no compute.
+    pub communication_transfer_ns: u64,
+    /// Transfer alone.
+    pub transfer_only_ns: u64,
+    /// Communication hidden under compute (`communication_ns - exposed_communication_ns`).
+    pub communication_hidden_ns: u64,
+    /// Transfer hidden under compute or communication (`transfer_ns - exposed_transfer_ns`).
+    pub transfer_hidden_ns: u64,
+}
+
+/// Why the device was idle. Invariant: the four fields sum to the device's `idle_ns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IdleCauses {
+    /// The CPU had not yet started launching the work that ended the gap, and was not
+    /// blocked in a synchronization (input pipeline, Python, framework overhead).
+    pub host_bound_ns: u64,
+    /// The work that ended the gap had already been launched: launch latency or a
+    /// dependency (event wait, another stream) held it.
+    pub launch_latency_ns: u64,
+    /// Before the launch, the CPU was blocked in a synchronization call.
+    pub synchronization_ns: u64,
+    /// The launching API call is not in the trace (API tracing off, imported trace).
+    pub unattributed_ns: u64,
+    /// Number of idle gaps.
+    pub gaps: u64,
+}
+
+impl IdleCauses {
+    /// The sum of the four causes.
+    pub fn total_ns(&self) -> u64 {
+        self.host_bound_ns + self.launch_latency_ns + self.synchronization_ns + self.unattributed_ns
+    }
+
+    pub(crate) fn add(&mut self, o: &IdleCauses) {
+        self.host_bound_ns += o.host_bound_ns;
+        self.launch_latency_ns += o.launch_latency_ns;
+        self.synchronization_ns += o.synchronization_ns;
+        self.unattributed_ns += o.unattributed_ns;
+        self.gaps += o.gaps;
+    }
+
+    /// The cause with the most time (ties: host-bound, latency, sync, unattributed).
+    pub fn dominant(&self) -> IdleCause {
+        let c = [
+            (IdleCause::HostBound, self.host_bound_ns),
+            (IdleCause::LaunchLatency, self.launch_latency_ns),
+            (IdleCause::Synchronization, self.synchronization_ns),
+            (IdleCause::Unattributed, self.unattributed_ns),
+        ];
+        c.iter().fold(c[0], |best, x| if x.1 > best.1 { *x } else { best }).0
+    }
+}
+
+/// One cause of idle time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleCause {
+    /// See [`IdleCauses::host_bound_ns`].
+    HostBound,
+    /// See [`IdleCauses::launch_latency_ns`].
+    LaunchLatency,
+    /// See [`IdleCauses::synchronization_ns`].
+    Synchronization,
+    /// See [`IdleCauses::unattributed_ns`].
+    Unattributed,
+}
+
+impl IdleCause {
+    /// Name used in text output.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleCause::HostBound => "host-bound",
+            IdleCause::LaunchLatency => "launch/dependency latency",
+            IdleCause::Synchronization => "synchronization",
+            IdleCause::Unattributed => "unattributed",
+        }
+    }
+}
+
+/// The process's lifetime as recorded (header start clock to the trailer's end clock or
+/// the last event), and the device idle before its first and after its last activity.
+///
+/// Identity: `startup_idle_ns + span_ns + teardown_idle_ns == window_ns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessWindow {
+    /// Start of recording (CUDA initialization for the agent).
+    pub start_ns: u64,
+    /// End of recording.
+    pub end_ns: u64,
+    /// `end_ns - start_ns`.
+    pub window_ns: u64,
+    /// From `start_ns` to the device's first activity (the whole window without activity).
+    pub startup_idle_ns: u64,
+    /// From the device's last activity to `end_ns`.
+    pub teardown_idle_ns: u64,
+}
+
+/// One idle gap on a device.
+#[derive(Clone, Debug, Serialize)]
+pub struct GapReport {
+    /// Last activity before the gap ended here.
+    pub start_ns: u64,
+    /// The next activity started here.
+    pub end_ns: u64,
+    /// `end_ns - start_ns`.
+    pub duration_ns: u64,
+    /// The cause with the most of this gap's time.
+    pub cause: IdleCause,
+    /// This gap split by cause (sums to `duration_ns`).
+    pub causes: IdleCauses,
+    /// The kernel, copy or memset that ended the gap.
+    pub next_work: String,
+    /// When the CPU entered the call that launched it (absent if not in the trace).
+    pub launched_ns: Option<u64>,
+    /// What the CPU was doing during the gap: API calls and ranges by time overlapping it,
+    /// most first (at most three).
+    pub cpu_activity: Vec<CpuActivity>,
+    /// Device-to-host bytes copied in the second before the gap (checkpoint signature).
+    pub d2h_bytes_before: u64,
+    /// `ProfilerStep#N` whose window holds most of the gap.
+    pub step: Option<u64>,
+}
+
+/// A CPU-side name and how much of a gap it covered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CpuActivity {
+    /// API function or range name.
+    pub name: String,
+    /// Time it overlapped the gap.
+    pub overlap_ns: u64,
+}
+
+/// One `ProfilerStep#N` range (CPU time window), and the device's time within it.
+///
+/// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == duration_ns`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StepReport {
+    /// N of `ProfilerStep#N`.
+    pub step: u64,
+    /// Range start (CPU).
+    pub start_ns: u64,
+    /// Range end (CPU).
+    pub end_ns: u64,
+    /// `end_ns - start_ns`.
+    pub duration_ns: u64,
+    /// Compute within the window.
+    pub compute_ns: u64,
+    /// Communication within the window.
+    pub communication_ns: u64,
+    /// Transfer within the window.
+    pub transfer_ns: u64,
+    /// Exposed communication within the window.
+    pub exposed_communication_ns: u64,
+    /// Exposed transfer within the window.
+    pub exposed_transfer_ns: u64,
+    /// Nothing running on the device within the window.
+    pub idle_ns: u64,
+    /// The part of `idle_ns` inside the device's gaps, by cause (idle before the device's
+    /// first or after its last activity is not in a gap).
+    pub idle_causes: IdleCauses,
+}
+
+/// Sums over every device of every rank.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Ranks (files).
+    pub ranks: u64,
+    /// Devices with activity.
+    pub active_devices: u64,
+    /// Sum of spans.
+    pub span_ns: u64,
+    /// Sum of compute.
+    pub compute_ns: u64,
+    /// Sum of communication.
+    pub communication_ns: u64,
+    /// Sum of transfer.
+    pub transfer_ns: u64,
+    /// Sum of exposed communication.
+    pub exposed_communication_ns: u64,
+    /// Sum of exposed transfer.
+    pub exposed_transfer_ns: u64,
+    /// Sum of idle.
+    pub idle_ns: u64,
+    /// Sum of idle causes.
+    pub idle_causes: IdleCauses,
+    /// Sum of startup idle (gputrace captures).
+    pub startup_idle_ns: u64,
+    /// Sum of teardown idle.
+    pub teardown_idle_ns: u64,
+    /// Kernels.
+    pub kernels: u64,
+    /// Kernels shorter than `Options::short_kernel_ns`.
+    pub short_kernels: u64,
+}
+
+/// One kernel name's executions over all ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelStat {
+    /// Name as recorded.
+    pub name: String,
+    /// Compute or communication.
+    pub category: Category,
+    /// Executions.
+    pub count: u64,
+    /// Summed duration (not a union: concurrent executions both count).
+    pub total_ns: u64,
+    /// `total_ns / count`.
+    pub mean_ns: u64,
+    /// `total_ns` over the summed duration of all kernels, 0..1.
+    pub share: f64,
+}
+
+/// Copies (or memsets) of one kind over all ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct CopyStat {
+    /// `HtoD`, `DtoH`, `DtoD`, `PtoP`, ... or `memset`.
+    pub kind: String,
+    /// Host side is pageable memory (staged by the driver, synchronous for the host).
+    pub pageable: bool,
+    /// Operations.
+    pub count: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Summed duration.
+    pub total_ns: u64,
+    /// `bytes / total_ns`, GB/s (0 when no time).
+    pub achieved_gbps: f64,
+}
+
+/// Data a trace says it lost.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Losses {
+    /// Records lost, by source, from the trace's loss events (source `import` excluded).
+    pub lost_records: BTreeMap<String, u64>,
+    /// Input entries an importer had no place for (loss events with source `import`,
+    /// e.g. CPU operators of a Kineto trace), by the importer's description. They are
+    /// not GPU timeline data and do not make the report lossy.
+    pub not_imported: BTreeMap<String, u64>,
+    /// The trailer's loss totals (absent without a trailer).
+    pub trailer_losses: BTreeMap<String, u64>,
+    /// The writer did not finish: the end of the run is missing.
+    pub trailer_missing: bool,
+    /// Why reading stopped early, if it did.
+    pub damage: Option<String>,
+    /// Bytes that could not be read.
+    pub damaged_bytes: u64,
+}
+
+impl Losses {
+    /// Whether anything was lost (entries an importer skipped do not count).
+    pub fn any(&self) -> bool {
+        self.trailer_missing
+            || self.damage.is_some()
+            || self.lost_records.values().any(|&n| n > 0)
+            || self
+                .trailer_losses
+                .iter()
+                .any(|(source, &n)| n > 0 && source != LossSource::IMPORT.name())
+    }
+}
+
+/// How urgent a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Costs a large share of GPU time.
+    High,
+    /// Worth a look.
+    Medium,
+    /// For information.
+    Info,
+}
+
+/// A diagnosis with its evidence and the suggested next step.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// Stable identifier of the rule, e.g. `host-bound-idle`.
+    pub rule: &'static str,
+    /// How urgent.
+    pub severity: Severity,
+    /// One-line diagnosis.
+    pub title: String,
+    /// The numbers behind it, in words.
+    pub evidence: String,
+    /// What to investigate or change first.
+    pub next_step: String,
+    /// The same numbers, machine-readable.
+    pub values: BTreeMap<String, f64>,
+}
+
+/// Idle and exposed time priced per GPU-hour (durations summed over devices).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Cost {
+    /// The price given.
+    pub usd_per_gpu_hour: f64,
+    /// All spans.
+    pub span_usd: f64,
+    /// Idle within spans.
+    pub idle_usd: f64,
+    /// Exposed communication.
+    pub exposed_communication_usd: f64,
+    /// Exposed transfer.
+    pub exposed_transfer_usd: f64,
+    /// Startup and teardown idle (gputrace captures).
+    pub startup_teardown_usd: f64,
+    /// Sum of the four above.
+    pub not_compute_usd: f64,
+}

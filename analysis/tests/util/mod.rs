@@ -1,0 +1,173 @@
+//! A builder for hand-made traces, shared by the integration tests.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use gputrace_format::*;
+
+pub const CTX: ContextId = ContextId(1);
+pub const TID: ThreadId = ThreadId(100);
+
+/// Builds a one-process trace in memory.
+pub struct Builder {
+    pub w: TraceWriter<Vec<u8>>,
+}
+
+impl Builder {
+    /// A builder whose writer cuts chunks after `chunk_events` events per track and kind.
+    pub fn with_chunks(header: Header, chunk_events: usize) -> Builder {
+        let opts = WriterOptions {
+            chunk_events,
+            max_buffered_events: chunk_events * 4,
+            ..WriterOptions::default()
+        };
+        Builder {
+            w: TraceWriter::new(Vec::new(), &header, opts).unwrap(),
+        }
+    }
+
+    pub fn new(header: Header) -> Builder {
+        Builder {
+            w: TraceWriter::new(Vec::new(), &header, WriterOptions::default()).unwrap(),
+        }
+    }
+
+    pub fn kernel(&mut self, device: u32, stream: u32, name: &str, start: u64, end: u64, corr: u32) -> &mut Self {
+        let name = self.w.intern(name);
+        self.w
+            .push(Event::Kernel(Kernel {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(device),
+                context: CTX,
+                stream: StreamId(stream),
+                correlation: CorrelationId(corr),
+                name,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                static_shared_mem: 0,
+                dynamic_shared_mem: 0,
+                registers: 32,
+                graph_id: 0,
+                graph_node_id: 0,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn copy(&mut self, stream: u32, kind: CopyKind, start: u64, end: u64, bytes: u64, pageable: bool) -> &mut Self {
+        let (src_device, dst_device) = if kind == CopyKind::PTOP {
+            (DeviceId(0), DeviceId(1))
+        } else {
+            (DeviceId(0), DeviceId(0))
+        };
+        let host = if pageable { MemoryKind::PAGEABLE } else { MemoryKind::PINNED };
+        self.w
+            .push(Event::Memcpy(Memcpy {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: CTX,
+                stream: StreamId(stream),
+                correlation: CorrelationId(0),
+                kind,
+                bytes,
+                src_kind: host,
+                dst_kind: MemoryKind::DEVICE,
+                src_device,
+                dst_device,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn memset(&mut self, stream: u32, start: u64, end: u64, bytes: u64) -> &mut Self {
+        self.w
+            .push(Event::Memset(Memset {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: CTX,
+                stream: StreamId(stream),
+                correlation: CorrelationId(0),
+                bytes,
+                value: 0,
+                memory_kind: MemoryKind::DEVICE,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn api(&mut self, name: &str, start: u64, end: u64, corr: u32) -> &mut Self {
+        let name = self.w.intern(name);
+        self.w
+            .push(Event::Api(ApiCall {
+                start: Nanos(start),
+                end: Nanos(end),
+                thread: TID,
+                correlation: CorrelationId(corr),
+                domain: ApiDomain::RUNTIME,
+                cbid: 0,
+                name,
+                return_value: 0,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn range(&mut self, name: &str, start: u64, end: u64) -> &mut Self {
+        let name = self.w.intern(name);
+        self.w
+            .push(Event::Marker(Marker {
+                start: Nanos(start),
+                end: Nanos(end),
+                thread: TID,
+                name,
+                domain: StringId::EMPTY,
+                kind: MarkerKind::RANGE,
+                color: 0,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn sync(&mut self, start: u64, end: u64) -> &mut Self {
+        self.w
+            .push(Event::Sync(Sync {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: CTX,
+                stream: StreamId(7),
+                correlation: CorrelationId(0),
+                kind: SyncKind::STREAM_SYNCHRONIZE,
+                cuda_event: 0,
+            }))
+            .unwrap();
+        self
+    }
+
+    pub fn finish(self, end_realtime: u64) -> TraceFile {
+        let mut trailer = Trailer::default();
+        trailer.end_clock.realtime_ns = end_realtime;
+        TraceFile::from_bytes("test.gtrace", self.w.finish(trailer).unwrap()).unwrap()
+    }
+}
+
+pub fn header_with_window(start_realtime: u64, devices: &[u32]) -> Header {
+    Header {
+        time_domain: TimeDomain::Realtime,
+        start_clock: ClockPair {
+            realtime_ns: start_realtime,
+            monotonic_ns: 1,
+            cupti_ns: None,
+        },
+        devices: devices
+            .iter()
+            .map(|&d| DeviceInfo {
+                ordinal: DeviceId(d),
+                name: format!("GPU {d}"),
+                ..DeviceInfo::default()
+            })
+            .collect(),
+        ..Header::default()
+    }
+}
