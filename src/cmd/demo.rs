@@ -116,6 +116,13 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     w(&mut out, String::new())?;
     std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
+    // And which rank the others wait for.
+    if traces.len() >= 2 {
+        let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default())
+            .map_err(|e| CliError::Analysis(format!("comparing the demo ranks: {e}")))?;
+        w(&mut out, "\ngputrace compare: the ranks side by side".into())?;
+        std::io::Write::write_all(&mut out, gputrace_compare::render_text(&c).as_bytes()).map_err(CliError::Output)?;
+    }
     let d = args.output.display();
     w(
         &mut out,

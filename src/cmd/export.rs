@@ -5,7 +5,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_format::{DeviceId, Nanos, Rank};
+use gputrace_format::{DeviceId, Nanos, Rank, TraceFile};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -52,6 +52,10 @@ pub struct ExportArgs {
     /// At most this many events: the earliest ones.
     #[arg(long, value_name = "N")]
     pub max_events: Option<u64>,
+    /// Align the ranks' clocks on their collectives, as `gputrace compare`
+    /// does (instead of trusting each host's wall clock).
+    #[arg(long)]
+    pub align: bool,
 }
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
@@ -107,6 +111,34 @@ fn mb(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
+/// A job whose ranks are put on the reference rank's clock with the offsets
+/// `compare` estimates from matched collectives. `compare` measures offsets
+/// between raw event times; the job first maps each rank through its
+/// header clock pair (`clock_shift`), so the extra offset undoes that
+/// mapping's disagreement with the estimate.
+fn aligned_job(traces: &[TraceFile]) -> Result<Job<'_>, CliError> {
+    let c = gputrace_compare::compare(traces, &gputrace_compare::Options::default())
+        .map_err(|e| CliError::Analysis(format!("--align: {e}")))?;
+    let rank_of = |i: usize, t: &TraceFile| t.header().rank.rank.map_or(i as u32, |r| r.0);
+    let reference = traces
+        .iter()
+        .enumerate()
+        .find(|(i, t)| rank_of(*i, t) == c.clock.reference_rank)
+        .map_or(0, |(_, t)| viewer_export::clock_shift(t.header()));
+    let mut job = Job::default();
+    for (i, t) in traces.iter().enumerate() {
+        let off = c.clock.offsets_ns.get(&rank_of(i, t)).copied().unwrap_or(0);
+        let offset_ns = reference - viewer_export::clock_shift(t.header()) - off;
+        job.push(viewer_export::RankInput { trace: t, offset_ns });
+    }
+    eprintln!(
+        "gputrace: clocks aligned on {} matched collectives (residual {:.1} µs)",
+        c.matched,
+        c.clock.residual_ns as f64 / 1e3
+    );
+    Ok(job)
+}
+
 /// Run `gputrace export`.
 pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
@@ -121,7 +153,11 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             );
         }
     }
-    let job = Job::new(traces.iter());
+    let job = if args.align && traces.len() >= 2 {
+        aligned_job(&traces)?
+    } else {
+        Job::new(traces.iter())
+    };
     let filter = Filter {
         from: args.from,
         to: args.to,
@@ -281,6 +317,40 @@ fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &Exp
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn align_puts_every_rank_on_the_reference_clock() {
+        use gputrace_format::Event;
+        use gputrace_synth::{schedule, write_rank, JobConfig};
+        let cfg = JobConfig {
+            ranks: 4,
+            gpus_per_node: 1,
+            steps: 3,
+            layers: 3,
+            clock_skew_ns: 2_000_000_000,
+            ..JobConfig::default()
+        };
+        let sched = schedule(&cfg);
+        let traces: Vec<TraceFile> = (0..4)
+            .map(|r| TraceFile::from_bytes(format!("r{r}"), write_rank(&cfg, &sched, r, Vec::new()).unwrap().0).unwrap())
+            .collect();
+        // The first all-reduce ends on every rank within ~1 µs of true time.
+        let first_end = |t: &TraceFile| {
+            t.events()
+                .filter_map(|e| match e.unwrap() {
+                    Event::Collective(c) => Some(c.end.0 as i64),
+                    _ => None,
+                })
+                .min()
+                .unwrap()
+        };
+        let spread = |job: &Job<'_>| {
+            let ends: Vec<i64> = traces.iter().enumerate().map(|(i, t)| first_end(t) + job.shift(i)).collect();
+            ends.iter().max().unwrap() - ends.iter().min().unwrap()
+        };
+        assert!(spread(&Job::new(traces.iter())) > 100_000_000, "hosts disagree by up to seconds");
+        assert!(spread(&aligned_job(&traces).unwrap()) <= 1_000);
+    }
+
     use super::*;
 
     #[test]
