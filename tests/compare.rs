@@ -33,7 +33,11 @@ fn compare_names_the_demo_straggler() {
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
 
     // One rank is not a comparison: a clear error, exit 2.
-    let one = std::fs::read_dir(&demo).unwrap().next().unwrap().unwrap().path();
+    let one = std::fs::read_dir(&demo)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "gtrace"))
+        .unwrap();
     let out = Command::new(exe).arg("compare").arg(&one).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least two ranks"));

@@ -533,8 +533,9 @@ pub(crate) struct Decoder {
 fn decode_column(bytes: &[u8], count: usize, out: &mut Vec<u64>) -> Result<(), &'static str> {
     out.clear();
     out.reserve(count);
+    let dst = out.as_mut_ptr();
     let mut pos = 0;
-    for _ in 0..count {
+    for i in 0..count {
         let mut value = 0u64;
         let mut shift = 0u32;
         loop {
@@ -552,11 +553,16 @@ fn decode_column(bytes: &[u8], count: usize, out: &mut Vec<u64>) -> Result<(), &
                 return Err("varint longer than 10 bytes");
             }
         }
-        out.push(value);
+        // Safety: `i < count <= capacity`; the length is set only after
+        // every slot up to `count` has been written (an early error leaves
+        // the vector empty).
+        unsafe { dst.add(i).write(value) };
     }
     if pos != bytes.len() {
         return Err("column longer than the event count");
     }
+    // Safety: all `count` slots were written above.
+    unsafe { out.set_len(count) };
     Ok(())
 }
 
