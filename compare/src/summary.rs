@@ -6,11 +6,13 @@
 use gputrace_format::*;
 use std::collections::HashMap;
 
-/// Is this kernel communication? NCCL (all naming eras), RCCL, and common
-/// custom all-reduce kernels.
+/// Is this kernel communication? The same default list `gputrace report`
+/// uses (NCCL in all naming eras, RCCL, MSCCL, DeepEP, NVSHMEM, custom
+/// all-reduce kernels): one definition for both commands.
 pub fn is_comm_kernel(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.starts_with("nccl") || n.contains("ncclkernel") || n.contains("ncclsymk") || n.contains("rccl") || n.contains("cross_device_reduce")
+    use std::sync::OnceLock;
+    static CLASSIFIER: OnceLock<gputrace_analysis::Classifier> = OnceLock::new();
+    CLASSIFIER.get_or_init(gputrace_analysis::Classifier::default).kernel(name) == gputrace_analysis::Category::Communication
 }
 
 /// The collective operation a communication kernel runs, from its name
