@@ -162,6 +162,11 @@ pub struct StepRow {
     pub compute_ns: u64,
     /// GPU idle the host caused, ns.
     pub host_idle_ns: u64,
+    /// Time this rank waited in the step's collectives for late peers, ns.
+    pub waited_ns: u64,
+    /// Time the step's collectives spent transferring after the last
+    /// arrival, on this rank, ns.
+    pub transfer_ns: u64,
 }
 
 /// One matched collective.
@@ -365,6 +370,8 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     let mut waited = vec![0u64; n];
     let mut late_sum = vec![0i128; n];
     let mut transfer = vec![0u64; n];
+    let mut step_wait = vec![vec![0u64; ref_steps.len()]; n];
+    let mut step_xfer = vec![vec![0u64; ref_steps.len()]; n];
     let mut rows = Vec::with_capacity(matched.len());
     for (k, (key, idx)) in matched.iter().enumerate() {
         let arr: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].start as i64 - offsets[r]).collect();
@@ -390,6 +397,10 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             transfer[r] += (ends[r] - latest).max(0) as u64;
             let l = (arr[r] - earliest).max(0) as u64;
             lateness[r][col] = lateness[r][col].max(l);
+            if !ref_steps.is_empty() {
+                step_wait[r][col] += (latest - arr[r]).max(0) as u64;
+                step_xfer[r][col] += (ends[r] - latest).max(0) as u64;
+            }
         }
         let c0 = &sums[0].collectives[idx[0]];
         let nr = if c0.nranks > 0 { c0.nranks as f64 } else { n as f64 };
@@ -434,10 +445,13 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             steps: sums[r]
                 .steps
                 .iter()
-                .map(|s| StepRow {
+                .enumerate()
+                .map(|(i, s)| StepRow {
                     step_ns: s.end - s.start,
                     compute_ns: s.compute_ns,
                     host_idle_ns: s.host_idle_ns,
+                    waited_ns: step_wait[r].get(i).copied().unwrap_or(0),
+                    transfer_ns: step_xfer[r].get(i).copied().unwrap_or(0),
                 })
                 .collect(),
         })

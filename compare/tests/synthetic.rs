@@ -21,6 +21,7 @@ fn base() -> JobConfig {
         layers: 4,
         slow_rank: None,
         late_host_rank: None,
+        slow_link_rank: None,
         stall_step: None,
         clock_skew_ns: 2_000_000_000, // ±2 s between hosts
         ..JobConfig::default()
@@ -76,6 +77,20 @@ fn late_host_rank_is_found_with_cause_host() {
 }
 
 #[test]
+fn slow_network_rank_is_found_with_cause_network() {
+    let cfg = JobConfig {
+        slow_link_rank: Some(6),
+        ..base()
+    };
+    let (traces, truth) = job(&cfg);
+    let c = compare(&traces, &Options::default()).unwrap();
+    assert_eq!(c.stragglers.len(), 1, "{:?}", c.stragglers);
+    assert_eq!(c.stragglers[0].rank, 6);
+    assert_eq!(c.stragglers[0].cause, "network", "{}", c.stragglers[0].why);
+    check_offsets(&c, &truth);
+}
+
+#[test]
 fn balanced_job_has_no_straggler() {
     let cfg = JobConfig { steps: 12, ..base() };
     let (traces, truth) = job(&cfg);
@@ -123,6 +138,16 @@ fn per_collective_numbers_and_heatmap() {
     assert_eq!(json["stragglers"][0]["rank"], 1);
     assert!(json["clock"]["offsets_ns"].is_object() && json["clock"]["residual_ns"].is_u64());
     assert!(json["stragglers"][0]["wait_imposed_ns"].as_u64().unwrap() > 0);
+    // Per rank and step: the slow rank never waits; its peers wait in every step.
+    let row = |r: u32| c.ranks.iter().find(|x| x.rank == r).unwrap();
+    assert_eq!(row(1).steps.len(), cfg.steps as usize);
+    assert!(row(1).steps.iter().all(|s| s.waited_ns == 0));
+    assert!(row(0)
+        .steps
+        .iter()
+        .all(|s| s.waited_ns > 0 && s.transfer_ns > 0 && s.compute_ns > 0));
+    let waited: u64 = row(0).steps.iter().map(|s| s.waited_ns).sum();
+    assert_eq!(waited, row(0).waited_ns, "steps add up to the rank total");
 }
 
 #[test]

@@ -46,6 +46,11 @@ pub struct JobConfig {
     /// number) as the NCCL profiler plugin would; without it only the NCCL
     /// kernels identify collectives.
     pub nccl_metadata: bool,
+    /// A rank whose network path is slow: its side of every collective
+    /// starts `slow_link_ns` late while its GPU and host are on time.
+    pub slow_link_rank: Option<u32>,
+    /// Delay per collective on `slow_link_rank`.
+    pub slow_link_ns: u64,
     /// A rank whose host is slow: its data loader takes `late_host_ns`
     /// longer every step, so it launches late (none: all equal).
     pub late_host_rank: Option<u32>,
@@ -79,6 +84,8 @@ impl Default for JobConfig {
             slow_rank: Some(2),
             slow_factor: 1.3,
             nccl_metadata: true,
+            slow_link_rank: None,
+            slow_link_ns: 2_000_000,
             late_host_rank: None,
             late_host_ns: 8_000_000,
             stall_step: Some(5),
@@ -437,7 +444,17 @@ pub fn schedule(cfg: &JobConfig) -> Schedule {
         let mut allreduce: Vec<Vec<(u64, u64)>> = vec![Vec::new(); cfg.ranks as usize];
         for b in 0..cfg.buckets as usize {
             let starts: Vec<u64> = (0..cfg.ranks as usize)
-                .map(|r| phase_a[r].0[b].max(prev_end[r]) + LAUNCH_LATENCY)
+                .map(|r| {
+                    // A slow network path (NIC, proxy) on `slow_link_rank`:
+                    // its side of every collective starts late although its
+                    // GPU and host are on time.
+                    let link = if cfg.slow_link_rank == Some(r as u32) {
+                        cfg.slow_link_ns
+                    } else {
+                        0
+                    };
+                    phase_a[r].0[b].max(prev_end[r]) + LAUNCH_LATENCY + link
+                })
                 .collect();
             let last = *starts.iter().max().expect("at least one rank");
             let xfer = xfer_rng.jitter((cfg.bucket_bytes as f64 / NCCL_BUS_BYTES_PER_NS) as u64, 0.05);
@@ -490,6 +507,10 @@ pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
     );
     extra.insert("synthetic.clock_offset_ns".into(), offset.to_string());
     extra.insert("synthetic.slow_rank".into(), cfg.slow_rank.map_or("none".into(), |r| r.to_string()));
+    extra.insert(
+        "synthetic.slow_link_rank".into(),
+        cfg.slow_link_rank.map_or("none".into(), |r| r.to_string()),
+    );
     extra.insert(
         "synthetic.late_host_rank".into(),
         cfg.late_host_rank.map_or("none".into(), |r| r.to_string()),
