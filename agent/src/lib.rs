@@ -126,10 +126,6 @@ pub(crate) extern "C" fn at_exit() {
     });
 }
 
-/// `pthread_atfork` child handler. Async-signal-safe: it does nothing; the
-/// child is recognised later by its pid differing from `OWNER_PID`.
-pub(crate) extern "C" fn after_fork_child() {}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -143,11 +143,10 @@ pub fn start() -> Result<(), String> {
         })
         .map_err(|e| format!("could not start the writer thread: {e}; this process runs untraced"))?;
     let _ = s.writer_thread.set(handle.thread().clone());
-    // Safety: registering plain extern "C" functions with libc.
-    unsafe {
-        libc::atexit(crate::at_exit);
-        libc::pthread_atfork(None, None, Some(crate::after_fork_child));
-    }
+    // A forked child inherits this handler; it recognises itself by its pid
+    // (OWNER_PID) and leaves the parent's CUPTI state, buffers and file alone.
+    // Safety: registering a plain extern "C" function with libc.
+    unsafe { libc::atexit(crate::at_exit) };
     Ok(())
 }
 
