@@ -55,6 +55,15 @@ pub enum CliError {
     Output(#[source] std::io::Error),
 }
 
+impl From<gputrace_analysis::AnalysisError> for CliError {
+    fn from(e: gputrace_analysis::AnalysisError) -> CliError {
+        match e {
+            gputrace_analysis::AnalysisError::Format(f) => CliError::Format(f),
+            other => CliError::Analysis(other.to_string()),
+        }
+    }
+}
+
 impl CliError {
     /// A one-line suggestion for a known cause.
     pub fn hint(&self) -> Option<&'static str> {

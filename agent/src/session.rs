@@ -273,7 +273,8 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         let until = Instant::now() + Duration::from_secs(1);
         loop {
             while let Some((buf, valid)) = s.pool.take_completed() {
-                walk(s, &mut scan, buf, valid, &mut scratch, &mut Vec::new(), &mut 0);
+                // Writing to a sink cannot fail.
+                let _ = walk(s, &mut scan, buf, valid, &mut scratch, &mut 0);
                 held.push((buf, valid));
             }
             // Stop at the first DEVICE record, after a second, at exit (the
@@ -320,7 +321,6 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         pool_bytes: 0,
         undecodable: 0,
     };
-    let mut pending: Vec<Event> = Vec::new();
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     loop {
@@ -328,14 +328,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
             if !failed {
-                walk(s, &mut dec, buf, valid, &mut w, &mut pending, &mut undecodable);
-                for e in pending.drain(..) {
-                    if let Err(e) = w.push(e) {
-                        failed = write_failed(s, &path, &e);
-                        break;
-                    }
+                if let Err(e) = walk(s, &mut dec, buf, valid, &mut w, &mut undecodable) {
+                    failed = write_failed(s, &path, &e);
                 }
-                pending.clear();
             }
             s.pool.recycle(buf);
         }
@@ -402,16 +397,15 @@ fn recycle_until_stop(s: &Session) {
     s.finished.store(true, Release);
 }
 
-/// Decode every record of one completed buffer into `out`.
+/// Decode every record of one completed buffer and push it to `w`.
 fn walk<W: std::io::Write>(
     s: &Session,
     dec: &mut Decoder,
     buf: *mut u8,
     valid: usize,
     w: &mut TraceWriter<W>,
-    out: &mut Vec<Event>,
     undecodable: &mut u64,
-) {
+) -> Result<(), FormatError> {
     let mut cursor = std::ptr::null_mut();
     loop {
         // Safety: `buf` is a buffer CUPTI completed with `valid` bytes, and
@@ -420,7 +414,7 @@ fn walk<W: std::io::Write>(
             Ok(true) => {
                 // Safety: CUPTI returned a complete record.
                 if let Some(e) = unsafe { dec.record(cursor as *const u8, w) } {
-                    out.push(e);
+                    w.push(e)?;
                 }
             }
             Ok(false) => break,
@@ -431,6 +425,7 @@ fn walk<W: std::io::Write>(
             }
         }
     }
+    Ok(())
 }
 
 /// Write loss records for whatever was lost since the last call.

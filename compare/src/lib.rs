@@ -50,6 +50,9 @@ pub enum CompareError {
     /// A trace could not be read.
     #[error(transparent)]
     Format(#[from] FormatError),
+    /// A rank's trace could not be analysed.
+    #[error(transparent)]
+    Analysis(#[from] gputrace_analysis::AnalysisError),
     /// Fewer than two ranks.
     #[error("compare needs at least two ranks, got {0}")]
     TooFewRanks(usize),
@@ -160,8 +163,12 @@ pub struct StepRow {
     pub step_ns: u64,
     /// Compute-kernel time, ns.
     pub compute_ns: u64,
-    /// GPU idle the host caused, ns.
+    /// GPU idle the host caused (the CPU had not launched the work yet), ns.
     pub host_idle_ns: u64,
+    /// GPU idle with the work already launched (launch/dependency latency), ns.
+    pub latency_idle_ns: u64,
+    /// GPU idle while the CPU was blocked in a synchronization, ns.
+    pub sync_idle_ns: u64,
     /// Time this rank waited in the step's collectives for late peers, ns.
     pub waited_ns: u64,
     /// Time the step's collectives spent transferring after the last
@@ -450,6 +457,8 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
                     step_ns: s.end - s.start,
                     compute_ns: s.compute_ns,
                     host_idle_ns: s.host_idle_ns,
+                    latency_idle_ns: s.latency_idle_ns,
+                    sync_idle_ns: s.sync_idle_ns,
                     waited_ns: step_wait[r].get(i).copied().unwrap_or(0),
                     transfer_ns: step_xfer[r].get(i).copied().unwrap_or(0),
                 })

@@ -1,7 +1,7 @@
-//! One pass over one rank's trace, kept as a small summary: its
-//! collectives, its steps, and per step its GPU compute time and the GPU
-//! idle time the host caused. Memory while reading is one rank's kernels
-//! and launch times; afterwards only the summary stays.
+//! One rank's trace, kept as a small summary: its collectives (read here)
+//! and, per step, its compute time and idle time by cause (from the same
+//! analysis `gputrace report` makes, so both commands agree). Afterwards
+//! only the summary stays.
 
 use gputrace_format::*;
 use std::collections::HashMap;
@@ -54,17 +54,34 @@ pub struct CollRec {
     pub nranks: u32,
 }
 
-/// Per step: (start, end, compute busy ns, host-caused idle ns).
+/// One step (or the whole trace) of a rank's busiest GPU.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StepStat {
     /// Step start (rank clock).
     pub start: u64,
     /// Step end (rank clock).
     pub end: u64,
-    /// Sum of compute-kernel durations in the step.
+    /// Compute time (union of compute kernels).
     pub compute_ns: u64,
-    /// GPU idle in the step while the next work had not been launched yet.
+    /// Idle while the CPU had not launched the next work yet.
     pub host_idle_ns: u64,
+    /// Idle with the next work already launched (launch/dependency latency).
+    pub latency_idle_ns: u64,
+    /// Idle while the CPU was blocked in a synchronization call.
+    pub sync_idle_ns: u64,
+}
+
+impl StepStat {
+    fn from_report(start: u64, end: u64, compute_ns: u64, idle: &gputrace_analysis::IdleCauses) -> StepStat {
+        StepStat {
+            start,
+            end,
+            compute_ns,
+            host_idle_ns: idle.host_bound_ns,
+            latency_idle_ns: idle.launch_latency_ns,
+            sync_idle_ns: idle.synchronization_ns,
+        }
+    }
 }
 
 /// What `compare` keeps of a rank.
@@ -82,57 +99,39 @@ pub struct RankSummary {
     pub exact_keys: bool,
     /// Steps from `ProfilerStep#N` markers (empty if none).
     pub steps: Vec<StepStat>,
-    /// Whole-trace compute and host-caused idle (when there are no steps).
+    /// The whole trace (start and end are 0).
     pub total: StepStat,
 }
 
-struct K {
-    start: u64,
-    end: u64,
-    corr: u32,
-    comm: bool,
-}
-
 /// Read one trace into its summary.
-pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, FormatError> {
-    let mut kernels: Vec<K> = Vec::new();
-    let mut launch: HashMap<u32, u64> = HashMap::new();
-    let mut exact: Vec<CollRec> = Vec::new();
-    let mut steps: Vec<(u64, u64)> = Vec::new();
-    let mut comm_names: HashMap<StringId, (bool, String)> = HashMap::new();
-    for e in t.events() {
-        match e? {
-            Event::Kernel(k) => {
-                let (comm, _) = comm_names
-                    .entry(k.name)
-                    .or_insert_with(|| {
-                        let n = t.name(k.name);
-                        (is_comm_kernel(&n), op_from_kernel(&n))
-                    })
-                    .clone();
-                kernels.push(K {
-                    start: k.start.0,
-                    end: k.end.0,
-                    corr: k.correlation.0,
-                    comm,
-                });
-            }
-            Event::Memcpy(m) => kernels.push(K {
-                start: m.start.0,
-                end: m.end.0,
-                corr: m.correlation.0,
-                comm: m.kind == CopyKind::PTOP,
-            }),
-            Event::Memset(m) => kernels.push(K {
-                start: m.start.0,
-                end: m.end.0,
-                corr: m.correlation.0,
-                comm: false,
-            }),
-            Event::Api(a) if a.correlation.0 != 0 => {
-                launch.insert(a.correlation.0, a.start.0);
-            }
-            Event::Collective(c) => exact.push(CollRec {
+pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
+    // Compute and idle by cause: the report's analysis of this rank.
+    let opts = gputrace_analysis::Options {
+        top_gaps: 0,
+        top_kernels: 0,
+        infer_steps: false,
+        threads: 1,
+        ..Default::default()
+    };
+    let analysis = gputrace_analysis::analyze_file(t, fallback_rank, &opts)?;
+    // One GPU per rank is the norm; with several, the busiest one.
+    let dev = analysis.report.devices.iter().max_by_key(|d| d.compute_ns);
+    let steps: Vec<StepStat> = dev
+        .map(|d| {
+            d.steps
+                .iter()
+                .map(|s| StepStat::from_report(s.start_ns, s.end_ns, s.compute_ns, &s.idle_causes))
+                .collect()
+        })
+        .unwrap_or_default();
+    let total = dev.map_or_else(StepStat::default, |d| StepStat::from_report(0, 0, d.compute_ns, &d.idle_causes));
+
+    // Collectives: NCCL's identities when the trace has them, otherwise
+    // the n-th kernel of an operation is that operation's n-th collective.
+    let mut collectives = Vec::new();
+    for e in t.events_of(&[EventKind::Collective]) {
+        if let Event::Collective(c) = e? {
+            collectives.push(CollRec {
                 key: CollKey {
                     comm: c.comm.0,
                     op: t.name(c.op).into_owned(),
@@ -142,88 +141,43 @@ pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, Forma
                 end: c.end.0,
                 bytes: c.bytes,
                 nranks: c.nranks,
-            }),
-            Event::Marker(m) if t.name(m.name).starts_with("ProfilerStep") => steps.push((m.start.0, m.end.0)),
-            _ => {}
+            });
         }
     }
-    kernels.sort_by_key(|k| (k.start, k.end));
-    steps.sort();
-    let exact_keys = !exact.is_empty();
-    let mut collectives = if exact_keys {
-        exact
-    } else {
-        // Order matching: the n-th kernel of an operation is that operation's
-        // n-th collective (per rank, in start order).
-        let mut seq: HashMap<String, u64> = HashMap::new();
-        let mut names: HashMap<u32, String> = HashMap::new();
-        for e in t.events_of(&[EventKind::Kernel]) {
-            if let Event::Kernel(k) = e? {
-                let n = t.name(k.name);
-                if is_comm_kernel(&n) {
-                    names.insert(k.correlation.0, op_from_kernel(&n));
+    let exact_keys = !collectives.is_empty();
+    if !exact_keys {
+        let mut ops: HashMap<StringId, Option<String>> = HashMap::new();
+        let mut comm: Vec<(u64, u64, String)> = Vec::new();
+        for e in t.events_of(&[EventKind::Kernel, EventKind::Memcpy]) {
+            match e? {
+                Event::Kernel(k) => {
+                    let op = ops.entry(k.name).or_insert_with(|| {
+                        let n = t.name(k.name);
+                        is_comm_kernel(&n).then(|| op_from_kernel(&n))
+                    });
+                    if let Some(op) = op {
+                        comm.push((k.start.0, k.end.0, op.clone()));
+                    }
                 }
+                Event::Memcpy(m) if m.kind == CopyKind::PTOP => comm.push((m.start.0, m.end.0, "PtoP".into())),
+                _ => {}
             }
         }
-        let mut out = Vec::new();
-        for k in kernels.iter().filter(|k| k.comm) {
-            let op = names.get(&k.corr).cloned().unwrap_or_else(|| "PtoP".into());
+        comm.sort();
+        let mut seq: HashMap<String, u64> = HashMap::new();
+        for (start, end, op) in comm {
             let s = seq.entry(op.clone()).or_insert(0);
             *s += 1;
-            out.push(CollRec {
+            collectives.push(CollRec {
                 key: CollKey { comm: 0, op, seq: *s },
-                start: k.start,
-                end: k.end,
+                start,
+                end,
                 bytes: 0,
                 nranks: 0,
             });
         }
-        out
-    };
-    collectives.sort_by_key(|c| c.start);
-
-    // Compute time and host-caused idle, per step window (or whole trace).
-    let windows: Vec<(u64, u64)> = if steps.is_empty() {
-        vec![(
-            kernels.first().map_or(0, |k| k.start),
-            kernels.iter().map(|k| k.end).max().unwrap_or(0),
-        )]
-    } else {
-        steps.clone()
-    };
-    let mut stats: Vec<StepStat> = windows
-        .iter()
-        .map(|&(s, e)| StepStat {
-            start: s,
-            end: e,
-            ..Default::default()
-        })
-        .collect();
-    let window_of = |t: u64| windows.partition_point(|w| w.0 <= t).checked_sub(1).filter(|&i| t < windows[i].1);
-    let mut busy_until = 0u64;
-    for k in &kernels {
-        if let Some(w) = window_of(k.start) {
-            if !k.comm {
-                stats[w].compute_ns += k.end.saturating_sub(k.start);
-            }
-            // The part of an idle gap that lies in this window is
-            // host-caused if this work was launched only after the gap began.
-            let gap_start = busy_until.max(windows[w].0);
-            if busy_until > 0 && k.start > gap_start {
-                let launched = launch.get(&k.corr).copied().unwrap_or(0);
-                if launched >= busy_until {
-                    stats[w].host_idle_ns += k.start - gap_start;
-                }
-            }
-        }
-        busy_until = busy_until.max(k.end);
     }
-    let total = stats.iter().fold(StepStat::default(), |a, s| StepStat {
-        start: 0,
-        end: 0,
-        compute_ns: a.compute_ns + s.compute_ns,
-        host_idle_ns: a.host_idle_ns + s.host_idle_ns,
-    });
+    collectives.sort_by_key(|c| c.start);
     let h = t.header();
     Ok(RankSummary {
         rank: h.rank.rank.map_or(fallback_rank, |r| r.0),
@@ -231,7 +185,7 @@ pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, Forma
         host: h.hostname.clone(),
         collectives,
         exact_keys,
-        steps: if steps.is_empty() { Vec::new() } else { stats },
+        steps,
         total,
     })
 }

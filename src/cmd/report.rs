@@ -56,9 +56,8 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         ..Options::default()
     };
     let report = analyze(&traces, &opts).map_err(|e| match e {
-        AnalysisError::Format(f) => CliError::Format(f),
         AnalysisError::NoTraces => CliError::NoTraces(args.paths[0].clone()),
-        other => CliError::Analysis(other.to_string()),
+        other => CliError::from(other),
     })?;
     let mut out = std::io::stdout().lock();
     if args.json {

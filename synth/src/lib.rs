@@ -589,6 +589,19 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     for step in 0..cfg.steps {
         let plan = &sched.plans[rank as usize][step as usize];
         let t = |v: u64| Nanos((v as i64 + offset) as u64);
+        // The runtime call on the main thread that launched GPU work.
+        let api_call = |api: (u64, u64), corr: u32, cbid: u32, name: StringId| {
+            Event::Api(ApiCall {
+                start: t(api.0),
+                end: t(api.1),
+                thread: tid,
+                correlation: CorrelationId(corr),
+                domain: ApiDomain::RUNTIME,
+                cbid,
+                name,
+                return_value: 0,
+            })
+        };
         let mut sink = |item: Item| {
             let mut push = |e: Event| {
                 if error.is_none() {
@@ -601,16 +614,7 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
             match item {
                 Item::Kernel { api, gpu, slot } => {
                     corr += 1;
-                    push(Event::Api(ApiCall {
-                        start: t(api.0),
-                        end: t(api.1),
-                        thread: tid,
-                        correlation: CorrelationId(corr),
-                        domain: ApiDomain::RUNTIME,
-                        cbid: 211,
-                        name: launch,
-                        return_value: 0,
-                    }));
+                    push(api_call(api, corr, 211, launch));
                     push(Event::Kernel(Kernel {
                         start: t(gpu.0),
                         end: t(gpu.1),
@@ -630,16 +634,7 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                 }
                 Item::Copy { api, gpu, kind, bytes } => {
                     corr += 1;
-                    push(Event::Api(ApiCall {
-                        start: t(api.0),
-                        end: t(api.1),
-                        thread: tid,
-                        correlation: CorrelationId(corr),
-                        domain: ApiDomain::RUNTIME,
-                        cbid: 41,
-                        name: memcpy_async,
-                        return_value: 0,
-                    }));
+                    push(api_call(api, corr, 41, memcpy_async));
                     let (src_kind, dst_kind) = if kind == CopyKind::HTOD {
                         (MemoryKind::PINNED, MemoryKind::DEVICE)
                     } else {
@@ -663,16 +658,7 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                 Item::AllReduce { api, gpu } => {
                     corr += 1;
                     seq += 1;
-                    push(Event::Api(ApiCall {
-                        start: t(api.0),
-                        end: t(api.1),
-                        thread: tid,
-                        correlation: CorrelationId(corr),
-                        domain: ApiDomain::RUNTIME,
-                        cbid: 211,
-                        name: launch,
-                        return_value: 0,
-                    }));
+                    push(api_call(api, corr, 211, launch));
                     push(Event::Kernel(Kernel {
                         start: t(gpu.0),
                         end: t(gpu.1),
