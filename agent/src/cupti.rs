@@ -79,6 +79,8 @@ struct V2 {
     next_record: sys::cuptiActivityGetNextRecord_v2_t,
     dropped: sys::cuptiActivityGetNumDroppedRecords_v2_t,
     set_attribute: sys::cuptiActivitySetAttribute_v2_t,
+    push_external: Option<sys::cuptiActivityPushExternalCorrelationId_v2_t>,
+    pop_external: Option<sys::cuptiActivityPopExternalCorrelationId_v2_t>,
 }
 
 /// The subscriber handle once `cuptiSubscribe_v2` succeeded (then every
@@ -106,6 +108,8 @@ pub struct Cupti {
     dropped: sys::cuptiActivityGetNumDroppedRecords_t,
     timestamp: sys::cuptiGetTimestamp_t,
     set_thread_id_type: sys::cuptiSetThreadIdType_t,
+    push_external: Option<sys::cuptiActivityPushExternalCorrelationId_t>,
+    pop_external: Option<sys::cuptiActivityPopExternalCorrelationId_t>,
 }
 
 macro_rules! resolve_opt {
@@ -148,6 +152,16 @@ impl Cupti {
                     sys::cuptiActivityGetNumDroppedRecords_v2_t
                 )?,
                 set_attribute: resolve_opt!(lib, "cuptiActivitySetAttribute_v2", sys::cuptiActivitySetAttribute_v2_t)?,
+                push_external: resolve_opt!(
+                    lib,
+                    "cuptiActivityPushExternalCorrelationId_v2",
+                    sys::cuptiActivityPushExternalCorrelationId_v2_t
+                ),
+                pop_external: resolve_opt!(
+                    lib,
+                    "cuptiActivityPopExternalCorrelationId_v2",
+                    sys::cuptiActivityPopExternalCorrelationId_v2_t
+                ),
             })
         })();
         Ok(Cupti {
@@ -163,6 +177,16 @@ impl Cupti {
             dropped: resolve!(lib, "cuptiActivityGetNumDroppedRecords", sys::cuptiActivityGetNumDroppedRecords_t),
             timestamp: resolve!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
             set_thread_id_type: resolve!(lib, "cuptiSetThreadIdType", sys::cuptiSetThreadIdType_t),
+            push_external: resolve_opt!(
+                lib,
+                "cuptiActivityPushExternalCorrelationId",
+                sys::cuptiActivityPushExternalCorrelationId_t
+            ),
+            pop_external: resolve_opt!(
+                lib,
+                "cuptiActivityPopExternalCorrelationId",
+                sys::cuptiActivityPopExternalCorrelationId_t
+            ),
         })
     }
 
@@ -273,6 +297,49 @@ impl Cupti {
             (self.dropped)(std::ptr::null_mut(), 0, &mut n)
         })?;
         Ok(n as u64)
+    }
+
+    /// Whether external correlation ids can be pushed (the entry points of
+    /// the API flavour in use exist).
+    pub fn has_external_correlation(&self) -> bool {
+        match self.v2() {
+            Some((v2, _)) => v2.push_external.is_some() && v2.pop_external.is_some(),
+            None => self.push_external.is_some() && self.pop_external.is_some(),
+        }
+    }
+
+    /// Push an external correlation id of kind CUSTOM2 (Kineto uses CUSTOM0
+    /// and CUSTOM1) on the calling thread. No allocation or lock on our
+    /// side; CUPTI keeps a per-thread stack.
+    pub fn push_external(&self, id: u64) -> bool {
+        let kind = sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+        let code = match self.v2() {
+            // Safety: valid handle; plain values.
+            Some((v2, h)) => v2.push_external.map(|f| unsafe { f(h, kind, id) }),
+            // Safety: plain values.
+            None => self.push_external.map(|f| unsafe { f(kind, id) }),
+        };
+        code == Some(0)
+    }
+
+    /// Pop what [`Self::push_external`] pushed on this thread.
+    pub fn pop_external(&self) {
+        let kind = sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+        let mut last = 0u64;
+        match self.v2() {
+            // Safety: valid handle and out-pointer.
+            Some((v2, h)) => {
+                if let Some(f) = v2.pop_external {
+                    unsafe { f(h, kind, &mut last) };
+                }
+            }
+            None => {
+                if let Some(f) = self.pop_external {
+                    // Safety: valid out-pointer.
+                    unsafe { f(kind, &mut last) };
+                }
+            }
+        }
     }
 
     /// `cuptiGetTimestamp`.

@@ -31,6 +31,8 @@ pub mod kind {
     pub const MEMCPY2: u32 = 22;
     /// SYNCHRONIZATION.
     pub const SYNCHRONIZATION: u32 = 38;
+    /// EXTERNAL_CORRELATION.
+    pub const EXTERNAL_CORRELATION: u32 = 39;
 }
 
 /// Read a little-endian `T` at `off` of a record.
@@ -77,6 +79,21 @@ pub struct Decoder {
     pub skipped: u64,
     /// API records dropped as noise (queries such as cudaGetDevice).
     pub filtered_api: u64,
+    /// Collect what the NCCL linker needs (set once the plugin is active).
+    pub collect_comm: bool,
+    /// Our external correlation ids (CUSTOM2) → correlation ids.
+    pub ext_links: Vec<(u64, u32)>,
+    /// Communication kernels (names starting `nccl`/`rccl`).
+    pub comm_kernels: Vec<crate::nccl::link::KernelInfo>,
+    /// Per string id: is it a communication kernel's name.
+    comm_names: Vec<bool>,
+}
+
+/// External correlation kind the agent pushes (Kineto uses CUSTOM0/1).
+const EXTERNAL_KIND_CUSTOM2: u32 = 5;
+
+fn is_comm_kernel(name: &[u8]) -> bool {
+    name.starts_with(b"nccl") || name.starts_with(b"rccl")
 }
 
 impl Decoder {
@@ -102,6 +119,13 @@ impl Decoder {
         }
         let id = w.intern(&String::from_utf8_lossy(bytes));
         self.names.insert(ptr as usize, bytes, id);
+        if is_comm_kernel(bytes) {
+            let i = id.0 as usize;
+            if self.comm_names.len() <= i {
+                self.comm_names.resize(i + 1, false);
+            }
+            self.comm_names[i] = true;
+        }
         id
     }
 
@@ -144,6 +168,16 @@ impl Decoder {
                     let context: u32 = rd(rec, o::CONTEXT_ID);
                     self.note_context(context, device);
                     let name = self.kernel_name(rd::<*const libc::c_char>(rec, o::NAME), w);
+                    if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
+                        self.comm_kernels.push(crate::nccl::link::KernelInfo {
+                            start: rd(rec, o::START),
+                            end: rd(rec, o::END),
+                            device,
+                            context,
+                            stream: rd(rec, o::STREAM_ID),
+                            correlation: rd(rec, o::CORRELATION_ID),
+                        });
+                    }
                     Some(Event::Kernel(Kernel {
                         start: Nanos(rd(rec, o::START)),
                         end: Nanos(rd(rec, o::END)),
@@ -253,6 +287,13 @@ impl Decoder {
                         name,
                         return_value: rd(rec, o::RETURN_VALUE),
                     }))
+                }
+                kind::EXTERNAL_CORRELATION => {
+                    use layout::external_correlation as o;
+                    if self.collect_comm && rd::<u32>(rec, o::EXTERNAL_KIND) == EXTERNAL_KIND_CUSTOM2 {
+                        self.ext_links.push((rd(rec, o::EXTERNAL_ID), rd(rec, o::CORRELATION_ID)));
+                    }
+                    None
                 }
                 kind::CONTEXT => {
                     use layout::context as o;

@@ -24,6 +24,7 @@ mod cupti;
 mod decode;
 mod dl;
 mod identity;
+mod nccl;
 mod pool;
 mod session;
 

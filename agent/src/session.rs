@@ -35,12 +35,11 @@ pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
 /// Capture state shared by all threads.
 pub struct Session {
     pub(crate) pool: Pool,
-    cupti: Cupti,
-    cupti_version: u32,
-    cupti_source: String,
-    /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
-    multi_subscriber: bool,
-    cuda: Lib,
+    /// CUPTI, when this session captures GPU activity (`None`: an NCCL-only
+    /// session, started by the NCCL plugin when CUPTI is unavailable).
+    cupti: Option<CuptiSide>,
+    /// EXTERNAL_CORRELATION records are on: the NCCL plugin may push ids.
+    external_ids: AtomicBool,
     config: Config,
     flush_lock: Mutex<()>,
     /// Set by the exit handler after its forced flush: drain and finish.
@@ -48,6 +47,34 @@ pub struct Session {
     /// Set by the writer thread when the trailer is written (or it gave up).
     finished: AtomicBool,
     writer_thread: OnceLock<std::thread::Thread>,
+}
+
+/// The CUPTI half of a session.
+struct CuptiSide {
+    api: Cupti,
+    version: u32,
+    source: String,
+    /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
+    multi_subscriber: bool,
+    cuda: Lib,
+}
+
+/// Push an external correlation id for the NCCL plugin's kernel-launch
+/// bracket; false when there is no CUPTI session or it cannot.
+pub fn push_external_id(id: u64) -> bool {
+    match SESSION.get() {
+        Some(s) if s.external_ids.load(Relaxed) && OWNER_PID.load(Relaxed) == std::process::id() => {
+            s.cupti.as_ref().is_some_and(|c| c.api.push_external(id))
+        }
+        _ => false,
+    }
+}
+
+/// Pop what [`push_external_id`] pushed (only called when it returned true).
+pub fn pop_external_id() {
+    if let Some(c) = SESSION.get().and_then(|s| s.cupti.as_ref()) {
+        c.api.pop_external();
+    }
 }
 
 /// Print the agent's one line about a failure.
@@ -94,11 +121,14 @@ pub fn start() -> Result<(), String> {
     })?;
     let session = Session {
         pool,
-        cupti,
-        cupti_version,
-        cupti_source: source,
-        multi_subscriber,
-        cuda,
+        cupti: Some(CuptiSide {
+            api: cupti,
+            version: cupti_version,
+            source,
+            multi_subscriber,
+            cuda,
+        }),
+        external_ids: AtomicBool::new(false),
         config,
         flush_lock: Mutex::new(()),
         stop: AtomicBool::new(false),
@@ -109,11 +139,12 @@ pub fn start() -> Result<(), String> {
         return Ok(()); // already running (InitializeInjection called twice)
     }
     let s = SESSION.get().expect("just set");
+    let c = s.cupti.as_ref().expect("set above");
     OWNER_PID.store(std::process::id(), Release);
-    let _ = s.cupti.use_system_thread_ids();
-    s.cupti.register().map_err(|e| format!("{e}; this process runs untraced"))?;
+    let _ = c.api.use_system_thread_ids();
+    c.api.register().map_err(|e| format!("{e}; this process runs untraced"))?;
     // The concurrent kernel kind is essential; the others are best effort.
-    s.cupti
+    c.api
         .enable(kind::CONCURRENT_KERNEL)
         .map_err(|e| format!("{e}; this process runs untraced"))?;
     let mut kinds = vec![
@@ -127,10 +158,51 @@ pub fn start() -> Result<(), String> {
     if s.config.api_calls {
         kinds.extend([kind::RUNTIME, kind::DRIVER]);
     }
-    let failed: Vec<String> = kinds
+    let mut failed: Vec<String> = kinds
         .into_iter()
-        .filter_map(|k| s.cupti.enable(k).err().map(|e| format!("kind {k}: {e}")))
+        .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
         .collect();
+    // For the NCCL plugin's collective → kernel links (see nccl/link.rs).
+    if s.config.api_calls && crate::nccl::enabled_by_env() && c.api.has_external_correlation() {
+        match c.api.enable(kind::EXTERNAL_CORRELATION) {
+            Ok(()) => s.external_ids.store(true, Release),
+            Err(e) => failed.push(format!("kind {}: {e}", kind::EXTERNAL_CORRELATION)),
+        }
+    }
+    spawn_writer(s, failed)
+}
+
+/// Start a session without CUPTI, for the NCCL plugin (called from its first
+/// `init` when `InitializeInjection` did not start one: CUPTI held by another
+/// profiler, no libcupti, or NCCL loaded us without CUDA injection).
+pub fn start_nccl_only() -> Result<(), String> {
+    if SESSION.get().is_some() {
+        return Ok(());
+    }
+    let config = Config::from_env(|k| std::env::var(k).ok());
+    if config.disabled {
+        return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
+    }
+    let pool = Pool::new(2, 64 * 1024).ok_or("could not allocate the trace buffers")?;
+    let session = Session {
+        pool,
+        cupti: None,
+        external_ids: AtomicBool::new(false),
+        config,
+        flush_lock: Mutex::new(()),
+        stop: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
+        writer_thread: OnceLock::new(),
+    };
+    if SESSION.set(session).is_err() {
+        return Ok(());
+    }
+    let s = SESSION.get().expect("just set");
+    OWNER_PID.store(std::process::id(), Release);
+    spawn_writer(s, Vec::new())
+}
+
+fn spawn_writer(s: &'static Session, failed: Vec<String>) -> Result<(), String> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
@@ -163,6 +235,7 @@ impl Session {
     /// Disable every kind we enabled (best effort), so CUPTI stops costing
     /// the job anything after a failure.
     fn stop_capture(&self) {
+        let Some(c) = &self.cupti else { return };
         for k in [
             kind::CONCURRENT_KERNEL,
             kind::MEMCPY,
@@ -172,13 +245,14 @@ impl Session {
             kind::RUNTIME,
             kind::DRIVER,
         ] {
-            let _ = self.cupti.disable(k);
+            let _ = c.api.disable(k);
         }
     }
 
     fn flush(&self, flag: u32) -> Result<(), CuptiError> {
+        let Some(c) = &self.cupti else { return Ok(()) };
         let _guard = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.cupti.flush_all(flag)
+        c.api.flush_all(flag)
     }
 
     /// The exit handler's part: final forced flush, then wait for the
@@ -219,14 +293,141 @@ struct Losses {
     pool_buffers: u64,
     pool_bytes: u64,
     undecodable: u64,
+    /// NCCL plugin loss counters already written (slots, queue, comms, disabled).
+    nccl: [u64; 4],
+}
+
+/// The writer thread's side of the NCCL plugin: links collectives to their
+/// kernels and writes them, with the communicators.
+struct NcclSide {
+    linker: crate::nccl::link::Linker,
+    comms_written: usize,
+    comms: Vec<crate::nccl::CommInfo>,
+    ready: Vec<crate::nccl::link::Ready>,
+    /// Added to a `CLOCK_REALTIME` ns to get the trace's time domain.
+    offset: i64,
+    epoch: Instant,
+}
+
+impl NcclSide {
+    fn new(s: &Session, start: &ClockPair) -> NcclSide {
+        let offset = start.cupti_ns.map_or(0, |c| c as i64 - start.realtime_ns as i64);
+        // CUPTI delivers kernel records at its flushes: wait three periods.
+        let wait = (s.config.flush_period * 3).max(Duration::from_secs(2));
+        NcclSide {
+            linker: crate::nccl::link::Linker::new(s.external_ids.load(Acquire), wait.as_nanos() as u64),
+            comms_written: 0,
+            comms: Vec::new(),
+            ready: Vec::new(),
+            offset,
+            epoch: Instant::now(),
+        }
+    }
+
+    fn time(&self, realtime_ns: u64) -> Nanos {
+        if realtime_ns == 0 {
+            return Nanos(0);
+        }
+        Nanos(realtime_ns.saturating_add_signed(self.offset))
+    }
+
+    /// Move what the plugin and CUPTI delivered through the linker into the
+    /// trace. `last`: write everything still waiting.
+    fn pump<W: std::io::Write>(&mut self, dec: &mut Decoder, w: &mut TraceWriter<W>, last: bool) -> Result<(), FormatError> {
+        let Some(st) = crate::nccl::state() else {
+            return Ok(());
+        };
+        dec.collect_comm = true;
+        self.comms.clear();
+        self.comms_written = st.comms_from(self.comms_written, &mut self.comms);
+        if !self.comms.is_empty() {
+            let list: Vec<Communicator> = self
+                .comms
+                .iter()
+                .map(|c| Communicator {
+                    id: CommId(c.id),
+                    name: crate::nccl::name_str(&c.name).into_owned(),
+                    rank: c.rank.max(0) as u32,
+                    nranks: c.nranks.max(0) as u32,
+                    nodes: c.nodes.max(0) as u32,
+                    plugin_version: c.version,
+                    created: self.time(c.created_ns),
+                })
+                .collect();
+            w.add_communicators(&list)?;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        while let Some(r) = st.queue.pop() {
+            self.linker.record(r, now, &mut self.ready);
+        }
+        for (ext, corr) in dec.ext_links.drain(..) {
+            self.linker.external(ext, corr);
+        }
+        for k in dec.comm_kernels.drain(..) {
+            self.linker.kernel(k);
+        }
+        self.linker.poll(now, last, &mut self.ready);
+        let mut ready = std::mem::take(&mut self.ready);
+        for r in ready.drain(..) {
+            let e = self.collective(&r, w);
+            w.push(Event::Collective(e))?;
+        }
+        self.ready = ready;
+        Ok(())
+    }
+
+    fn collective<W: std::io::Write>(&self, r: &crate::nccl::link::Ready, w: &mut TraceWriter<W>) -> Collective {
+        use crate::nccl::{datatype_size, name_str, short_datatype, RecKind};
+        let rec = &r.rec;
+        let d = &rec.d;
+        let enqueue = self.time(if rec.api_ns != 0 { rec.api_ns } else { rec.start_ns });
+        let (start, end, device, stream, correlation) = match r.kernel {
+            Some(k) => (Nanos(k.start), Nanos(k.end), k.device, StreamId(k.stream), k.correlation),
+            None => (enqueue, enqueue, 0, StreamId::UNKNOWN, 0),
+        };
+        let datatype = name_str(&d.datatype);
+        let bytes = if d.bytes != 0 {
+            d.bytes
+        } else {
+            d.count.saturating_mul(datatype_size(&datatype))
+        };
+        let algorithm = if rec.kind == RecKind::CeColl {
+            w.intern("CE")
+        } else {
+            w.intern(&name_str(&d.algo))
+        };
+        Collective {
+            start,
+            end,
+            enqueue,
+            comm: CommId(rec.comm),
+            op: w.intern(&name_str(&d.func)),
+            seq: d.seq,
+            count: d.count,
+            datatype: w.intern(short_datatype(&datatype)),
+            bytes,
+            rank: rec.rank.max(0) as u32,
+            nranks: rec.nranks,
+            root: d.root,
+            algorithm,
+            protocol: w.intern(&name_str(&d.proto)),
+            channels: d.channels,
+            device: DeviceId(device),
+            stream,
+            correlation: CorrelationId(correlation),
+        }
+    }
 }
 
 fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
-    let cupti_clock = s.cupti.timestamp().ok();
+    let cupti = s.cupti.as_ref();
     let mut start_clock = ClockPair::now();
-    start_clock.cupti_ns = cupti_clock;
+    start_clock.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
     let mut dec = Decoder::default();
-    let mut devices = identity::devices(&s.cuda, Duration::from_secs(3));
+    let mut devices = match cupti {
+        Some(c) => identity::devices(&c.cuda, Duration::from_secs(3)),
+        None => Vec::new(),
+    };
     let mut header = Header {
         producer: Producer::Agent,
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -235,36 +436,50 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         rank: RankInfo::from_env(|k| std::env::var(k).ok()),
         command: identity::command_line(),
         start_clock,
-        time_domain: TimeDomain::Cupti,
+        time_domain: if cupti.is_some() {
+            TimeDomain::Cupti
+        } else {
+            TimeDomain::Realtime
+        },
         cuda: CudaVersions {
-            driver: identity::driver_version(&s.cuda),
+            driver: cupti.and_then(|c| identity::driver_version(&c.cuda)),
             runtime: identity::runtime_version(),
-            cupti: Some(s.cupti_version),
+            cupti: cupti.map(|c| c.version),
         },
         devices: Vec::new(),
         extra: Default::default(),
     };
-    header.extra.insert("cupti.library".into(), s.cupti_source.clone());
-    header.extra.insert(
-        "cupti.subscriber".into(),
-        if s.multi_subscriber {
-            "multi (cuptiSubscribe_v2)"
-        } else {
-            "legacy (sole subscriber)"
+    match cupti {
+        Some(c) => {
+            header.extra.insert("cupti.library".into(), c.source.clone());
+            header.extra.insert(
+                "cupti.subscriber".into(),
+                if c.multi_subscriber {
+                    "multi (cuptiSubscribe_v2)"
+                } else {
+                    "legacy (sole subscriber)"
+                }
+                .into(),
+            );
+            header.extra.insert(
+                "agent.buffers".into(),
+                format!("{} x {} KiB", s.config.buffers, s.pool.buf_size() / 1024),
+            );
         }
-        .into(),
-    );
-    header.extra.insert(
-        "agent.buffers".into(),
-        format!("{} x {} KiB", s.config.buffers, s.pool.buf_size() / 1024),
-    );
+        None => {
+            header.extra.insert(
+                "agent.mode".into(),
+                "nccl-only: CUPTI was not running in this process, so only NCCL's collectives were recorded".into(),
+            );
+        }
+    }
     if !failed_kinds.is_empty() {
         header.extra.insert("agent.kinds_not_enabled".into(), failed_kinds.join("; "));
     }
     // Buffers completed before the file exists: scanned here for DEVICE
     // records, decoded for real once the file is open (nothing is dropped).
     let mut held: Vec<(*mut u8, usize)> = Vec::new();
-    if devices.is_empty() {
+    if let (Some(c), true) = (cupti, devices.is_empty()) {
         // Fall back on CUPTI's DEVICE records, which it emits once the
         // driver is initialized: flush and scan for up to a second.
         let mut scan = Decoder::default();
@@ -274,7 +489,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         loop {
             while let Some((buf, valid)) = s.pool.take_completed() {
                 // Writing to a sink cannot fail.
-                let _ = walk(s, &mut scan, buf, valid, &mut scratch, &mut 0);
+                let _ = walk(&c.api, &mut scan, buf, valid, &mut scratch, &mut 0);
                 held.push((buf, valid));
             }
             // Stop at the first DEVICE record, after a second, at exit (the
@@ -309,6 +524,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         Err(msg) => {
             say(&msg);
             s.stop_capture();
+            if let Some(st) = crate::nccl::state() {
+                st.disable("the trace file could not be written");
+            }
             for (buf, _) in held.drain(..) {
                 s.pool.recycle(buf);
             }
@@ -320,21 +538,28 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         pool_buffers: 0,
         pool_bytes: 0,
         undecodable: 0,
+        nccl: [0; 4],
     };
+    let mut nccl = NcclSide::new(s, &start_clock);
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     loop {
         let stopping = s.stop.load(Acquire);
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
-            if !failed {
-                if let Err(e) = walk(s, &mut dec, buf, valid, &mut w, &mut undecodable) {
+            if let (false, Some(c)) = (failed, cupti) {
+                if let Err(e) = walk(&c.api, &mut dec, buf, valid, &mut w, &mut undecodable) {
                     failed = write_failed(s, &path, &e);
                 }
             }
             s.pool.recycle(buf);
         }
         losses.undecodable += undecodable;
+        if !failed {
+            if let Err(e) = nccl.pump(&mut dec, &mut w, stopping) {
+                failed = write_failed(s, &path, &e);
+            }
+        }
         if stopping {
             break;
         }
@@ -354,12 +579,24 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
     if !failed {
         let mut trailer = Trailer::default();
         let mut end = ClockPair::now();
-        end.cupti_ns = s.cupti.timestamp().ok();
+        end.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
         trailer.end_clock = end;
         trailer
             .extra
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
         trailer.extra.insert("agent.records_skipped".into(), dec.skipped.to_string());
+        if let Some(st) = crate::nccl::state() {
+            trailer.extra.insert(
+                "nccl.plugin".into(),
+                format!(
+                    "profiler interface v{}; {} events recorded; {} collectives linked to their kernels, {} not linked",
+                    st.version.load(Relaxed),
+                    st.recorded.load(Relaxed),
+                    nccl.linker.linked,
+                    nccl.linker.unlinked
+                ),
+            );
+        }
         let r = record_losses(s, &mut w, &mut losses)
             .and_then(|_| w.finish(trailer))
             .and_then(|mut b| {
@@ -379,6 +616,9 @@ fn write_failed(s: &Session, path: &std::path::Path, e: &FormatError) -> bool {
         path.display()
     ));
     s.stop_capture();
+    if let Some(st) = crate::nccl::state() {
+        st.disable("the trace file could not be written");
+    }
     true
 }
 
@@ -399,7 +639,7 @@ fn recycle_until_stop(s: &Session) {
 
 /// Decode every record of one completed buffer and push it to `w`.
 fn walk<W: std::io::Write>(
-    s: &Session,
+    cupti: &Cupti,
     dec: &mut Decoder,
     buf: *mut u8,
     valid: usize,
@@ -410,7 +650,7 @@ fn walk<W: std::io::Write>(
     loop {
         // Safety: `buf` is a buffer CUPTI completed with `valid` bytes, and
         // `cursor` starts null and is only advanced by CUPTI.
-        match unsafe { s.cupti.next_record(buf, valid, &mut cursor) } {
+        match unsafe { cupti.next_record(buf, valid, &mut cursor) } {
             Ok(true) => {
                 // Safety: CUPTI returned a complete record.
                 if let Some(e) = unsafe { dec.record(cursor as *const u8, w) } {
@@ -430,8 +670,12 @@ fn walk<W: std::io::Write>(
 
 /// Write loss records for whatever was lost since the last call.
 fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut Losses) -> Result<(), FormatError> {
-    let now = Nanos(s.cupti.timestamp().unwrap_or(0));
-    if let Ok(n) = s.cupti.take_dropped() {
+    let cupti = s.cupti.as_ref();
+    let now = match cupti {
+        Some(c) => Nanos(c.api.timestamp().unwrap_or(0)),
+        None => Nanos(ClockPair::now().realtime_ns),
+    };
+    if let Some(Ok(n)) = cupti.map(|c| c.api.take_dropped()) {
         if n > 0 {
             w.push(Event::Loss(Loss {
                 time: now,
@@ -468,6 +712,30 @@ fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut
             detail,
         }))?;
         l.undecodable = 0;
+    }
+    if let Some(st) = crate::nccl::state() {
+        let counters = [
+            (&st.losses.slots_full, "NCCL events not recorded: all event slots were in use"),
+            (&st.losses.queue_full, "NCCL events not recorded: the queue to the writer thread was full"),
+            (&st.losses.comms_full, "NCCL communicators not recorded: more than the plugin's table holds"),
+            (
+                &st.losses.disabled,
+                "NCCL events not recorded: the plugin had turned itself off (see the gputrace: line)",
+            ),
+        ];
+        for (i, (c, why)) in counters.into_iter().enumerate() {
+            let v = c.load(Relaxed);
+            if v > l.nccl[i] {
+                let detail = w.intern(why);
+                w.push(Event::Loss(Loss {
+                    time: now,
+                    source: LossSource::NCCL_PLUGIN,
+                    count: v - l.nccl[i],
+                    detail,
+                }))?;
+                l.nccl[i] = v;
+            }
+        }
     }
     Ok(())
 }

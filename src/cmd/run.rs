@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// Use this libcupti instead of searching for one.
     #[arg(long, value_name = "PATH")]
     pub cupti: Option<PathBuf>,
+    /// Do not load gputrace as NCCL's profiler plugin (collectives then carry
+    /// no communicator, sequence number or bytes; compare falls back to order).
+    #[arg(long)]
+    pub no_nccl: bool,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -110,6 +114,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(p) = &args.cupti {
         cmd.env("GPUTRACE_CUPTI", p);
+    }
+    if args.no_nccl {
+        cmd.env("GPUTRACE_NCCL", "0");
+    } else {
+        match std::env::var_os("NCCL_PROFILER_PLUGIN").filter(|v| !v.is_empty()) {
+            // NCCL loads one profiler plugin: the user's choice wins.
+            Some(theirs) if Path::new(&theirs) != agent_path => eprintln!(
+                "gputrace: keeping NCCL_PROFILER_PLUGIN={} (NCCL loads one profiler plugin); collectives will carry no NCCL \
+                 metadata and compare matches them by order",
+                theirs.to_string_lossy()
+            ),
+            _ => {
+                cmd.env("NCCL_PROFILER_PLUGIN", &agent_path);
+            }
+        }
     }
     let started = SystemTime::now();
     let shown = Path::new(program).display().to_string();

@@ -567,13 +567,24 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     let names = kernel_names();
     let header = rank_header(cfg, sched, rank);
     let mut w = TraceWriter::new(out, &header, WriterOptions::default())?;
+    if cfg.nccl_metadata {
+        w.add_communicators(&[Communicator {
+            id: CommId(0x00c0_ffee_d00d_0001),
+            name: "default_pg".into(),
+            rank,
+            nranks: cfg.ranks,
+            nodes: cfg.ranks.div_ceil(cfg.gpus_per_node.max(1)),
+            plugin_version: 5,
+            created: Nanos(header.start_clock.realtime_ns),
+        }])?;
+    }
     let name_ids: Vec<StringId> = names.iter().map(|n| w.intern(n)).collect();
     let launch = w.intern("cudaLaunchKernel");
     let memcpy_async = w.intern("cudaMemcpyAsync");
     let nccl_kernel = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
     let allreduce = w.intern("AllReduce");
     let bf16 = w.intern("bf16");
-    let ring = w.intern("Ring");
+    let ring = w.intern("RING");
     let simple = w.intern("Simple");
     let mark_names = [w.intern("forward"), w.intern("backward"), w.intern("optimizer")];
     let step_names: Vec<StringId> = (0..cfg.steps).map(|s| w.intern(&format!("ProfilerStep#{s}"))).collect();

@@ -17,7 +17,7 @@ pub const MAGIC: &[u8; 8] = b"GPUTRACE";
 /// Format major version this build writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version this build writes (readers accept any minor).
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 /// Length of the file preamble.
 pub const PREAMBLE_LEN: usize = 16;
 /// Chunk sync marker.
@@ -47,6 +47,9 @@ pub enum ChunkKind {
     Events = 3,
     /// JSON [`crate::Trailer`]; written by a clean finish.
     Trailer = 4,
+    /// JSON list of [`crate::Communicator`]s, written as communicators
+    /// appear (format 1.1; older readers skip it).
+    Communicators = 5,
 }
 
 impl ChunkKind {
@@ -57,6 +60,7 @@ impl ChunkKind {
             2 => Some(ChunkKind::Strings),
             3 => Some(ChunkKind::Events),
             4 => Some(ChunkKind::Trailer),
+            5 => Some(ChunkKind::Communicators),
             _ => None,
         }
     }

@@ -180,6 +180,32 @@ pub struct Trailer {
     pub extra: BTreeMap<String, String>,
 }
 
+/// One NCCL (or RCCL) communicator this process belonged to, as the NCCL
+/// profiler plugin reported it at `ncclCommInitRank` time. Collectives refer
+/// to it by [`Communicator::id`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Communicator {
+    /// NCCL's communicator id/hash: the same on every rank of the
+    /// communicator (what [`crate::Collective::comm`] holds).
+    pub id: CommId,
+    /// The communicator's name (NCCL ≥ 2.27; empty when unknown).
+    #[serde(default)]
+    pub name: String,
+    /// This process's rank in it.
+    pub rank: u32,
+    /// Number of ranks.
+    pub nranks: u32,
+    /// Number of nodes it spans (0 = unknown).
+    #[serde(default)]
+    pub nodes: u32,
+    /// Profiler plugin interface NCCL used (1..6; 0 = not from the plugin).
+    #[serde(default)]
+    pub plugin_version: u32,
+    /// When it was created, in the trace's time domain (0 = unknown).
+    #[serde(default)]
+    pub created: Nanos,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@
 use crate::chunk::*;
 use crate::codec;
 use crate::error::{FormatError, Result};
-use crate::header::{Header, Trailer};
+use crate::header::{Communicator, Header, Trailer};
 use crate::model::{Event, EventKind, Track};
 use crate::units::*;
 use crate::varint::Cursor;
@@ -83,6 +83,7 @@ pub struct TraceFile {
     strings: Vec<Box<str>>,
     chunks: Vec<EventChunk>,
     trailer: Option<Trailer>,
+    communicators: Vec<Communicator>,
     damage: Option<Damage>,
     skipped_chunks: u32,
     format_minor: u16,
@@ -168,6 +169,7 @@ impl TraceFile {
         let mut strings: Vec<Box<str>> = vec!["".into()];
         let mut chunks = Vec::new();
         let mut trailer = None;
+        let mut communicators: Vec<Communicator> = Vec::new();
         let mut damage = None;
         let mut skipped = 0u32;
         let mut pos = PREAMBLE_LEN;
@@ -277,6 +279,23 @@ impl TraceFile {
                         }
                     }
                 }
+                Some(ChunkKind::Communicators) => {
+                    match read_body(&mut scratch)
+                        .and_then(|_| serde_json::from_slice::<Vec<Communicator>>(&scratch).map_err(|e| e.to_string()))
+                    {
+                        Ok(list) => {
+                            for c in list {
+                                if !communicators.iter().any(|k| k.id == c.id) {
+                                    communicators.push(c);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            damage = Some(stop(&format!("communicators: {e}")));
+                            break;
+                        }
+                    }
+                }
                 None if frame.flags & FLAG_CRITICAL != 0 => {
                     return Err(corrupt(
                         pos,
@@ -303,10 +322,17 @@ impl TraceFile {
             strings,
             chunks,
             trailer,
+            communicators,
             damage,
             skipped_chunks: skipped,
             format_minor: minor,
         })
+    }
+
+    /// The NCCL communicators the trace names (first record of each id, in
+    /// file order).
+    pub fn communicators(&self) -> &[Communicator] {
+        &self.communicators
     }
 
     /// The file's path (or the name given to [`Self::from_bytes`]).

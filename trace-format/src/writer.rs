@@ -3,7 +3,7 @@
 use crate::chunk::*;
 use crate::codec::ChunkBuf;
 use crate::error::{FormatError, Result};
-use crate::header::{Header, Trailer};
+use crate::header::{Communicator, Header, Trailer};
 use crate::model::{Event, EventKind, Track};
 use crate::units::StringId;
 use crate::varint;
@@ -202,6 +202,18 @@ impl<W: Write> TraceWriter<W> {
         self.write_chunk(ChunkKind::Trailer as u16, 0, &[], &json, false)?;
         self.out.flush().map_err(FormatError::Write)?;
         Ok(self.out)
+    }
+
+    /// Record a communicator at once (a communicators chunk, uncompressed
+    /// JSON), so a trace cut short still names the communicators its
+    /// collectives refer to. Call it once per communicator; duplicates are
+    /// harmless (readers keep the first of each id).
+    pub fn add_communicators(&mut self, comms: &[Communicator]) -> Result<()> {
+        if comms.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(comms).map_err(|e| FormatError::Write(e.into()))?;
+        self.write_chunk(ChunkKind::Communicators as u16, 0, &[], &json, false)
     }
 
     fn flush_strings(&mut self) -> Result<()> {

@@ -363,3 +363,31 @@ fn writer_memory_is_bounded_across_many_tracks() {
     assert_eq!(t.event_total(), 200_000);
     assert_eq!(t.trailer().unwrap().events["api"], 200_000);
 }
+
+#[test]
+fn communicators_survive_a_cut_and_keep_the_first_of_each_id() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let a = Communicator {
+        id: CommId(0xabc),
+        name: "default_pg".into(),
+        rank: 3,
+        nranks: 8,
+        nodes: 2,
+        plugin_version: 5,
+        created: Nanos(10),
+    };
+    let b = Communicator {
+        id: CommId(0xdef),
+        rank: 0,
+        nranks: 2,
+        ..Default::default()
+    };
+    w.add_communicators(std::slice::from_ref(&a)).unwrap();
+    w.add_communicators(&[Communicator { rank: 99, ..a.clone() }, b.clone()]).unwrap();
+    w.flush().unwrap();
+    // No trailer: the writer was "killed" here.
+    let bytes = std::mem::take(w.get_mut());
+    let t = TraceFile::from_bytes("cut.gtrace", bytes).unwrap();
+    assert!(t.trailer().is_none());
+    assert_eq!(t.communicators(), &[a, b]);
+}

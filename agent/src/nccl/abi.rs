@@ -1,0 +1,564 @@
+//! The exported `ncclProfiler_v1` … `ncclProfiler_v6` tables and their
+//! entry points: each translates its version's descriptor (layouts from the
+//! committed `nccl-sys` bindings) into a [`Descr`] and calls the shared
+//! code in `mod.rs`.
+//!
+//! Every entry point catches panics and returns `ncclSuccess`: NCCL never
+//! sees an error from gputrace. A NULL out-pointer or descriptor is a
+//! malformed call: the plugin turns itself off with one line.
+
+use super::{copy_cstr, state, state_or_init, ty, CommInfo, Descr, Nccl, NAME_LEN};
+use nccl_sys as sys;
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+const SUCCESS: sys::ncclResult_t = sys::ncclSuccess;
+
+/// Events recorded with the v5/v6 interfaces (API brackets and kernel
+/// launches give the collective → kernel link; see `link.rs`).
+const MASK_V5: u64 = ty::GROUP_API | ty::COLL_API | ty::P2P_API | ty::KERNEL_LAUNCH | ty::COLL | ty::P2P;
+/// v6 adds copy-engine collectives.
+const MASK_V6: u64 = MASK_V5 | ty::CE_COLL;
+/// v1–v4 have no API or launch events: collectives and point-to-point only.
+const MASK_V1: u64 = ty::COLL | ty::P2P;
+
+/// Run `f` with the plugin state, catching panics (which turn it off).
+fn guarded(f: impl FnOnce(&'static Nccl)) -> sys::ncclResult_t {
+    let Some(st) = state() else { return SUCCESS };
+    if catch_unwind(AssertUnwindSafe(|| f(st))).is_err() {
+        st.disable("internal error in the plugin");
+    }
+    SUCCESS
+}
+
+/// The shared part of every version's `init`.
+///
+/// # Safety
+/// `ctx` and `mask` are NCCL's out-pointers (checked for NULL); `name` is
+/// NULL or a C string.
+unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInfo, name: *const c_char, wanted: u64) -> sys::ncclResult_t {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if ctx.is_null() || mask.is_null() {
+            let st = state_or_init();
+            st.disable("init was called with a NULL context or mask pointer");
+            return;
+        }
+        // Safety: checked non-null above.
+        unsafe {
+            *ctx = std::ptr::null_mut();
+            *mask = 0;
+        }
+        if !super::enabled_by_env() {
+            return;
+        }
+        let st = state_or_init();
+        // The first communicator: make sure something writes the trace.
+        if let Err(msg) = crate::session::start_nccl_only() {
+            st.disable(&msg);
+            return;
+        }
+        // Safety: NULL or NCCL's NUL-terminated communicator name.
+        info.name = unsafe { copy_cstr(name) };
+        info.created_ns = super::now_ns();
+        let (c, m) = st.init(info, wanted);
+        // Safety: checked non-null above.
+        unsafe {
+            *ctx = c;
+            *mask = m as c_int;
+        }
+    }));
+    if r.is_err() {
+        if let Some(st) = state() {
+            st.disable("internal error in init");
+        }
+    }
+    SUCCESS
+}
+
+fn comm(id: u64, nodes: c_int, nranks: c_int, rank: c_int, version: u32) -> CommInfo {
+    CommInfo {
+        id,
+        rank,
+        nranks,
+        nodes,
+        name: [0; super::COMM_NAME_LEN],
+        version,
+        created_ns: 0,
+    }
+}
+
+/// The shared part of every version's `startEvent`.
+fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: Option<Descr>) -> sys::ncclResult_t {
+    guarded(|st| {
+        if handle.is_null() {
+            st.disable("startEvent was called with a NULL handle pointer");
+            return;
+        }
+        // Safety: checked non-null; NCCL's out-pointer.
+        unsafe { *handle = std::ptr::null_mut() };
+        let Some(d) = descr else {
+            st.disable("startEvent was called with a NULL descriptor");
+            return;
+        };
+        let h = st.start(ctx, &d);
+        // Safety: as above.
+        unsafe { *handle = h };
+    })
+}
+
+unsafe extern "C" fn stop_event(handle: *mut c_void) -> sys::ncclResult_t {
+    guarded(|st| st.stop(handle))
+}
+
+unsafe extern "C" fn finalize(_ctx: *mut c_void) -> sys::ncclResult_t {
+    SUCCESS
+}
+
+/// `ncclFunc_t` in NCCL 2.23 (v1 passes codes, not names).
+fn func_v1(code: u8) -> &'static [u8] {
+    match code {
+        0 => b"Broadcast",
+        1 => b"Reduce",
+        2 => b"AllGather",
+        3 => b"ReduceScatter",
+        4 => b"AllReduce",
+        5 => b"SendRecv",
+        6 => b"Send",
+        7 => b"Recv",
+        _ => b"Unknown",
+    }
+}
+
+/// `ncclDataType_t` in NCCL 2.23.
+fn datatype_v1(code: u8) -> &'static [u8] {
+    match code {
+        0 => b"ncclInt8",
+        1 => b"ncclUint8",
+        2 => b"ncclInt32",
+        3 => b"ncclUint32",
+        4 => b"ncclInt64",
+        5 => b"ncclUint64",
+        6 => b"ncclFloat16",
+        7 => b"ncclFloat32",
+        8 => b"ncclFloat64",
+        9 => b"ncclBfloat16",
+        10 => b"ncclFloat8e4m3",
+        11 => b"ncclFloat8e5m2",
+        _ => b"Unknown",
+    }
+}
+
+fn algo_v1(code: u8) -> &'static [u8] {
+    match code {
+        0 => b"TREE",
+        1 => b"RING",
+        2 => b"COLLNET_DIRECT",
+        3 => b"COLLNET_CHAIN",
+        4 => b"NVLS",
+        5 => b"NVLS_TREE",
+        6 => b"PAT",
+        _ => b"",
+    }
+}
+
+fn proto_v1(code: u8) -> &'static [u8] {
+    match code {
+        0 => b"LL",
+        1 => b"LL128",
+        2 => b"Simple",
+        _ => b"",
+    }
+}
+
+fn name_of(b: &[u8]) -> [u8; NAME_LEN] {
+    let mut out = [0u8; NAME_LEN];
+    let n = b.len().min(NAME_LEN);
+    out[..n].copy_from_slice(&b[..n]);
+    out
+}
+
+/// Copy one of NCCL's strings (it passes NULL or static NUL-terminated
+/// strings, e.g. `ncclFuncToString`'s).
+fn cstr(p: *const c_char) -> [u8; NAME_LEN] {
+    // Safety: see above.
+    unsafe { copy_cstr::<NAME_LEN>(p) }
+}
+
+// ---------------------------------------------------------------- v1 (2.23)
+
+unsafe extern "C" fn init_v1(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 1), std::ptr::null(), MASK_V1) }
+}
+
+unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v1_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_ as u64,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        // Safety: the union member matching `type`.
+        unsafe {
+            if d.ty == ty::COLL {
+                let c = &e.__bindgen_anon_1.coll;
+                d.comm_hash = c.commHash;
+                d.seq = c.seqNumber;
+                d.func = name_of(func_v1(c.func));
+                d.datatype = name_of(datatype_v1(c.datatype));
+                d.algo = name_of(algo_v1(c.algo));
+                d.proto = name_of(proto_v1(c.proto));
+                d.count = c.count as u64;
+                d.bytes = c.trafficBytes as u64;
+                d.root = c.root;
+                d.channels = c.nMaxChannels as u32;
+            } else if d.ty == ty::P2P {
+                let p = &e.__bindgen_anon_1.p2p;
+                d.comm_hash = p.commHash;
+                d.func = name_of(func_v1(p.func));
+                d.datatype = name_of(datatype_v1(p.datatype));
+                d.count = p.count as u64;
+                d.root = p.peer;
+            }
+        }
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn state_v1(h: *mut c_void, _s: sys::ncclProfilerEventState_v1_t, _a: *mut sys::ncclProfilerEventStateArgs_v1_t) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
+// ------------------------------------------------------- v2 (2.24–2.25)
+
+unsafe extern "C" fn start_v2(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v2_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_ as u64,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        // Safety: the union member matching `type`.
+        unsafe {
+            if d.ty == ty::COLL {
+                let c = &e.__bindgen_anon_1.coll;
+                d.comm_hash = c.commHash;
+                d.seq = c.seqNumber;
+                d.func = cstr(c.func);
+                d.datatype = cstr(c.datatype);
+                d.algo = cstr(c.algo);
+                d.proto = cstr(c.proto);
+                d.count = c.count as u64;
+                d.bytes = c.trafficBytes as u64;
+                d.root = c.root;
+                d.channels = c.nMaxChannels as u32;
+            } else if d.ty == ty::P2P {
+                let p = &e.__bindgen_anon_1.p2p;
+                d.comm_hash = p.commHash;
+                d.func = cstr(p.func);
+                d.datatype = cstr(p.datatype);
+                d.count = p.count as u64;
+                d.root = p.peer;
+            }
+        }
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn init_v2(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 2), std::ptr::null(), MASK_V1) }
+}
+
+unsafe extern "C" fn state_v2(h: *mut c_void, _s: sys::ncclProfilerEventState_v2_t, _a: *mut sys::ncclProfilerEventStateArgs_v2_t) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
+// ---------------------------------------------------------------- v3 (2.26)
+
+unsafe extern "C" fn init_v3(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 3), std::ptr::null(), MASK_V1) }
+}
+
+unsafe extern "C" fn start_v3(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v3_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_ as u64,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        // Safety: the union member matching `type`.
+        unsafe {
+            if d.ty == ty::COLL {
+                let c = &e.__bindgen_anon_1.coll;
+                d.comm_hash = c.commHash;
+                d.seq = c.seqNumber;
+                d.func = cstr(c.func);
+                d.datatype = cstr(c.datatype);
+                d.algo = cstr(c.algo);
+                d.proto = cstr(c.proto);
+                d.count = c.count as u64;
+                d.root = c.root;
+                d.channels = c.nMaxChannels as u32;
+            } else if d.ty == ty::P2P {
+                let p = &e.__bindgen_anon_1.p2p;
+                d.comm_hash = p.commHash;
+                d.func = cstr(p.func);
+                d.datatype = cstr(p.datatype);
+                d.count = p.count as u64;
+                d.root = p.peer;
+            }
+        }
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn state_v3(h: *mut c_void, _s: sys::ncclProfilerEventState_v3_t, _a: *mut sys::ncclProfilerEventStateArgs_v3_t) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
+// ---------------------------------------------------------------- v4 (2.27)
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v4(
+    ctx: *mut *mut c_void,
+    mask: *mut c_int,
+    name: *const c_char,
+    hash: u64,
+    nodes: c_int,
+    nranks: c_int,
+    rank: c_int,
+    _log: sys::ncclDebugLogger_t,
+) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(hash, nodes, nranks, rank, 4), name, MASK_V1) }
+}
+
+unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v4_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_ as u64,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        // Safety: the union member matching `type`.
+        unsafe {
+            if d.ty == ty::COLL {
+                let c = &e.__bindgen_anon_1.coll;
+                d.seq = c.seqNumber;
+                d.func = cstr(c.func);
+                d.datatype = cstr(c.datatype);
+                d.algo = cstr(c.algo);
+                d.proto = cstr(c.proto);
+                d.count = c.count as u64;
+                d.root = c.root;
+                d.channels = c.nChannels as u32;
+            } else if d.ty == ty::P2P {
+                let p = &e.__bindgen_anon_1.p2p;
+                d.func = cstr(p.func);
+                d.datatype = cstr(p.datatype);
+                d.count = p.count as u64;
+                d.root = p.peer;
+                d.channels = p.nChannels as u32;
+            }
+        }
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn state_v4(h: *mut c_void, _s: sys::ncclProfilerEventState_v4_t, _a: *mut sys::ncclProfilerEventStateArgs_v4_t) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
+// ------------------------------------------------------- v5 (2.28) and v6
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v5(
+    ctx: *mut *mut c_void,
+    id: u64,
+    mask: *mut c_int,
+    name: *const c_char,
+    nodes: c_int,
+    nranks: c_int,
+    rank: c_int,
+    _log: sys::ncclDebugLogger_t,
+) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(id, nodes, nranks, rank, 5), name, MASK_V5) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn init_v6(
+    ctx: *mut *mut c_void,
+    id: u64,
+    mask: *mut c_int,
+    name: *const c_char,
+    nodes: c_int,
+    nranks: c_int,
+    rank: c_int,
+    _log: sys::ncclDebugLogger_t,
+) -> sys::ncclResult_t {
+    // Safety: forwarded NCCL pointers.
+    unsafe { init_common(ctx, mask, comm(id, nodes, nranks, rank, 6), name, MASK_V6) }
+}
+
+/// v5 and v6 share every member but the CE ones; one macro reads both.
+macro_rules! descr_v5 {
+    ($e:expr, $d:ident) => {
+        // Safety: the union member matching `type`.
+        unsafe {
+            let u = &$e.__bindgen_anon_1;
+            match $d.ty {
+                ty::GROUP_API => $d.graph_captured = u.groupApi.graphCaptured,
+                ty::COLL_API => $d.graph_captured = u.collApi.graphCaptured,
+                ty::P2P_API => $d.graph_captured = u.p2pApi.graphCaptured,
+                ty::KERNEL_LAUNCH => $d.stream = u.kernelLaunch.stream as u64,
+                ty::COLL => {
+                    let c = &u.coll;
+                    $d.seq = c.seqNumber;
+                    $d.func = cstr(c.func);
+                    $d.datatype = cstr(c.datatype);
+                    $d.algo = cstr(c.algo);
+                    $d.proto = cstr(c.proto);
+                    $d.count = c.count as u64;
+                    $d.root = c.root;
+                    $d.channels = c.nChannels as u32;
+                }
+                ty::P2P => {
+                    let p = &u.p2p;
+                    $d.func = cstr(p.func);
+                    $d.datatype = cstr(p.datatype);
+                    $d.count = p.count as u64;
+                    $d.root = p.peer;
+                    $d.channels = p.nChannels as u32;
+                }
+                _ => {}
+            }
+        }
+    };
+}
+
+unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v5_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        descr_v5!(e, d);
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v6_t) -> sys::ncclResult_t {
+    // Safety: NULL or NCCL's descriptor, read only for this call.
+    let d = unsafe { e.as_ref() }.map(|e| {
+        let mut d = Descr {
+            ty: e.type_,
+            parent: e.parentObj,
+            rank: e.rank,
+            ..Default::default()
+        };
+        descr_v5!(e, d);
+        if d.ty == ty::CE_COLL {
+            // Safety: the union member matching `type`.
+            let c = unsafe { &e.__bindgen_anon_1.ceColl };
+            d.seq = c.seqNumber;
+            d.func = cstr(c.func);
+            d.datatype = cstr(c.datatype);
+            d.count = c.count as u64;
+            d.root = c.root;
+            d.stream = c.stream as u64;
+        }
+        d
+    });
+    start_common(ctx, h, d)
+}
+
+unsafe extern "C" fn state_v5(h: *mut c_void, _s: sys::ncclProfilerEventState_v5_t, _a: *mut sys::ncclProfilerEventStateArgs_v5_t) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
+const NAME: *const c_char = c"gputrace".as_ptr();
+
+/// NCCL 2.23 looks up this table.
+#[no_mangle]
+pub static ncclProfiler_v1: sys::ncclProfiler_v1_t = sys::ncclProfiler_v1_t {
+    name: NAME,
+    init: Some(init_v1),
+    startEvent: Some(start_v1),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v1),
+    finalize: Some(finalize),
+};
+
+/// NCCL 2.24–2.25.
+#[no_mangle]
+pub static ncclProfiler_v2: sys::ncclProfiler_v2_t = sys::ncclProfiler_v2_t {
+    name: NAME,
+    init: Some(init_v2),
+    startEvent: Some(start_v2),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v2),
+    finalize: Some(finalize),
+};
+
+/// NCCL 2.26.
+#[no_mangle]
+pub static ncclProfiler_v3: sys::ncclProfiler_v3_t = sys::ncclProfiler_v3_t {
+    name: NAME,
+    init: Some(init_v3),
+    startEvent: Some(start_v3),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v3),
+    finalize: Some(finalize),
+};
+
+/// NCCL 2.27.
+#[no_mangle]
+pub static ncclProfiler_v4: sys::ncclProfiler_v4_t = sys::ncclProfiler_v4_t {
+    name: NAME,
+    init: Some(init_v4),
+    startEvent: Some(start_v4),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v4),
+    finalize: Some(finalize),
+};
+
+/// NCCL 2.28.
+#[no_mangle]
+pub static ncclProfiler_v5: sys::ncclProfiler_v5_t = sys::ncclProfiler_v5_t {
+    name: NAME,
+    init: Some(init_v5),
+    startEvent: Some(start_v5),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v5),
+    finalize: Some(finalize),
+};
+
+/// NCCL 2.29 and later (looked up first).
+#[no_mangle]
+pub static ncclProfiler_v6: sys::ncclProfiler_v6_t = sys::ncclProfiler_v6_t {
+    name: NAME,
+    init: Some(init_v6),
+    startEvent: Some(start_v6),
+    stopEvent: Some(stop_event),
+    recordEventState: Some(state_v5),
+    finalize: Some(finalize),
+};
