@@ -5,12 +5,15 @@
 //!    encoded, zstd-compressed and written to a file (page cache, no fsync,
 //!    as in the agent).
 //!
+//! 3. the NCCL profiler plugin's cost on NCCL's thread, per plugin call
+//!    (startEvent or stopEvent), for the v5 call sequence of one collective.
+//!
 //! `cargo bench -p gputrace-agent --bench agent`. Record walking here steps
 //! by the fixed record size; in the agent `cuptiActivityGetNextRecord` does
 //! it (CUPTI's cost, not ours).
 
 use cupti_sys::layout;
-use gputrace_agent::internals::{kind, Decoder, Pool};
+use gputrace_agent::internals::{kind, nccl_ty, Decoder, Descr, Nccl, Pool};
 use gputrace_format::*;
 use std::io::BufWriter;
 use std::time::Instant;
@@ -117,4 +120,90 @@ fn main() {
         records as f64 / best / 1e6,
         size as f64 / records as f64
     );
+
+    // 3. NCCL plugin calls: GroupApi, CollApi, KernelLaunch start/stop, API
+    // stops, Coll start/stop = 8 calls per collective; a drainer thread
+    // plays the writer.
+    for threads in [1usize, 2] {
+        let mut best = f64::MAX;
+        let mut lost = 0;
+        for _round in 0..5 {
+            let st: &'static Nccl = Box::leak(Box::new(Nccl::with_capacity(16384, 32768)));
+            let ctx = st.bench_comm(0xc0ffee);
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let per_thread = 200_000u64;
+            let elapsed: Vec<f64> = std::thread::scope(|sc| {
+                let stop = &stop;
+                sc.spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        while st.bench_pop() {}
+                        std::thread::yield_now();
+                    }
+                });
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let ctx = ctx as usize;
+                        sc.spawn(move || {
+                            let ctx = ctx as *mut std::ffi::c_void;
+                            let mut func = [0u8; 16];
+                            func[..9].copy_from_slice(b"AllReduce");
+                            let t0 = Instant::now();
+                            for i in 0..per_thread {
+                                let g = st.start(
+                                    ctx,
+                                    &Descr {
+                                        ty: nccl_ty::GROUP_API,
+                                        ..Default::default()
+                                    },
+                                );
+                                let api = st.start(
+                                    ctx,
+                                    &Descr {
+                                        ty: nccl_ty::COLL_API,
+                                        parent: g,
+                                        ..Default::default()
+                                    },
+                                );
+                                let kl = st.start(
+                                    ctx,
+                                    &Descr {
+                                        ty: nccl_ty::KERNEL_LAUNCH,
+                                        parent: g,
+                                        ..Default::default()
+                                    },
+                                );
+                                st.stop(kl);
+                                st.stop(api);
+                                st.stop(g);
+                                let c = st.start(
+                                    ctx,
+                                    &Descr {
+                                        ty: nccl_ty::COLL,
+                                        parent: api,
+                                        seq: i,
+                                        func,
+                                        count: 1 << 20,
+                                        ..Default::default()
+                                    },
+                                );
+                                st.stop(c);
+                            }
+                            t0.elapsed().as_nanos() as f64
+                        })
+                    })
+                    .collect();
+                let r = hs.into_iter().map(|h| h.join().unwrap()).collect();
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
+            });
+            let worst = elapsed.iter().cloned().fold(0.0, f64::max) / per_thread as f64;
+            best = best.min(worst);
+            lost += st.bench_lost();
+        }
+        println!(
+            "NCCL plugin, {threads} calling thread(s): {:.1} ns per plugin call ({:.0} ns per collective = 8 calls; best of 5); lost: {lost}",
+            best / 8.0,
+            best,
+        );
+    }
 }

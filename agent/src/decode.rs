@@ -443,6 +443,69 @@ mod tests {
     }
 
     #[test]
+    fn collects_nccl_kernels_and_our_external_correlations_for_the_linker() {
+        let kernel = |name: &std::ffi::CStr, corr: u32| {
+            use layout::kernel as o;
+            record(
+                o::LAYOUT.size_at(layout::version::V12_0).unwrap(),
+                &[
+                    (layout::KIND, &kind::CONCURRENT_KERNEL.to_le_bytes()),
+                    (o::START, &10u64.to_le_bytes()),
+                    (o::END, &20u64.to_le_bytes()),
+                    (o::DEVICE_ID, &1u32.to_le_bytes()),
+                    (o::STREAM_ID, &21u32.to_le_bytes()),
+                    (o::CORRELATION_ID, &corr.to_le_bytes()),
+                    (o::NAME, &(name.as_ptr() as usize).to_le_bytes()),
+                ],
+            )
+        };
+        let ext = |ext_kind: u32, id: u64, corr: u32| {
+            use layout::external_correlation as o;
+            record(
+                24,
+                &[
+                    (layout::KIND, &kind::EXTERNAL_CORRELATION.to_le_bytes()),
+                    (o::EXTERNAL_KIND, &ext_kind.to_le_bytes()),
+                    (o::EXTERNAL_ID, &id.to_le_bytes()),
+                    (o::CORRELATION_ID, &corr.to_le_bytes()),
+                ],
+            )
+        };
+        let nccl = kernel(c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 7);
+        let gemm = kernel(c"ampere_sgemm_128x64_tn", 8);
+        let ours = ext(5, 1234, 7);
+        let kineto = ext(3, 99, 8);
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let mut d = Decoder::default();
+        // Before the plugin is active nothing is collected.
+        for r in [&nccl, &ours] {
+            unsafe { d.record(r.as_ptr(), &mut w) };
+        }
+        assert!(d.comm_kernels.is_empty() && d.ext_links.is_empty());
+        d.collect_comm = true;
+        for r in [&nccl, &gemm, &ours, &kineto, &nccl] {
+            unsafe { d.record(r.as_ptr(), &mut w) };
+        }
+        assert_eq!(d.ext_links, vec![(1234, 7)], "only CUSTOM2 ids are ours");
+        assert_eq!(
+            d.comm_kernels.len(),
+            2,
+            "the NCCL kernel (twice, from the name cache), not the GEMM"
+        );
+        assert_eq!(
+            d.comm_kernels[0],
+            crate::nccl::link::KernelInfo {
+                start: 10,
+                end: 20,
+                device: 1,
+                context: 0,
+                stream: 21,
+                correlation: 7
+            }
+        );
+    }
+
+    #[test]
     fn noisy_api_calls_are_dropped_and_unknown_kinds_skipped() {
         use layout::api as o;
         let get_device = cbid_names::RUNTIME.iter().position(|(n, _)| *n == "cudaGetDevice").unwrap() as u32;

@@ -34,6 +34,8 @@ use session::{say, OWNER_PID, SESSION};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::decode::{kind, Decoder};
+    pub use crate::nccl::ty as nccl_ty;
+    pub use crate::nccl::{Descr, Nccl};
     pub use crate::pool::Pool;
 }
 use std::panic::{catch_unwind, AssertUnwindSafe};

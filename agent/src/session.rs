@@ -325,10 +325,7 @@ impl NcclSide {
     }
 
     fn time(&self, realtime_ns: u64) -> Nanos {
-        if realtime_ns == 0 {
-            return Nanos(0);
-        }
-        Nanos(realtime_ns.saturating_add_signed(self.offset))
+        to_trace_time(realtime_ns, self.offset)
     }
 
     /// Move what the plugin and CUPTI delivered through the linker into the
@@ -369,53 +366,63 @@ impl NcclSide {
         self.linker.poll(now, last, &mut self.ready);
         let mut ready = std::mem::take(&mut self.ready);
         for r in ready.drain(..) {
-            let e = self.collective(&r, w);
+            let e = to_collective(&r, self.offset, w);
             w.push(Event::Collective(e))?;
         }
         self.ready = ready;
         Ok(())
     }
+}
 
-    fn collective<W: std::io::Write>(&self, r: &crate::nccl::link::Ready, w: &mut TraceWriter<W>) -> Collective {
-        use crate::nccl::{datatype_size, name_str, short_datatype, RecKind};
-        let rec = &r.rec;
-        let d = &rec.d;
-        let enqueue = self.time(if rec.api_ns != 0 { rec.api_ns } else { rec.start_ns });
-        let (start, end, device, stream, correlation) = match r.kernel {
-            Some(k) => (Nanos(k.start), Nanos(k.end), k.device, StreamId(k.stream), k.correlation),
-            None => (enqueue, enqueue, 0, StreamId::UNKNOWN, 0),
-        };
-        let datatype = name_str(&d.datatype);
-        let bytes = if d.bytes != 0 {
-            d.bytes
-        } else {
-            d.count.saturating_mul(datatype_size(&datatype))
-        };
-        let algorithm = if rec.kind == RecKind::CeColl {
-            w.intern("CE")
-        } else {
-            w.intern(&name_str(&d.algo))
-        };
-        Collective {
-            start,
-            end,
-            enqueue,
-            comm: CommId(rec.comm),
-            op: w.intern(&name_str(&d.func)),
-            seq: d.seq,
-            count: d.count,
-            datatype: w.intern(short_datatype(&datatype)),
-            bytes,
-            rank: rec.rank.max(0) as u32,
-            nranks: rec.nranks,
-            root: d.root,
-            algorithm,
-            protocol: w.intern(&name_str(&d.proto)),
-            channels: d.channels,
-            device: DeviceId(device),
-            stream,
-            correlation: CorrelationId(correlation),
-        }
+/// A plugin time (`CLOCK_REALTIME` ns) in the trace's domain (0 stays 0).
+fn to_trace_time(realtime_ns: u64, offset: i64) -> Nanos {
+    if realtime_ns == 0 {
+        return Nanos(0);
+    }
+    Nanos(realtime_ns.saturating_add_signed(offset))
+}
+
+/// The trace event for one collective: GPU times from its kernel when
+/// linked, else start = end = the time the application called NCCL.
+fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w: &mut TraceWriter<W>) -> Collective {
+    use crate::nccl::{datatype_size, name_str, short_datatype, RecKind};
+    let rec = &r.rec;
+    let d = &rec.d;
+    let enqueue = to_trace_time(if rec.api_ns != 0 { rec.api_ns } else { rec.start_ns }, offset);
+    let (start, end, device, stream, correlation) = match r.kernel {
+        Some(k) => (Nanos(k.start), Nanos(k.end), k.device, StreamId(k.stream), k.correlation),
+        None => (enqueue, enqueue, 0, StreamId::UNKNOWN, 0),
+    };
+    let datatype = name_str(&d.datatype);
+    let bytes = if d.bytes != 0 {
+        d.bytes
+    } else {
+        d.count.saturating_mul(datatype_size(&datatype))
+    };
+    let algorithm = if rec.kind == RecKind::CeColl {
+        w.intern("CE")
+    } else {
+        w.intern(&name_str(&d.algo))
+    };
+    Collective {
+        start,
+        end,
+        enqueue,
+        comm: CommId(rec.comm),
+        op: w.intern(&name_str(&d.func)),
+        seq: d.seq,
+        count: d.count,
+        datatype: w.intern(short_datatype(&datatype)),
+        bytes,
+        rank: rec.rank.max(0) as u32,
+        nranks: rec.nranks,
+        root: d.root,
+        algorithm,
+        protocol: w.intern(&name_str(&d.proto)),
+        channels: d.channels,
+        device: DeviceId(device),
+        stream,
+        correlation: CorrelationId(correlation),
     }
 }
 
@@ -436,11 +443,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         rank: RankInfo::from_env(|k| std::env::var(k).ok()),
         command: identity::command_line(),
         start_clock,
-        time_domain: if cupti.is_some() {
-            TimeDomain::Cupti
-        } else {
-            TimeDomain::Realtime
-        },
+        time_domain: if cupti.is_some() { TimeDomain::Cupti } else { TimeDomain::Realtime },
         cuda: CudaVersions {
             driver: cupti.and_then(|c| identity::driver_version(&c.cuda)),
             runtime: identity::runtime_version(),
@@ -591,7 +594,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
                 format!(
                     "profiler interface v{}; {} events recorded; {} collectives linked to their kernels, {} not linked",
                     st.version.load(Relaxed),
-                    st.recorded.load(Relaxed),
+                    nccl.linker.received,
                     nccl.linker.linked,
                     nccl.linker.unlinked
                 ),
@@ -716,8 +719,14 @@ fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut
     if let Some(st) = crate::nccl::state() {
         let counters = [
             (&st.losses.slots_full, "NCCL events not recorded: all event slots were in use"),
-            (&st.losses.queue_full, "NCCL events not recorded: the queue to the writer thread was full"),
-            (&st.losses.comms_full, "NCCL communicators not recorded: more than the plugin's table holds"),
+            (
+                &st.losses.queue_full,
+                "NCCL events not recorded: the queue to the writer thread was full",
+            ),
+            (
+                &st.losses.comms_full,
+                "NCCL communicators not recorded: more than the plugin's table holds",
+            ),
             (
                 &st.losses.disabled,
                 "NCCL events not recorded: the plugin had turned itself off (see the gputrace: line)",
@@ -738,4 +747,61 @@ fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl::link::{KernelInfo, Ready};
+    use crate::nccl::{Descr, Rec, RecKind};
+
+    fn ready(kernel: Option<KernelInfo>) -> Ready {
+        let mut d = Descr {
+            seq: 41,
+            count: 1 << 20,
+            root: -1,
+            channels: 8,
+            ..Default::default()
+        };
+        d.func[..13].copy_from_slice(b"ReduceScatter");
+        d.datatype[..12].copy_from_slice(b"ncclBfloat16");
+        d.algo[..4].copy_from_slice(b"RING");
+        d.proto[..6].copy_from_slice(b"Simple");
+        Ready {
+            rec: Rec {
+                kind: RecKind::Coll,
+                id: 3,
+                group: 2,
+                comm: 0xfeed,
+                rank: 5,
+                nranks: 8,
+                api_ns: 1_000,
+                start_ns: 1_500,
+                stop_ns: 1_600,
+                d,
+            },
+            kernel,
+        }
+    }
+
+    #[test]
+    fn linked_collectives_take_the_kernel_times_unlinked_the_api_time() {
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let k = KernelInfo {
+            start: 90_000,
+            end: 95_000,
+            device: 2,
+            context: 1,
+            stream: 13,
+            correlation: 777,
+        };
+        let c = to_collective(&ready(Some(k)), 50_000, &mut w);
+        assert_eq!((c.start, c.end, c.enqueue), (Nanos(90_000), Nanos(95_000), Nanos(51_000)));
+        assert_eq!((c.device, c.stream, c.correlation), (DeviceId(2), StreamId(13), CorrelationId(777)));
+        assert_eq!((c.comm, c.seq, c.rank, c.nranks, c.channels), (CommId(0xfeed), 41, 5, 8, 8));
+        assert_eq!(c.bytes, 2 << 20, "count x 2 bytes for bf16");
+        let c = to_collective(&ready(None), -500, &mut w);
+        assert_eq!((c.start, c.end, c.enqueue), (Nanos(500), Nanos(500), Nanos(500)));
+        assert_eq!((c.stream, c.correlation), (StreamId::UNKNOWN, CorrelationId(0)));
+    }
 }

@@ -228,7 +228,11 @@ unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v1(h: *mut c_void, _s: sys::ncclProfilerEventState_v1_t, _a: *mut sys::ncclProfilerEventStateArgs_v1_t) -> sys::ncclResult_t {
+unsafe extern "C" fn state_v1(
+    h: *mut c_void,
+    _s: sys::ncclProfilerEventState_v1_t,
+    _a: *mut sys::ncclProfilerEventStateArgs_v1_t,
+) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 
@@ -276,7 +280,11 @@ unsafe extern "C" fn init_v2(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::nc
     unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 2), std::ptr::null(), MASK_V1) }
 }
 
-unsafe extern "C" fn state_v2(h: *mut c_void, _s: sys::ncclProfilerEventState_v2_t, _a: *mut sys::ncclProfilerEventStateArgs_v2_t) -> sys::ncclResult_t {
+unsafe extern "C" fn state_v2(
+    h: *mut c_void,
+    _s: sys::ncclProfilerEventState_v2_t,
+    _a: *mut sys::ncclProfilerEventStateArgs_v2_t,
+) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 
@@ -323,7 +331,11 @@ unsafe extern "C" fn start_v3(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v3(h: *mut c_void, _s: sys::ncclProfilerEventState_v3_t, _a: *mut sys::ncclProfilerEventStateArgs_v3_t) -> sys::ncclResult_t {
+unsafe extern "C" fn state_v3(
+    h: *mut c_void,
+    _s: sys::ncclProfilerEventState_v3_t,
+    _a: *mut sys::ncclProfilerEventStateArgs_v3_t,
+) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 
@@ -379,7 +391,11 @@ unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v4(h: *mut c_void, _s: sys::ncclProfilerEventState_v4_t, _a: *mut sys::ncclProfilerEventStateArgs_v4_t) -> sys::ncclResult_t {
+unsafe extern "C" fn state_v4(
+    h: *mut c_void,
+    _s: sys::ncclProfilerEventState_v4_t,
+    _a: *mut sys::ncclProfilerEventStateArgs_v4_t,
+) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 
@@ -491,7 +507,11 @@ unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v5(h: *mut c_void, _s: sys::ncclProfilerEventState_v5_t, _a: *mut sys::ncclProfilerEventStateArgs_v5_t) -> sys::ncclResult_t {
+unsafe extern "C" fn state_v5(
+    h: *mut c_void,
+    _s: sys::ncclProfilerEventState_v5_t,
+    _a: *mut sys::ncclProfilerEventStateArgs_v5_t,
+) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 

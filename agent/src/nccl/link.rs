@@ -92,6 +92,8 @@ pub struct Linker {
     /// Collectives written with / without their kernel.
     pub linked: u64,
     pub unlinked: u64,
+    /// Plugin records received (collectives, point-to-point, launches).
+    pub received: u64,
 }
 
 impl Linker {
@@ -105,11 +107,13 @@ impl Linker {
             can_link,
             linked: 0,
             unlinked: 0,
+            received: 0,
         }
     }
 
     /// A record from the plugin's queue, received at writer time `now`.
     pub fn record(&mut self, r: Rec, now: u64, out: &mut Vec<Ready>) {
+        self.received += 1;
         match r.kind {
             RecKind::Launch => self.launches.insert((r.group, r.comm), r.id),
             _ if !self.can_link || r.group == 0 || r.d.graph_captured || r.kind == RecKind::CeColl => {

@@ -40,7 +40,7 @@ pub const EVENT_SLOTS: usize = 16384;
 /// Finished records waiting for the writer thread (it drains every 5 ms).
 pub const QUEUE_LEN: usize = 32768;
 /// Bytes kept of each NCCL string (function, datatype, algorithm, protocol).
-pub const NAME_LEN: usize = 24;
+pub const NAME_LEN: usize = 16;
 /// Bytes kept of a communicator's name.
 pub const COMM_NAME_LEN: usize = 64;
 
@@ -262,14 +262,11 @@ pub struct Nccl {
     next_comm: AtomicUsize,
     slots: Box<[Slot]>,
     cursor: AtomicUsize,
-    next_id: AtomicU64,
     pub(crate) queue: ArrayQueue<Rec>,
     pub losses: Losses,
     disabled: AtomicBool,
     /// Highest profiler interface version NCCL called `init` through.
     pub version: AtomicU32,
-    /// Events recorded (pushed to the queue).
-    pub recorded: AtomicU64,
 }
 
 // Safety: the UnsafeCells are only written by the thread that owns the slot
@@ -338,13 +335,44 @@ impl Nccl {
                 })
                 .collect(),
             cursor: AtomicUsize::new(0),
-            next_id: AtomicU64::new(1),
             queue: ArrayQueue::new(queue),
             losses: Losses::default(),
             disabled: AtomicBool::new(false),
             version: AtomicU32::new(0),
-            recorded: AtomicU64::new(0),
         }
+    }
+
+    /// A state of the given capacities (benchmarks and tests; the plugin
+    /// itself uses [`EVENT_SLOTS`] and [`QUEUE_LEN`]).
+    pub fn with_capacity(slots: usize, queue: usize) -> Nccl {
+        Nccl::new(slots, queue)
+    }
+
+    /// Benchmarks: a communicator context.
+    #[doc(hidden)]
+    pub fn bench_comm(&self, id: u64) -> *mut libc::c_void {
+        let info = CommInfo {
+            id,
+            rank: 0,
+            nranks: 8,
+            nodes: 1,
+            name: [0; COMM_NAME_LEN],
+            version: 5,
+            created_ns: 0,
+        };
+        self.init(info, u64::MAX).0
+    }
+
+    /// Benchmarks: pop one finished record (what the writer does).
+    #[doc(hidden)]
+    pub fn bench_pop(&self) -> bool {
+        self.queue.pop().is_some()
+    }
+
+    /// Benchmarks: events lost so far.
+    #[doc(hidden)]
+    pub fn bench_lost(&self) -> u64 {
+        self.losses.slots_full.load(Relaxed) + self.losses.queue_full.load(Relaxed)
     }
 
     /// Whether the plugin turned itself off.
@@ -397,13 +425,15 @@ impl Nccl {
     /// Claim a free slot: a few probes from a shared cursor, so slots are
     /// reused round-robin (a parent's slot is not reused while its children
     /// could still look at it, unless 16 k events are in flight).
-    fn claim(&self) -> Option<&Slot> {
+    /// Also returns the event's id: the cursor ticket + 1, unique and never 0
+    /// (one shared atomic per event, not two).
+    fn claim(&self) -> Option<(&Slot, u64)> {
         let n = self.slots.len();
         let start = self.cursor.fetch_add(1, Relaxed);
         for probe in 0..8 {
             let s = &self.slots[(start + probe) % n];
             if s.state.compare_exchange(FREE, BUSY, Acquire, Relaxed).is_ok() {
-                return Some(s);
+                return Some((s, start as u64 + 1));
             }
         }
         self.losses.slots_full.fetch_add(1, Relaxed);
@@ -438,14 +468,26 @@ impl Nccl {
             return std::ptr::null_mut(); // a type we do not record
         }
         let comm = self.comm_slot(ctx);
-        let Some(s) = self.claim() else {
+        let Some((s, id)) = self.claim() else {
             return std::ptr::null_mut();
         };
-        let now = now_ns();
-        let id = self.next_id.fetch_add(1, Relaxed);
-        let parent = self.slot(d.parent).filter(|p| p.state.load(Relaxed) == BUSY || d.ty & (ty::COLL | ty::P2P) != 0);
+        // The clock costs tens of ns on some VMs: read it only where the
+        // time is used (API calls and the operations themselves).
+        let now = if d.ty & (ty::COLL_API | ty::P2P_API | ty::COLL | ty::P2P | ty::CE_COLL) != 0 {
+            now_ns()
+        } else {
+            0
+        };
+        let parent = self
+            .slot(d.parent)
+            .filter(|p| p.state.load(Relaxed) == BUSY || d.ty & (ty::COLL | ty::P2P) != 0);
         let (p_id, p_group, p_api, p_graph) = parent.map_or((0, 0, 0, false), |p| {
-            (p.id.load(Relaxed), p.group.load(Relaxed), p.api_ns.load(Relaxed), p.graph.load(Relaxed))
+            (
+                p.id.load(Relaxed),
+                p.group.load(Relaxed),
+                p.api_ns.load(Relaxed),
+                p.graph.load(Relaxed),
+            )
         });
         let (group, api_ns, graph) = match d.ty {
             ty::GROUP_API => (id, 0, d.graph_captured),
@@ -501,7 +543,8 @@ impl Nccl {
                     rank,
                     nranks,
                     api_ns,
-                    start_ns: now,
+                    // Never 0 for a tracked event (0 marks "not a task").
+                    start_ns: now.max(1),
                     stop_ns: 0,
                     d: desc,
                 };
@@ -530,14 +573,15 @@ impl Nccl {
         let rec = unsafe { &mut *s.rec.get() };
         let tracked_task = s.id.load(Relaxed) == rec.id && rec.start_ns != 0;
         if tracked_task {
-            rec.stop_ns = now_ns();
-            if rec.kind == RecKind::Launch && s.pushed.load(Relaxed) {
-                crate::session::pop_external_id();
+            if rec.kind == RecKind::Launch {
+                if s.pushed.load(Relaxed) {
+                    crate::session::pop_external_id();
+                }
+            } else {
+                rec.stop_ns = now_ns();
             }
             if self.queue.push(*rec).is_err() {
                 self.losses.queue_full.fetch_add(1, Relaxed);
-            } else {
-                self.recorded.fetch_add(1, Relaxed);
             }
         }
         rec.start_ns = 0;
@@ -577,8 +621,8 @@ mod tests {
             parent,
             rank: 1,
             seq,
-            func: *b"AllReduce\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-            datatype: *b"ncclBfloat16\0\0\0\0\0\0\0\0\0\0\0\0",
+            func: *b"AllReduce\0\0\0\0\0\0\0",
+            datatype: *b"ncclBfloat16\0\0\0\0",
             count: 1024,
             ..Default::default()
         }
@@ -600,9 +644,29 @@ mod tests {
     fn api_group_launch_and_coll_chain_ids() {
         let n = Nccl::new(64, 64);
         let (ctx, _) = n.init(info(0xc0ffee), 0xfff);
-        let g = n.start(ctx, &Descr { ty: ty::GROUP_API, ..Default::default() });
-        let api = n.start(ctx, &Descr { ty: ty::COLL_API, parent: g, ..Default::default() });
-        let launch = n.start(ctx, &Descr { ty: ty::KERNEL_LAUNCH, parent: g, ..Default::default() });
+        let g = n.start(
+            ctx,
+            &Descr {
+                ty: ty::GROUP_API,
+                ..Default::default()
+            },
+        );
+        let api = n.start(
+            ctx,
+            &Descr {
+                ty: ty::COLL_API,
+                parent: g,
+                ..Default::default()
+            },
+        );
+        let launch = n.start(
+            ctx,
+            &Descr {
+                ty: ty::KERNEL_LAUNCH,
+                parent: g,
+                ..Default::default()
+            },
+        );
         n.stop(launch);
         n.stop(api);
         let c = n.start(ctx, &coll(api, 7));
@@ -632,7 +696,7 @@ mod tests {
             n.stop(h);
         }
         assert_eq!(n.losses.queue_full.load(Relaxed), 2);
-        assert_eq!(n.recorded.load(Relaxed), 2);
+        assert_eq!(n.queue.len(), 2);
     }
 
     #[test]
