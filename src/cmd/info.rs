@@ -107,6 +107,8 @@ pub struct FileInfo {
     pub damage: Option<DamageInfo>,
     /// Chunks of kinds this gputrace does not know (written by a newer one).
     pub skipped_chunks: u32,
+    /// NCCL communicators the trace names (from the NCCL profiler plugin).
+    pub communicators: Vec<Communicator>,
     /// Totals from every event, with `--stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
@@ -177,6 +179,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         integrity,
         damage,
         skipped_chunks: t.skipped_chunks(),
+        communicators: t.communicators().to_vec(),
         stats: None,
     })
 }
@@ -290,6 +293,28 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     match i.time_span_ns {
         Some((a, b)) => writeln!(out, "  time span     {} ({} .. {} ns)", Nanos(b.saturating_sub(a)), a, b)?,
         None => writeln!(out, "  time span     no events")?,
+    }
+    for c in &i.communicators {
+        let name = if c.name.is_empty() {
+            String::new()
+        } else {
+            format!(" \"{}\"", c.name)
+        };
+        let nodes = if c.nodes > 0 {
+            format!(", {} nodes", c.nodes)
+        } else {
+            String::new()
+        };
+        let via = if c.plugin_version > 0 {
+            format!(" (NCCL profiler v{})", c.plugin_version)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "  communicator  {:016x}{name}: rank {} of {}{nodes}{via}",
+            c.id.0, c.rank, c.nranks
+        )?;
     }
     let kinds: Vec<String> = i.events.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
     writeln!(out, "  events        {} total: {}", thousands(i.events_total), kinds.join(", "))?;

@@ -553,7 +553,15 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.arg_u64(b",\"Group size\":", c.nranks as u64);
                 self.arg_str(b",\"dtype\":", &t.name(c.datatype));
                 self.arg_str(b",\"Process Group Name\":", &format!("{:016x}", c.comm.0));
-                self.arg_str(b",\"Process Group Description\":", "NCCL communicator");
+                let desc = t
+                    .communicators()
+                    .iter()
+                    .find(|k| k.id == c.comm)
+                    .map_or("NCCL communicator", |k| k.name.as_str());
+                self.arg_str(
+                    b",\"Process Group Description\":",
+                    if desc.is_empty() { "NCCL communicator" } else { desc },
+                );
                 self.arg_u64(b",\"Rank\":", c.rank as u64);
                 self.arg_u64(b",\"Seq\":", c.seq);
                 self.arg_u64(b",\"bytes\":", c.bytes);

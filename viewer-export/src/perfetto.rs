@@ -456,6 +456,15 @@ impl<W: Write> ProtoWriter<W> {
             }
             Lane::Comm { comm, .. } => {
                 let mut name = format!("NCCL comm {:016x}", comm.0);
+                if let Some(k) = input
+                    .trace
+                    .communicators()
+                    .iter()
+                    .find(|k| k.id == comm)
+                    .filter(|k| !k.name.is_empty())
+                {
+                    name = format!("{name} ({})", k.name);
+                }
                 if let Some(Event::Collective(c)) = event {
                     name = format!("{name} · rank {}/{}", c.rank, c.nranks);
                 }

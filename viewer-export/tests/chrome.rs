@@ -102,6 +102,11 @@ fn kineto_fields_and_exact_times() {
             assert_eq!(e["tid"], e["args"]["stream"], "GPU tid is the stream");
             assert!(e["args"]["grid"].as_array().unwrap().len() == 3);
         }
+        if e["cat"] == "nccl_collective" {
+            // The communicator's name from the trace's communicators chunk.
+            assert_eq!(e["args"]["Process Group Description"], "default_pg");
+            assert_eq!(e["args"]["Process Group Name"], "00c0ffeed00d0001");
+        }
         if e["cat"] == "cuda_runtime" {
             assert_eq!(e["pid"], t.header().pid);
             assert!(e["args"]["correlation"].as_u64().unwrap() > 0);

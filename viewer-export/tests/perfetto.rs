@@ -407,7 +407,13 @@ fn synthetic_job_decodes_with_tracks_nesting_and_flows() {
     }
     // Collectives on a communicator track with their metadata.
     let coll = d.slices.iter().find(|s| s.category == "nccl_collective").unwrap();
-    assert!(d.tracks[&coll.track].name.starts_with("NCCL comm 00c0ffeed00d0001 · rank "));
+    assert!(
+        d.tracks[&coll.track]
+            .name
+            .starts_with("NCCL comm 00c0ffeed00d0001 (default_pg) · rank "),
+        "{}",
+        d.tracks[&coll.track].name
+    );
     assert_eq!(coll.name, "nccl:AllReduce");
     assert!(coll.args.contains_key("seq") && coll.args["group size"] == 2);
 }
