@@ -61,6 +61,43 @@ fn report_text_without_a_terminal_has_no_color() {
 }
 
 #[test]
+fn report_has_the_collectives_of_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path());
+    let out = gputrace(&["report", "--json", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = v["collectives"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    // 3 ranks x 4 steps x 6 gradient buckets.
+    assert_eq!(rows[0]["op"], "AllReduce");
+    assert_eq!(rows[0]["count"], 72);
+    assert_eq!(rows[0]["linked"], 72);
+    assert!(rows[0]["busbw_gbps"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["communicators"][0]["ranks"], serde_json::json!([0, 1, 2]));
+    for rank in v["ranks"].as_array().unwrap() {
+        for d in rank["devices"].as_array().unwrap() {
+            let by_op: u64 = d["exposed_communication_by_op_ns"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|x| x.as_u64().unwrap())
+                .sum();
+            assert_eq!(by_op, d["exposed_communication_ns"].as_u64().unwrap());
+        }
+    }
+    let out = gputrace(&["report", dir.path().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    for needle in [
+        "Collectives (NCCL",
+        "default_pg 00c0ffeed00d0001  AllReduce",
+        "Exposed communication by operation",
+    ] {
+        assert!(stdout.contains(needle), "{needle}:\n{stdout}");
+    }
+}
+
+#[test]
 fn report_rejects_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.gtrace");

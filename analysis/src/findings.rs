@@ -17,6 +17,8 @@ const CAUSE_SHARE: f64 = 0.5;
 const EXPOSED_COMM_SHARE: f64 = 0.10;
 /// ... and this share is high severity.
 const EXPOSED_COMM_SHARE_HIGH: f64 = 0.20;
+/// One operation owning more than this share of exposed communication dominates it.
+const OP_SHARE: f64 = 0.5;
 /// Short kernels at least this share of all kernels means launch-bound.
 const SHORT_KERNEL_SHARE: f64 = 0.30;
 /// Ignore the launch-bound rule below this many kernels.
@@ -51,6 +53,97 @@ fn finding(rule: &'static str, severity: Severity, title: String, evidence: Stri
         next_step: next_step.to_string(),
         values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
     }
+}
+
+/// What to try first when operation `op` dominates exposed communication.
+fn op_next_step(op: &str) -> &'static str {
+    match crate::collectives::op_key(op).as_str() {
+        "allreduce" => {
+            "Overlap the gradient all-reduce with backward: DDP bucket_cap_mb (fewer, larger buckets; the last bucket is exposed), \
+             gradient_as_bucket_view, no_sync() during gradient accumulation. If the bus bandwidth is well below what nccl-tests' \
+             all_reduce_perf reaches on this topology, look at the network (NCCL_ALGO/NCCL_PROTO, NICs, topology) before overlap."
+        }
+        "allgather" => {
+            "Prefetch the parameter all-gathers: FSDP forward_prefetch=True and backward_prefetch=BACKWARD_PRE (FSDP2: \
+             set_modules_to_forward_prefetch / reshard_after_forward), larger wrap units so each all-gather moves more; compare the \
+             bus bandwidth with nccl-tests' all_gather_perf."
+        }
+        "reducescatter" => {
+            "Overlap the gradient reduce-scatters with backward (FSDP backward_prefetch, larger wrap units, a lower-precision \
+             reduce_dtype); compare the bus bandwidth with nccl-tests' reduce_scatter_perf."
+        }
+        "alltoall" => {
+            "Expert-parallel all-to-all: overlap dispatch/combine with expert compute (DeepEP, overlapped micro-batches), keep the \
+             expert-parallel group within a node, revisit the capacity factor; compare with nccl-tests' alltoall_perf."
+        }
+        "send" | "recv" | "sendrecv" | "recvsend" => {
+            "Pipeline point-to-point transfers are exposed: more micro-batches or an interleaved schedule to shrink the bubble, and \
+             overlap the sends and receives with the next micro-batch's compute."
+        }
+        "broadcast" | "reduce" => {
+            "Rooted collectives in the loop: DDP broadcast_buffers=False when buffers do not change, broadcast once outside the \
+             step, or replace with an all-reduce/all-gather that can overlap."
+        }
+        _ => "Overlap this operation with compute, make it larger and rarer, or move less data with it.",
+    }
+}
+
+/// `exposed-communication-by-op`: the operation (not `unattributed` or `peer-copy`) with the
+/// most exposed communication, when it has more than [`OP_SHARE`] of it.
+fn dominant_operation(r: &Report, exposed_share: f64) -> Option<Finding> {
+    let t = &r.totals;
+    let (op, &op_ns) = t
+        .exposed_communication_by_op_ns
+        .iter()
+        .filter(|(op, _)| op.as_str() != crate::UNATTRIBUTED && op.as_str() != crate::PEER_COPY)
+        .max_by_key(|(op, ns)| (**ns, std::cmp::Reverse(op.as_str())))?;
+    let share = pct(op_ns, t.exposed_communication_ns);
+    if share <= OP_SHARE {
+        return None;
+    }
+    // The operation's rows over all communicators (none for a combined label like `Recv+Send`).
+    let rows: Vec<&CollectiveStat> = r.collectives.iter().filter(|c| &c.op == op).collect();
+    let count: u64 = rows.iter().map(|c| c.count).sum();
+    let bytes: u64 = rows.iter().map(|c| c.bytes).sum();
+    let timed: Vec<&&CollectiveStat> = rows.iter().filter(|c| c.busbw_gbps.is_some()).collect();
+    let time: u64 = timed.iter().map(|c| c.time_ns).sum();
+    // Time-weighted over communicators: total bus bytes over total time.
+    let busbw = (time > 0).then(|| timed.iter().map(|c| c.busbw_gbps.unwrap_or(0.0) * c.time_ns as f64).sum::<f64>() / time as f64);
+    let mut values = vec![
+        ("op_share_of_exposed_communication", share),
+        ("op_exposed_communication_ns", op_ns as f64),
+        ("exposed_communication_share", exposed_share),
+    ];
+    let mut evidence = format!(
+        "{op} is {} of the {} of exposed communication ({:.1}%); exposed communication is {:.1}% of the span",
+        Nanos(op_ns),
+        Nanos(t.exposed_communication_ns),
+        100.0 * share,
+        100.0 * exposed_share
+    );
+    if count > 0 {
+        values.push(("op_collectives", count as f64));
+        values.push(("op_bytes", bytes as f64));
+        evidence.push_str(&format!(
+            "; {count} {op} collective(s) moved {bytes} bytes ({})",
+            crate::collectives::human_bytes(bytes)
+        ));
+        match busbw {
+            Some(bw) => {
+                values.push(("op_busbw_gbps", bw));
+                evidence.push_str(&format!(" at {bw:.2} GB/s bus bandwidth (NCCL-tests definition)"));
+            }
+            None => evidence.push_str(" (bus bandwidth unknown: no collective linked to its kernel)"),
+        }
+    }
+    Some(finding(
+        "exposed-communication-by-op",
+        Severity::Medium,
+        format!("{op} dominates exposed communication"),
+        evidence,
+        op_next_step(op),
+        &values,
+    ))
 }
 
 /// Every rule that fires, most severe first (stable within a severity).
@@ -160,6 +253,12 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                  collectives.",
             &[("exposed_communication_share", exposed_share)],
         ));
+    }
+
+    if exposed_share >= EXPOSED_COMM_SHARE {
+        if let Some(f) = dominant_operation(r, exposed_share) {
+            out.push(f);
+        }
     }
 
     let short_share = pct(t.short_kernels, t.kernels);

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod classify;
+mod collectives;
 mod error;
 mod findings;
 mod merge;
@@ -52,6 +53,7 @@ mod report;
 pub mod sweep;
 
 pub use classify::{is_peer_copy, Category, Classifier, DEFAULT_COMM_PATTERNS};
+pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};
 pub use rank::{analyze_file, RankAnalysis};
 pub use render::render_text;
@@ -161,6 +163,9 @@ impl Report {
                 totals.transfer_ns += d.transfer_ns;
                 totals.exposed_communication_ns += d.exposed_communication_ns;
                 totals.exposed_transfer_ns += d.exposed_transfer_ns;
+                for (op, ns) in &d.exposed_communication_by_op_ns {
+                    *totals.exposed_communication_by_op_ns.entry(op.clone()).or_insert(0) += ns;
+                }
                 totals.idle_ns += d.idle_ns;
                 totals.idle_causes.add(&d.idle_causes);
                 totals.kernels += d.kernels;
@@ -227,6 +232,7 @@ impl Report {
                 ..c
             }
         });
+        let (communicators, collectives) = collectives::merge(&ranks);
         let ranks: Vec<RankReport> = ranks.into_iter().map(|r| r.report).collect();
         let lossy = ranks.iter().any(|r| r.losses.any());
         let mut report = Report {
@@ -239,6 +245,8 @@ impl Report {
             cost,
             lossy,
             communication_patterns: opts.classifier.patterns().to_vec(),
+            communicators,
+            collectives,
         };
         report.findings = findings::findings(&report, opts);
         report

@@ -1,19 +1,22 @@
 //! Analysis of one trace file (one rank).
 //!
 //! Three passes over the file, none of which holds all events:
-//! 1. markers and loss records (step windows, losses);
+//! 1. markers, loss records and NCCL collectives (step windows, losses,
+//!    per-operation collective totals, which kernel ran which operation);
 //! 2. per device, the GPU chunks merged in start order through the
-//!    [`Sweep`]: unions, overlap, idle gaps, per-step pieces, kernel and
-//!    copy statistics, GPU-side synchronizations (without step ranges, two
-//!    passes over the device's kernels first infer the steps);
+//!    [`Sweep`]: unions, overlap, idle gaps, per-step pieces, exposed
+//!    communication by operation, kernel and copy statistics, GPU-side
+//!    synchronizations (without step ranges, two passes over the device's
+//!    kernels first infer the steps);
 //! 3. API calls and ranges: when the work after each gap was launched, which
 //!    calls were CPU synchronizations, what the CPU did in the longest gaps.
 //!
 //! Memory: bounded by the chunks that overlap in time, plus one small record
-//! per idle gap (40 bytes), per distinct string, per step and per
-//! synchronization call.
+//! per idle gap (40 bytes), per distinct string, per step, per
+//! synchronization call and per linked collective (24 bytes).
 
 use crate::classify::{is_peer_copy, Category, Classifier};
+use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
 use crate::merge::{for_each_merged, for_each_of_kinds};
 use crate::report::*;
@@ -121,6 +124,8 @@ struct Work {
     d2h_bytes: u64,
     corr: u32,
     name: StringId,
+    /// Communication work: the label (operation) it is attributed to.
+    label: u32,
     kind: EventKind,
     cat: Category,
 }
@@ -149,6 +154,10 @@ pub struct RankAnalysis {
     pub(crate) kernels: Vec<(String, Category, u64, u64)>,
     /// (kind, pageable) → totals.
     pub(crate) copies: BTreeMap<(String, bool), CopyAgg>,
+    /// Per (communicator, operation) totals of the NCCL collectives.
+    pub(crate) collectives: Vec<CollectiveAgg>,
+    /// The trace's communicator table.
+    pub(crate) communicators: Vec<Communicator>,
 }
 
 /// What the device pass found, before the API pass resolves the gaps.
@@ -161,6 +170,9 @@ struct DevicePass {
     totals: SweepTotals,
     gaps: Vec<Gap>,
     step_masks: Vec<[u64; 8]>,
+    /// Exposed communication per label (index into `Links::labels`); `None` for labels
+    /// no communication work of this device carried.
+    exposed_by_label: Vec<Option<u64>>,
     kernels: u64,
     short_kernels: u64,
     short_kernel_ns: u64,
@@ -173,10 +185,11 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     let header = file.header();
     let mut names = Names::new(file, &opts.classifier);
 
-    // Pass 1: step windows and loss records.
+    // Pass 1: step windows, loss records, collectives.
     let mut windows: Vec<Window> = Vec::new();
     let mut losses = Losses::default();
-    for_each_of_kinds(file, &[EventKind::Marker, EventKind::Loss], |ev| match ev {
+    let mut colls = CollAcc::default();
+    for_each_of_kinds(file, &[EventKind::Marker, EventKind::Loss, EventKind::Collective], |ev| match ev {
         Event::Marker(m) if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_STEP != 0 => {
             let step = step_number(&file.name(m.name)).unwrap_or_default();
             windows.push(Window {
@@ -189,8 +202,10 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             *losses.not_imported.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
         }
         Event::Loss(l) => *losses.lost_records.entry(l.source.name().to_string()).or_insert(0) += l.count,
+        Event::Collective(c) => colls.add(c),
         _ => {}
     })?;
+    let (collectives, links) = colls.finish(file);
     windows.sort_by_key(|w| (w.start, w.end, w.step));
     // The same range recorded twice (two domains, two threads) is one step.
     windows.dedup_by_key(|w| (w.start, w.end, w.step));
@@ -226,6 +241,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             &dev_windows,
             opts,
             &mut names,
+            &links,
             &mut kernel_aggs,
             &mut copy_aggs,
             &mut syncs,
@@ -334,7 +350,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     let window = process_window(file);
     let mut reports = Vec::with_capacity(passes.len());
     for (di, p) in passes.iter().enumerate() {
-        let mut dev = device_report(p, header, window);
+        let mut dev = device_report(p, header, window, &links);
         let windows = &p.windows;
         let mut steps: Vec<StepReport> = windows
             .iter()
@@ -451,7 +467,62 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         },
         kernels,
         copies: copy_aggs,
+        collectives,
+        communicators: file.communicators().to_vec(),
     })
+}
+
+/// What the sweep's pieces add up to: per-step masks, and exposed communication by the
+/// label of the communication work that owns it.
+struct Pieces<'w> {
+    windows: &'w [Window],
+    step_masks: Vec<[u64; 8]>,
+    step_lo: usize,
+    /// Communication intervals that may still cover the cursor: (end, label), in start
+    /// order. The first one still running at an instant owns it (first come).
+    comm: Vec<(u64, u32)>,
+    exposed_by_label: Vec<Option<u64>>,
+}
+
+impl Pieces<'_> {
+    /// `[a, b)` with categories `mask`; pieces arrive in time order.
+    fn piece(&mut self, a: u64, b: u64, mask: u8) {
+        // Windows are sorted by start. Windows that ended before a piece can never overlap a later one.
+        let windows = self.windows;
+        while self.step_lo < windows.len() && windows[self.step_lo].end <= a {
+            self.step_lo += 1;
+        }
+        for (w, m) in windows[self.step_lo..].iter().zip(&mut self.step_masks[self.step_lo..]) {
+            if w.start >= b {
+                break;
+            }
+            let (lo, hi) = (a.max(w.start), b.min(w.end));
+            if hi > lo {
+                m[mask as usize] += hi - lo;
+            }
+        }
+        if mask & COMM != 0 && mask & COMPUTE == 0 {
+            // Exposed communication: each instant goes to the communication interval that
+            // started first among those running then.
+            let mut t = a;
+            while t < b {
+                let owner = self.comm.iter().find(|c| c.0 > t).copied();
+                // The sweep saw communication here, so an interval covers `t`; the fallback
+                // only keeps the identity should that ever not hold.
+                let (end, label) = owner.unwrap_or((b, LABEL_UNATTRIBUTED));
+                let hi = end.min(b);
+                *self.exposed_by_label[label as usize].get_or_insert(0) += hi - t;
+                t = hi;
+            }
+        }
+    }
+
+    /// A communication interval entered the sweep (after the sweep accounted up to `start`).
+    fn comm_started(&mut self, start: u64, end: u64, label: u32) {
+        self.comm.retain(|c| c.0 > start);
+        self.comm.push((end, label));
+        self.exposed_by_label[label as usize].get_or_insert(0);
+    }
 }
 
 /// Sweep one device's GPU chunks.
@@ -462,30 +533,21 @@ fn device_pass(
     windows: &[Window],
     opts: &Options,
     names: &mut Names<'_>,
+    links: &Links,
     kernel_aggs: &mut [KernelAgg],
     copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
     syncs: &mut Vec<(u64, u64)>,
 ) -> Result<DevicePass> {
     let mut sweep = Sweep::new();
     let mut gaps: Vec<Gap> = Vec::new();
-    let mut step_masks = vec![[0u64; 8]; windows.len()];
-    let mut step_lo = 0usize;
-    // Pieces arrive in time order; windows are sorted by start. Windows that
-    // ended before a piece can never overlap a later one.
-    let mut on_piece = |a: u64, b: u64, mask: u8| {
-        while step_lo < windows.len() && windows[step_lo].end <= a {
-            step_lo += 1;
-        }
-        for (w, m) in windows[step_lo..].iter().zip(&mut step_masks[step_lo..]) {
-            if w.start >= b {
-                break;
-            }
-            let (lo, hi) = (a.max(w.start), b.min(w.end));
-            if hi > lo {
-                m[mask as usize] += hi - lo;
-            }
-        }
+    let mut pieces = Pieces {
+        windows,
+        step_masks: vec![[0u64; 8]; windows.len()],
+        step_lo: 0,
+        comm: Vec::new(),
+        exposed_by_label: vec![None; links.labels.len()],
     };
+    let link_table: &[(u32, u32)] = links.by_device.get(&device).map_or(&[], |v| v.as_slice());
     let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
     // Copy kinds are few; aggregate by (kind byte, pageable) and name them at the end.
     let mut copy_small: [[CopyAgg; 2]; 256] = [[CopyAgg::default(); 2]; 256];
@@ -516,14 +578,20 @@ fn device_pass(
                         a.count += 1;
                         a.total += dur;
                     }
+                    let cat = names.kernel(k.name);
+                    let label = match cat {
+                        Category::Communication => Links::label(link_table, k.correlation.0).unwrap_or(LABEL_UNATTRIBUTED),
+                        _ => LABEL_UNATTRIBUTED,
+                    };
                     Work {
                         start: k.start.0,
                         end: k.end.0,
                         d2h_bytes: 0,
                         corr: k.correlation.0,
                         name: k.name,
+                        label,
                         kind: EventKind::Kernel,
-                        cat: names.kernel(k.name),
+                        cat,
                     }
                 }
                 Event::Memcpy(m) => {
@@ -533,10 +601,14 @@ fn device_pass(
                     a.count += 1;
                     a.bytes += m.bytes;
                     a.total += m.end.0.saturating_sub(m.start.0);
-                    let cat = if is_peer_copy(m) {
-                        Category::Communication
+                    let (cat, label) = if is_peer_copy(m) {
+                        // A copy-engine collective runs as peer copies.
+                        (
+                            Category::Communication,
+                            Links::label(link_table, m.correlation.0).unwrap_or(LABEL_PEER_COPY),
+                        )
                     } else {
-                        Category::Transfer
+                        (Category::Transfer, LABEL_UNATTRIBUTED)
                     };
                     let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
                     Work {
@@ -545,6 +617,7 @@ fn device_pass(
                         d2h_bytes,
                         corr: m.correlation.0,
                         name: StringId::EMPTY,
+                        label,
                         kind: EventKind::Memcpy,
                         cat,
                     }
@@ -560,6 +633,7 @@ fn device_pass(
                         d2h_bytes: 0,
                         corr: m.correlation.0,
                         name: StringId::EMPTY,
+                        label: LABEL_UNATTRIBUTED,
                         kind: EventKind::Memset,
                         cat: Category::Transfer,
                     }
@@ -601,10 +675,13 @@ fn device_pass(
                 d2h.push_back((w.end, w.d2h_bytes));
                 d2h_bytes += w.d2h_bytes;
             }
-            sweep.push(w.cat, w.start, w.end, &mut on_piece);
+            sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
+            if w.cat == Category::Communication {
+                pieces.comm_started(w.start, w.end, w.label);
+            }
         },
     )?;
-    let totals = sweep.finish(&mut on_piece);
+    let totals = sweep.finish(&mut |a, b, m| pieces.piece(a, b, m));
     for (kind, pair) in copy_small.iter().enumerate() {
         for (pageable, a) in pair.iter().enumerate() {
             if a.count > 0 {
@@ -628,13 +705,19 @@ fn device_pass(
         totals.masks[0],
         "gaps are the idle pieces"
     );
+    debug_assert_eq!(
+        pieces.exposed_by_label.iter().flatten().sum::<u64>(),
+        totals.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
+        "exposed communication by label tiles exposed communication"
+    );
     Ok(DevicePass {
         device,
         windows: Vec::new(),
         steps_inferred_from: None,
         totals,
         gaps,
-        step_masks,
+        step_masks: pieces.step_masks,
+        exposed_by_label: pieces.exposed_by_label,
         kernels,
         short_kernels,
         short_kernel_ns,
@@ -809,7 +892,7 @@ fn process_window(file: &TraceFile) -> Option<(u64, u64)> {
     Some((start.min(lo.0), end))
 }
 
-fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>) -> DeviceReport {
+fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, links: &Links) -> DeviceReport {
     let t = &p.totals;
     let m = |mask: u8| t.masks[mask as usize];
     let span = t.last_end.unwrap_or(0) - t.first_start.unwrap_or(0);
@@ -858,6 +941,12 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>) ->
         transfer_ns: transfer,
         exposed_communication_ns: exposed_communication,
         exposed_transfer_ns: exposed_transfer,
+        exposed_communication_by_op_ns: p
+            .exposed_by_label
+            .iter()
+            .zip(&links.labels)
+            .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
+            .collect(),
         idle_ns: m(0),
         overlap,
         idle_causes: IdleCauses::default(),

@@ -1,6 +1,7 @@
 //! The human-readable report. The caller decides on color (a terminal,
 //! `NO_COLOR`); this module only formats.
 
+use crate::collectives::{counts_text, human_bytes};
 use crate::report::*;
 use gputrace_format::Nanos;
 use std::fmt::Write;
@@ -237,6 +238,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
             );
         }
     }
+    render_collectives(&mut o, r, &st);
     if r.lossy {
         let _ = writeln!(o, "\n{}", st.heading("Losses"));
         for rk in r.ranks.iter().filter(|rk| rk.losses.any()) {
@@ -281,6 +283,164 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
     o
+}
+
+/// Sorted rank numbers as ranges: `0-3, 5, 7-8`.
+fn ranges(v: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if j == i { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+fn gbps(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+/// Devices listed one per row in the exposed-by-operation table; beyond, only the total.
+const MAX_EXPOSED_ROWS: usize = 16;
+
+/// NCCL collectives per (communicator, operation), the communicators, and exposed
+/// communication by operation. Nothing without collective records.
+fn render_collectives(o: &mut String, r: &Report, st: &Style) {
+    if r.collectives.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading("Collectives (NCCL; summed over ranks; time: GPU time of the collectives linked to their kernel)")
+    );
+    let comm_w = r
+        .collectives
+        .iter()
+        .map(|c| c.communicator_name.chars().count().min(24) + 17)
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let _ = writeln!(
+        o,
+        "{:<comm_w$}  {:<13} {:>9} {:>9}  {:>11}  {:>11}  {:>11}  {:>10}  {:>10}  {:<20} protocols",
+        "communicator", "op", "count", "linked", "bytes", "time", "mean", "algbw GB/s", "busbw GB/s", "algorithms"
+    );
+    for c in &r.collectives {
+        let comm = if c.communicator_name.is_empty() {
+            c.communicator.clone()
+        } else {
+            format!("{} {}", truncate(&c.communicator_name, 24), c.communicator)
+        };
+        let _ = writeln!(
+            o,
+            "{:<comm_w$}  {:<13} {:>9} {:>9}  {:>11}  {:>11}  {:>11}  {:>10}  {:>10}  {:<20} {}",
+            comm,
+            truncate(&c.op, 13),
+            c.count,
+            c.linked,
+            human_bytes(c.bytes),
+            ns(c.time_ns),
+            if c.linked > 0 { ns(c.mean_ns) } else { "-".into() },
+            gbps(c.algbw_gbps),
+            gbps(c.busbw_gbps),
+            counts_text(&c.algorithms),
+            counts_text(&c.protocols),
+        );
+    }
+    let unlinked: u64 = r.collectives.iter().map(|c| c.count - c.linked).sum();
+    if unlinked > 0 {
+        let _ = writeln!(
+            o,
+            "({unlinked} collective(s) not linked to the kernel that ran them: counted, but without GPU time or bandwidth)"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "(as NCCL-tests: algbw = bytes / time, bytes x n for AllGather, ReduceScatter, AlltoAll; busbw = algbw x 2(n-1)/n for AllReduce, \
+         (n-1)/n for those three, 1 for Broadcast, Reduce, Send, Recv; n = nranks)"
+    );
+    for c in &r.communicators {
+        let _ = writeln!(
+            o,
+            "communicator {}{}: {} rank(s){}, in the traces of rank(s) {}, {} collective(s)",
+            c.id,
+            if c.name.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", c.name)
+            },
+            c.nranks,
+            if c.nodes > 0 {
+                format!(" on {} node(s)", c.nodes)
+            } else {
+                String::new()
+            },
+            ranges(&c.ranks),
+            c.collectives
+        );
+    }
+
+    let t = &r.totals;
+    if t.exposed_communication_ns == 0 {
+        return;
+    }
+    let mut ops: Vec<(&String, &u64)> = t.exposed_communication_by_op_ns.iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let widths: Vec<usize> = ops.iter().map(|(op, _)| op.chars().count().clamp(17, 24)).collect();
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading("Exposed communication by operation (communication not under compute, by the collective linked to its kernel)")
+    );
+    let mut head = format!("{:>5} {:>4}  {:>11}", "rank", "gpu", "exposed");
+    for ((op, _), w) in ops.iter().zip(&widths) {
+        let _ = write!(head, "  {:>w$}", truncate(op, *w));
+    }
+    let _ = writeln!(o, "{head}");
+    let row = |first: String, exposed: u64, by_op: &std::collections::BTreeMap<String, u64>| {
+        let mut line = format!("{first}  {:>11}", ns(exposed));
+        for ((op, _), w) in ops.iter().zip(&widths) {
+            let v = by_op.get(*op).copied().unwrap_or(0);
+            let _ = write!(line, "  {:>w$}", format!("{} {}", ns(v), pct(v, exposed)));
+        }
+        line
+    };
+    let devices: Vec<(u32, &DeviceReport)> = r
+        .ranks
+        .iter()
+        .flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d)))
+        .filter(|(_, d)| d.exposed_communication_ns > 0)
+        .collect();
+    if devices.len() <= MAX_EXPOSED_ROWS {
+        for (rank, d) in &devices {
+            let _ = writeln!(
+                o,
+                "{}",
+                row(
+                    format!("{:>5} {:>4}", rank, d.device),
+                    d.exposed_communication_ns,
+                    &d.exposed_communication_by_op_ns
+                )
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "{}",
+        row(
+            format!("{:>10}", "all"),
+            t.exposed_communication_ns,
+            &t.exposed_communication_by_op_ns
+        )
+    );
+    if devices.len() > MAX_EXPOSED_ROWS {
+        let _ = writeln!(o, "({} GPUs with exposed communication: per GPU in the JSON)", devices.len());
+    }
 }
 
 /// Steps listed individually up to this many; beyond, the slowest few.

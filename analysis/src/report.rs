@@ -34,6 +34,11 @@ pub struct Report {
     pub lossy: bool,
     /// Lower-cased substrings that made a kernel communication.
     pub communication_patterns: Vec<String>,
+    /// NCCL communicators named by any trace (its communicator table or its collectives), by id.
+    pub communicators: Vec<CommunicatorStat>,
+    /// NCCL collectives per (communicator, operation) over all ranks, most GPU time first
+    /// (empty without collective records).
+    pub collectives: Vec<CollectiveStat>,
 }
 
 /// One trace file (one process, usually one rank).
@@ -82,6 +87,12 @@ pub struct DeviceReport {
     pub exposed_communication_ns: u64,
     /// Transfer under neither compute nor communication.
     pub exposed_transfer_ns: u64,
+    /// `exposed_communication_ns` split by the operation of the collective linked to the
+    /// communication work that was exposed (`unattributed`: a communication kernel without
+    /// a linked collective; `peer-copy`: a peer copy without one; `Recv+Send`: a kernel that
+    /// ran several operations). Where several communication intervals overlap, the one that
+    /// started first owns the time. The values sum to `exposed_communication_ns`.
+    pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
     /// Nothing running on the device within the span.
     pub idle_ns: u64,
     /// The seven non-idle overlap cells.
@@ -304,6 +315,8 @@ pub struct Totals {
     pub exposed_communication_ns: u64,
     /// Sum of exposed transfer.
     pub exposed_transfer_ns: u64,
+    /// Sum of the devices' `exposed_communication_by_op_ns` (sums to `exposed_communication_ns`).
+    pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
     /// Sum of idle.
     pub idle_ns: u64,
     /// Sum of idle causes.
@@ -350,6 +363,71 @@ pub struct CopyStat {
     pub total_ns: u64,
     /// `bytes / total_ns`, GB/s (0 when no time).
     pub achieved_gbps: f64,
+}
+
+/// One NCCL communicator over all ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct CommunicatorStat {
+    /// NCCL's communicator hash, 16 hex digits (as the exporters write it).
+    pub id: String,
+    /// Its name (NCCL ≥ 2.27; empty when unknown).
+    pub name: String,
+    /// Number of ranks (from the communicator table, else from its collectives).
+    pub nranks: u32,
+    /// Nodes it spans (0 = unknown).
+    pub nodes: u32,
+    /// Ranks (of the report) whose trace names it: in its communicator table or in a collective.
+    pub ranks: Vec<u32>,
+    /// Collectives recorded on it, summed over ranks.
+    pub collectives: u64,
+}
+
+/// One (communicator, operation) over all ranks. Each rank records its own side of every
+/// collective, so counts, bytes and time are sums over ranks.
+///
+/// Bandwidths follow NCCL-tests: `algbw_gbps = linked_bytes × size_multiplier / time_ns`,
+/// `busbw_gbps = algbw_gbps × bus_factor`.
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectiveStat {
+    /// The communicator's id, 16 hex digits.
+    pub communicator: String,
+    /// The communicator's name (empty when unknown).
+    pub communicator_name: String,
+    /// NCCL's operation name: `AllReduce`, `AllGather`, `ReduceScatter`, `Broadcast`,
+    /// `Reduce`, `Send`, `Recv`, `AlltoAll`, ...
+    pub op: String,
+    /// Ranks in the communicator (as the collectives report it).
+    pub nranks: u32,
+    /// Collectives, summed over ranks.
+    pub count: u64,
+    /// Those linked to the kernel that ran them (correlation ≠ 0): only they have GPU time.
+    pub linked: u64,
+    /// Distinct kernels (correlation ids per device and rank) that ran the linked ones.
+    pub kernels: u64,
+    /// Bytes per rank as NCCL reports them (count × element size), summed over all collectives.
+    pub bytes: u64,
+    /// The part of `bytes` of the linked collectives (the bandwidths use it).
+    pub linked_bytes: u64,
+    /// GPU time of the linked collectives: the summed duration of the kernels that ran them,
+    /// each kernel once for this operation (grouped collectives share one kernel).
+    pub time_ns: u64,
+    /// `time_ns / linked`.
+    pub mean_ns: u64,
+    /// Algorithm (`RING`, `TREE`, `NVLS`, `CE`, ... or `unknown`) → collectives.
+    pub algorithms: BTreeMap<String, u64>,
+    /// Protocol (`LL`, `LL128`, `Simple` or `unknown`) → collectives.
+    pub protocols: BTreeMap<String, u64>,
+    /// NCCL-tests' data size over the bytes NCCL reports: `nranks` for AllGather, ReduceScatter,
+    /// AlltoAll, Gather, Scatter; 1 otherwise.
+    pub size_multiplier: u64,
+    /// Bus bandwidth over algorithm bandwidth (NCCL-tests): AllReduce `2(n-1)/n`; AllGather,
+    /// ReduceScatter, AlltoAll, Gather, Scatter `(n-1)/n`; Broadcast, Reduce, Send, Recv 1;
+    /// absent for other operations.
+    pub bus_factor: Option<f64>,
+    /// Algorithm bandwidth, GB/s (absent without GPU time).
+    pub algbw_gbps: Option<f64>,
+    /// Bus bandwidth, GB/s (absent without GPU time or without a bus factor).
+    pub busbw_gbps: Option<f64>,
 }
 
 /// Data a trace says it lost.

@@ -62,7 +62,34 @@ fn documented_device_fields_exist() {
         "lossy",
         "communication_patterns",
         "schema_version",
+        "communicators",
+        "collectives",
     ] {
         assert!(report.get(top).is_some(), "{top}");
+    }
+    // The field lists of the collectives table and the communicators.
+    for (prefix, top) in [
+        ("Each `collectives` entry: ", "collectives"),
+        ("Each `communicators` entry: ", "communicators"),
+    ] {
+        let line = doc
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("docs/metrics.md lists the fields of {top}"));
+        let entry = report[top][0].as_object().unwrap_or_else(|| panic!("the example job has {top}"));
+        let documented: Vec<&str> = line.split('`').skip(1).step_by(2).collect();
+        assert!(documented.len() >= 6, "{line}");
+        for k in &documented {
+            assert!(
+                entry.contains_key(*k),
+                "docs/metrics.md documents {top}[0].{k}, which the report lacks"
+            );
+        }
+        assert_eq!(
+            documented.len(),
+            entry.len(),
+            "every {top} field is documented: {:?}",
+            entry.keys().collect::<Vec<_>>()
+        );
     }
 }

@@ -145,6 +145,91 @@ impl Builder {
         self
     }
 
+    /// A peer-to-peer copy (device 0 to 1) with a correlation id: a copy-engine collective runs as one.
+    pub fn peer_copy(&mut self, stream: u32, start: u64, end: u64, bytes: u64, corr: u32) -> &mut Self {
+        self.w
+            .push(Event::Memcpy(Memcpy {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: CTX,
+                stream: StreamId(stream),
+                correlation: CorrelationId(corr),
+                kind: CopyKind::PTOP,
+                bytes,
+                src_kind: MemoryKind::DEVICE,
+                dst_kind: MemoryKind::DEVICE,
+                src_device: DeviceId(0),
+                dst_device: DeviceId(1),
+            }))
+            .unwrap();
+        self
+    }
+
+    /// Record communicators in the trace's communicator table.
+    pub fn communicators(&mut self, comms: &[(u64, &str, u32, u32)]) -> &mut Self {
+        let list: Vec<Communicator> = comms
+            .iter()
+            .map(|&(id, name, nranks, nodes)| Communicator {
+                id: CommId(id),
+                name: name.to_string(),
+                rank: 0,
+                nranks,
+                nodes,
+                plugin_version: 5,
+                created: Nanos(0),
+            })
+            .collect();
+        self.w.add_communicators(&list).unwrap();
+        self
+    }
+
+    /// An NCCL collective on `device`: linked to the kernel with correlation `corr` (its GPU
+    /// times `start`..`end`), or, with `corr` 0, unlinked (start = end = the enqueue time).
+    #[allow(clippy::too_many_arguments)]
+    pub fn collective(
+        &mut self,
+        device: u32,
+        comm: u64,
+        op: &str,
+        nranks: u32,
+        bytes: u64,
+        algorithm: &str,
+        protocol: &str,
+        start: u64,
+        end: u64,
+        corr: u32,
+    ) -> &mut Self {
+        let op = self.w.intern(op);
+        let algorithm = self.w.intern(algorithm);
+        let protocol = self.w.intern(protocol);
+        let datatype = self.w.intern("bf16");
+        let end = if corr == 0 { start } else { end };
+        self.w
+            .push(Event::Collective(Collective {
+                start: Nanos(start),
+                end: Nanos(end),
+                enqueue: Nanos(start.saturating_sub(10)),
+                comm: CommId(comm),
+                op,
+                seq: 0,
+                count: bytes / 2,
+                datatype,
+                bytes,
+                rank: 0,
+                nranks,
+                root: -1,
+                algorithm,
+                protocol,
+                channels: 8,
+                device: DeviceId(device),
+                stream: StreamId(13),
+                correlation: CorrelationId(corr),
+            }))
+            .unwrap();
+        self
+    }
+
     pub fn finish(self, end_realtime: u64) -> TraceFile {
         let mut trailer = Trailer::default();
         trailer.end_clock.realtime_ns = end_realtime;
