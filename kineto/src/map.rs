@@ -340,12 +340,21 @@ impl Mapper {
 
     /// NCCL metadata on a kernel (`Collective name`, `In msg nelems`, ...).
     fn collective(&self, k: &Kernel, kernel_name: &str, a: &RawArgs<'_>, strings: &mut dyn Interner) -> Result<Collective, Problem> {
-        let op = str_arg(a.collective).unwrap_or_default();
+        let raw_op = str_arg(a.collective).unwrap_or_default();
+        let op = nccl_op_name(&raw_op);
         let dtype = str_arg(a.dtype).unwrap_or_default();
         let in_n = u64_arg(a.in_nelems, "In msg nelems")?.unwrap_or(0);
-        let out_n = u64_arg(a.out_nelems, "Out msg nelems")?;
-        let count = if in_n > 0 { in_n } else { out_n.unwrap_or(0) };
+        let out_n = u64_arg(a.out_nelems, "Out msg nelems")?.unwrap_or(0);
         let nranks = u32_arg(a.group_size, "Group size")?.unwrap_or(0);
+        // NCCL's count is per rank: AllGather's send count (PyTorch's "In"),
+        // ReduceScatter's receive count (PyTorch's "Out"), AlltoAll's count per
+        // peer; PyTorch records whole buffers. The smaller of In and Out is
+        // NCCL's count for every collective but AlltoAll.
+        let count = match (in_n, out_n) {
+            (0, n) | (n, 0) => n,
+            (i, o) if op == "AlltoAll" && nranks > 0 && i == o => i / nranks as u64,
+            (i, o) => i.min(o),
+        };
         // The communicator is only known by its process-group name; numeric names are
         // used as is, others hashed (FNV-1a), so equal names give equal ids across ranks.
         let comm = match str_arg(a.pg_name) {
@@ -390,6 +399,34 @@ impl Mapper {
             correlation: k.correlation,
         })
     }
+}
+
+/// NCCL's name for a PyTorch collective name (`allreduce`,
+/// `_allgather_base`, `reduce_scatter_tensor_coalesced`, `all_to_all`, …), so
+/// imported traces use the same operation names as the NCCL plugin; names
+/// it does not know pass through unchanged.
+pub fn nccl_op_name(pytorch: &str) -> String {
+    let mut n = pytorch.trim().trim_start_matches('_').to_ascii_lowercase();
+    for suffix in ["_coalesced", "_base", "_into_tensor", "_tensor", "_single"] {
+        if let Some(s) = n.strip_suffix(suffix) {
+            n = s.to_string();
+        }
+    }
+    let key: String = n.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    match key.as_str() {
+        "allreduce" => "AllReduce",
+        "allgather" => "AllGather",
+        "reducescatter" => "ReduceScatter",
+        "alltoall" | "alltoallv" => "AlltoAll",
+        "broadcast" => "Broadcast",
+        "reduce" => "Reduce",
+        "send" => "Send",
+        "recv" | "recvanysource" => "Recv",
+        "gather" => "Gather",
+        "scatter" => "Scatter",
+        _ => return pytorch.to_string(),
+    }
+    .to_string()
 }
 
 #[derive(Clone, Copy)]
@@ -589,6 +626,25 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pytorch_collective_names_become_nccls() {
+        for (py, nccl) in [
+            ("allreduce", "AllReduce"),
+            ("_allgather_base", "AllGather"),
+            ("all_gather_into_tensor_coalesced", "AllGather"),
+            ("reduce_scatter_tensor_coalesced", "ReduceScatter"),
+            ("_reduce_scatter_base", "ReduceScatter"),
+            ("all_to_all", "AlltoAll"),
+            ("all_to_all_single", "AlltoAll"),
+            ("broadcast", "Broadcast"),
+            ("send", "Send"),
+            ("recv", "Recv"),
+            ("barrier", "barrier"),
+        ] {
+            assert_eq!(nccl_op_name(py), nccl, "{py}");
+        }
+    }
 
     #[test]
     fn copy_names() {

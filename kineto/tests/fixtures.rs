@@ -70,7 +70,7 @@ fn current_schema_maps_every_kind() {
         .iter()
         .find_map(|e| if let Event::Collective(c) = e { Some(*c) } else { None })
         .unwrap();
-    assert_eq!(t.name(coll.op), "_allgather_base");
+    assert_eq!(t.name(coll.op), "AllGather", "PyTorch's _allgather_base under NCCL's name");
     assert_eq!(t.name(coll.datatype), "BFloat16");
     assert_eq!((coll.count, coll.bytes, coll.nranks, coll.seq), (25136, 50272, 4, 17));
     assert_eq!(coll.rank, 2, "global rank 1 is third in [4, 5, 1, 7]");
