@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""HTA reads gputrace's Chrome/Kineto export and agrees with `gputrace report --json`.
+
+Usage: scripts/hta-check.py [GPUTRACE]      (default: target/release/gputrace, then target/debug)
+
+1. `gputrace demo` writes a synthetic 2-rank job (gputrace traces);
+2. `gputrace export --format chrome` writes one Kineto JSON file per rank;
+3. HTA (`pip install HolisticTraceAnalysis`) computes its temporal breakdown on
+   those files with HTA_DISABLE_NS_ROUNDING=1 and include_last_profiler_step=True,
+   the mode whose definitions equal gputrace's (docs/metrics.md, "Comparison
+   with HTA and TraceLens");
+4. per rank, HTA's kernel_time (span), idle_time, compute_time and
+   non_compute_time must equal `gputrace report --json` on the original traces
+   (span_ns, idle_ns, compute_ns, span - compute - idle) within 1 us.
+
+Exit 0 and "ok" when they agree, 1 with the differing numbers otherwise, and 0
+with "SKIP" when HTA is not installed.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+try:
+    from hta.trace_analysis import TraceAnalysis
+except ImportError as e:
+    print(f"SKIP: {e}; install with: pip install HolisticTraceAnalysis")
+    sys.exit(0)
+
+
+def gputrace_bin():
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for p in ("target/release/gputrace", "target/debug/gputrace"):
+        if os.path.exists(os.path.join(root, p)):
+            return os.path.join(root, p)
+    sys.exit("build gputrace first (cargo build --release)")
+
+
+def run(*args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def main():
+    gt = gputrace_bin()
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = os.path.join(tmp, "traces")
+        run(gt, "demo", "-o", traces, "--ranks", "2", "--steps", "5", "--layers", "4")
+        files = sorted(f for f in os.listdir(traces) if f.endswith(".gtrace"))
+        jdir = os.path.join(tmp, "json")
+        os.mkdir(jdir)
+        for f in files:
+            run(gt, "export", "--format", "chrome", "-o", os.path.join(jdir, f + ".json"), os.path.join(traces, f))
+        report = json.loads(run(gt, "report", "--json", traces))
+        ours = {}
+        for r in report["ranks"]:
+            devs = [d for d in r["devices"] if d["span_ns"] > 0]
+            assert len(devs) == 1, f"rank {r['rank']}: expected one active device, got {len(devs)}"
+            d = devs[0]
+            ours[r["rank"]] = {
+                "kernel_time(us)": d["span_ns"] / 1e3,
+                "idle_time(us)": d["idle_ns"] / 1e3,
+                "compute_time(us)": d["compute_ns"] / 1e3,
+                "non_compute_time(us)": (d["span_ns"] - d["compute_ns"] - d["idle_ns"]) / 1e3,
+            }
+        ta = TraceAnalysis(trace_dir=jdir, include_last_profiler_step=True)
+        hta = ta.get_temporal_breakdown(visualize=False)
+        print(hta.to_string())
+        bad = []
+        assert sorted(hta["rank"]) == sorted(ours), f"HTA ranks {list(hta['rank'])} != {sorted(ours)}"
+        for _, row in hta.iterrows():
+            mine = ours[row["rank"]]
+            for k, v in mine.items():
+                if abs(row[k] - v) > 1.0:
+                    bad.append(f"rank {row['rank']} {k}: HTA {row[k]:.3f} us, gputrace report {v:.3f} us")
+        if bad:
+            print("\n".join(bad))
+            sys.exit(1)
+        print(f"ok: HTA's temporal breakdown of the export equals gputrace report --json on {len(ours)} ranks (within 1 us)")
+
+
+if __name__ == "__main__":
+    main()
