@@ -81,9 +81,12 @@ pub struct Decoder {
     pub filtered_api: u64,
     /// Collect what the NCCL linker needs (set once the plugin is active).
     pub collect_comm: bool,
+    /// Also hand over copies (set once a copy-engine collective was seen).
+    pub collect_copies: bool,
     /// Our external correlation ids (CUSTOM2) → correlation ids.
     pub ext_links: Vec<(u64, u32)>,
-    /// Communication kernels (names starting `nccl`/`rccl`).
+    /// Communication kernels (names starting `nccl`/`rccl`), and copies when
+    /// `collect_copies`.
     pub comm_kernels: Vec<crate::nccl::link::KernelInfo>,
     /// Per string id: is it a communication kernel's name.
     comm_names: Vec<bool>,
@@ -104,6 +107,21 @@ impl Decoder {
     fn note_context(&mut self, ctx: u32, dev: u32) {
         if !self.context_device.iter().any(|(c, _)| *c == ctx) {
             self.context_device.push((ctx, dev));
+        }
+    }
+
+    /// A copy the NCCL linker may need (copy-engine collectives).
+    #[inline]
+    fn note_copy(&mut self, m: &Memcpy) {
+        if self.collect_copies {
+            self.comm_kernels.push(crate::nccl::link::KernelInfo {
+                start: m.start.0,
+                end: m.end.0,
+                device: m.device.0,
+                context: m.context.0,
+                stream: m.stream.0,
+                correlation: m.correlation.0,
+            });
         }
     }
 
@@ -206,7 +224,7 @@ impl Decoder {
                 kind::MEMCPY => {
                     use layout::memcpy as o;
                     let device = DeviceId(rd(rec, o::DEVICE_ID));
-                    Some(Event::Memcpy(Memcpy {
+                    let m = Memcpy {
                         start: Nanos(rd(rec, o::START)),
                         end: Nanos(rd(rec, o::END)),
                         device,
@@ -219,11 +237,13 @@ impl Decoder {
                         dst_kind: MemoryKind(rd(rec, o::DST_KIND)),
                         src_device: device,
                         dst_device: device,
-                    }))
+                    };
+                    self.note_copy(&m);
+                    Some(Event::Memcpy(m))
                 }
                 kind::MEMCPY2 => {
                     use layout::memcpy_p2p as o;
-                    Some(Event::Memcpy(Memcpy {
+                    let m = Memcpy {
                         start: Nanos(rd(rec, o::START)),
                         end: Nanos(rd(rec, o::END)),
                         device: DeviceId(rd(rec, o::DEVICE_ID)),
@@ -236,7 +256,9 @@ impl Decoder {
                         dst_kind: MemoryKind(rd(rec, o::DST_KIND)),
                         src_device: DeviceId(rd(rec, o::SRC_DEVICE_ID)),
                         dst_device: DeviceId(rd(rec, o::DST_DEVICE_ID)),
-                    }))
+                    };
+                    self.note_copy(&m);
+                    Some(Event::Memcpy(m))
                 }
                 kind::MEMSET => {
                     use layout::memset as o;
@@ -502,6 +524,27 @@ mod tests {
                 stream: 21,
                 correlation: 7
             }
+        );
+        // Copies only once a copy-engine collective asked for them.
+        let copy = {
+            use layout::memcpy as o;
+            record(
+                o::LAYOUT.size_at(layout::version::V12_0).unwrap(),
+                &[
+                    (layout::KIND, &kind::MEMCPY.to_le_bytes()),
+                    (o::START, &30u64.to_le_bytes()),
+                    (o::END, &45u64.to_le_bytes()),
+                    (o::CORRELATION_ID, &9u32.to_le_bytes()),
+                ],
+            )
+        };
+        unsafe { d.record(copy.as_ptr(), &mut w) };
+        assert_eq!(d.comm_kernels.len(), 2);
+        d.collect_copies = true;
+        unsafe { d.record(copy.as_ptr(), &mut w) };
+        assert_eq!(
+            (d.comm_kernels[2].start, d.comm_kernels[2].end, d.comm_kernels[2].correlation),
+            (30, 45, 9)
         );
     }
 

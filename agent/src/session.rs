@@ -364,6 +364,7 @@ impl NcclSide {
             self.linker.kernel(k);
         }
         self.linker.poll(now, last, &mut self.ready);
+        dec.collect_copies = self.linker.wants_copies;
         let mut ready = std::mem::take(&mut self.ready);
         for r in ready.drain(..) {
             let e = to_collective(&r, self.offset, w);

@@ -74,12 +74,27 @@ impl<K: std::hash::Hash + Eq + Copy, V> Recent<K, V> {
     }
 }
 
+impl<K: std::hash::Hash + Eq + Copy> Recent<K, Vec<u32>> {
+    /// Append to the list under `k` (at most [`MAX_LINKS`] per key).
+    fn push(&mut self, k: K, v: u32) {
+        match self.map.get_mut(&k) {
+            Some(list) if list.len() < MAX_LINKS => list.push(v),
+            Some(_) => {}
+            None => self.insert(k, vec![v]),
+        }
+    }
+}
+
+/// Most correlation ids remembered per external id (one per CUDA call made
+/// inside the bracket: one launch, or a copy-engine collective's copies).
+const MAX_LINKS: usize = 64;
+
 /// The linker's state.
 pub struct Linker {
     /// (group id, communicator) → external id of its KernelLaunch.
     launches: Recent<(u64, u64), u64>,
-    /// External id → CUPTI correlation id.
-    ext: Recent<u64, u32>,
+    /// External id → CUPTI correlation ids of the calls made under it.
+    ext: Recent<u64, Vec<u32>>,
     /// Correlation id → communication kernel.
     kernels: Recent<u32, KernelInfo>,
     /// Collectives waiting, with the writer time they arrived.
@@ -94,6 +109,9 @@ pub struct Linker {
     pub unlinked: u64,
     /// Plugin records received (collectives, point-to-point, launches).
     pub received: u64,
+    /// A copy-engine collective was seen: the decoder must also hand over
+    /// copies (their records are what ran it).
+    pub wants_copies: bool,
 }
 
 impl Linker {
@@ -108,6 +126,7 @@ impl Linker {
             linked: 0,
             unlinked: 0,
             received: 0,
+            wants_copies: false,
         }
     }
 
@@ -116,25 +135,31 @@ impl Linker {
         self.received += 1;
         match r.kind {
             RecKind::Launch => self.launches.insert((r.group, r.comm), r.id),
+            RecKind::CeColl if self.can_link && !r.d.graph_captured => {
+                self.wants_copies = true;
+                self.wait(r, now, out);
+            }
             _ if !self.can_link || r.group == 0 || r.d.graph_captured || r.kind == RecKind::CeColl => {
                 self.unlinked += 1;
                 out.push(Ready { rec: r, kernel: None });
             }
-            _ => {
-                if self.pending.len() >= MAX_PENDING {
-                    if let Some((old, _)) = self.pending.pop_front() {
-                        self.unlinked += 1;
-                        out.push(Ready { rec: old, kernel: None });
-                    }
-                }
-                self.pending.push_back((r, now));
+            _ => self.wait(r, now, out),
+        }
+    }
+
+    fn wait(&mut self, r: Rec, now: u64, out: &mut Vec<Ready>) {
+        if self.pending.len() >= MAX_PENDING {
+            if let Some((old, _)) = self.pending.pop_front() {
+                self.unlinked += 1;
+                out.push(Ready { rec: old, kernel: None });
             }
         }
+        self.pending.push_back((r, now));
     }
 
     /// An EXTERNAL_CORRELATION record of our kind (CUSTOM2).
     pub fn external(&mut self, ext_id: u64, correlation: u32) {
-        self.ext.insert(ext_id, correlation);
+        self.ext.push(ext_id, correlation);
     }
 
     /// A communication kernel's record.
@@ -142,10 +167,24 @@ impl Linker {
         self.kernels.insert(k.correlation, k);
     }
 
+    /// The kernel of a collective: the first kernel of its group's launch
+    /// on its communicator.
     fn kernel_of(&self, r: &Rec) -> Option<KernelInfo> {
         let ext = self.launches.get(&(r.group, r.comm))?;
-        let corr = self.ext.get(ext)?;
-        self.kernels.get(corr).copied()
+        self.ext.get(ext)?.iter().find_map(|c| self.kernels.get(c).copied())
+    }
+
+    /// The copies of a copy-engine collective (pushed under its own id): from
+    /// the first start to the last end, with the first copy's device, stream
+    /// and correlation id.
+    fn copies_of(&self, r: &Rec) -> Option<KernelInfo> {
+        let mut found = self.ext.get(&r.id)?.iter().filter_map(|c| self.kernels.get(c));
+        let first = *found.next()?;
+        Some(found.fold(first, |a, k| KernelInfo {
+            start: a.start.min(k.start),
+            end: a.end.max(k.end),
+            ..a
+        }))
     }
 
     /// Write out what is linked, and what waited too long (everything when
@@ -153,10 +192,18 @@ impl Linker {
     pub fn poll(&mut self, now: u64, final_: bool, out: &mut Vec<Ready>) {
         let mut keep = VecDeque::with_capacity(self.pending.len());
         while let Some((r, at)) = self.pending.pop_front() {
-            if let Some(k) = self.kernel_of(&r) {
+            let expired = final_ || now.saturating_sub(at) >= self.wait_ns;
+            // A copy-engine collective's copies are counted only once they
+            // all had time to arrive.
+            let k = match r.kind {
+                RecKind::CeColl if expired => self.copies_of(&r),
+                RecKind::CeColl => None,
+                _ => self.kernel_of(&r),
+            };
+            if let Some(k) = k {
                 self.linked += 1;
                 out.push(Ready { rec: r, kernel: Some(k) });
-            } else if final_ || now.saturating_sub(at) >= self.wait_ns {
+            } else if expired {
                 self.unlinked += 1;
                 out.push(Ready { rec: r, kernel: None });
             } else {
@@ -256,6 +303,30 @@ mod tests {
         assert_eq!(out.len(), 2);
         l.poll(0, true, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn copy_engine_collectives_span_their_copies_after_the_wait() {
+        let mut l = Linker::new(true, 1_000);
+        let mut out = Vec::new();
+        l.record(rec(RecKind::CeColl, 70, 0, 0xaa), 0, &mut out);
+        assert!(l.wants_copies);
+        for (corr, s, e) in [(5, 300, 400), (6, 100, 250), (7, 120, 500)] {
+            l.external(70, corr);
+            l.kernel(KernelInfo {
+                start: s,
+                end: e,
+                correlation: corr,
+                ..k(corr)
+            });
+        }
+        l.kernel(k(8)); // someone else's copy
+        l.poll(999, false, &mut out);
+        assert!(out.is_empty(), "waits for all its copies");
+        l.poll(1_000, false, &mut out);
+        let got = out[0].kernel.unwrap();
+        assert_eq!((got.start, got.end, got.correlation), (100, 500, 5));
+        assert_eq!(l.linked, 1);
     }
 
     #[test]

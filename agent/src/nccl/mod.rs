@@ -549,7 +549,9 @@ impl Nccl {
                     d: desc,
                 };
             }
-            if kind == RecKind::Launch {
+            // A kernel launch, or a copy-engine collective's copies: CUPTI
+            // ties the CUDA calls made inside the bracket to this id.
+            if matches!(kind, RecKind::Launch | RecKind::CeColl) {
                 s.pushed.store(crate::session::push_external_id(id), Relaxed);
             }
         }
@@ -573,11 +575,10 @@ impl Nccl {
         let rec = unsafe { &mut *s.rec.get() };
         let tracked_task = s.id.load(Relaxed) == rec.id && rec.start_ns != 0;
         if tracked_task {
-            if rec.kind == RecKind::Launch {
-                if s.pushed.load(Relaxed) {
-                    crate::session::pop_external_id();
-                }
-            } else {
+            if s.pushed.load(Relaxed) {
+                crate::session::pop_external_id();
+            }
+            if rec.kind != RecKind::Launch {
                 rec.stop_ns = now_ns();
             }
             if self.queue.push(*rec).is_err() {
