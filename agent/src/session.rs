@@ -549,6 +549,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
     let mut failed = false;
     loop {
         let stopping = s.stop.load(Acquire);
+        // Before walking: records in this pass may already be the ones the
+        // NCCL linker needs (a job can init NCCL, run and exit in one pass).
+        if crate::nccl::state().is_some() {
+            dec.collect_comm = true;
+        }
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
             if let (false, Some(c)) = (failed, cupti) {

@@ -30,7 +30,7 @@ p4=$!
 wait $p1
 ln -sf libcuda.so.1 "$OUT/libcuda.so"
 $CC -O1 -g -pthread -Wall -Werror -o "$OUT/testprog" "$SRC/testprog.c" \
-    -L"$OUT" -l:libcuda.so.1 -Wl,-rpath,"$OUT"
+    -L"$OUT" -l:libcuda.so.1 -Wl,-rpath,"$OUT" -ldl
 wait $p2
 wait $p3
 wait $p4

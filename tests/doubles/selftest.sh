@@ -232,6 +232,61 @@ for case in "13.5 1 1 0 1 12 0 0 1 14 14 7 39" "13.3 1 1 0 1 12 0 0 1 14 14 7 39
     else echo "FAIL v2probe-$ver: got '$got' want '$*'"; FAILS=$((FAILS + 1)); fi
 done
 
+# External correlation ids: per-thread stacks per kind, called directly.
+cat > "$W/extprobe.c" <<'PROBE'
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdint.h>
+typedef int (*push_t)(uint32_t, uint64_t);
+typedef int (*pop_t)(uint32_t, uint64_t *);
+static pop_t pop;
+static int other;
+static void *on_other_thread(void *a) { uint64_t x = 0; (void)a; other = pop(5, &x); return 0; }
+int main(int c, char **v) {
+    (void)c;
+    void *cu = dlopen(v[1], RTLD_NOW | RTLD_GLOBAL);
+    void *h = cu ? dlopen(v[2], RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h) return 2;
+    ((int (*)(unsigned))dlsym(cu, "cuInit"))(0);
+    push_t push = (push_t)dlsym(h, "cuptiActivityPushExternalCorrelationId");
+    pop = (pop_t)dlsym(h, "cuptiActivityPopExternalCorrelationId");
+    int (*push2)(void *, uint32_t, uint64_t) =
+        (int (*)(void *, uint32_t, uint64_t))dlsym(h, "cuptiActivityPushExternalCorrelationId_v2");
+    uint64_t a = 0, b = 0;
+    pthread_t t;
+    int r0 = pop(5, &a), r1 = push(5, 42), r2 = push(5, 43), r3 = push(0, 1), r4 = push(6, 1);
+    pthread_create(&t, 0, on_other_thread, 0);
+    pthread_join(t, 0);
+    int r5 = pop(5, &a), r6 = pop(5, &b), r7 = pop(5, 0), r8 = pop(3, 0);
+    printf("%d %d %d %d %d %d %d %llu %d %llu %d %d ", r0, r1, r2, r3, r4, other, r5,
+           (unsigned long long)a, r6, (unsigned long long)b, r7, r8);
+    if (push2) printf("%d\n", push2(0, 5, 1)); else printf("-\n");
+    return 0;
+}
+PROBE
+gcc -O1 -Wall -Werror -pthread -o "$W/extprobe" "$W/extprobe.c" -ldl
+# Pop(empty) Push Push Push(kind 0) Push(kind 6) Pop(other thread) Pop=43 Pop=42
+# Pop(empty) Pop(kind 3, empty) Push_v2(NULL handle)
+for case in "12.9 12 18 0 0 1 1 18 0 43 0 42 18 18 -" "13.5 13 18 0 0 1 1 18 0 43 0 42 18 18 1" \
+            "13.2 13 18 0 0 1 1 18 0 43 0 42 18 18 27"; do
+    set -- $case
+    ver=$1 maj=$2; shift 2
+    echo "version $ver" > "$W/extp.scn"
+    got=$(FAKE_CUPTI_SCENARIO="$W/extp.scn" FAKE_CUPTI_REPORT="$W/extp.report" CUDA_INJECTION64_PATH= \
+          "$W/extprobe" "$OUT/libcuda.so.1" "$OUT/cupti$maj/libcupti.so.$maj")
+    if [ "$got" = "$*" ]; then echo "ok   extprobe-$ver: $got"
+    else echo "FAIL extprobe-$ver: got '$got' want '$*'"; FAILS=$((FAILS + 1)); fi
+    check "extprobe-$ver" ext_corr.pushed 2 "$W/extp.report"
+    check "extprobe-$ver" ext_corr.popped 2 "$W/extp.report"
+    check "extprobe-$ver" ext_corr.pop_empty 4 "$W/extp.report"
+done
+# testprog nccl needs a plugin.
+env -u NCCL_PROFILER_PLUGIN CUDA_INJECTION64_PATH= "$OUT/testprog" --ms 0 nccl 1 2> "$W/noplugin.stderr"
+rc=$?
+if [ $rc = 3 ] && grep -q NCCL_PROFILER_PLUGIN "$W/noplugin.stderr"; then echo "ok   nccl-no-plugin: exit 3"
+else echo "FAIL nccl-no-plugin: exit $rc, want 3"; FAILS=$((FAILS + 1)); fi
+
 MS=300 run fork 13 0 "kernels 30
 api 30" fork-no-exec
 NOCOMPARE=1 run sigterm 13 143 "kernels 5" sigterm-self
