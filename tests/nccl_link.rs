@@ -442,3 +442,19 @@ fn a_failing_push_leaves_collectives_unlinked_and_is_never_popped() {
         check_unlinked(&what, &run);
     }
 }
+
+/// The doubles check themselves against a minimal C agent (record counts,
+/// push/pop semantics, the no-driver behaviours of each CUPTI version): a
+/// double that drifts from CUPTI would make the tests above meaningless.
+#[test]
+fn the_doubles_pass_their_own_selftest() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/selftest.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("sh").arg(&script).arg(dir.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("selftest: all passed"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
