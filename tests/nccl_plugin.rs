@@ -456,7 +456,7 @@ fn losses(t: &TraceFile) -> Vec<Loss> {
 
 fn check_v5(r: &Run, version: u32) {
     assert_eq!(r.out.status.code(), Some(0), "{}", stderr(r));
-    let t = one_trace(&r);
+    let t = one_trace(r);
     assert!(t.trailer().is_some(), "finished cleanly");
     assert_eq!(
         t.header().time_domain,
