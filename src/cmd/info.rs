@@ -300,10 +300,10 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         } else {
             format!(" \"{}\"", c.name)
         };
-        let nodes = if c.nodes > 0 {
-            format!(", {} nodes", c.nodes)
-        } else {
-            String::new()
+        let nodes = match c.nodes {
+            0 => String::new(),
+            1 => ", 1 node".to_string(),
+            n => format!(", {n} nodes"),
         };
         let via = if c.plugin_version > 0 {
             format!(" (NCCL profiler v{})", c.plugin_version)
