@@ -10,6 +10,7 @@
 # 1. bare: median step time of scripts/gpu/train_small.py
 # 2. under gputrace run: step time, and the trace's totals (info --stats)
 # 3. under torch.profiler (CUDA activities): step time, and its totals
+# 2b. NCCL: the collectives from gputrace's NCCL profiler plugin, linked count
 # 4. the comparison: kernel count, kernel time, H2D bytes (want within 1%),
 #    losses (want none), and the overheads vs bare.
 set -uo pipefail
@@ -37,6 +38,18 @@ cat "$OUT/gputrace.json" | tee -a "$OUT/summary.txt"
 grep '^gputrace' "$OUT/gputrace.err" | tee -a "$OUT/summary.txt"
 $G info --json --stats "$OUT/traces" > "$OUT/gputrace-info.json" 2>> "$OUT/gputrace.err"
 $G info --stats "$OUT/traces" | tee -a "$OUT/summary.txt"
+
+log "2b. NCCL: the single-rank all-reduces carry NCCL's metadata and link to their kernels"
+$G report --json "$OUT/traces" > "$OUT/gputrace-report.json" 2>> "$OUT/gputrace.err"
+$PY - "$OUT/gputrace-report.json" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r.get("collectives") or []
+print(json.dumps({"communicators": r.get("communicators"), "collectives": rows}, indent=1)[:3000])
+linked = sum(x.get("linked", 0) for x in rows)
+count = sum(x.get("count", 0) for x in rows)
+print(f"nccl: {count} collectives recorded through the plugin, {linked} linked to their kernels")
+PY
 
 log "3. torch.profiler"
 timeout 240 $PY scripts/gpu/train_small.py --steps "$STEPS" --profile "$OUT/torchprof.json" > "$OUT/torchprof.json.out" 2> "$OUT/torchprof.err"; echo "rc=$?" >> "$OUT/summary.txt"
