@@ -478,9 +478,12 @@ impl Nccl {
         } else {
             0
         };
-        let parent = self
-            .slot(d.parent)
-            .filter(|p| p.state.load(Relaxed) == BUSY || d.ty & (ty::COLL | ty::P2P) != 0);
+        // The parent may already be stopped (a collective's task starts after
+        // its API call returned; a non-blocking communicator launches from
+        // NCCL's async thread after ncclGroupEnd returned): its atomics keep
+        // their values until the slot is reused, which the round-robin claim
+        // puts thousands of events later.
+        let parent = self.slot(d.parent);
         let (p_id, p_group, p_api, p_graph) = parent.map_or((0, 0, 0, false), |p| {
             (
                 p.id.load(Relaxed),
@@ -684,6 +687,45 @@ mod tests {
         assert!(c.api_ns > 0 && c.api_ns <= c.start_ns && c.start_ns <= c.stop_ns);
         assert_eq!(name_str(&c.d.func), "AllReduce");
         assert!(!n.is_disabled());
+    }
+
+    #[test]
+    fn a_launch_after_its_group_ended_still_gets_the_group() {
+        // Non-blocking communicators launch from NCCL's async thread, after
+        // ncclGroupEnd (and the GroupApi event) returned.
+        let n = Nccl::new(64, 64);
+        let (ctx, _) = n.init(info(7), 0xfff);
+        let g = n.start(
+            ctx,
+            &Descr {
+                ty: ty::GROUP_API,
+                ..Default::default()
+            },
+        );
+        let api = n.start(
+            ctx,
+            &Descr {
+                ty: ty::COLL_API,
+                parent: g,
+                ..Default::default()
+            },
+        );
+        n.stop(api);
+        n.stop(g);
+        let launch = n.start(
+            ctx,
+            &Descr {
+                ty: ty::KERNEL_LAUNCH,
+                parent: g,
+                ..Default::default()
+            },
+        );
+        n.stop(launch);
+        let c = n.start(ctx, &coll(api, 0));
+        n.stop(c);
+        let (l, c) = (n.queue.pop().unwrap(), n.queue.pop().unwrap());
+        assert_ne!(l.group, 0);
+        assert_eq!(l.group, c.group);
     }
 
     #[test]
