@@ -110,28 +110,113 @@ fn report_rejects_bad_input() {
     assert!(text(&out.stderr).contains("not a price"), "{}", text(&out.stderr));
 }
 
-#[test]
-fn report_reads_pytorch_profiler_traces() {
+/// HTA's `trace_filter` sample (rank 0) from ../shared/traces, or `None`
+/// (saying so) when the shared traces are absent.
+fn hta_sample_trace() -> Option<&'static str> {
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter/sampled_rank-0.json.gz"
     );
     if !Path::new(trace).exists() {
         eprintln!("skipped: {trace} is absent");
-        return;
+        return None;
     }
-    let out = gputrace(&["report", "--json", trace]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let d = v["ranks"][0]["devices"]
+    Some(trace)
+}
+
+/// Rank 0's device with the longest span in a `report --json` document.
+fn busiest_device(v: &serde_json::Value) -> serde_json::Value {
+    v["ranks"][0]["devices"]
         .as_array()
         .unwrap()
         .iter()
         .max_by_key(|d| d["span_ns"].as_u64().unwrap())
         .unwrap()
-        .clone();
+        .clone()
+}
+
+#[test]
+fn report_reads_pytorch_profiler_traces() {
+    let Some(trace) = hta_sample_trace() else { return };
+    let out = gputrace(&["report", "--json", trace]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = busiest_device(&v);
     // HTA and TraceLens: span 1,222,847 µs, idle 675,191 µs on this file (../shared/traces/reference_numbers.csv).
     assert_eq!(d["span_ns"].as_u64(), Some(1_222_847_000));
     assert_eq!(d["idle_ns"].as_u64(), Some(675_191_000));
     assert_eq!(v["lossy"], false);
+}
+
+#[test]
+fn report_hta_gives_hta_numbers_and_says_so() {
+    let Some(trace) = hta_sample_trace() else { return };
+    // (flags, HTA's kernel_time, compute_time, idle_time in µs from ../shared/traces/reference_numbers.csv)
+    for (flags, span_us, compute_us, idle_us, mode) in [
+        (
+            &["--hta"][..],
+            600_058,
+            106_252,
+            321_378,
+            serde_json::json!({"drop_last_step": true, "linked_only": true, "round_to_us": true}),
+        ),
+        (
+            &["--hta-include-last-step"][..],
+            1_222_847,
+            210_320,
+            675_191,
+            serde_json::json!({"drop_last_step": false, "linked_only": true, "round_to_us": true}),
+        ),
+    ] {
+        let out = gputrace(&[&["report", "--json"], flags, &[trace]].concat());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["hta_compat"], mode, "the document records the mode");
+        let d = busiest_device(&v);
+        let us = |k: &str| d[k].as_u64().unwrap() / 1000;
+        assert_eq!(
+            (us("span_ns"), us("compute_ns"), us("idle_ns")),
+            (span_us, compute_us, idle_us),
+            "{flags:?}"
+        );
+        assert_eq!(v["ranks"][0]["hta"]["last_step"], 552);
+    }
+    // Without a flag: gputrace's own definitions, and the document says so.
+    let out = gputrace(&["report", "--json", trace]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["hta_compat"].is_null() && v["ranks"][0]["hta"].is_null());
+    let out = gputrace(&["report", "--hta", trace]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("HTA-compatible mode (last profiler step dropped"), "{stdout}");
+    assert!(stdout.contains("last step ProfilerStep#552 starts at"), "{stdout}");
+}
+
+#[test]
+fn report_hta_on_the_demo_keeps_the_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path());
+    let out = gputrace(&["report", "--json", "--hta-no-rounding", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["hta_compat"],
+        serde_json::json!({"drop_last_step": true, "linked_only": true, "round_to_us": false})
+    );
+    for rank in v["ranks"].as_array().unwrap() {
+        assert_eq!(rank["hta"]["step_filter"], true);
+        assert!(rank["hta"]["dropped_last_step_events"].as_u64().unwrap() > 0);
+        for d in rank["devices"].as_array().unwrap() {
+            let ns = |k: &str| d[k].as_u64().unwrap();
+            assert_eq!(
+                ns("compute_ns") + ns("exposed_communication_ns") + ns("exposed_transfer_ns") + ns("idle_ns"),
+                ns("span_ns")
+            );
+            assert_eq!(d["steps"].as_array().unwrap().len(), 3, "the last of 4 steps is dropped");
+        }
+    }
+    let help = text(&gputrace(&["report", "--help"]).stdout);
+    assert!(
+        help.contains("HTA-compatible: numbers identical to Holistic Trace Analysis' temporal breakdown, not gputrace's definitions"),
+        "{help}"
+    );
 }

@@ -11,7 +11,9 @@
 //! CPU side (host-bound, launch/dependency latency, synchronization), and
 //! the numbers are turned into [`Finding`]s with a suggested next step.
 //! `docs/metrics.md` defines every number and compares them with Holistic
-//! Trace Analysis and TraceLens.
+//! Trace Analysis and TraceLens. [`Options::hta`] switches to HTA's own
+//! definitions ([`HtaCompat`]: its last-step drop, link filter, µs rounding
+//! and kernel types), for numbers identical to HTA's temporal breakdown.
 //!
 //! The analysis streams each file: the GPU events of a device are merged
 //! in start order from the file's chunks and swept once, so memory follows
@@ -46,6 +48,7 @@ mod classify;
 mod collectives;
 mod error;
 mod findings;
+mod hta;
 mod merge;
 mod rank;
 mod render;
@@ -55,6 +58,7 @@ pub mod sweep;
 pub use classify::{is_peer_copy, Category, Classifier, DEFAULT_COMM_PATTERNS};
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};
+pub use hta::HtaCompat;
 pub use rank::{analyze_file, RankAnalysis};
 pub use render::render_text;
 pub use report::*;
@@ -84,6 +88,9 @@ pub struct Options {
     /// Files analyzed at once by [`analyze`] (each file is one thread's work); 0 means one
     /// per available core.
     pub threads: usize,
+    /// HTA-compatible mode: numbers identical to Holistic Trace Analysis' temporal breakdown,
+    /// not gputrace's definitions (see [`HtaCompat`]). `None` (the default): gputrace's own.
+    pub hta: Option<HtaCompat>,
 }
 
 impl Default for Options {
@@ -97,6 +104,7 @@ impl Default for Options {
             gpu_hour_cost: None,
             infer_steps: true,
             threads: 0,
+            hta: None,
         }
     }
 }
@@ -247,6 +255,7 @@ impl Report {
             communication_patterns: opts.classifier.patterns().to_vec(),
             communicators,
             collectives,
+            hta_compat: opts.hta,
         };
         report.findings = findings::findings(&report, opts);
         report

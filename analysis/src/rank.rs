@@ -11,13 +11,21 @@
 //! 3. API calls and ranges: when the work after each gap was launched, which
 //!    calls were CPU synchronizations, what the CPU did in the longest gaps.
 //!
+//! In HTA-compatible mode ([`crate::HtaCompat`]) the marker chunks are read
+//! once more first, for HTA's last step; pass 1 then also reads the API
+//! calls for HTA's GPU event filter (only when it applies), and pass 2 applies
+//! the filter, HTA's rounding and its kernel types as it reads each event.
+//!
 //! Memory: bounded by the chunks that overlap in time, plus one small record
 //! per idle gap (40 bytes), per distinct string, per step, per
-//! synchronization call and per linked collective (24 bytes).
+//! synchronization call and per linked collective (24 bytes); in
+//! HTA-compatible mode with its filter, 4 bytes per distinct correlation id
+//! of the CPU calls.
 
 use crate::classify::{is_peer_copy, Category, Classifier};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
+use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
 use crate::merge::{for_each_merged, for_each_of_kinds};
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
@@ -40,6 +48,12 @@ struct Names<'a> {
 const NAME_COMM: u8 = 1;
 const NAME_SYNC_API: u8 = 2;
 const NAME_STEP: u8 = 4;
+/// HTA's `ProfilerStep#(\d+)` name pattern.
+const NAME_HTA_STEP: u8 = 8;
+/// HTA's kernel type: computation.
+const NAME_HTA_COMPUTE: u8 = 16;
+/// HTA's kernel type: communication.
+const NAME_HTA_COMM: u8 = 32;
 
 impl<'a> Names<'a> {
     fn new(file: &'a TraceFile, classifier: &'a Classifier) -> Self {
@@ -69,6 +83,14 @@ impl<'a> Names<'a> {
             if step_number(s).is_some() {
                 f |= NAME_STEP;
             }
+            if is_hta_step_name(s) {
+                f |= NAME_HTA_STEP;
+            }
+            match hta_kernel_type(s) {
+                HtaKernelType::Computation => f |= NAME_HTA_COMPUTE,
+                HtaKernelType::Communication => f |= NAME_HTA_COMM,
+                HtaKernelType::Memory | HtaKernelType::Other => {}
+            }
             self.cache[i] = 1 + f;
         }
         self.cache[i] - 1
@@ -79,6 +101,20 @@ impl<'a> Names<'a> {
             Category::Communication
         } else {
             Category::Compute
+        }
+    }
+
+    /// HTA-compatible mode: compute exactly when HTA calls the kernel computation; other
+    /// kernels are communication (HTA's or the classifier's) or else transfer (HTA's
+    /// memory and other types).
+    fn hta_kernel(&mut self, id: StringId) -> Category {
+        let f = self.flags(id);
+        if f & NAME_HTA_COMPUTE != 0 {
+            Category::Compute
+        } else if f & (NAME_HTA_COMM | NAME_COMM) != 0 {
+            Category::Communication
+        } else {
+            Category::Transfer
         }
     }
 }
@@ -160,6 +196,20 @@ pub struct RankAnalysis {
     pub(crate) communicators: Vec<Communicator>,
 }
 
+/// HTA-compatible mode, for one trace: HTA's clock and its GPU event filter.
+struct HtaPass {
+    clock: HtaClock,
+    filter: HtaFilter,
+}
+
+/// What HTA-compatible mode did on one device.
+#[derive(Clone, Copy, Debug, Default)]
+struct HtaCounts {
+    dropped_last_step: u64,
+    dropped_unlinked: u64,
+    negative: u64,
+}
+
 /// What the device pass found, before the API pass resolves the gaps.
 struct DevicePass {
     device: u32,
@@ -178,6 +228,7 @@ struct DevicePass {
     short_kernel_ns: u64,
     copies: u64,
     memsets: u64,
+    hta_counts: HtaCounts,
 }
 
 /// Analyze one trace. `fallback_rank` is used when the header has no rank.
@@ -185,11 +236,44 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     let header = file.header();
     let mut names = Names::new(file, &opts.classifier);
 
-    // Pass 1: step windows, loss records, collectives.
+    // HTA-compatible mode: HTA's step names and its last step, read first (marker chunks
+    // only), so that pass 1 keeps no more of the CPU calls than their correlation ids.
+    let hta_clock = opts.hta.map(|h| HtaClock::of(header, h.round_to_us));
+    let wants_filter = opts.hta.is_some_and(|h| h.drop_last_step || h.linked_only);
+    let drop_last = opts.hta.is_some_and(|h| h.drop_last_step);
+    let mut hta_step_names: BTreeSet<StringId> = BTreeSet::new();
+    // (HTA ts, start, name) of the step range that starts last.
+    let mut last_step: Option<(f64, u64, StringId)> = None;
+    if let (true, Some(clock)) = (wants_filter, &hta_clock) {
+        for_each_of_kinds(file, &[EventKind::Marker], |ev| {
+            if let Event::Marker(m) = ev {
+                if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_HTA_STEP != 0 {
+                    hta_step_names.insert(m.name);
+                    let ts = clock.ts(m.start.0);
+                    if last_step.is_none_or(|(t, start, _)| (ts, m.start.0) > (t, start)) {
+                        last_step = Some((ts, m.start.0, m.name));
+                    }
+                }
+            }
+        })?;
+    }
+    // HTA filters only with two or more distinct step names (`_filter_irrelevant_gpu_kernels`).
+    let filter_active = wants_filter && hta_step_names.len() >= 2;
+    let cutoff = last_step.map(|l| l.0);
+    // Correlation ids of the CPU calls that started before the last step (all of them when
+    // it is kept), and of those that only started in it or later.
+    let (mut early, mut late): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+
+    // Pass 1: step windows, loss records, collectives (and, for HTA's filter, CPU calls).
     let mut windows: Vec<Window> = Vec::new();
     let mut losses = Losses::default();
     let mut colls = CollAcc::default();
-    for_each_of_kinds(file, &[EventKind::Marker, EventKind::Loss, EventKind::Collective], |ev| match ev {
+    let kinds: &[EventKind] = if filter_active {
+        &[EventKind::Marker, EventKind::Loss, EventKind::Collective, EventKind::Api]
+    } else {
+        &[EventKind::Marker, EventKind::Loss, EventKind::Collective]
+    };
+    for_each_of_kinds(file, kinds, |ev| match ev {
         Event::Marker(m) if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_STEP != 0 => {
             let step = step_number(&file.name(m.name)).unwrap_or_default();
             windows.push(Window {
@@ -197,6 +281,15 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                 start: m.start.0,
                 end: m.end.0.max(m.start.0),
             });
+        }
+        Event::Api(a) if a.correlation.0 != 0 => {
+            if let Some(clock) = &hta_clock {
+                if !drop_last || cutoff.is_some_and(|c| clock.ts(a.start.0) < c) {
+                    early.push(a.correlation.0);
+                } else {
+                    late.push(a.correlation.0);
+                }
+            }
         }
         Event::Loss(l) if l.source == LossSource::IMPORT => {
             *losses.not_imported.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
@@ -209,6 +302,38 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     windows.sort_by_key(|w| (w.start, w.end, w.step));
     // The same range recorded twice (two domains, two threads) is one step.
     windows.dedup_by_key(|w| (w.start, w.end, w.step));
+    let mut hta_rank = opts.hta.map(|_| HtaRank::default());
+    let hta = match (opts.hta, hta_clock) {
+        (Some(h), Some(clock)) => {
+            for ids in [&mut early, &mut late] {
+                ids.sort_unstable();
+                ids.dedup();
+            }
+            let r = hta_rank.as_mut().expect("set with opts.hta");
+            r.step_filter = filter_active;
+            if let (true, Some((_, start, name))) = (filter_active, last_step) {
+                let number = step_number(&file.name(name));
+                r.last_step = number;
+                r.last_step_start_ns = Some(start);
+                if h.drop_last_step {
+                    // The last step's window goes too (every range with its number).
+                    windows.retain(|w| Some(w.step) != number);
+                }
+            }
+            Some(HtaPass {
+                clock,
+                filter: HtaFilter {
+                    active: filter_active,
+                    cutoff,
+                    drop_last_step: h.drop_last_step,
+                    linked_only: h.linked_only,
+                    early,
+                    late,
+                },
+            })
+        }
+        _ => None,
+    };
     match file.trailer() {
         Some(t) => losses.trailer_losses = t.losses.clone(),
         None => losses.trailer_missing = true,
@@ -245,7 +370,13 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             &mut kernel_aggs,
             &mut copy_aggs,
             &mut syncs,
+            hta.as_ref(),
         )?;
+        if let Some(r) = hta_rank.as_mut() {
+            r.dropped_last_step_events += p.hta_counts.dropped_last_step;
+            r.dropped_unlinked_events += p.hta_counts.dropped_unlinked;
+            r.negative_after_rounding += p.hta_counts.negative;
+        }
         p.windows = dev_windows;
         p.steps_inferred_from = anchor;
         passes.push(p);
@@ -464,6 +595,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             devices: reports,
             losses,
             events: file.event_total(),
+            hta: hta_rank,
         },
         kernels,
         copies: copy_aggs,
@@ -537,7 +669,9 @@ fn device_pass(
     kernel_aggs: &mut [KernelAgg],
     copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
     syncs: &mut Vec<(u64, u64)>,
+    hta: Option<&HtaPass>,
 ) -> Result<DevicePass> {
+    let mut hta_counts = HtaCounts::default();
     let mut sweep = Sweep::new();
     let mut gaps: Vec<Gap> = Vec::new();
     let mut pieces = Pieces {
@@ -566,9 +700,47 @@ fn device_pass(
         // Statistics do not depend on order: gather them while decoding, and
         // keep only what the ordered sweep needs.
         |ev| {
+            // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
+            // first, then its rounding.
+            let (start, end) = match ev {
+                Event::Kernel(k) => (k.start.0, k.end.0),
+                Event::Memcpy(m) => (m.start.0, m.end.0),
+                Event::Memset(m) => (m.start.0, m.end.0),
+                Event::Sync(s) => {
+                    syncs.push((s.start.0, s.end.0));
+                    (s.start.0, s.end.0)
+                }
+                _ => return None,
+            };
+            let (start, end) = match hta {
+                None => (start, end),
+                Some(h) => {
+                    let corr = match ev {
+                        Event::Kernel(k) => k.correlation.0,
+                        Event::Memcpy(m) => m.correlation.0,
+                        Event::Memset(m) => m.correlation.0,
+                        Event::Sync(s) => s.correlation.0,
+                        _ => 0,
+                    };
+                    match h.filter.verdict(corr, h.clock.ts(start)) {
+                        Verdict::Keep => {}
+                        Verdict::LastStep => {
+                            hta_counts.dropped_last_step += 1;
+                            return None;
+                        }
+                        Verdict::Unlinked => {
+                            hta_counts.dropped_unlinked += 1;
+                            return None;
+                        }
+                    }
+                    let (s, e) = h.clock.interval(start, end);
+                    hta_counts.negative += u64::from(e < s);
+                    (s, e)
+                }
+            };
             let work = match ev {
                 Event::Kernel(k) => {
-                    let dur = k.end.0.saturating_sub(k.start.0);
+                    let dur = end.saturating_sub(start);
                     kernels += 1;
                     if dur < short {
                         short_kernels += 1;
@@ -578,14 +750,17 @@ fn device_pass(
                         a.count += 1;
                         a.total += dur;
                     }
-                    let cat = names.kernel(k.name);
+                    let cat = match hta {
+                        Some(_) => names.hta_kernel(k.name),
+                        None => names.kernel(k.name),
+                    };
                     let label = match cat {
                         Category::Communication => Links::label(link_table, k.correlation.0).unwrap_or(LABEL_UNATTRIBUTED),
                         _ => LABEL_UNATTRIBUTED,
                     };
                     Work {
-                        start: k.start.0,
-                        end: k.end.0,
+                        start,
+                        end,
                         d2h_bytes: 0,
                         corr: k.correlation.0,
                         name: k.name,
@@ -600,7 +775,7 @@ fn device_pass(
                     let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
                     a.count += 1;
                     a.bytes += m.bytes;
-                    a.total += m.end.0.saturating_sub(m.start.0);
+                    a.total += end.saturating_sub(start);
                     let (cat, label) = if is_peer_copy(m) {
                         // A copy-engine collective runs as peer copies.
                         (
@@ -612,8 +787,8 @@ fn device_pass(
                     };
                     let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
                     Work {
-                        start: m.start.0,
-                        end: m.end.0,
+                        start,
+                        end,
                         d2h_bytes,
                         corr: m.correlation.0,
                         name: StringId::EMPTY,
@@ -626,10 +801,10 @@ fn device_pass(
                     memsets += 1;
                     memset_agg.count += 1;
                     memset_agg.bytes += m.bytes;
-                    memset_agg.total += m.end.0.saturating_sub(m.start.0);
+                    memset_agg.total += end.saturating_sub(start);
                     Work {
-                        start: m.start.0,
-                        end: m.end.0,
+                        start,
+                        end,
                         d2h_bytes: 0,
                         corr: m.correlation.0,
                         name: StringId::EMPTY,
@@ -638,14 +813,23 @@ fn device_pass(
                         cat: Category::Transfer,
                     }
                 }
-                Event::Sync(s) => {
-                    syncs.push((s.start.0, s.end.0));
-                    return None;
-                }
+                // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
+                // "other" type: non-compute work. Otherwise they only explain idle time.
+                Event::Sync(s) if hta.is_some() => Work {
+                    start,
+                    end,
+                    d2h_bytes: 0,
+                    corr: s.correlation.0,
+                    name: StringId::EMPTY,
+                    label: LABEL_UNATTRIBUTED,
+                    kind: EventKind::Sync,
+                    cat: Category::Transfer,
+                },
                 _ => return None,
             };
-            // Empty and inverted intervals cover no time: they neither end a gap nor enter the sweep.
-            (work.end > work.start).then_some(work)
+            // Empty and inverted intervals cover no time: they neither end a gap nor enter the
+            // sweep, except in HTA-compatible mode, where they bound the span (as instants).
+            (work.end > work.start || hta.is_some()).then_some(work)
         },
         |w| w.start,
         |w| {
@@ -674,6 +858,11 @@ fn device_pass(
             if w.d2h_bytes > 0 {
                 d2h.push_back((w.end, w.d2h_bytes));
                 d2h_bytes += w.d2h_bytes;
+            }
+            if w.end <= w.start {
+                // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
+                sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
+                return;
             }
             sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
             if w.cat == Category::Communication {
@@ -723,6 +912,7 @@ fn device_pass(
         short_kernel_ns,
         copies,
         memsets,
+        hta_counts,
     })
 }
 

@@ -83,6 +83,55 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
+    if let Some(h) = &r.hta_compat {
+        let _ = writeln!(
+            o,
+            "{}",
+            st.paint(
+                "1;33",
+                &format!(
+                    "HTA-compatible mode ({}, {}, {}): span, compute and idle are Holistic Trace Analysis' \
+                     temporal breakdown (kernel_time, compute_time, idle_time; non-compute = exp.comm + exp.xfer), \
+                     not gputrace's definitions.",
+                    if h.drop_last_step {
+                        "last profiler step dropped"
+                    } else {
+                        "last profiler step included"
+                    },
+                    if h.linked_only {
+                        "unlinked GPU events dropped"
+                    } else {
+                        "unlinked GPU events kept"
+                    },
+                    if h.round_to_us { "µs inward rounding" } else { "no rounding" },
+                )
+            )
+        );
+        for rk in &r.ranks {
+            let Some(x) = &rk.hta else { continue };
+            let mut parts = Vec::new();
+            if !x.step_filter {
+                parts.push("fewer than two ProfilerStep names: nothing filtered (as HTA)".to_string());
+            }
+            if let (Some(step), Some(at)) = (x.last_step, x.last_step_start_ns) {
+                parts.push(format!("last step ProfilerStep#{step} starts at {}", ns(at)));
+            }
+            if x.dropped_last_step_events > 0 {
+                parts.push(format!("{} GPU events of the last step left out", x.dropped_last_step_events));
+            }
+            if x.dropped_unlinked_events > 0 {
+                parts.push(format!("{} GPU events without a CPU call left out", x.dropped_unlinked_events));
+            }
+            if x.negative_after_rounding > 0 {
+                parts.push(format!(
+                    "{} events rounded to −1 µs (HTA subtracts them from busy time; here they count 0)",
+                    x.negative_after_rounding
+                ));
+            }
+            let _ = writeln!(o, "  rank {}: {}", rk.rank, parts.join("; "));
+        }
+    }
+
     let _ = writeln!(
         o,
         "\n{}",

@@ -39,6 +39,10 @@ pub struct Report {
     /// NCCL collectives per (communicator, operation) over all ranks, most GPU time first
     /// (empty without collective records).
     pub collectives: Vec<CollectiveStat>,
+    /// The HTA-compatible mode that produced this report ([`crate::Options::hta`]); null for
+    /// gputrace's own definitions. When set, span, compute and idle are Holistic Trace
+    /// Analysis' `kernel_time`, `compute_time` and `idle_time`, not gputrace's definitions.
+    pub hta_compat: Option<crate::HtaCompat>,
 }
 
 /// One trace file (one process, usually one rank).
@@ -60,6 +64,29 @@ pub struct RankReport {
     pub losses: Losses,
     /// Events in the file.
     pub events: u64,
+    /// What HTA-compatible mode left out of this trace (null without it).
+    pub hta: Option<HtaRank>,
+}
+
+/// What HTA-compatible mode ([`crate::HtaCompat`]) did to one trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HtaRank {
+    /// HTA's GPU event filter applies: the trace has two or more distinct `ProfilerStep#N`
+    /// names (and the mode drops the last step or unlinked events).
+    pub step_filter: bool,
+    /// Number of the last step (the `ProfilerStep` range that starts last), when the filter applies.
+    pub last_step: Option<u64>,
+    /// Its start: GPU work launched at or after it is the last step's.
+    pub last_step_start_ns: Option<u64>,
+    /// GPU events left out as part of the last step.
+    pub dropped_last_step_events: u64,
+    /// GPU events left out because no CPU call in the trace has their correlation id.
+    pub dropped_unlinked_events: u64,
+    /// Events that HTA's inward rounding leaves with a negative duration (−1 µs: sub-µs work
+    /// that crosses no µs boundary). HTA subtracts 1 µs of busy time for each that overlaps no
+    /// other work (and fails its own `non_compute_time >= 0` check when that adds up); here they
+    /// cover no time, like zero-length work.
+    pub negative_after_rounding: u64,
 }
 
 /// Where one GPU's time went.

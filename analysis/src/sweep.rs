@@ -30,6 +30,8 @@ pub struct Sweep {
     first: Option<u64>,
     /// Time in each overlap mask (index = OR of category bits); index 0 is idle.
     masks: [u64; 8],
+    /// Latest instant pushed with [`Sweep::push_instant`] (0 if none).
+    instant_end: u64,
 }
 
 impl Sweep {
@@ -43,9 +45,9 @@ impl Sweep {
         self.first
     }
 
-    /// End of the union of everything pushed so far (the busy frontier).
+    /// End of the union of everything pushed so far (the busy frontier), instants included.
     pub fn busy_until(&self) -> u64 {
-        self.ends.iter().copied().max().unwrap_or(0)
+        self.ends.iter().copied().max().unwrap_or(0).max(self.instant_end)
     }
 
     /// The idle gap that an interval starting at `start` would close:
@@ -74,6 +76,21 @@ impl Sweep {
         }
         let i = cat.bit().trailing_zeros() as usize;
         self.ends[i] = self.ends[i].max(end);
+    }
+
+    /// Add zero-length work at `t` (same ordering rule as [`Sweep::push`]): it covers no
+    /// time but bounds the span, as zero-length GPU events do in HTA's temporal breakdown
+    /// (the span runs from the first event's start to the last one's end). Idle time on
+    /// either side of it is accounted as two pieces (two gaps).
+    pub fn push_instant(&mut self, t: u64, piece: &mut impl FnMut(u64, u64, u8)) {
+        match self.first {
+            None => {
+                self.first = Some(t);
+                self.cursor = t;
+            }
+            Some(_) => self.advance(t, piece),
+        }
+        self.instant_end = self.instant_end.max(t);
     }
 
     /// Account everything up to `to` (no-op if `to <= cursor`).
@@ -170,6 +187,27 @@ mod tests {
             at = *b;
         }
         assert_eq!(at, 210);
+    }
+
+    #[test]
+    fn instants_bound_the_span_without_covering_time() {
+        let mut pieces = Vec::new();
+        let mut s = Sweep::new();
+        let mut p = |a, b, m| pieces.push((a, b, m));
+        s.push_instant(5, &mut p);
+        assert_eq!(s.gap_before(10), Some((5, 10)), "the instant opened the span");
+        s.push(Compute, 10, 20, &mut p);
+        s.push_instant(15, &mut p);
+        assert_eq!(s.busy_until(), 20, "an instant under work changes nothing");
+        s.push_instant(30, &mut p);
+        assert_eq!(s.gap_before(40), Some((30, 40)), "an instant in a gap splits it");
+        s.push(Transfer, 40, 45, &mut p);
+        s.push_instant(50, &mut p);
+        let t = s.finish(&mut p);
+        assert_eq!((t.first_start, t.last_end), (Some(5), Some(50)));
+        assert_eq!(t.masks[0], 5 + 20 + 5, "idle [5,10) [20,40) [45,50)");
+        assert_eq!(t.masks.iter().sum::<u64>(), 45);
+        assert_eq!(pieces.iter().filter(|x| x.2 == 0).count(), 4, "[5,10) [20,30) [30,40) [45,50)");
     }
 
     #[test]

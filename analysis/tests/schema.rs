@@ -64,6 +64,7 @@ fn documented_device_fields_exist() {
         "schema_version",
         "communicators",
         "collectives",
+        "hta_compat",
     ] {
         assert!(report.get(top).is_some(), "{top}");
     }

@@ -4,7 +4,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_analysis::{analyze, render_text, AnalysisError, Classifier, Options};
+use gputrace_analysis::{analyze, render_text, AnalysisError, Classifier, HtaCompat, Options};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +29,33 @@ pub struct ReportArgs {
     /// all-reduce kernels are recognized already.
     #[arg(long = "comm-pattern", value_name = "TEXT")]
     pub comm_patterns: Vec<String>,
+    /// HTA-compatible: numbers identical to Holistic Trace Analysis' temporal breakdown, not
+    /// gputrace's definitions. With HTA's defaults: the last profiler step and GPU events not
+    /// linked to a CPU call are left out (for traces with two or more ProfilerStep names),
+    /// times are rounded inward to whole µs, only kernels HTA calls computation are compute,
+    /// and synchronization records count as non-compute GPU work. The JSON's `hta_compat`
+    /// says which mode produced it. Definitions: docs/metrics.md.
+    #[arg(long)]
+    pub hta: bool,
+    /// HTA-compatible (implies --hta), keeping the last profiler step, as HTA's
+    /// `include_last_profiler_step=True`.
+    #[arg(long)]
+    pub hta_include_last_step: bool,
+    /// HTA-compatible (implies --hta), without HTA's µs rounding, as HTA with
+    /// `HTA_DISABLE_NS_ROUNDING=1`.
+    #[arg(long)]
+    pub hta_no_rounding: bool,
+}
+
+impl ReportArgs {
+    /// The HTA-compatible mode the flags ask for (`None`: gputrace's own definitions).
+    fn hta(&self) -> Option<HtaCompat> {
+        (self.hta || self.hta_include_last_step || self.hta_no_rounding).then_some(HtaCompat {
+            drop_last_step: !self.hta_include_last_step,
+            linked_only: true,
+            round_to_us: !self.hta_no_rounding,
+        })
+    }
 }
 
 fn parse_price(s: &str) -> Result<f64, String> {
@@ -53,6 +80,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         top_gaps: args.top,
         top_kernels: args.top,
         gpu_hour_cost: args.gpu_hour_cost,
+        hta: args.hta(),
         ..Options::default()
     };
     let report = analyze(&traces, &opts).map_err(|e| match e {
@@ -80,6 +108,23 @@ mod tests {
         assert!(use_color(true, Some("".into())), "an empty NO_COLOR does not count");
         assert!(!use_color(true, Some("1".into())));
         assert!(!use_color(false, None));
+    }
+
+    #[test]
+    fn hta_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            report: ReportArgs,
+        }
+        let mode = |args: &[&str]| Cli::parse_from([&["report"], args, &["t.json"]].concat()).report.hta();
+        assert_eq!(mode(&[]), None, "gputrace's own definitions by default");
+        assert_eq!(mode(&["--hta"]), Some(HtaCompat::DEFAULTS));
+        let include = mode(&["--hta-include-last-step"]).unwrap();
+        assert!(!include.drop_last_step && include.linked_only && include.round_to_us);
+        let exact = mode(&["--hta", "--hta-no-rounding"]).unwrap();
+        assert!(exact.drop_last_step && !exact.round_to_us);
     }
 
     #[test]
