@@ -135,13 +135,17 @@ fn us_f64(ns: i128) -> f64 {
 }
 
 impl HtaClock {
-    /// A trace's clock (`header.extra["kineto.baseTimeNanoseconds"]` for imported Kineto traces).
-    pub(crate) fn of(header: &gputrace_format::Header, round: bool) -> HtaClock {
-        let base_ns = header
+    /// A trace's clock: `header.extra["kineto.baseTimeNanoseconds"]` for imported Kineto
+    /// traces; for gputrace's own, the base `gputrace export --format chrome` gives the file
+    /// (its first event, rounded down to a whole µs), so that `report --hta` equals HTA on
+    /// that export. (Absolute µs around 1.8·10¹⁵ would not even be exact in an `f64`.)
+    pub(crate) fn of(file: &gputrace_format::TraceFile, round: bool) -> HtaClock {
+        let base_ns = file
+            .header()
             .extra
             .get("kineto.baseTimeNanoseconds")
             .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
+            .unwrap_or_else(|| file.time_span().map_or(0, |(t0, _)| t0.0 - t0.0 % 1_000));
         HtaClock { base_ns, round }
     }
 

@@ -238,7 +238,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
 
     // HTA-compatible mode: HTA's step names and its last step, read first (marker chunks
     // only), so that pass 1 keeps no more of the CPU calls than their correlation ids.
-    let hta_clock = opts.hta.map(|h| HtaClock::of(header, h.round_to_us));
+    let hta_clock = opts.hta.map(|h| HtaClock::of(file, h.round_to_us));
     let wants_filter = opts.hta.is_some_and(|h| h.drop_last_step || h.linked_only);
     let drop_last = opts.hta.is_some_and(|h| h.drop_last_step);
     let mut hta_step_names: BTreeSet<StringId> = BTreeSet::new();

@@ -114,7 +114,8 @@ pub struct Plan {
     pub from: u64,
     /// Window end (exclusive) on the common time line.
     pub to: u64,
-    /// Earliest event of the selection (the base of relative timestamps).
+    /// The base of relative timestamps: the window start rounded down to a
+    /// whole microsecond.
     pub base: u64,
     /// Hard cap on events.
     pub max_events: u64,
@@ -236,7 +237,10 @@ impl Plan {
             inputs,
             from,
             to,
-            base: from,
+            // On a whole microsecond, so that relative µs timestamps have the
+            // same µs boundaries as the absolute times (HTA's inward rounding of
+            // an export then equals `report --hta` on the original).
+            base: from - from % 1_000,
             max_events,
             estimated_events: count(from, to),
         })
