@@ -353,7 +353,7 @@ pub(crate) struct ChunkBuf {
 /// into a few SIMD operations; a slice `==` would call memcmp, and an early-
 /// exit loop mispredicts.
 #[inline]
-fn same_attrs(a: &Attrs, b: &Attrs, _n: usize) -> bool {
+fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
     let mut diff = 0u64;
     for i in 0..MAX_ATTRS {
         diff |= a[i] ^ b[i];
@@ -433,7 +433,7 @@ impl ChunkBuf {
         self.series.extend_from_slice(&s[..self.n_series]);
         let slot = cache_slot(&a);
         let (gen, cached) = self.cache[slot];
-        let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a, self.n_attrs) {
+        let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a) {
             cached
         } else {
             let next = self.entries.len() as u32;
