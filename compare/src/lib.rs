@@ -123,7 +123,8 @@ pub struct Straggler {
     pub wait_imposed_ns: u64,
     /// Collectives it arrived last at.
     pub arrived_last: u64,
-    /// `gpu`, `host` or `network`.
+    /// `gpu`, `host`, `network`, or `unknown` when the collectives have no GPU
+    /// times.
     pub cause: String,
     /// The evidence, in words.
     pub why: String,
@@ -277,6 +278,17 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     let mut warnings = Vec::new();
     if !exact && sums.iter().any(|s| s.exact_keys) {
         warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
+    }
+    // Collectives recorded by the NCCL plugin but not linked to their kernels
+    // (NCCL-only traces: CUPTI held by another profiler; NCCL < 2.28) have
+    // only the time the rank called NCCL (start = end).
+    let gpu_timed = sums.iter().any(|s| s.collectives.iter().any(|c| c.end > c.start));
+    if !gpu_timed {
+        warnings.push(
+            "the collectives carry no GPU times (not linked to their kernels, e.g. NCCL-only traces): arrival and waiting \
+             are measured between the times the ranks called NCCL, and a straggler's cause cannot be told"
+                .into(),
+        );
     }
     // key -> per-rank record index
     let mut table: HashMap<CollKey, Vec<Option<usize>>> = HashMap::new();
@@ -492,7 +504,14 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         // peers', against how late the rank arrives at a collective.
         let extra_h_step = host[r].saturating_sub(peers_h) as f64 / n_steps;
         let lateness = ranks[r].mean_lateness_ns.max(0) as f64;
-        let (cause, why) = if extra_c >= opts.gpu_threshold {
+        let (cause, why) = if !gpu_timed {
+            (
+                "unknown",
+                "only the times the ranks called NCCL are known (no GPU times): it called NCCL late; trace with CUPTI to tell \
+                 GPU, host and network apart"
+                    .to_string(),
+            )
+        } else if extra_c >= opts.gpu_threshold {
             (
                 "gpu",
                 format!(

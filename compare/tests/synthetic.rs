@@ -179,3 +179,49 @@ impl CloneForTest for TraceFile {
         TraceFile::from_bytes(self.path(), bytes).unwrap()
     }
 }
+
+/// NCCL-only traces (CUPTI held by another profiler): collectives carry only
+/// the time each rank called NCCL. The late rank is still found, but no cause
+/// is claimed for it.
+#[test]
+fn collectives_without_gpu_times_name_the_late_rank_but_no_cause() {
+    use gputrace_format::*;
+    let trace = |rank: u32, late_ns: u64| {
+        let mut h = Header::default();
+        h.rank.rank = Some(Rank(rank));
+        let mut w = TraceWriter::new(Vec::new(), &h, WriterOptions::default()).unwrap();
+        let op = w.intern("AllReduce");
+        for seq in 0..50u64 {
+            // Rank 1 calls every fifth collective late (a constant delay
+            // would look like a clock offset and be aligned away).
+            let t = Nanos(1_000_000_000 + seq * 10_000_000 + if seq % 5 == 0 { late_ns } else { 0 });
+            w.push(Event::Collective(Collective {
+                start: t,
+                end: t,
+                enqueue: t,
+                comm: CommId(7),
+                op,
+                seq,
+                count: 1024,
+                datatype: StringId::EMPTY,
+                bytes: 2048,
+                rank,
+                nranks: 2,
+                root: -1,
+                algorithm: StringId::EMPTY,
+                protocol: StringId::EMPTY,
+                channels: 0,
+                device: DeviceId(0),
+                stream: StreamId::UNKNOWN,
+                correlation: CorrelationId(0),
+            }))
+            .unwrap();
+        }
+        TraceFile::from_bytes(format!("rank{rank}.gtrace"), w.finish(Trailer::default()).unwrap()).unwrap()
+    };
+    let c = compare(&[trace(0, 0), trace(1, 2_000_000)], &Options::default()).unwrap();
+    assert_eq!(c.matching, "exact");
+    assert!(c.warnings.iter().any(|w| w.contains("no GPU times")), "{:?}", c.warnings);
+    let s = c.stragglers.first().expect("the late rank is a straggler");
+    assert_eq!((s.rank, s.cause.as_str()), (1, "unknown"), "{}", render_text(&c));
+}
