@@ -522,6 +522,20 @@ fn v5_plugin_records_every_collective_from_several_threads() {
     let r = child("v5", false, &[]);
     assert!(gputrace_lines(&r).is_empty(), "{}", stderr(&r));
     check_v5(&r, 5);
+    // The report on an NCCL-only trace says what was (not) recorded and why.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--json"])
+        .arg(&r.traces[0])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &v["findings"][0];
+    assert_eq!(f["rule"], "no-gpu-activity");
+    assert!(f["evidence"].as_str().unwrap().contains("1300 NCCL collective(s)"), "{f}");
+    let rows = v["collectives"].as_array().unwrap();
+    let ar = rows.iter().find(|x| x["op"] == "AllReduce").unwrap();
+    assert_eq!((ar["count"].as_u64(), ar["linked"].as_u64()), (Some(1200), Some(0)));
 }
 
 #[test]

@@ -169,13 +169,30 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     }
 
     if t.active_devices == 0 {
+        let collectives: u64 = r.collectives.iter().map(|c| c.count).sum();
+        let (evidence, next) = if collectives > 0 {
+            (
+                format!(
+                    "{} rank(s), no GPU activity, but {collectives} NCCL collective(s) from NCCL's profiler plugin",
+                    t.ranks
+                ),
+                "Only NCCL's metadata was recorded: CUPTI was not running in the process (`gputrace info` says \
+                 `agent.mode nccl-only`), usually because torch.profiler or Nsight Systems held it. Trace without them \
+                 active (CUDA 13.3+ lets both record).",
+            )
+        } else {
+            (
+                format!("{} rank(s), no GPU activity", t.ranks),
+                "Check that the process used the GPU while it was traced (and that activity tracing was on).",
+            )
+        };
         out.push(finding(
             "no-gpu-activity",
             Severity::Info,
             "No kernel, copy or memset was recorded".into(),
-            format!("{} rank(s), no GPU activity", t.ranks),
-            "Check that the process used the GPU while it was traced (and that activity tracing was on).",
-            &[],
+            evidence,
+            next,
+            &[("collectives", collectives as f64)],
         ));
         return out;
     }

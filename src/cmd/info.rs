@@ -272,6 +272,9 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         version_str(h.cuda.runtime),
         h.cuda.cupti.map_or("unknown".into(), |v| v.to_string())
     )?;
+    if let Some(mode) = h.extra.get("agent.mode") {
+        writeln!(out, "  agent.mode    {mode}")?;
+    }
     for d in &h.devices {
         writeln!(
             out,
