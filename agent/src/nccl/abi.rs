@@ -89,6 +89,11 @@ fn comm(id: u64, nodes: c_int, nranks: c_int, rank: c_int, version: u32) -> Comm
 
 /// The shared part of every version's `startEvent`.
 fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: Option<Descr>) -> sys::ncclResult_t {
+    if !handle.is_null() {
+        // Untracked unless set below, even if no `init` ever ran.
+        // Safety: NCCL's out-pointer, checked non-null.
+        unsafe { *handle = std::ptr::null_mut() };
+    }
     guarded(|st| {
         if handle.is_null() {
             st.disable("startEvent was called with a NULL handle pointer");
