@@ -391,3 +391,19 @@ fn communicators_survive_a_cut_and_keep_the_first_of_each_id() {
     assert!(t.trailer().is_none());
     assert_eq!(t.communicators(), &[a, b]);
 }
+
+#[test]
+fn a_garbled_communicators_chunk_is_damage_not_a_panic() {
+    let full = demo_trace();
+    let hdr = Frame::decode(full[16..16 + FRAME_LEN].try_into().unwrap()).unwrap();
+    let at = 16 + FRAME_LEN + hdr.payload_len as usize;
+    let mut b = full[..at].to_vec();
+    let mut payload = vec![0u8]; // no meta
+    payload.extend_from_slice(b"[{\"id\": \"not a number\"}]");
+    b.extend(chunk(5, 0, &payload));
+    b.extend_from_slice(&full[at..]);
+    let t = TraceFile::from_bytes("garbled", b).unwrap();
+    let d = t.damage().expect("reported as damage");
+    assert!(d.reason.contains("communicators"), "{}", d.reason);
+    assert!(t.communicators().is_empty());
+}
