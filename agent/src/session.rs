@@ -595,6 +595,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
         trailer.extra.insert("agent.records_skipped".into(), dec.skipped.to_string());
         if let Some(st) = crate::nccl::state() {
+            trailer.extra.insert("nccl.linked".into(), nccl.linker.linked.to_string());
             trailer.extra.insert(
                 "nccl.plugin".into(),
                 format!(

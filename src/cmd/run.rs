@@ -202,9 +202,20 @@ fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
                 } else {
                     String::from(", no losses")
                 };
+                let nccl = match k(EventKind::Collective) {
+                    0 => String::new(),
+                    n => {
+                        let linked = t
+                            .trailer()
+                            .and_then(|tr| tr.extra.get("nccl.linked"))
+                            .map(|v| format!(", {v} linked to kernels"))
+                            .unwrap_or_default();
+                        format!(", {} NCCL collectives{linked}", thousands(n))
+                    }
+                };
                 writeln!(
                     err,
-                    "  {name}: {} events ({} kernels, {} copies, {} API calls){losses}{state}",
+                    "  {name}: {} events ({} kernels, {} copies, {} API calls{nccl}){losses}{state}",
                     thousands(t.event_total()),
                     thousands(k(EventKind::Kernel)),
                     thousands(k(EventKind::Memcpy) + k(EventKind::Memset)),
