@@ -374,6 +374,9 @@ fn check_linked(what: &str, run: &Run, push_fn: &str) {
         line.contains("profiler interface v5") && line.contains(&format!("; {N} collectives linked to their kernels, 0 not linked")),
         "{what}: {line}"
     );
+    // `gputrace run`'s closing summary says it too.
+    let summary = format!("{N} NCCL collectives, {N} linked to kernels");
+    assert!(run.stderr().contains(&summary), "{what}: {}", run.stderr());
 }
 
 /// Collectives written without their kernel: all present, CPU time only.
