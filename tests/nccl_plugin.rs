@@ -73,6 +73,7 @@ fn play(scenario: &str) -> i32 {
         "v4" => play_v4(),
         "v1" => play_v1(),
         "v2" => play_v2(),
+        "v3" => play_v3(),
         "malformed" => play_malformed(),
         "overflow" => play_overflow(),
         "env" => {
@@ -303,6 +304,38 @@ fn play_v2() -> i32 {
             c.trafficBytes = 100;
             c.algo = c"TREE".as_ptr();
             c.proto = c"LL128".as_ptr();
+            let mut h = std::ptr::null_mut();
+            ok(t.startEvent.unwrap()(ctx, &mut h, &mut d));
+            ok(t.stopEvent.unwrap()(h));
+        }
+    }
+    0
+}
+
+/// NCCL 2.26: like v2 without the bytes (gputrace computes them).
+fn play_v3() -> i32 {
+    let p = load("ncclProfiler_v3");
+    // Safety: the symbol is the v3 table.
+    let t: &sys::ncclProfiler_v3_t = unsafe { &*(p.table as *const sys::ncclProfiler_v3_t) };
+    let mut ctx = std::ptr::null_mut();
+    let mut mask: c_int = 0;
+    // Safety: as NCCL calls it.
+    unsafe {
+        ok(t.init.unwrap()(&mut ctx, &mut mask));
+        for i in 0..10u64 {
+            let mut d: sys::ncclProfilerEventDescr_v3_t = std::mem::zeroed();
+            d.type_ = sys::ncclProfileColl as u8;
+            d.rank = 1;
+            let c = &mut d.__bindgen_anon_1.coll;
+            c.commHash = COMM_B;
+            c.seqNumber = i;
+            c.func = c"AllReduce".as_ptr();
+            c.count = 100;
+            c.root = -1;
+            c.datatype = c"ncclFloat32".as_ptr();
+            c.nMaxChannels = 3;
+            c.algo = c"NVLS".as_ptr();
+            c.proto = c"Simple".as_ptr();
             let mut h = std::ptr::null_mut();
             ok(t.startEvent.unwrap()(ctx, &mut h, &mut d));
             ok(t.stopEvent.unwrap()(h));
@@ -546,7 +579,7 @@ fn v6_plugin_under_gputrace_run() {
 }
 
 #[test]
-fn v4_v2_v1_descriptors() {
+fn v4_v3_v2_v1_descriptors() {
     let r = child("v4", false, &[]);
     assert_eq!(r.out.status.code(), Some(0), "{}", stderr(&r));
     let t = one_trace(&r);
@@ -580,6 +613,20 @@ fn v4_v2_v1_descriptors() {
         );
     }
 
+    let r = child("v3", false, &[]);
+    let t = one_trace(&r);
+    let cs = collectives(&t);
+    assert_eq!(cs.len(), 10);
+    for c in &cs {
+        assert_eq!(
+            (c.comm, c.rank, c.count, c.bytes, c.channels),
+            (CommId(COMM_B), 1, 100, 400, 3),
+            "4-byte f32 x 100"
+        );
+        assert_eq!((t.name(c.algorithm), t.name(c.datatype)), ("NVLS".into(), "f32".into()));
+    }
+    assert_eq!(t.communicators()[0].plugin_version, 3);
+
     let r = child("v1", false, &[]);
     let t = one_trace(&r);
     let cs = collectives(&t);
@@ -592,7 +639,10 @@ fn v4_v2_v1_descriptors() {
             ("ReduceScatter".into(), "bf16".into(), "RING".into(), "Simple".into())
         );
     }
-    assert_eq!(t.communicators()[0].plugin_version, 1);
+    // NCCL < 2.27 names the communicator only in its collectives.
+    let comms = t.communicators();
+    assert_eq!(comms.len(), 1, "{comms:?}");
+    assert_eq!((comms[0].id, comms[0].rank, comms[0].plugin_version), (CommId(COMM_B), 2, 1));
 }
 
 #[test]

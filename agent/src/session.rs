@@ -304,6 +304,11 @@ struct NcclSide {
     comms_written: usize,
     comms: Vec<crate::nccl::CommInfo>,
     ready: Vec<crate::nccl::link::Ready>,
+    /// Communicator ids already written (NCCL < 2.27 names a communicator
+    /// only in its collectives: its record is written at the first one).
+    known: std::collections::HashSet<u64>,
+    /// Profiler interface version of each communicator slot without an id.
+    legacy_version: u32,
     /// Added to a `CLOCK_REALTIME` ns to get the trace's time domain.
     offset: i64,
     epoch: Instant,
@@ -319,6 +324,8 @@ impl NcclSide {
             comms_written: 0,
             comms: Vec::new(),
             ready: Vec::new(),
+            known: Default::default(),
+            legacy_version: 0,
             offset,
             epoch: Instant::now(),
         }
@@ -338,9 +345,17 @@ impl NcclSide {
         self.comms.clear();
         self.comms_written = st.comms_from(self.comms_written, &mut self.comms);
         if !self.comms.is_empty() {
+            // v1–v3 `init` gives no id: those communicators are written from
+            // their collectives instead.
+            if let Some(c) = self.comms.iter().find(|c| c.id == 0) {
+                self.legacy_version = c.version;
+            }
+            let known = &mut self.known;
+            let offset = self.offset;
             let list: Vec<Communicator> = self
                 .comms
                 .iter()
+                .filter(|c| c.id != 0 && known.insert(c.id))
                 .map(|c| Communicator {
                     id: CommId(c.id),
                     name: crate::nccl::name_str(&c.name).into_owned(),
@@ -348,7 +363,7 @@ impl NcclSide {
                     nranks: c.nranks.max(0) as u32,
                     nodes: c.nodes.max(0) as u32,
                     plugin_version: c.version,
-                    created: self.time(c.created_ns),
+                    created: to_trace_time(c.created_ns, offset),
                 })
                 .collect();
             w.add_communicators(&list)?;
@@ -367,6 +382,16 @@ impl NcclSide {
         dec.collect_copies = self.linker.wants_copies;
         let mut ready = std::mem::take(&mut self.ready);
         for r in ready.drain(..) {
+            if r.rec.comm != 0 && self.known.insert(r.rec.comm) {
+                w.add_communicators(&[Communicator {
+                    id: CommId(r.rec.comm),
+                    rank: r.rec.rank.max(0) as u32,
+                    nranks: r.rec.nranks,
+                    plugin_version: self.legacy_version,
+                    created: self.time(r.rec.api_ns.max(r.rec.start_ns)),
+                    ..Default::default()
+                }])?;
+            }
             let e = to_collective(&r, self.offset, w);
             w.push(Event::Collective(e))?;
         }

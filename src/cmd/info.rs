@@ -315,8 +315,14 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "  communicator  {:016x}{name}: rank {} of {}{nodes}{via}",
-            c.id.0, c.rank, c.nranks
+            "  communicator  {:016x}{name}: rank {}{}{nodes}{via}",
+            c.id.0,
+            c.rank,
+            if c.nranks > 0 {
+                format!(" of {}", c.nranks)
+            } else {
+                " (size not reported by NCCL < 2.27)".to_string()
+            }
         )?;
     }
     let kinds: Vec<String> = i.events.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();

@@ -111,6 +111,12 @@ fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: Option<Descr>
     })
 }
 
+/// `recordEventState` of every version (they differ only in the state
+/// arguments' type, which gputrace does not read).
+unsafe extern "C" fn record_state<A>(h: *mut c_void, _s: sys::ncclProfilerEventState_t, _a: *mut A) -> sys::ncclResult_t {
+    guarded(|st| st.state_change(h))
+}
+
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> sys::ncclResult_t {
     guarded(|st| st.stop(handle))
 }
@@ -189,12 +195,14 @@ fn cstr(p: *const c_char) -> [u8; NAME_LEN] {
     unsafe { copy_cstr::<NAME_LEN>(p) }
 }
 
-// ---------------------------------------------------------------- v1 (2.23)
-
-unsafe extern "C" fn init_v1(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
+/// `init` of v1–v3 (NCCL 2.23–2.26), which tell nothing of the communicator:
+/// its hash comes with each descriptor.
+unsafe extern "C" fn init_legacy<const V: u32>(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
     // Safety: forwarded NCCL pointers.
-    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 1), std::ptr::null(), MASK_V1) }
+    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, V), std::ptr::null(), MASK_V1) }
 }
+
+// ---------------------------------------------------------------- v1 (2.23)
 
 unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v1_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
@@ -233,116 +241,55 @@ unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v1(
-    h: *mut c_void,
-    _s: sys::ncclProfilerEventState_v1_t,
-    _a: *mut sys::ncclProfilerEventStateArgs_v1_t,
-) -> sys::ncclResult_t {
-    guarded(|st| st.state_change(h))
-}
+// ------------------------------------------ v2 (2.24–2.25) and v3 (2.26)
 
-// ------------------------------------------------------- v2 (2.24–2.25)
-
-unsafe extern "C" fn start_v2(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v2_t) -> sys::ncclResult_t {
-    // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_ as u64,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        // Safety: the union member matching `type`.
-        unsafe {
-            if d.ty == ty::COLL {
-                let c = &e.__bindgen_anon_1.coll;
-                d.comm_hash = c.commHash;
-                d.seq = c.seqNumber;
-                d.func = cstr(c.func);
-                d.datatype = cstr(c.datatype);
-                d.algo = cstr(c.algo);
-                d.proto = cstr(c.proto);
-                d.count = c.count as u64;
-                d.bytes = c.trafficBytes as u64;
-                d.root = c.root;
-                d.channels = c.nMaxChannels as u32;
-            } else if d.ty == ty::P2P {
-                let p = &e.__bindgen_anon_1.p2p;
-                d.comm_hash = p.commHash;
-                d.func = cstr(p.func);
-                d.datatype = cstr(p.datatype);
-                d.count = p.count as u64;
-                d.root = p.peer;
-            }
+/// `startEvent` of v2 and v3 (NCCL 2.24–2.26): strings, and the hash in each
+/// descriptor; v2 also reports the bytes (`trafficBytes`).
+macro_rules! start_v23 {
+    ($name:ident, $descr:ty, |$c:ident, $d:ident| $extra:block) => {
+        unsafe extern "C" fn $name(ctx: *mut c_void, h: *mut *mut c_void, e: *mut $descr) -> sys::ncclResult_t {
+            // Safety: NULL or NCCL's descriptor, read only for this call.
+            let d = unsafe { e.as_ref() }.map(|e| {
+                let mut $d = Descr {
+                    ty: e.type_ as u64,
+                    parent: e.parentObj,
+                    rank: e.rank,
+                    ..Default::default()
+                };
+                // Safety: the union member matching `type`.
+                unsafe {
+                    if $d.ty == ty::COLL {
+                        let $c = &e.__bindgen_anon_1.coll;
+                        $d.comm_hash = $c.commHash;
+                        $d.seq = $c.seqNumber;
+                        $d.func = cstr($c.func);
+                        $d.datatype = cstr($c.datatype);
+                        $d.algo = cstr($c.algo);
+                        $d.proto = cstr($c.proto);
+                        $d.count = $c.count as u64;
+                        $d.root = $c.root;
+                        $d.channels = $c.nMaxChannels as u32;
+                        $extra
+                    } else if $d.ty == ty::P2P {
+                        let p = &e.__bindgen_anon_1.p2p;
+                        $d.comm_hash = p.commHash;
+                        $d.func = cstr(p.func);
+                        $d.datatype = cstr(p.datatype);
+                        $d.count = p.count as u64;
+                        $d.root = p.peer;
+                    }
+                }
+                $d
+            });
+            start_common(ctx, h, d)
         }
-        d
-    });
-    start_common(ctx, h, d)
+    };
 }
 
-unsafe extern "C" fn init_v2(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
-    // Safety: forwarded NCCL pointers.
-    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 2), std::ptr::null(), MASK_V1) }
-}
-
-unsafe extern "C" fn state_v2(
-    h: *mut c_void,
-    _s: sys::ncclProfilerEventState_v2_t,
-    _a: *mut sys::ncclProfilerEventStateArgs_v2_t,
-) -> sys::ncclResult_t {
-    guarded(|st| st.state_change(h))
-}
-
-// ---------------------------------------------------------------- v3 (2.26)
-
-unsafe extern "C" fn init_v3(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
-    // Safety: forwarded NCCL pointers.
-    unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, 3), std::ptr::null(), MASK_V1) }
-}
-
-unsafe extern "C" fn start_v3(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v3_t) -> sys::ncclResult_t {
-    // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_ as u64,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        // Safety: the union member matching `type`.
-        unsafe {
-            if d.ty == ty::COLL {
-                let c = &e.__bindgen_anon_1.coll;
-                d.comm_hash = c.commHash;
-                d.seq = c.seqNumber;
-                d.func = cstr(c.func);
-                d.datatype = cstr(c.datatype);
-                d.algo = cstr(c.algo);
-                d.proto = cstr(c.proto);
-                d.count = c.count as u64;
-                d.root = c.root;
-                d.channels = c.nMaxChannels as u32;
-            } else if d.ty == ty::P2P {
-                let p = &e.__bindgen_anon_1.p2p;
-                d.comm_hash = p.commHash;
-                d.func = cstr(p.func);
-                d.datatype = cstr(p.datatype);
-                d.count = p.count as u64;
-                d.root = p.peer;
-            }
-        }
-        d
-    });
-    start_common(ctx, h, d)
-}
-
-unsafe extern "C" fn state_v3(
-    h: *mut c_void,
-    _s: sys::ncclProfilerEventState_v3_t,
-    _a: *mut sys::ncclProfilerEventStateArgs_v3_t,
-) -> sys::ncclResult_t {
-    guarded(|st| st.state_change(h))
-}
+start_v23!(start_v2, sys::ncclProfilerEventDescr_v2_t, |c, d| {
+    d.bytes = c.trafficBytes as u64;
+});
+start_v23!(start_v3, sys::ncclProfilerEventDescr_v3_t, |c, d| {});
 
 // ---------------------------------------------------------------- v4 (2.27)
 
@@ -394,14 +341,6 @@ unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
         d
     });
     start_common(ctx, h, d)
-}
-
-unsafe extern "C" fn state_v4(
-    h: *mut c_void,
-    _s: sys::ncclProfilerEventState_v4_t,
-    _a: *mut sys::ncclProfilerEventStateArgs_v4_t,
-) -> sys::ncclResult_t {
-    guarded(|st| st.state_change(h))
 }
 
 // ------------------------------------------------------- v5 (2.28) and v6
@@ -512,24 +451,16 @@ unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
-unsafe extern "C" fn state_v5(
-    h: *mut c_void,
-    _s: sys::ncclProfilerEventState_v5_t,
-    _a: *mut sys::ncclProfilerEventStateArgs_v5_t,
-) -> sys::ncclResult_t {
-    guarded(|st| st.state_change(h))
-}
-
 const NAME: *const c_char = c"gputrace".as_ptr();
 
 /// NCCL 2.23 looks up this table.
 #[no_mangle]
 pub static ncclProfiler_v1: sys::ncclProfiler_v1_t = sys::ncclProfiler_v1_t {
     name: NAME,
-    init: Some(init_v1),
+    init: Some(init_legacy::<1>),
     startEvent: Some(start_v1),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v1),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v1_t>),
     finalize: Some(finalize),
 };
 
@@ -537,10 +468,10 @@ pub static ncclProfiler_v1: sys::ncclProfiler_v1_t = sys::ncclProfiler_v1_t {
 #[no_mangle]
 pub static ncclProfiler_v2: sys::ncclProfiler_v2_t = sys::ncclProfiler_v2_t {
     name: NAME,
-    init: Some(init_v2),
+    init: Some(init_legacy::<2>),
     startEvent: Some(start_v2),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v2),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v2_t>),
     finalize: Some(finalize),
 };
 
@@ -548,10 +479,10 @@ pub static ncclProfiler_v2: sys::ncclProfiler_v2_t = sys::ncclProfiler_v2_t {
 #[no_mangle]
 pub static ncclProfiler_v3: sys::ncclProfiler_v3_t = sys::ncclProfiler_v3_t {
     name: NAME,
-    init: Some(init_v3),
+    init: Some(init_legacy::<3>),
     startEvent: Some(start_v3),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v3),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v3_t>),
     finalize: Some(finalize),
 };
 
@@ -562,7 +493,7 @@ pub static ncclProfiler_v4: sys::ncclProfiler_v4_t = sys::ncclProfiler_v4_t {
     init: Some(init_v4),
     startEvent: Some(start_v4),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v4),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v4_t>),
     finalize: Some(finalize),
 };
 
@@ -573,7 +504,7 @@ pub static ncclProfiler_v5: sys::ncclProfiler_v5_t = sys::ncclProfiler_v5_t {
     init: Some(init_v5),
     startEvent: Some(start_v5),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v5),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v5_t>),
     finalize: Some(finalize),
 };
 
@@ -584,6 +515,6 @@ pub static ncclProfiler_v6: sys::ncclProfiler_v6_t = sys::ncclProfiler_v6_t {
     init: Some(init_v6),
     startEvent: Some(start_v6),
     stopEvent: Some(stop_event),
-    recordEventState: Some(state_v5),
+    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v5_t>),
     finalize: Some(finalize),
 };
