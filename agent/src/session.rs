@@ -119,22 +119,14 @@ pub fn start() -> Result<(), String> {
             (config.buffers * config.buffer_bytes) >> 20
         )
     })?;
-    let session = Session {
-        pool,
-        cupti: Some(CuptiSide {
-            api: cupti,
-            version: cupti_version,
-            source,
-            multi_subscriber,
-            cuda,
-        }),
-        external_ids: AtomicBool::new(false),
-        config,
-        flush_lock: Mutex::new(()),
-        stop: AtomicBool::new(false),
-        finished: AtomicBool::new(false),
-        writer_thread: OnceLock::new(),
+    let cupti = CuptiSide {
+        api: cupti,
+        version: cupti_version,
+        source,
+        multi_subscriber,
+        cuda,
     };
+    let session = Session::new(pool, Some(cupti), config);
     if SESSION.set(session).is_err() {
         return Ok(()); // already running (InitializeInjection called twice)
     }
@@ -184,16 +176,7 @@ pub fn start_nccl_only() -> Result<(), String> {
         return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
     }
     let pool = Pool::new(2, 64 * 1024).ok_or("could not allocate the trace buffers")?;
-    let session = Session {
-        pool,
-        cupti: None,
-        external_ids: AtomicBool::new(false),
-        config,
-        flush_lock: Mutex::new(()),
-        stop: AtomicBool::new(false),
-        finished: AtomicBool::new(false),
-        writer_thread: OnceLock::new(),
-    };
+    let session = Session::new(pool, None, config);
     if SESSION.set(session).is_err() {
         return Ok(());
     }
@@ -232,6 +215,19 @@ fn no_driver_hint(code: u32) -> &'static str {
 }
 
 impl Session {
+    fn new(pool: Pool, cupti: Option<CuptiSide>, config: Config) -> Session {
+        Session {
+            pool,
+            cupti,
+            external_ids: AtomicBool::new(false),
+            config,
+            flush_lock: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+            writer_thread: OnceLock::new(),
+        }
+    }
+
     /// Disable every kind we enabled (best effort), so CUPTI stops costing
     /// the job anything after a failure.
     fn stop_capture(&self) {
