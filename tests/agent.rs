@@ -8,15 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn agent_lib() -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_gputrace")).with_file_name("libgputrace_agent.so");
-    assert!(
-        p.exists(),
-        "{} is missing: build the workspace first (`cargo build --workspace && cargo test --workspace`)",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::{agent_lib, doubles, text};
 
 /// Compile a C file from tests/support into `dir`.
 fn cc(dir: &Path, src: &str, out: &str, shared: Option<&str>) -> PathBuf {
@@ -32,10 +25,6 @@ fn cc(dir: &Path, src: &str, out: &str, shared: Option<&str>) -> PathBuf {
     let st = c.status().expect("gcc is needed for the agent tests");
     assert!(st.success(), "compiling {}", src.display());
     out
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn gputrace_lines(o: &Output) -> Vec<String> {
@@ -144,20 +133,7 @@ fn real_libcupti_without_a_gpu_leaves_the_job_alone() {
 
 use gputrace_format::{Event, EventKind, LossSource, TraceFile};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// The doubles, built once per test run.
-fn doubles() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("gputrace-doubles-{}", std::process::id()));
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/build.sh");
-        let st = Command::new("sh").arg(&script).arg(&dir).status().expect("sh");
-        assert!(st.success(), "building the test doubles failed");
-        dir
-    })
-}
 
 struct Run {
     out: Output,
@@ -194,43 +170,7 @@ impl Run {
 /// `gputrace run -o DIR/traces -- testprog ARGS` with a scenario, under a
 /// time limit (a hang fails the test instead of blocking it).
 fn run_scenario(cupti_major: u32, scenario: &str, env: &[(&str, &str)], args: &[&str]) -> Run {
-    let dbl = doubles();
-    let dir = tempfile::tempdir().unwrap();
-    let scen = dir.path().join("scenario");
-    std::fs::write(&scen, scenario).unwrap();
-    let report = dir.path().join("report");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
-    c.arg("run")
-        .arg("-o")
-        .arg(dir.path().join("traces"))
-        .arg("--")
-        .arg(dbl.join("testprog"))
-        .args(args);
-    c.env("FAKE_CUPTI_SCENARIO", &scen)
-        .env("FAKE_CUPTI_REPORT", &report)
-        .env("GPUTRACE_CUPTI", dbl.join(format!("cupti{cupti_major}/libcupti.so.{cupti_major}")))
-        .env("GPUTRACE_AGENT", agent_lib())
-        .env_remove("RANK")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("gputrace run hung (scenario:\n{scenario})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let report = std::fs::read_to_string(&report)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
-        .collect();
+    let common::DoublesRun { out, dir, report } = common::run_testprog(cupti_major, scenario, &[], args, env, &[]);
     Run { out, dir, report }
 }
 

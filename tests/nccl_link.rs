@@ -18,38 +18,13 @@ use gputrace_format::{Event, StreamId, TraceFile};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 const COMM: u64 = 0xC0FFEE;
 const N: usize = 20;
 const NCCL_KERNEL: &str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 
-fn agent_lib() -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_gputrace")).with_file_name("libgputrace_agent.so");
-    assert!(
-        p.exists(),
-        "{} is missing: build the workspace first (`cargo build --workspace && cargo test --workspace`)",
-        p.display()
-    );
-    p
-}
-
-/// The doubles, built once per test run.
-fn doubles() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("gputrace-doubles-nccl-{}", std::process::id()));
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/build.sh");
-        let st = Command::new("sh").arg(&script).arg(&dir).status().expect("sh");
-        assert!(st.success(), "building the test doubles failed");
-        dir
-    })
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::text;
 
 struct Run {
     out: Output,
@@ -125,47 +100,12 @@ struct Record {
 /// the scenario's `nccl_kernels` step waits for the plugin's pushes, so the
 /// first `fakecuda_work` must not wait for the scenario (testprog.c).
 fn run_nccl(what: &str, cupti_major: u32, scenario: &str, flags: &[&str]) -> Run {
-    let dbl = doubles();
-    let dir = tempfile::tempdir().unwrap();
-    let scen = dir.path().join("scenario");
-    std::fs::write(&scen, scenario).unwrap();
-    let report = dir.path().join("report");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
-    c.arg("run")
-        .args(flags)
-        .arg("-o")
-        .arg(dir.path().join("traces"))
-        .arg("--")
-        .arg(dbl.join("testprog"))
-        .args(["--ms", "0", "nccl", &N.to_string()]);
-    c.env("FAKE_CUPTI_SCENARIO", &scen)
-        .env("FAKE_CUPTI_REPORT", &report)
-        .env("GPUTRACE_CUPTI", dbl.join(format!("cupti{cupti_major}/libcupti.so.{cupti_major}")))
-        .env("GPUTRACE_AGENT", agent_lib())
-        // `gputrace run` points NCCL_PROFILER_PLUGIN at the agent unless
-        // the user chose another plugin; nothing here may turn it off.
-        .env_remove("NCCL_PROFILER_PLUGIN")
-        .env_remove("GPUTRACE_NCCL")
-        .env_remove("GPUTRACE_API")
-        .env_remove("GPUTRACE_DISABLE")
-        .env_remove("RANK")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{what}: gputrace run hung (scenario:\n{scenario})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let report = std::fs::read_to_string(&report)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
-        .collect();
+    // `gputrace run` points NCCL_PROFILER_PLUGIN at the agent unless the user
+    // chose another plugin; nothing here may turn it off.
+    let unset = ["NCCL_PROFILER_PLUGIN", "GPUTRACE_NCCL", "GPUTRACE_API", "GPUTRACE_DISABLE"];
+    let n = N.to_string();
+    let common::DoublesRun { out, dir, report } =
+        common::run_testprog(cupti_major, scenario, flags, &["--ms", "0", "nccl", &n], &[], &unset);
     let run = Run {
         out,
         dir,

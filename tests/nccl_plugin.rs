@@ -14,7 +14,7 @@
 use gputrace_format::*;
 use nccl_sys as sys;
 use std::ffi::{c_int, c_void, CString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -24,11 +24,8 @@ const PER_THREAD: u64 = 300;
 const COMM_A: u64 = 0xa11c_0de5_0000_0001;
 const COMM_B: u64 = 0xb22c_0de5_0000_0002;
 
-fn agent_lib() -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_gputrace")).with_file_name("libgputrace_agent.so");
-    assert!(p.exists(), "{} is missing: build the workspace first", p.display());
-    p
-}
+mod common;
+use common::agent_lib;
 
 // ------------------------------------------------------------ the child
 

@@ -1,0 +1,95 @@
+//! Helpers shared by the tests that run the agent against the C doubles of
+//! libcuda and libcupti (`tests/doubles`). Each test file that needs them
+//! declares `mod common;`; not every file uses every helper.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The agent library next to the `gputrace` binary under test.
+pub fn agent_lib() -> PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_gputrace")).with_file_name("libgputrace_agent.so");
+    assert!(
+        p.exists(),
+        "{} is missing: build the workspace first (`cargo build --workspace && cargo test --workspace`)",
+        p.display()
+    );
+    p
+}
+
+/// The doubles, built once per test binary.
+pub fn doubles() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("gputrace-doubles-{}", std::process::id()));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doubles/build.sh");
+        let st = Command::new("sh").arg(&script).arg(&dir).status().expect("sh");
+        assert!(st.success(), "building the test doubles failed");
+        dir
+    })
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// What a run of `testprog` under `gputrace run` left.
+pub struct DoublesRun {
+    pub out: Output,
+    /// Holds `traces/`, the scenario and the fake CUPTI's report.
+    pub dir: tempfile::TempDir,
+    /// `$FAKE_CUPTI_REPORT` as key → value.
+    pub report: BTreeMap<String, String>,
+}
+
+/// `gputrace run [FLAGS] -o DIR/traces -- testprog ARGS` with `scenario` for
+/// the fake CUPTI of `cupti_major`, under a time limit (a hang fails the test
+/// instead of blocking it). `env` is set and `unset` removed in the job's
+/// environment (`RANK` is always removed).
+pub fn run_testprog(cupti_major: u32, scenario: &str, flags: &[&str], args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> DoublesRun {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let scen = dir.path().join("scenario");
+    std::fs::write(&scen, scenario).unwrap();
+    let report = dir.path().join("report");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
+    c.arg("run")
+        .args(flags)
+        .arg("-o")
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(dbl.join("testprog"))
+        .args(args);
+    c.env("FAKE_CUPTI_SCENARIO", &scen)
+        .env("FAKE_CUPTI_REPORT", &report)
+        .env("GPUTRACE_CUPTI", dbl.join(format!("cupti{cupti_major}/libcupti.so.{cupti_major}")))
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("RANK")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for k in unset {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("gputrace run hung (scenario:\n{scenario})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let report = std::fs::read_to_string(&report)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    DoublesRun { out, dir, report }
+}
