@@ -345,8 +345,9 @@ unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
 
 // ------------------------------------------------------- v5 (2.28) and v6
 
+/// `init` of v5 and v6 (NCCL 2.28+): the communicator id comes before the mask.
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v5(
+unsafe extern "C" fn init_v56<const V: u32>(
     ctx: *mut *mut c_void,
     id: u64,
     mask: *mut c_int,
@@ -356,23 +357,9 @@ unsafe extern "C" fn init_v5(
     rank: c_int,
     _log: sys::ncclDebugLogger_t,
 ) -> sys::ncclResult_t {
+    let wanted = if V >= 6 { MASK_V6 } else { MASK_V5 };
     // Safety: forwarded NCCL pointers.
-    unsafe { init_common(ctx, mask, comm(id, nodes, nranks, rank, 5), name, MASK_V5) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn init_v6(
-    ctx: *mut *mut c_void,
-    id: u64,
-    mask: *mut c_int,
-    name: *const c_char,
-    nodes: c_int,
-    nranks: c_int,
-    rank: c_int,
-    _log: sys::ncclDebugLogger_t,
-) -> sys::ncclResult_t {
-    // Safety: forwarded NCCL pointers.
-    unsafe { init_common(ctx, mask, comm(id, nodes, nranks, rank, 6), name, MASK_V6) }
+    unsafe { init_common(ctx, mask, comm(id, nodes, nranks, rank, V), name, wanted) }
 }
 
 /// v5 and v6 share every member but the CE ones; one macro reads both.
@@ -453,68 +440,43 @@ unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
 
 const NAME: *const c_char = c"gputrace".as_ptr();
 
-/// NCCL 2.23 looks up this table.
-#[no_mangle]
-pub static ncclProfiler_v1: sys::ncclProfiler_v1_t = sys::ncclProfiler_v1_t {
-    name: NAME,
-    init: Some(init_legacy::<1>),
-    startEvent: Some(start_v1),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v1_t>),
-    finalize: Some(finalize),
-};
+/// One exported table: the symbol NCCL looks up for that interface version.
+macro_rules! table {
+    ($(#[$doc:meta])* $sym:ident: $ty:ident = $init:expr, $start:expr, $args:ty) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub static $sym: sys::$ty = sys::$ty {
+            name: NAME,
+            init: Some($init),
+            startEvent: Some($start),
+            stopEvent: Some(stop_event),
+            recordEventState: Some(record_state::<$args>),
+            finalize: Some(finalize),
+        };
+    };
+}
 
-/// NCCL 2.24–2.25.
-#[no_mangle]
-pub static ncclProfiler_v2: sys::ncclProfiler_v2_t = sys::ncclProfiler_v2_t {
-    name: NAME,
-    init: Some(init_legacy::<2>),
-    startEvent: Some(start_v2),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v2_t>),
-    finalize: Some(finalize),
-};
-
-/// NCCL 2.26.
-#[no_mangle]
-pub static ncclProfiler_v3: sys::ncclProfiler_v3_t = sys::ncclProfiler_v3_t {
-    name: NAME,
-    init: Some(init_legacy::<3>),
-    startEvent: Some(start_v3),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v3_t>),
-    finalize: Some(finalize),
-};
-
-/// NCCL 2.27.
-#[no_mangle]
-pub static ncclProfiler_v4: sys::ncclProfiler_v4_t = sys::ncclProfiler_v4_t {
-    name: NAME,
-    init: Some(init_v4),
-    startEvent: Some(start_v4),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v4_t>),
-    finalize: Some(finalize),
-};
-
-/// NCCL 2.28.
-#[no_mangle]
-pub static ncclProfiler_v5: sys::ncclProfiler_v5_t = sys::ncclProfiler_v5_t {
-    name: NAME,
-    init: Some(init_v5),
-    startEvent: Some(start_v5),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v5_t>),
-    finalize: Some(finalize),
-};
-
-/// NCCL 2.29 and later (looked up first).
-#[no_mangle]
-pub static ncclProfiler_v6: sys::ncclProfiler_v6_t = sys::ncclProfiler_v6_t {
-    name: NAME,
-    init: Some(init_v6),
-    startEvent: Some(start_v6),
-    stopEvent: Some(stop_event),
-    recordEventState: Some(record_state::<sys::ncclProfilerEventStateArgs_v5_t>),
-    finalize: Some(finalize),
-};
+table!(
+    /// NCCL 2.23.
+    ncclProfiler_v1: ncclProfiler_v1_t = init_legacy::<1>, start_v1, sys::ncclProfilerEventStateArgs_v1_t
+);
+table!(
+    /// NCCL 2.24–2.25.
+    ncclProfiler_v2: ncclProfiler_v2_t = init_legacy::<2>, start_v2, sys::ncclProfilerEventStateArgs_v2_t
+);
+table!(
+    /// NCCL 2.26.
+    ncclProfiler_v3: ncclProfiler_v3_t = init_legacy::<3>, start_v3, sys::ncclProfilerEventStateArgs_v3_t
+);
+table!(
+    /// NCCL 2.27.
+    ncclProfiler_v4: ncclProfiler_v4_t = init_v4, start_v4, sys::ncclProfilerEventStateArgs_v4_t
+);
+table!(
+    /// NCCL 2.28.
+    ncclProfiler_v5: ncclProfiler_v5_t = init_v56::<5>, start_v5, sys::ncclProfilerEventStateArgs_v5_t
+);
+table!(
+    /// NCCL 2.29 and later (looked up first).
+    ncclProfiler_v6: ncclProfiler_v6_t = init_v56::<6>, start_v6, sys::ncclProfilerEventStateArgs_v6_t
+);
