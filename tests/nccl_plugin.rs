@@ -73,6 +73,7 @@ fn play(scenario: &str) -> i32 {
         "v3" => play_v3(),
         "malformed" => play_malformed(),
         "overflow" => play_overflow(),
+        "fork" => play_fork(),
         "env" => {
             println!("NCCL_PROFILER_PLUGIN={}", std::env::var("NCCL_PROFILER_PLUGIN").unwrap_or_default());
             0
@@ -385,6 +386,44 @@ fn play_malformed() -> i32 {
         }
     }
     7
+}
+
+/// A process that forks after NCCL started (e.g. a data-loader worker) and
+/// whose child creates a communicator: the child must not record into the
+/// parent's session, which no thread drains there.
+fn play_fork() -> i32 {
+    let p = load("ncclProfiler_v5");
+    // Safety: the symbol is the v5 table.
+    let t: &sys::ncclProfiler_v5_t = unsafe { &*(p.table as *const sys::ncclProfiler_v5_t) };
+    let mut ctx = std::ptr::null_mut();
+    let mut mask: c_int = 0;
+    // Safety: as NCCL calls it.
+    unsafe { ok(t.init.unwrap()(&mut ctx, COMM_A, &mut mask, std::ptr::null(), 1, 2, 0, None)) };
+    for i in 0..5 {
+        // Safety: a handle from startEvent.
+        unsafe { ok(t.stopEvent.unwrap()(v5_coll(ctx, t, i))) };
+    }
+    // Safety: fork while the agent's writer thread runs, as a job that forks
+    // workers does; the child only calls the plugin's init and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut c2 = std::ptr::null_mut();
+        let mut m2: c_int = 1;
+        // Safety: as NCCL calls it.
+        unsafe { ok(t.init.unwrap()(&mut c2, COMM_B, &mut m2, std::ptr::null(), 1, 2, 0, None)) };
+        let code = if c2.is_null() && m2 == 0 { 0 } else { 9 };
+        // Safety: leave without atexit handlers, as a worker would on _exit.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // Safety: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    println!("child_exit={}", libc::WEXITSTATUS(status));
+    for i in 5..10 {
+        // Safety: a handle from startEvent.
+        unsafe { ok(t.stopEvent.unwrap()(v5_coll(ctx, t, i))) };
+    }
+    0
 }
 
 /// More events in flight than the slot table holds: the rest are counted.
@@ -723,4 +762,18 @@ fn gputrace_run_keeps_a_users_profiler_plugin_and_says_so() {
         .unwrap();
     let so = String::from_utf8_lossy(&out.stdout);
     assert!(so.contains("libgputrace_agent.so"), "{so}");
+}
+
+#[test]
+fn a_forked_child_does_not_record_into_its_parents_session() {
+    let r = child("fork", false, &[]);
+    assert_eq!(r.out.status.code(), Some(0), "{}", stderr(&r));
+    let so = String::from_utf8_lossy(&r.out.stdout);
+    assert!(so.contains("child_exit=0"), "the child's init was refused: {so}\n{}", stderr(&r));
+    let lines = gputrace_lines(&r);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("forked process"), "{lines:?}");
+    let t = one_trace(&r);
+    assert_eq!(collectives(&t).len(), 10, "the parent records on");
+    assert!(t.communicators().iter().all(|c| c.id == CommId(COMM_A)));
 }

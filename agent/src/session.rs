@@ -168,7 +168,16 @@ pub fn start() -> Result<(), String> {
 /// `init` when `InitializeInjection` did not start one: CUPTI held by another
 /// profiler, no libcupti, or NCCL loaded us without CUDA injection).
 pub fn start_nccl_only() -> Result<(), String> {
-    if SESSION.get().is_some() {
+    if let Some(s) = SESSION.get() {
+        // A session whose writer never started (CUPTI failed after set-up
+        // began) or that belongs to the parent of this forked process writes
+        // nothing: say so rather than record into a queue nobody drains.
+        if s.writer_thread.get().is_none() {
+            return Err("capture is off in this process (see the gputrace: line above)".into());
+        }
+        if OWNER_PID.load(Acquire) != std::process::id() {
+            return Err("this forked process does not write a trace of its own".into());
+        }
         return Ok(());
     }
     let config = Config::from_env(|k| std::env::var(k).ok());
