@@ -44,6 +44,37 @@ fn export_chrome_json_of_one_rank() {
     assert_eq!(events.iter().filter(|e| e["cat"] == "kernel").count(), 3 * (4 * 18 + 12 + 6));
     assert!(events.iter().any(|e| e["ph"] == "s" && e["cat"] == "ac2g"));
     assert!(!dir.path().join("rank1.json.partial").exists());
+
+    // Read back (as any Kineto trace), the collectives are the same: NCCL
+    // kernels carry PyTorch's collective args, and the communicator id
+    // survives as its 16 hex digits.
+    let table = |path: &Path| {
+        let out = run(&["report", "--json", path.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["collectives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["communicator"].clone(),
+                    c["op"].clone(),
+                    c["count"].clone(),
+                    c["linked"].clone(),
+                    c["bytes"].clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let original = std::fs::read_dir(dir.path().join("job"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".r00001."))
+        .unwrap();
+    let rows = table(&original);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(table(&out_file), rows);
 }
 
 #[test]

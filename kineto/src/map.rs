@@ -358,7 +358,14 @@ impl Mapper {
         // The communicator is only known by its process-group name; numeric names are
         // used as is, others hashed (FNV-1a), so equal names give equal ids across ranks.
         let comm = match str_arg(a.pg_name) {
-            Some(n) => CommId(n.parse::<u64>().unwrap_or_else(|_| fnv1a(n.as_bytes()))),
+            // gputrace's own export writes NCCL's communicator id as 16 hex digits.
+            Some(n) => CommId(n.parse::<u64>().unwrap_or_else(|_| {
+                if n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    u64::from_str_radix(&n, 16).unwrap_or_else(|_| fnv1a(n.as_bytes()))
+                } else {
+                    fnv1a(n.as_bytes())
+                }
+            })),
             None => CommId(0),
         };
         // Rank within the group: our global rank's index in "Process Group Ranks" ("[0, 1]").
@@ -603,12 +610,15 @@ fn nccl_algo_proto(name: &str) -> (&str, &str) {
 }
 
 /// Bytes per element for PyTorch dtype names (0 if unknown).
+/// Bytes per element of a PyTorch dtype name, or of the short names gputrace
+/// writes (`bf16`, `f32`, … in its own exports); 0 when unknown.
 fn dtype_size(dtype: &str) -> u64 {
     match dtype {
-        "Float" | "Int" | "UInt32" | "ComplexHalf" => 4,
-        "Double" | "Long" | "UInt64" | "ComplexFloat" => 8,
-        "Half" | "BFloat16" | "Short" | "UInt16" => 2,
-        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" => 1,
+        "Float" | "Int" | "UInt32" | "ComplexHalf" | "f32" | "i32" | "u32" => 4,
+        "Double" | "Long" | "UInt64" | "ComplexFloat" | "f64" | "i64" | "u64" => 8,
+        "Half" | "BFloat16" | "Short" | "UInt16" | "f16" | "bf16" => 2,
+        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" | "i8" | "u8" | "f8e4m3"
+        | "f8e5m2" => 1,
         "ComplexDouble" => 16,
         _ => 0,
     }

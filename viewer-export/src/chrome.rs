@@ -35,7 +35,7 @@ use crate::out::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, Visitor, WalkOptions};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 /// Lane tids above stream ids: synchronizations of stream `s` use
@@ -100,6 +100,43 @@ struct InputState {
     lanes: HashSet<Lane>,
     gpus: HashSet<DeviceId>,
     comms: Vec<CommId>,
+    /// NCCL collectives by the (device, correlation id) of the kernel that ran
+    /// them, so that kernel events carry PyTorch's collective args as Kineto
+    /// writes them (what TraceLens and HTA read). At most
+    /// [`MAX_LINKED_COLLECTIVES`] per input (bounded memory).
+    kernel_coll: HashMap<(u32, u32), Collective>,
+}
+
+/// Collectives remembered per input for their kernels' args (about 120 bytes
+/// each); kernels of the ones past it carry no collective args.
+const MAX_LINKED_COLLECTIVES: usize = 1 << 18;
+
+/// The linked collectives of a trace, by their kernel's (device, correlation).
+fn linked_collectives(trace: &TraceFile) -> HashMap<(u32, u32), Collective> {
+    let mut map = HashMap::new();
+    for e in trace.events_of(&[EventKind::Collective]) {
+        // A damaged chunk is reported by the walk itself.
+        let Ok(Event::Collective(c)) = e else { continue };
+        if c.correlation.0 != 0 {
+            map.insert((c.device.0, c.correlation.0), c);
+            if map.len() >= MAX_LINKED_COLLECTIVES {
+                break;
+            }
+        }
+    }
+    map
+}
+
+/// PyTorch's "In msg nelems" / "Out msg nelems" for NCCL's per-rank count:
+/// whole buffers, so AllGather's output and ReduceScatter's input are n times
+/// NCCL's count.
+fn msg_nelems(op: &str, count: u64, nranks: u32) -> (u64, u64) {
+    let n = nranks.max(1) as u64;
+    match op {
+        "AllGather" => (count, count.saturating_mul(n)),
+        "ReduceScatter" => (count.saturating_mul(n), count),
+        _ => (count, count),
+    }
 }
 
 struct JsonWriter<W: Write> {
@@ -138,6 +175,7 @@ impl<W: Write> JsonWriter<W> {
                     lanes: HashSet::new(),
                     gpus: HashSet::new(),
                     comms: Vec::new(),
+                    kernel_coll: linked_collectives(trace),
                 }
             })
             .collect();
@@ -229,6 +267,27 @@ impl<W: Write> JsonWriter<W> {
         b.extend_from_slice(b"],\n\"displayTimeUnit\":\"ms\",\n\"baseTimeNanoseconds\":");
         put_u64(b, plan.base);
         b.extend_from_slice(b",\n\"traceEvents\":[");
+    }
+
+    /// PyTorch's collective args (`Collective name`, `In msg nelems`, …), as
+    /// Kineto writes them on NCCL kernels, after other args.
+    fn collective_args(&mut self, input: &Input<'_>, c: &Collective) {
+        let t = input.trace;
+        let op = t.name(c.op);
+        let (in_n, out_n) = msg_nelems(&op, c.count, c.nranks);
+        self.arg_str(b",\"Collective name\":", &op);
+        self.arg_u64(b",\"In msg nelems\":", in_n);
+        self.arg_u64(b",\"Out msg nelems\":", out_n);
+        self.arg_u64(b",\"Group size\":", c.nranks as u64);
+        self.arg_str(b",\"dtype\":", &t.name(c.datatype));
+        self.arg_str(b",\"Process Group Name\":", &format!("{:016x}", c.comm.0));
+        let desc = t.communicators().iter().find(|k| k.id == c.comm).map_or("", |k| k.name.as_str());
+        self.arg_str(
+            b",\"Process Group Description\":",
+            if desc.is_empty() { "NCCL communicator" } else { desc },
+        );
+        self.arg_u64(b",\"Rank\":", c.rank as u64);
+        self.arg_u64(b",\"Seq\":", c.seq);
     }
 
     /// Start an event object: separator, `ph`, `cat`.
@@ -452,6 +511,9 @@ impl<W: Write> Visitor for JsonWriter<W> {
                     self.arg_u64(b",\"graph id\":", k.graph_id as u64);
                     self.arg_u64(b",\"graph node id\":", k.graph_node_id);
                 }
+                if let Some(c) = self.inputs[input.ordinal].kernel_coll.get(&(k.device.0, k.correlation.0)).copied() {
+                    self.collective_args(input, &c);
+                }
                 self.out.buf.extend_from_slice(b"}}");
             }
             Event::Memcpy(m) => {
@@ -547,24 +609,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.name_str(&format!("nccl:{op}"));
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
-                self.arg_str(b",\"args\":{\"Collective name\":", &op);
-                self.arg_u64(b",\"In msg nelems\":", c.count);
-                self.arg_u64(b",\"Out msg nelems\":", c.count);
-                self.arg_u64(b",\"Group size\":", c.nranks as u64);
-                self.arg_str(b",\"dtype\":", &t.name(c.datatype));
-                self.arg_str(b",\"Process Group Name\":", &format!("{:016x}", c.comm.0));
-                let desc = t
-                    .communicators()
-                    .iter()
-                    .find(|k| k.id == c.comm)
-                    .map_or("NCCL communicator", |k| k.name.as_str());
-                self.arg_str(
-                    b",\"Process Group Description\":",
-                    if desc.is_empty() { "NCCL communicator" } else { desc },
-                );
-                self.arg_u64(b",\"Rank\":", c.rank as u64);
-                self.arg_u64(b",\"Seq\":", c.seq);
-                self.arg_u64(b",\"bytes\":", c.bytes);
+                self.arg_u64(b",\"args\":{\"bytes\":", c.bytes);
+                self.collective_args(input, c);
                 if c.root >= 0 {
                     self.arg_u64(b",\"Root\":", c.root as u64);
                 }
@@ -606,5 +652,19 @@ impl<W: Write> Visitor for JsonWriter<W> {
         }
         self.out.maybe_flush()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::msg_nelems;
+
+    #[test]
+    fn pytorch_message_sizes_are_whole_buffers() {
+        // NCCL counts per rank; PyTorch's args count the whole buffers.
+        assert_eq!(msg_nelems("AllGather", 100, 4), (100, 400));
+        assert_eq!(msg_nelems("ReduceScatter", 100, 4), (400, 100));
+        assert_eq!(msg_nelems("AllReduce", 100, 4), (100, 100));
+        assert_eq!(msg_nelems("AllGather", 100, 0), (100, 100), "unknown group size");
     }
 }

@@ -91,6 +91,7 @@ fn kineto_fields_and_exact_times() {
         }
     }
     let mut by_cat: BTreeMap<String, u64> = BTreeMap::new();
+    let mut nccl_kernels = 0u64;
     for e in events(&json) {
         *by_cat.entry(e["cat"].as_str().unwrap().to_string()).or_default() += 1;
         if e["cat"] == "kernel" {
@@ -101,6 +102,17 @@ fn kineto_fields_and_exact_times() {
             assert_eq!(e["pid"], 0, "GPU pid is the device ordinal");
             assert_eq!(e["tid"], e["args"]["stream"], "GPU tid is the stream");
             assert!(e["args"]["grid"].as_array().unwrap().len() == 3);
+            // NCCL kernels carry their collective's args, as Kineto writes
+            // them (TraceLens and HTA read them from the kernel).
+            let nccl = e["name"].as_str().unwrap().starts_with("nccl");
+            assert_eq!(e["args"].get("Collective name").is_some(), nccl, "{e}");
+            if nccl {
+                nccl_kernels += 1;
+                assert_eq!(e["args"]["Collective name"], "AllReduce");
+                assert_eq!(e["args"]["Group size"], 1);
+                assert_eq!(e["args"]["In msg nelems"], e["args"]["Out msg nelems"]);
+                assert_eq!(e["args"]["Process Group Description"], "default_pg");
+            }
         }
         if e["cat"] == "nccl_collective" {
             // The communicator's name from the trace's communicators chunk.
@@ -118,6 +130,7 @@ fn kineto_fields_and_exact_times() {
     assert_eq!(by_cat["cuda_runtime"], counts[&EventKind::Api]);
     assert_eq!(by_cat["user_annotation"], counts[&EventKind::Marker]);
     assert_eq!(by_cat["nccl_collective"], counts[&EventKind::Collective]);
+    assert_eq!(nccl_kernels, counts[&EventKind::Collective], "one linked kernel per collective");
     assert_eq!(by_cat["cuda_sync"], counts[&EventKind::Sync]);
     // One ac2g arrow per launch: every kernel and copy has a launching call.
     assert_eq!(by_cat["ac2g"], 2 * (counts[&EventKind::Kernel] + counts[&EventKind::Memcpy]));
