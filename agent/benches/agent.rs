@@ -6,14 +6,16 @@
 //!    as in the agent).
 //!
 //! 3. the NCCL profiler plugin's cost on NCCL's thread, per plugin call
-//!    (startEvent or stopEvent), for the v5 call sequence of one collective.
+//!    (startEvent or stopEvent), for the v5 call sequence of one collective;
+//! 4. the writer's linker: one pass over collectives waiting for their
+//!    kernel.
 //!
 //! `cargo bench -p gputrace-agent --bench agent`. Record walking here steps
 //! by the fixed record size; in the agent `cuptiActivityGetNextRecord` does
 //! it (CUPTI's cost, not ours).
 
 use cupti_sys::layout;
-use gputrace_agent::internals::{kind, nccl_ty, Decoder, Descr, Nccl, Pool};
+use gputrace_agent::internals::{kind, nccl_ty, Decoder, Descr, Linker, Nccl, Pool, Rec, RecKind};
 use gputrace_format::*;
 use std::io::BufWriter;
 use std::time::Instant;
@@ -204,6 +206,45 @@ fn main() {
             "NCCL plugin, {threads} calling thread(s): {:.1} ns per plugin call ({:.0} ns per collective = 8 calls; best of 5); lost: {lost}",
             best / 8.0,
             best,
+        );
+    }
+
+    println!(
+        "NCCL plugin tables (allocated at the first init): {:.1} MiB",
+        gputrace_agent::internals::nccl_table_bytes() as f64 / (1 << 20) as f64
+    );
+
+    // 4. One linker pass over waiting collectives (none can link yet: the
+    // worst case, every one looked up and kept).
+    for waiting in [1_000usize, 30_000] {
+        let mut l = Linker::new(true, u64::MAX);
+        let mut out = Vec::new();
+        for i in 0..waiting as u64 {
+            let r = Rec {
+                kind: RecKind::Coll,
+                id: i + 1,
+                group: i + 1,
+                comm: 7,
+                rank: 0,
+                nranks: 8,
+                api_ns: 1,
+                start_ns: 1,
+                stop_ns: 2,
+                d: Descr::default(),
+            };
+            l.record(r, 0, &mut out);
+        }
+        let reps = 50;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            l.poll(1, false, &mut out);
+        }
+        let per = t0.elapsed().as_secs_f64() / reps as f64;
+        assert!(out.is_empty());
+        println!(
+            "NCCL linker: one pass over {waiting} waiting collectives: {:.2} ms ({:.0} ns each)",
+            per * 1e3,
+            per * 1e9 / waiting as f64
         );
     }
 }

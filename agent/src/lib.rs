@@ -34,8 +34,9 @@ use session::{say, OWNER_PID, SESSION};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::decode::{kind, Decoder};
+    pub use crate::nccl::link::Linker;
     pub use crate::nccl::ty as nccl_ty;
-    pub use crate::nccl::{Descr, Nccl};
+    pub use crate::nccl::{table_bytes as nccl_table_bytes, Descr, Nccl, Rec, RecKind};
     pub use crate::pool::Pool;
 }
 use std::panic::{catch_unwind, AssertUnwindSafe};

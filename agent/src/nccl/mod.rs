@@ -187,7 +187,7 @@ pub enum RecKind {
 pub struct Rec {
     pub kind: RecKind,
     /// Unique id of this event (for `Launch`: the external correlation id
-    /// pushed to CUPTI).
+    /// pushed to CUPTI); 0 in a slot that holds no record.
     pub id: u64,
     /// Id of the GroupApi event it belongs to (v5+; 0 = unknown).
     pub group: u64,
@@ -254,6 +254,15 @@ pub struct Losses {
     pub comms_full: AtomicU64,
     /// Events after the plugin turned itself off.
     pub disabled: AtomicU64,
+}
+
+/// Bytes the plugin allocates at its first `init` (slot table, queue,
+/// communicator table): its whole memory on NCCL's side.
+pub fn table_bytes() -> usize {
+    // ArrayQueue keeps a stamp next to each value.
+    EVENT_SLOTS * std::mem::size_of::<Slot>()
+        + QUEUE_LEN * (std::mem::size_of::<Rec>() + std::mem::size_of::<usize>())
+        + MAX_COMMS * std::mem::size_of::<CommSlot>()
 }
 
 /// The plugin's state, allocated by the first `init`.
@@ -546,8 +555,7 @@ impl Nccl {
                     rank,
                     nranks,
                     api_ns,
-                    // Never 0 for a tracked event (0 marks "not a task").
-                    start_ns: now.max(1),
+                    start_ns: now,
                     stop_ns: 0,
                     d: desc,
                 };
@@ -576,8 +584,9 @@ impl Nccl {
         }
         // Safety: the slot is ours until released below.
         let rec = unsafe { &mut *s.rec.get() };
-        let tracked_task = s.id.load(Relaxed) == rec.id && rec.start_ns != 0;
-        if tracked_task {
+        // `rec.id` is set only for the events that become records (and cleared
+        // below): API and group events just release their slot.
+        if rec.id != 0 {
             if s.pushed.load(Relaxed) {
                 crate::session::pop_external_id();
             }
@@ -588,7 +597,6 @@ impl Nccl {
                 self.losses.queue_full.fetch_add(1, Relaxed);
             }
         }
-        rec.start_ns = 0;
         rec.id = 0;
         s.state.store(FREE, Release);
     }
@@ -750,6 +758,12 @@ mod tests {
         assert!(n.is_disabled());
         let (ctx, mask) = n.init(info(2), 0xfff);
         assert!(ctx.is_null() && mask == 0);
+    }
+
+    #[test]
+    fn tables_stay_within_the_documented_12_mib() {
+        // docs/nccl.md and docs/agent.md state this bound.
+        assert!(table_bytes() <= 12 << 20, "{} bytes", table_bytes());
     }
 
     #[test]
