@@ -338,6 +338,15 @@ impl<W: Write> JsonWriter<W> {
     }
 
     #[inline]
+    /// Open the args of GPU work with what Kineto puts first on kernels,
+    /// copies and memsets.
+    fn gpu_args(&mut self, device: DeviceId, context: ContextId, stream: StreamId, correlation: CorrelationId) {
+        self.arg_u64(b",\"args\":{\"device\":", device.0 as u64);
+        self.arg_u64(b",\"context\":", context.0 as u64);
+        self.arg_u64(b",\"stream\":", stream.0 as u64);
+        self.arg_u64(b",\"correlation\":", correlation.0 as u64);
+    }
+
     fn arg_u64(&mut self, key: &[u8], v: u64) {
         let b = &mut self.out.buf;
         b.extend_from_slice(key);
@@ -499,10 +508,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.name_id(input, k.name);
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
-                self.arg_u64(b",\"args\":{\"device\":", k.device.0 as u64);
-                self.arg_u64(b",\"context\":", k.context.0 as u64);
-                self.arg_u64(b",\"stream\":", k.stream.0 as u64);
-                self.arg_u64(b",\"correlation\":", k.correlation.0 as u64);
+                self.gpu_args(k.device, k.context, k.stream, k.correlation);
                 self.arg_u64(b",\"registers per thread\":", k.registers as u64);
                 self.arg_u64(b",\"shared memory\":", k.static_shared_mem as u64 + k.dynamic_shared_mem as u64);
                 self.arg_dims(b",\"grid\":", k.grid);
@@ -521,10 +527,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.name_str(&crate::memcpy_label(m));
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
-                self.arg_u64(b",\"args\":{\"device\":", m.device.0 as u64);
-                self.arg_u64(b",\"context\":", m.context.0 as u64);
-                self.arg_u64(b",\"stream\":", m.stream.0 as u64);
-                self.arg_u64(b",\"correlation\":", m.correlation.0 as u64);
+                self.gpu_args(m.device, m.context, m.stream, m.correlation);
                 self.arg_u64(b",\"bytes\":", m.bytes);
                 self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
                 put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
@@ -539,10 +542,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.name_str(&crate::memset_label(m));
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
-                self.arg_u64(b",\"args\":{\"device\":", m.device.0 as u64);
-                self.arg_u64(b",\"context\":", m.context.0 as u64);
-                self.arg_u64(b",\"stream\":", m.stream.0 as u64);
-                self.arg_u64(b",\"correlation\":", m.correlation.0 as u64);
+                self.gpu_args(m.device, m.context, m.stream, m.correlation);
                 self.arg_u64(b",\"bytes\":", m.bytes);
                 self.arg_u64(b",\"value\":", m.value as u64);
                 self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
