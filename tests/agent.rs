@@ -28,11 +28,7 @@ fn cc(dir: &Path, src: &str, out: &str, shared: Option<&str>) -> PathBuf {
 }
 
 fn gputrace_lines(o: &Output) -> Vec<String> {
-    text(&o.stderr)
-        .lines()
-        .filter(|l| l.starts_with("gputrace:"))
-        .map(str::to_string)
-        .collect()
+    common::gputrace_lines(&o.stderr)
 }
 
 fn inject(dir: &Path, preload: Option<&Path>, cupti: Option<&Path>) -> Output {

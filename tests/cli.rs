@@ -1,19 +1,14 @@
 //! End-to-end tests of the `gputrace` binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn gputrace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gputrace"))
 }
 
-fn run(args: &[&str]) -> Output {
-    gputrace().args(args).output().expect("run gputrace")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{gputrace as run, text};
 
 fn demo(dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
     let mut args = vec!["demo", "-o", dir.to_str().unwrap()];

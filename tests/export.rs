@@ -1,22 +1,12 @@
 //! End-to-end tests of `gputrace export` on a synthetic job.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(args)
-        .output()
-        .expect("run gputrace")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{gputrace as run, text};
 
 fn demo(dir: &Path) {
-    let out = run(&["demo", "-o", dir.to_str().unwrap(), "--ranks", "2", "--steps", "3", "--layers", "4"]);
-    assert!(out.status.success(), "demo failed: {}", text(&out.stderr));
+    common::demo(dir, 2, 3, 4);
 }
 
 #[test]

@@ -493,11 +493,7 @@ fn stderr(r: &Run) -> String {
 }
 
 fn gputrace_lines(r: &Run) -> Vec<String> {
-    stderr(r)
-        .lines()
-        .filter(|l| l.starts_with("gputrace:"))
-        .map(str::to_string)
-        .collect()
+    common::gputrace_lines(&r.out.stderr)
 }
 
 fn one_trace(r: &Run) -> TraceFile {

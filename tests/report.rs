@@ -1,22 +1,12 @@
 //! End-to-end: `gputrace report` on a synthetic job written by `gputrace demo`.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn gputrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(args)
-        .output()
-        .expect("run gputrace")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
+use common::{gputrace, text};
 
 fn demo(dir: &Path) {
-    let out = gputrace(&["demo", "-o", dir.to_str().unwrap(), "--ranks", "3", "--steps", "4", "--layers", "5"]);
-    assert!(out.status.success(), "demo failed: {}", text(&out.stderr));
+    common::demo(dir, 3, 4, 5);
 }
 
 #[test]

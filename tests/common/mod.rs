@@ -93,3 +93,27 @@ pub fn run_testprog(cupti_major: u32, scenario: &str, flags: &[&str], args: &[&s
         .collect();
     DoublesRun { out, dir, report }
 }
+
+/// Run the `gputrace` binary under test.
+pub fn gputrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(args)
+        .output()
+        .expect("run gputrace")
+}
+
+/// `gputrace demo` of a small synthetic job into `dir`.
+pub fn demo(dir: &Path, ranks: u32, steps: u32, layers: u32) {
+    let (r, s, l) = (ranks.to_string(), steps.to_string(), layers.to_string());
+    let out = gputrace(&["demo", "-o", dir.to_str().unwrap(), "--ranks", &r, "--steps", &s, "--layers", &l]);
+    assert!(out.status.success(), "demo failed: {}", text(&out.stderr));
+}
+
+/// The agent's `gputrace:` lines in a process's standard error.
+pub fn gputrace_lines(stderr: &[u8]) -> Vec<String> {
+    text(stderr)
+        .lines()
+        .filter(|l| l.starts_with("gputrace:"))
+        .map(str::to_string)
+        .collect()
+}
