@@ -372,7 +372,6 @@ macro_rules! descr_v5 {
                 ty::GROUP_API => $d.graph_captured = u.groupApi.graphCaptured,
                 ty::COLL_API => $d.graph_captured = u.collApi.graphCaptured,
                 ty::P2P_API => $d.graph_captured = u.p2pApi.graphCaptured,
-                ty::KERNEL_LAUNCH => $d.stream = u.kernelLaunch.stream as u64,
                 ty::COLL => {
                     let c = &u.coll;
                     $d.seq = c.seqNumber;
@@ -431,7 +430,6 @@ unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
             d.datatype = cstr(c.datatype);
             d.count = c.count as u64;
             d.root = c.root;
-            d.stream = c.stream as u64;
         }
         d
     });

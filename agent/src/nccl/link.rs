@@ -139,7 +139,7 @@ impl Linker {
                 self.wants_copies = true;
                 self.wait(r, now, out);
             }
-            _ if !self.can_link || r.group == 0 || r.d.graph_captured || r.kind == RecKind::CeColl => {
+            _ if !self.can_link || r.group == 0 || r.d.graph_captured => {
                 self.unlinked += 1;
                 out.push(Ready { rec: r, kernel: None });
             }

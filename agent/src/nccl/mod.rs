@@ -141,8 +141,6 @@ pub struct Descr {
     /// Root (collectives) or peer (point-to-point); -1 = none.
     pub root: i32,
     pub channels: u32,
-    /// `cudaStream_t` where given.
-    pub stream: u64,
     pub graph_captured: bool,
 }
 
@@ -162,7 +160,6 @@ impl Default for Descr {
             bytes: 0,
             root: -1,
             channels: 0,
-            stream: 0,
             graph_captured: false,
         }
     }
