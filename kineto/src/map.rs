@@ -610,17 +610,16 @@ fn nccl_algo_proto(name: &str) -> (&str, &str) {
 }
 
 /// Bytes per element for PyTorch dtype names (0 if unknown).
-/// Bytes per element of a PyTorch dtype name, or of the short names gputrace
-/// writes (`bf16`, `f32`, … in its own exports); 0 when unknown.
+/// Bytes per element of a PyTorch dtype name, or of gputrace's short names
+/// (in its own exports); 0 when unknown.
 fn dtype_size(dtype: &str) -> u64 {
     match dtype {
-        "Float" | "Int" | "UInt32" | "ComplexHalf" | "f32" | "i32" | "u32" => 4,
-        "Double" | "Long" | "UInt64" | "ComplexFloat" | "f64" | "i64" | "u64" => 8,
-        "Half" | "BFloat16" | "Short" | "UInt16" | "f16" | "bf16" => 2,
-        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" | "i8" | "u8" | "f8e4m3"
-        | "f8e5m2" => 1,
+        "Float" | "Int" | "UInt32" | "ComplexHalf" => 4,
+        "Double" | "Long" | "UInt64" | "ComplexFloat" => 8,
+        "Half" | "BFloat16" | "Short" | "UInt16" => 2,
+        "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" => 1,
         "ComplexDouble" => 16,
-        _ => 0,
+        short => datatype_size(short),
     }
 }
 

@@ -404,7 +404,8 @@ pub struct Collective {
     pub seq: u64,
     /// Element count.
     pub count: u64,
-    /// Data type, e.g. `bf16`.
+    /// Data type, e.g. `bf16` (gputrace's short names; see [`datatype_size`];
+    /// imported traces keep their own spelling, e.g. PyTorch's `BFloat16`).
     pub datatype: StringId,
     /// Bytes (per rank, as NCCL reports).
     pub bytes: u64,
@@ -426,6 +427,19 @@ pub struct Collective {
     pub stream: StreamId,
     /// Correlation id of the kernel that executed it (0 = not linked).
     pub correlation: CorrelationId,
+}
+
+/// Bytes per element of a datatype by gputrace's short name (`i8`, `u8`,
+/// `f8e4m3`, `f8e5m2`, `f16`, `bf16`, `i32`, `u32`, `f32`, `i64`, `u64`,
+/// `f64`); 0 for a name it does not know.
+pub fn datatype_size(short: &str) -> u64 {
+    match short {
+        "i8" | "u8" | "f8e4m3" | "f8e5m2" => 1,
+        "f16" | "bf16" => 2,
+        "i32" | "u32" | "f32" => 4,
+        "i64" | "u64" | "f64" => 8,
+        _ => 0,
+    }
 }
 
 /// Data that was lost, with where and when, so that no loss is silent.

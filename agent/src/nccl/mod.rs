@@ -84,18 +84,10 @@ pub fn name_str(n: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(&n[..end])
 }
 
-/// Bytes per element of an NCCL datatype, from its name as the profiler
-/// interface spells it (`ncclFloat32`, `ncclBfloat16`, …) or the short
-/// forms; 0 when unknown.
+/// Bytes per element of an NCCL datatype (`ncclFloat32`, …, as the profiler
+/// interface names them); 0 when unknown.
 pub fn datatype_size(name: &str) -> u64 {
-    let n = name.trim_start_matches("nccl").to_ascii_lowercase();
-    match n.as_str() {
-        "int8" | "char" | "uint8" | "float8e4m3" | "float8e5m2" | "fp8e4m3" | "fp8e5m2" | "f8e4m3" | "f8e5m2" | "i8" | "u8" => 1,
-        "float16" | "half" | "bfloat16" | "f16" | "bf16" => 2,
-        "int32" | "int" | "uint32" | "float32" | "float" | "f32" | "i32" | "u32" => 4,
-        "int64" | "uint64" | "float64" | "double" | "f64" | "i64" | "u64" => 8,
-        _ => 0,
-    }
+    gputrace_format::datatype_size(short_datatype(name))
 }
 
 /// The short datatype name gputrace writes (`bf16`, `f32`, …) for NCCL's
