@@ -139,16 +139,7 @@ struct Run {
 
 impl Run {
     fn traces(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.dir.path().join("traces"))
-            .map(|r| {
-                r.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        common::trace_files(&self.dir.path().join("traces"))
     }
     fn trace(&self) -> TraceFile {
         let t = self.traces();

@@ -16,7 +16,7 @@
 
 use gputrace_format::{Event, StreamId, TraceFile};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 const COMM: u64 = 0xC0FFEE;
@@ -35,14 +35,7 @@ struct Run {
 
 impl Run {
     fn trace(&self) -> TraceFile {
-        let files: Vec<PathBuf> = std::fs::read_dir(self.dir.path().join("traces"))
-            .map(|r| {
-                r.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let files = common::trace_files(&self.dir.path().join("traces"));
         assert_eq!(
             files.len(),
             1,

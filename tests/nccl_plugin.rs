@@ -478,13 +478,7 @@ fn child(scenario: &str, via_gputrace: bool, env: &[(&str, &str)]) -> Run {
         c.env(k, v);
     }
     let out = c.output().unwrap();
-    let traces = std::fs::read_dir(&traces)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let traces = common::trace_files(&traces);
     Run { out, traces, _dir: dir }
 }
 

@@ -117,3 +117,17 @@ pub fn gputrace_lines(stderr: &[u8]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The trace files in `dir`, sorted (none if it does not exist).
+pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "gtrace"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
