@@ -46,21 +46,7 @@ fn snapshot_of_a_tiny_trace() {
     let t = common::tiny_trace("k<\"x\">");
     let (_, text, _) = export(&[&t], &Filter::default());
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots/tiny.json");
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(path, &text).unwrap();
-    }
-    let want = std::fs::read_to_string(path).expect("snapshot missing: run with UPDATE_SNAPSHOTS=1");
-    if let Some((n, (got, exp))) = text.lines().zip(want.lines()).enumerate().find(|(_, (a, b))| a != b) {
-        panic!(
-            "export changed at line {}:\n  got:  {got}\n  want: {exp}\nreview, then run with UPDATE_SNAPSHOTS=1 to accept",
-            n + 1
-        );
-    }
-    assert_eq!(
-        text.lines().count(),
-        want.lines().count(),
-        "export changed in length; review, then run with UPDATE_SNAPSHOTS=1"
-    );
+    common::check_snapshot(path, &text);
 }
 
 #[test]

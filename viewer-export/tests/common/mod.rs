@@ -204,3 +204,23 @@ pub fn tiny_trace(kernel_name: &str) -> TraceFile {
     }
     TraceFile::from_bytes("tiny.gtrace", w.finish(Trailer::default()).unwrap()).unwrap()
 }
+
+/// Compare `text` with the snapshot file `path` line by line, naming the
+/// first line that changed; `UPDATE_SNAPSHOTS=1` rewrites the file instead.
+pub fn check_snapshot(path: &str, text: &str) {
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(path, text).unwrap();
+    }
+    let want = std::fs::read_to_string(path).expect("snapshot missing: run with UPDATE_SNAPSHOTS=1");
+    if let Some((n, (got, exp))) = text.lines().zip(want.lines()).enumerate().find(|(_, (a, b))| a != b) {
+        panic!(
+            "export changed at line {}:\n  got:  {got}\n  want: {exp}\nreview, then run with UPDATE_SNAPSHOTS=1 to accept",
+            n + 1
+        );
+    }
+    assert_eq!(
+        text.lines().count(),
+        want.lines().count(),
+        "export changed in length; review, then run with UPDATE_SNAPSHOTS=1"
+    );
+}
