@@ -125,21 +125,25 @@ fn main() {
 
     // 3. NCCL plugin calls: GroupApi, CollApi, KernelLaunch start/stop, API
     // stops, Coll start/stop = 8 calls per collective; a drainer thread
-    // plays the writer.
+    // plays the writer (every 5 ms).
     for threads in [1usize, 2] {
         let mut best = f64::MAX;
         let mut lost = 0;
         for _round in 0..5 {
-            let st: &'static Nccl = Box::leak(Box::new(Nccl::with_capacity(16384, 32768)));
+            let owned = Nccl::with_capacity(16384, 32768);
+            let st = &owned;
             let ctx = st.bench_comm(0xc0ffee);
             let stop = std::sync::atomic::AtomicBool::new(false);
             let per_thread = 200_000u64;
             let elapsed: Vec<f64> = std::thread::scope(|sc| {
                 let stop = &stop;
                 sc.spawn(move || {
+                    // As the writer does: drain, then sleep 5 ms (a drainer
+                    // spinning on the queue would fight the callers for its
+                    // cache lines, which the agent never does).
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                         while st.bench_pop() {}
-                        std::thread::yield_now();
+                        std::thread::sleep(std::time::Duration::from_millis(5));
                     }
                 });
                 let hs: Vec<_> = (0..threads)
