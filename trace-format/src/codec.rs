@@ -320,8 +320,12 @@ fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'st
     Ok(())
 }
 
-/// Slots in each chunk buffer's direct-mapped lookup cache (power of two).
-const CACHE_SLOTS: usize = 1024;
+/// Slots in a chunk buffer's direct-mapped lookup cache: it starts small
+/// and doubles (up to the most) while the dictionary outgrows a quarter of it,
+/// so a track with a few distinct tuples costs little memory and one with
+/// hundreds of kernels sees few conflicts. Powers of two.
+const CACHE_MIN_SLOTS: usize = 64;
+const CACHE_MAX_SLOTS: usize = 8192;
 
 /// Events of one kind on one track, held as raw columns until the chunk is
 /// written: about 40 bytes per event instead of a whole [`Event`], and the
@@ -340,6 +344,12 @@ pub(crate) struct ChunkBuf {
     attr_idx: Vec<u32>,
     dict: FxHashMap<Attrs, u32>,
     entries: Vec<Attrs>,
+    /// For each entry, the entry of the event that last followed it: a
+    /// training loop repeats the same sequence of launches every step, so
+    /// this predicts the next tuple without hashing it (checked by comparing).
+    successor: Vec<u32>,
+    /// Entry of the previous event (meaningless while `entries` is empty).
+    last: u32,
     /// Direct-mapped cache in front of `dict`: (generation, entry index),
     /// valid only if its generation is the current one and the entry equals
     /// the tuple looked up. Generation 0 marks never-used slots.
@@ -362,9 +372,9 @@ fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
 }
 
 #[inline]
-fn cache_slot(a: &Attrs) -> usize {
+fn cache_slot(a: &Attrs, slots: usize) -> usize {
     let h = a[0].wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ a[1].rotate_left(17) ^ a[2].rotate_left(31) ^ a[3].rotate_left(45);
-    (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 54) as usize & (CACHE_SLOTS - 1)
+    (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 40) as usize & (slots - 1)
 }
 
 /// Append `count` varints of `f(i)` to `out` (one column).
@@ -408,7 +418,9 @@ impl ChunkBuf {
             attr_idx: Vec::new(),
             dict: FxHashMap::default(),
             entries: Vec::new(),
-            cache: vec![(0, 0); CACHE_SLOTS],
+            successor: Vec::new(),
+            last: 0,
+            cache: vec![(0, 0); CACHE_MIN_SLOTS],
             generation: 1,
             sorted: true,
         }
@@ -430,22 +442,50 @@ impl ChunkBuf {
         }
         self.starts.push(start);
         self.ends.push(end);
-        self.series.extend_from_slice(&s[..self.n_series]);
-        let slot = cache_slot(&a);
-        let (gen, cached) = self.cache[slot];
-        let idx = if gen == self.generation && same_attrs(&self.entries[cached as usize], &a) {
-            cached
-        } else {
-            let next = self.entries.len() as u32;
-            let entries = &mut self.entries;
-            let idx = *self.dict.entry(a).or_insert_with(|| {
-                entries.push(a);
-                next
-            });
-            self.cache[slot] = (self.generation, idx);
-            idx
+        // One or two values for most kinds: pushed one by one (a slice
+        // extend would call memcpy for 8-16 bytes).
+        for &v in &s[..self.n_series] {
+            self.series.push(v);
+        }
+        let predicted = self.successor.get(self.last as usize).copied().unwrap_or(u32::MAX);
+        let idx = match self.entries.get(predicted as usize) {
+            Some(p) if same_attrs(p, &a) => predicted,
+            _ => {
+                let idx = self.lookup(&a);
+                if let Some(s) = self.successor.get_mut(self.last as usize) {
+                    *s = idx;
+                }
+                idx
+            }
         };
+        self.last = idx;
         self.attr_idx.push(idx);
+    }
+
+    /// The dictionary index of `a`, added if new: the direct-mapped cache,
+    /// then the hash map.
+    #[inline]
+    fn lookup(&mut self, a: &Attrs) -> u32 {
+        let slot = cache_slot(a, self.cache.len());
+        let (gen, cached) = self.cache[slot];
+        if gen == self.generation && same_attrs(&self.entries[cached as usize], a) {
+            return cached;
+        }
+        let next = self.entries.len() as u32;
+        let idx = *self.dict.entry(*a).or_insert(next);
+        if idx == next {
+            self.entries.push(*a);
+            self.successor.push(u32::MAX);
+            if self.entries.len() * 4 > self.cache.len() && self.cache.len() < CACHE_MAX_SLOTS {
+                // Grow: every slot is stale (the generation keeps counting).
+                let slots = self.cache.len() * 2;
+                self.cache.clear();
+                self.cache.resize(slots, (0, 0));
+            }
+        }
+        let slot = cache_slot(a, self.cache.len());
+        self.cache[slot] = (self.generation, idx);
+        idx
     }
 
     /// Put the events in start order (stable), if they are not.
@@ -523,6 +563,7 @@ impl ChunkBuf {
         self.attr_idx.clear();
         self.dict.clear();
         self.entries.clear();
+        self.successor.clear();
         self.generation = self.generation.wrapping_add(1).max(1);
         self.sorted = true;
     }
