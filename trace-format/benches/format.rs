@@ -62,7 +62,7 @@ fn main() {
             w.intern(s);
         }
         for e in &events {
-            w.push(*e).unwrap();
+            w.push_ref(e).unwrap();
         }
         w.finish(Trailer::default()).unwrap();
         best_enc = best_enc.min(t0.elapsed().as_secs_f64());
@@ -75,7 +75,7 @@ fn main() {
             w.intern(s);
         }
         for e in &events {
-            w.push(*e).unwrap();
+            w.push_ref(e).unwrap();
         }
         w.finish(Trailer::default()).unwrap()
     };

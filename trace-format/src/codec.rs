@@ -46,77 +46,93 @@ pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
     }
 }
 
-#[inline(always)]
-fn split(e: &Event) -> (u64, u64, Series, Attrs) {
-    let mut s: Series = [0; MAX_SERIES];
-    let mut a: Attrs = [0; MAX_ATTRS];
-    let (start, end) = (e.start().0, e.end().0);
-    match e {
-        Event::Kernel(k) => {
-            s[0] = k.correlation.0 as u64;
-            s[1] = k.graph_node_id;
-            a[..11].copy_from_slice(&[
-                k.name.0 as u64,
-                k.grid[0] as u64,
-                k.grid[1] as u64,
-                k.grid[2] as u64,
-                k.block[0] as u64,
-                k.block[1] as u64,
-                k.block[2] as u64,
-                k.static_shared_mem as u64,
-                k.dynamic_shared_mem as u64,
-                k.registers as u64,
-                k.graph_id as u64,
-            ]);
+/// Split an event into its columns and hand them to `row`, typed by the
+/// kind's series and attribute counts (so each kind's path is compiled on
+/// its own, with only its fields compared and copied).
+macro_rules! split {
+    ($e:expr, |$start:ident, $end:ident, $s:ident, $a:ident| $row:expr) => {
+        match $e {
+            Event::Kernel(k) => {
+                let ($start, $end) = (k.start.0, k.end.0);
+                let $s = [k.correlation.0 as u64, k.graph_node_id];
+                let $a = [
+                    k.name.0 as u64,
+                    k.grid[0] as u64,
+                    k.grid[1] as u64,
+                    k.grid[2] as u64,
+                    k.block[0] as u64,
+                    k.block[1] as u64,
+                    k.block[2] as u64,
+                    k.static_shared_mem as u64,
+                    k.dynamic_shared_mem as u64,
+                    k.registers as u64,
+                    k.graph_id as u64,
+                ];
+                $row
+            }
+            Event::Memcpy(m) => {
+                let ($start, $end) = (m.start.0, m.end.0);
+                let $s = [m.correlation.0 as u64];
+                let $a = [
+                    m.kind.0 as u64,
+                    m.bytes,
+                    m.src_kind.0 as u64,
+                    m.dst_kind.0 as u64,
+                    m.src_device.0 as u64,
+                    m.dst_device.0 as u64,
+                ];
+                $row
+            }
+            Event::Memset(m) => {
+                let ($start, $end) = (m.start.0, m.end.0);
+                let $s = [m.correlation.0 as u64];
+                let $a = [m.bytes, m.value as u64, m.memory_kind.0 as u64];
+                $row
+            }
+            Event::Sync(y) => {
+                let ($start, $end) = (y.start.0, y.end.0);
+                let $s = [y.correlation.0 as u64];
+                let $a = [y.kind.0 as u64, y.cuda_event as u64];
+                $row
+            }
+            Event::Api(c) => {
+                let ($start, $end) = (c.start.0, c.end.0);
+                let $s = [c.correlation.0 as u64];
+                let $a = [c.domain.0 as u64, c.cbid as u64, c.name.0 as u64, c.return_value as u64];
+                $row
+            }
+            Event::Marker(m) => {
+                let ($start, $end) = (m.start.0, m.end.0);
+                let $s: [u64; 0] = [];
+                let $a = [m.name.0 as u64, m.domain.0 as u64, m.kind.0 as u64, m.color as u64];
+                $row
+            }
+            Event::Collective(c) => {
+                let ($start, $end) = (c.start.0, c.end.0);
+                let $s = [c.seq, c.correlation.0 as u64, c.start.0.wrapping_sub(c.enqueue.0), c.bytes, c.count];
+                let $a = [
+                    c.comm.0,
+                    c.op.0 as u64,
+                    c.datatype.0 as u64,
+                    c.rank as u64,
+                    c.nranks as u64,
+                    c.root as u32 as u64,
+                    c.algorithm.0 as u64,
+                    c.protocol.0 as u64,
+                    c.channels as u64,
+                    c.device.0 as u64,
+                    c.stream.0 as u64,
+                ];
+                $row
+            }
+            Event::Loss(l) => {
+                let ($start, $end) = (l.time.0, l.time.0);
+                let $s = [l.count];
+                let $a = [l.source.0 as u64, l.detail.0 as u64];
+                $row
+            }
         }
-        Event::Memcpy(m) => {
-            s[0] = m.correlation.0 as u64;
-            a[..6].copy_from_slice(&[
-                m.kind.0 as u64,
-                m.bytes,
-                m.src_kind.0 as u64,
-                m.dst_kind.0 as u64,
-                m.src_device.0 as u64,
-                m.dst_device.0 as u64,
-            ]);
-        }
-        Event::Memset(m) => {
-            s[0] = m.correlation.0 as u64;
-            a[..3].copy_from_slice(&[m.bytes, m.value as u64, m.memory_kind.0 as u64]);
-        }
-        Event::Sync(y) => {
-            s[0] = y.correlation.0 as u64;
-            a[..2].copy_from_slice(&[y.kind.0 as u64, y.cuda_event as u64]);
-        }
-        Event::Api(c) => {
-            s[0] = c.correlation.0 as u64;
-            a[..4].copy_from_slice(&[c.domain.0 as u64, c.cbid as u64, c.name.0 as u64, c.return_value as u64]);
-        }
-        Event::Marker(m) => {
-            a[..4].copy_from_slice(&[m.name.0 as u64, m.domain.0 as u64, m.kind.0 as u64, m.color as u64]);
-        }
-        Event::Collective(c) => {
-            s[..5].copy_from_slice(&[c.seq, c.correlation.0 as u64, c.start.0.wrapping_sub(c.enqueue.0), c.bytes, c.count]);
-            a[..11].copy_from_slice(&[
-                c.comm.0,
-                c.op.0 as u64,
-                c.datatype.0 as u64,
-                c.rank as u64,
-                c.nranks as u64,
-                c.root as u32 as u64,
-                c.algorithm.0 as u64,
-                c.protocol.0 as u64,
-                c.channels as u64,
-                c.device.0 as u64,
-                c.stream.0 as u64,
-            ]);
-        }
-        Event::Loss(l) => {
-            s[0] = l.count;
-            a[..2].copy_from_slice(&[l.source.0 as u64, l.detail.0 as u64]);
-        }
-    }
-    (start, end, s, a)
+    };
 }
 
 fn u32f(v: u64) -> Result<u32, &'static str> {
@@ -362,6 +378,15 @@ pub(crate) struct ChunkBuf {
 /// fields are 0 in both, as `split` leaves them), which the compiler turns
 /// into a few SIMD operations; a slice `==` would call memcmp, and an early-
 /// exit loop mispredicts.
+#[inline(always)]
+fn same_prefix<const NA: usize>(entry: &Attrs, a: &[u64; NA]) -> bool {
+    let mut diff = 0u64;
+    for i in 0..NA {
+        diff |= entry[i] ^ a[i];
+    }
+    diff == 0
+}
+
 #[inline]
 fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
     let mut diff = 0u64;
@@ -436,22 +461,30 @@ impl ChunkBuf {
     #[inline]
     pub(crate) fn push(&mut self, e: &Event) {
         debug_assert_eq!(e.kind(), self.kind);
-        let (start, end, s, a) = split(e);
+        split!(e, |start, end, s, a| self.push_row(start, end, s, a))
+    }
+
+    /// Add one event's columns: `NS` series and `NA` attributes (the
+    /// buffer's shape).
+    #[inline(always)]
+    fn push_row<const NS: usize, const NA: usize>(&mut self, start: u64, end: u64, s: [u64; NS], a: [u64; NA]) {
+        debug_assert_eq!((NS, NA), (self.n_series, self.n_attrs));
         if self.starts.last().is_some_and(|&last| start < last) {
             self.sorted = false;
         }
         self.starts.push(start);
         self.ends.push(end);
-        // One or two values for most kinds: pushed one by one (a slice
-        // extend would call memcpy for 8-16 bytes).
-        for &v in &s[..self.n_series] {
+        for v in s {
             self.series.push(v);
         }
         let predicted = self.successor.get(self.last as usize).copied().unwrap_or(u32::MAX);
         let idx = match self.entries.get(predicted as usize) {
-            Some(p) if same_attrs(p, &a) => predicted,
+            // Fields past NA are 0 in every entry of this buffer.
+            Some(p) if same_prefix(p, &a) => predicted,
             _ => {
-                let idx = self.lookup(&a);
+                let mut full: Attrs = [0; MAX_ATTRS];
+                full[..NA].copy_from_slice(&a);
+                let idx = self.lookup(&full);
                 if let Some(s) = self.successor.get_mut(self.last as usize) {
                     *s = idx;
                 }

@@ -122,9 +122,16 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Add one event. String ids in it must come from [`Self::intern`].
+    #[inline]
     pub fn push(&mut self, event: Event) -> Result<()> {
+        self.push_ref(&event)
+    }
+
+    /// Add one event, by reference: for an event that lives elsewhere
+    /// (a decoded chunk, a vector), this saves copying its 112 bytes.
+    pub fn push_ref(&mut self, event: &Event) -> Result<()> {
         let key = (event.kind(), event.track());
-        if let Event::Loss(l) = &event {
+        if let Event::Loss(l) = event {
             let total = self.losses.entry(l.source.name().to_string()).or_default();
             *total = total.saturating_add(l.count);
         }
@@ -142,7 +149,7 @@ impl<W: Write> TraceWriter<W> {
             }
         };
         let buf = &mut self.buffers[i].1;
-        buf.push(&event);
+        buf.push(event);
         self.buffered += 1;
         if buf.len() >= self.opts.chunk_events {
             self.flush_buffer(i)?;
