@@ -343,17 +343,35 @@ fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'st
 const CACHE_MIN_SLOTS: usize = 64;
 const CACHE_MAX_SLOTS: usize = 8192;
 
-/// Events of one kind on one track, held as raw columns until the chunk is
-/// written: about 40 bytes per event instead of a whole [`Event`], and the
-/// attribute dictionary is built as events arrive.
+/// Events of one kind on one track until the chunk is written, and the
+/// attribute dictionary, built as events arrive.
 ///
-/// Invariants: `starts`, `ends` and `attr_idx` have one entry per event,
-/// `series` has `n_series` per event (row-major); every `attr_idx` indexes
-/// `entries`; `sorted` is true iff `starts` is non-decreasing.
+/// While events arrive in start order (the usual case: kernels on a stream,
+/// copies, most API calls), each is encoded on arrival into its varint
+/// columns (`streaming`, about 8 bytes per event, nothing left to do when the
+/// chunk is written). The first event that starts before its predecessor
+/// turns the buffer to raw columns (about 40 bytes per event), which are
+/// sorted and encoded when the chunk is written.
+///
+/// Invariants: `count` events are held. Streaming: `stream` holds exactly
+/// `count` varints per column, encoded from `first_start`, and `prev_start`,
+/// `prev_series` and `t_max` are those of the events so far; the raw
+/// columns are empty. Raw: `starts`, `ends` and `attr_idx` have one entry per
+/// event, `series` has `n_series` per event (row-major), `stream` is empty,
+/// and `sorted` is true iff `starts` is non-decreasing. Every attribute
+/// index is an index into `entries`.
 pub(crate) struct ChunkBuf {
     kind: EventKind,
     n_series: usize,
     n_attrs: usize,
+    count: usize,
+    streaming: bool,
+    /// Columns as written: start delta, duration, series deltas, attribute index.
+    stream: Vec<Vec<u8>>,
+    first_start: u64,
+    prev_start: u64,
+    prev_series: Series,
+    t_max: u64,
     starts: Vec<u64>,
     ends: Vec<u64>,
     series: Vec<u64>,
@@ -402,6 +420,27 @@ fn cache_slot(a: &Attrs, slots: usize) -> usize {
     (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 40) as usize & (slots - 1)
 }
 
+/// Append one varint to a column that grows as events arrive.
+#[inline(always)]
+fn put_one(col: &mut Vec<u8>, mut v: u64) {
+    // At most 10 bytes: make room once (amortized doubling), then write
+    // without per-byte capacity checks.
+    col.reserve(10);
+    let base = col.as_mut_ptr();
+    let mut len = col.len();
+    // Safety: `len + 10 <= capacity` after the reserve above, and a varint
+    // is at most 10 bytes.
+    unsafe {
+        while v >= 0x80 {
+            *base.add(len) = (v as u8) | 0x80;
+            v >>= 7;
+            len += 1;
+        }
+        *base.add(len) = v as u8;
+        col.set_len(len + 1);
+    }
+}
+
 /// Append `count` varints of `f(i)` to `out` (one column).
 #[inline]
 fn put_column(out: &mut Vec<u8>, count: usize, mut f: impl FnMut(usize) -> u64) {
@@ -437,6 +476,13 @@ impl ChunkBuf {
             kind,
             n_series,
             n_attrs,
+            count: 0,
+            streaming: true,
+            stream: vec![Vec::new(); 3 + n_series],
+            first_start: 0,
+            prev_start: 0,
+            prev_series: [0; MAX_SERIES],
+            t_max: 0,
             starts: Vec::new(),
             ends: Vec::new(),
             series: Vec::new(),
@@ -454,7 +500,7 @@ impl ChunkBuf {
     /// Events held.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.starts.len()
+        self.count
     }
 
     /// Add one event (of this buffer's kind).
@@ -469,14 +515,6 @@ impl ChunkBuf {
     #[inline(always)]
     fn push_row<const NS: usize, const NA: usize>(&mut self, start: u64, end: u64, s: [u64; NS], a: [u64; NA]) {
         debug_assert_eq!((NS, NA), (self.n_series, self.n_attrs));
-        if self.starts.last().is_some_and(|&last| start < last) {
-            self.sorted = false;
-        }
-        self.starts.push(start);
-        self.ends.push(end);
-        for v in s {
-            self.series.push(v);
-        }
         let predicted = self.successor.get(self.last as usize).copied().unwrap_or(u32::MAX);
         let idx = match self.entries.get(predicted as usize) {
             // Fields past NA are 0 in every entry of this buffer.
@@ -492,7 +530,68 @@ impl ChunkBuf {
             }
         };
         self.last = idx;
+        if self.streaming {
+            if self.count == 0 {
+                self.first_start = start;
+                self.prev_start = start;
+                self.prev_series = [0; MAX_SERIES];
+                self.t_max = start;
+            }
+            if start >= self.prev_start {
+                let cols = &mut self.stream[..3 + NS];
+                put_one(&mut cols[0], zigzag(start.wrapping_sub(self.prev_start) as i64));
+                put_one(&mut cols[1], zigzag(end.wrapping_sub(start) as i64));
+                for j in 0..NS {
+                    put_one(&mut cols[2 + j], zigzag(s[j].wrapping_sub(self.prev_series[j]) as i64));
+                    self.prev_series[j] = s[j];
+                }
+                put_one(&mut cols[2 + NS], idx as u64);
+                self.prev_start = start;
+                self.t_max = self.t_max.max(start).max(end);
+                self.count += 1;
+                return;
+            }
+            self.leave_stream();
+        }
+        if self.starts.last().is_some_and(|&last| start < last) {
+            self.sorted = false;
+        }
+        self.starts.push(start);
+        self.ends.push(end);
+        for v in s {
+            self.series.push(v);
+        }
         self.attr_idx.push(idx);
+        self.count += 1;
+    }
+
+    /// Turn the streamed columns back into raw ones (an event arrived out of
+    /// start order).
+    #[cold]
+    fn leave_stream(&mut self) {
+        let n = self.count;
+        let ns = self.n_series;
+        // Each column holds exactly `n` varints (written by `push_row`), so
+        // the defaults below are never used.
+        let mut cols: Vec<Cursor<'_>> = self.stream.iter().map(|c| Cursor::new(c)).collect();
+        let mut next = |j: usize| cols[j].varint().unwrap_or_default();
+        let mut start = self.first_start;
+        let mut series: Series = [0; MAX_SERIES];
+        for _ in 0..n {
+            start = start.wrapping_add(unzigzag(next(0)) as u64);
+            self.starts.push(start);
+            self.ends.push(start.wrapping_add(unzigzag(next(1)) as u64));
+            for (j, v) in series.iter_mut().enumerate().take(ns) {
+                *v = v.wrapping_add(unzigzag(next(2 + j)) as u64);
+                self.series.push(*v);
+            }
+            self.attr_idx.push(next(2 + ns) as u32);
+        }
+        for c in &mut self.stream {
+            c.clear();
+        }
+        self.streaming = false;
+        self.sorted = true;
     }
 
     /// The dictionary index of `a`, added if new: the direct-mapped cache,
@@ -545,8 +644,24 @@ impl ChunkBuf {
     /// `cols` as scratch, and empty the buffer (keeping its allocations).
     /// Returns (t_min, t_max) where t_max is the latest end (or start).
     pub(crate) fn encode(&mut self, out: &mut Vec<u8>, cols: &mut Vec<Vec<u8>>) -> (u64, u64) {
+        let n_cols = 3 + self.n_series;
+        let (t_min, t_max) = if self.streaming {
+            // Already encoded, in start order: the first start is the earliest.
+            self.write_body(out, &self.stream);
+            (self.first_start, self.t_max)
+        } else {
+            let times = self.encode_raw(cols);
+            self.write_body(out, &cols[..n_cols]);
+            times
+        };
+        self.clear();
+        (t_min, t_max)
+    }
+
+    /// Sort the raw columns and encode them into `cols`; (t_min, t_max).
+    fn encode_raw(&mut self, cols: &mut Vec<Vec<u8>>) -> (u64, u64) {
         self.sort();
-        let n = self.len();
+        let n = self.starts.len();
         let ns = self.n_series;
         let n_cols = 3 + ns;
         cols.resize_with(n_cols.max(cols.len()), Vec::new);
@@ -570,7 +685,11 @@ impl ChunkBuf {
         }
         let idx = &self.attr_idx;
         put_column(&mut cols[n_cols - 1], n, |i| idx[i] as u64);
+        (t_min, t_max)
+    }
 
+    /// The body: dictionary, column lengths, columns.
+    fn write_body(&self, out: &mut Vec<u8>, cols: &[Vec<u8>]) {
         varint::put(out, self.n_attrs as u64);
         varint::put(out, self.entries.len() as u64);
         for a in &self.entries {
@@ -578,18 +697,21 @@ impl ChunkBuf {
                 varint::put(out, *v);
             }
         }
-        varint::put(out, n_cols as u64);
-        for c in &cols[..n_cols] {
+        varint::put(out, cols.len() as u64);
+        for c in cols {
             varint::put(out, c.len() as u64);
         }
-        for c in &cols[..n_cols] {
+        for c in cols {
             out.extend_from_slice(c);
         }
-        self.clear();
-        (t_min, t_max)
     }
 
     fn clear(&mut self) {
+        self.count = 0;
+        self.streaming = true;
+        for c in &mut self.stream {
+            c.clear();
+        }
         self.starts.clear();
         self.ends.clear();
         self.series.clear();
