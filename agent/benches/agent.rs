@@ -41,87 +41,11 @@ fn main() {
     let per = t0.elapsed().as_nanos() as f64 / n as f64;
     println!("buffer callbacks: {per:.1} ns per request+complete pair (plus the writer's take+recycle)");
 
-    // 2. Writer throughput on a CUPTI-layout buffer.
-    let v = layout::version::V13_0;
-    let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
-    let asize = layout::api::LAYOUT.size_at(v).unwrap();
-    let msize = layout::memcpy::LAYOUT.size_at(v).unwrap();
-    let names: Vec<std::ffi::CString> = (0..300)
-        .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
-        .collect();
-    let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
-    let mut offsets = Vec::new();
-    let mut t = 1_790_000_000_000_000_000u64;
-    let mut records = 0u64;
-    for i in 0..150_000u32 {
-        // launch (runtime API) + kernel, and a copy every 50 kernels
-        let mut a = vec![0u8; asize];
-        put(&mut a, 0, kind::RUNTIME);
-        put(&mut a, layout::api::CBID, 211u32);
-        put(&mut a, layout::api::START, t);
-        put(&mut a, layout::api::END, t + 4_000);
-        put(&mut a, layout::api::THREAD_ID, 4242u32);
-        put(&mut a, layout::api::CORRELATION_ID, i * 2 + 1);
-        let mut k = vec![0u8; ksize];
-        use layout::kernel as o;
-        put(&mut k, 0, kind::CONCURRENT_KERNEL);
-        put(&mut k, o::START, t + 9_000 + (i as u64 * 37) % 1000);
-        put(&mut k, o::END, t + 9_000 + 20_000 + (i as u64 * 7919) % 30_000);
-        put(&mut k, o::DEVICE_ID, 0u32);
-        put(&mut k, o::CONTEXT_ID, 1u32);
-        put(&mut k, o::STREAM_ID, 7u32);
-        put(&mut k, o::CORRELATION_ID, i * 2 + 1);
-        put(&mut k, o::GRID_X, 1i32 << (i % 9));
-        put(&mut k, o::BLOCK_X, 256i32);
-        put(&mut k, o::NAME, names[(i % 300) as usize].as_ptr());
-        for r in [a, k] {
-            offsets.push(buf.len());
-            buf.extend_from_slice(&r);
-            records += 1;
-        }
-        if i % 50 == 0 {
-            let mut m = vec![0u8; msize];
-            use layout::memcpy as o;
-            put(&mut m, 0, kind::MEMCPY);
-            put(&mut m, o::COPY_KIND, 1u8);
-            put(&mut m, o::BYTES, 16u64 << 20);
-            put(&mut m, o::START, t);
-            put(&mut m, o::END, t + 700_000);
-            put(&mut m, o::STREAM_ID, 7u32);
-            offsets.push(buf.len());
-            buf.extend_from_slice(&m);
-            records += 1;
-        }
-        t += 30_000;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bench.gtrace");
-    let mut best = f64::MAX;
-    let mut size = 0;
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
-        let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
-        let mut dec = Decoder::default();
-        for &off in &offsets {
-            // Safety: `off` starts a complete record built above.
-            if let Some(e) = unsafe { dec.record(buf.as_ptr().add(off), &mut w) } {
-                w.push(e).unwrap();
-            }
-        }
-        let f = w.finish(Trailer::default()).unwrap();
-        // Written to the page cache, as the agent does (it never fsyncs).
-        drop(f.into_inner().unwrap());
-        best = best.min(t0.elapsed().as_secs_f64());
-        size = std::fs::metadata(&path).unwrap().len();
-    }
-    println!(
-        "writer thread: {records} records ({:.1} MB of CUPTI records) -> {size} bytes on disk in {:.1} ms = {:.1} M records/s ({:.2} bytes/record)",
-        buf.len() as f64 / 1e6,
-        best * 1e3,
-        records as f64 / best / 1e6,
-        size as f64 / records as f64
-    );
+    // 2. Writer throughput on a CUPTI-layout buffer: launches only, then
+    // with the driver call each launch makes (CUPTI records both; the
+    // driver call's record comes first, as it returns first).
+    writer_throughput(false);
+    writer_throughput(true);
 
     // 3. NCCL plugin calls: GroupApi, CollApi, KernelLaunch start/stop, API
     // stops, Coll start/stop = 8 calls per collective; a drainer thread
@@ -251,4 +175,99 @@ fn main() {
             per * 1e9 / waiting as f64
         );
     }
+}
+
+/// CUPTI-layout records (a runtime launch, optionally the driver call it
+/// makes, a kernel; a copy every 50 kernels) through the agent's decoder and
+/// the trace writer to a file, best of 3.
+fn writer_throughput(with_driver: bool) {
+    let v = layout::version::V13_0;
+    let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
+    let asize = layout::api::LAYOUT.size_at(v).unwrap();
+    let msize = layout::memcpy::LAYOUT.size_at(v).unwrap();
+    let names: Vec<std::ffi::CString> = (0..300)
+        .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
+        .collect();
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
+    let mut offsets = Vec::new();
+    let mut t = 1_790_000_000_000_000_000u64;
+    let mut records = 0u64;
+    for i in 0..150_000u32 {
+        // launch (runtime API) + kernel, and a copy every 50 kernels
+        let mut a = vec![0u8; asize];
+        put(&mut a, 0, kind::RUNTIME);
+        put(&mut a, layout::api::CBID, 211u32);
+        put(&mut a, layout::api::START, t);
+        put(&mut a, layout::api::END, t + 4_000);
+        put(&mut a, layout::api::THREAD_ID, 4242u32);
+        put(&mut a, layout::api::CORRELATION_ID, i * 2 + 1);
+        let mut d = vec![0u8; asize];
+        put(&mut d, 0, kind::DRIVER);
+        put(&mut d, layout::api::CBID, 307u32); // cuLaunchKernel
+        put(&mut d, layout::api::START, t + 500);
+        put(&mut d, layout::api::END, t + 3_500);
+        put(&mut d, layout::api::THREAD_ID, 4242u32);
+        put(&mut d, layout::api::CORRELATION_ID, i * 2 + 1);
+        let mut k = vec![0u8; ksize];
+        use layout::kernel as o;
+        put(&mut k, 0, kind::CONCURRENT_KERNEL);
+        put(&mut k, o::START, t + 9_000 + (i as u64 * 37) % 1000);
+        put(&mut k, o::END, t + 9_000 + 20_000 + (i as u64 * 7919) % 30_000);
+        put(&mut k, o::DEVICE_ID, 0u32);
+        put(&mut k, o::CONTEXT_ID, 1u32);
+        put(&mut k, o::STREAM_ID, 7u32);
+        put(&mut k, o::CORRELATION_ID, i * 2 + 1);
+        put(&mut k, o::GRID_X, 1i32 << (i % 9));
+        put(&mut k, o::BLOCK_X, 256i32);
+        put(&mut k, o::NAME, names[(i % 300) as usize].as_ptr());
+        let launch = if with_driver { vec![d, a, k] } else { vec![a, k] };
+        for r in launch {
+            offsets.push(buf.len());
+            buf.extend_from_slice(&r);
+            records += 1;
+        }
+        if i % 50 == 0 {
+            let mut m = vec![0u8; msize];
+            use layout::memcpy as o;
+            put(&mut m, 0, kind::MEMCPY);
+            put(&mut m, o::COPY_KIND, 1u8);
+            put(&mut m, o::BYTES, 16u64 << 20);
+            put(&mut m, o::START, t);
+            put(&mut m, o::END, t + 700_000);
+            put(&mut m, o::STREAM_ID, 7u32);
+            offsets.push(buf.len());
+            buf.extend_from_slice(&m);
+            records += 1;
+        }
+        t += 30_000;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.gtrace");
+    let mut best = f64::MAX;
+    let mut size = 0;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
+        let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
+        let mut dec = Decoder::default();
+        for &off in &offsets {
+            // Safety: `off` starts a complete record built above.
+            if let Some(e) = unsafe { dec.record(buf.as_ptr().add(off), &mut w) } {
+                w.push(e).unwrap();
+            }
+        }
+        let f = w.finish(Trailer::default()).unwrap();
+        // Written to the page cache, as the agent does (it never fsyncs).
+        drop(f.into_inner().unwrap());
+        best = best.min(t0.elapsed().as_secs_f64());
+        size = std::fs::metadata(&path).unwrap().len();
+    }
+    println!(
+        "writer thread{}: {records} records ({:.1} MB of CUPTI records) -> {size} bytes on disk in {:.1} ms = {:.1} M records/s ({:.2} bytes/record)",
+        if with_driver { " (with driver calls)" } else { "" },
+        buf.len() as f64 / 1e6,
+        best * 1e3,
+        records as f64 / best / 1e6,
+        size as f64 / records as f64
+    );
 }
