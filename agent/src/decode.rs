@@ -100,6 +100,12 @@ fn is_comm_kernel(name: &[u8]) -> bool {
 }
 
 impl Decoder {
+    /// Call before decoding each buffer CUPTI completes: kernel name
+    /// pointers are checked against their bytes once per buffer.
+    pub fn new_buffer(&mut self) {
+        self.names.new_buffer();
+    }
+
     fn device_of_context(&self, ctx: u32) -> u32 {
         self.context_device.iter().find(|(c, _)| *c == ctx).map_or(0, |(_, d)| *d)
     }
@@ -128,6 +134,9 @@ impl Decoder {
     fn kernel_name<W: std::io::Write>(&mut self, ptr: *const libc::c_char, w: &mut TraceWriter<W>) -> StringId {
         if ptr.is_null() {
             return w.intern("<unnamed kernel>");
+        }
+        if let Some(id) = self.names.verified(ptr as usize) {
+            return id;
         }
         // Safety: CUPTI's name pointer is a NUL-terminated string valid
         // while the buffer is not recycled (we copy before recycling).
@@ -377,19 +386,63 @@ mod rustc_hash_lite {
         }
     }
 
-    /// Pointer → (bytes, id).
-    #[derive(Default)]
-    pub struct PtrMap(HashMap<usize, (Box<[u8]>, StringId), BuildHasherDefault<PtrHasher>>);
+    /// Slots of the verified-pointer cache (a power of two).
+    const FAST_SLOTS: usize = 1024;
+
+    /// Pointer → (bytes, id), and a direct-mapped cache of the pointers
+    /// whose bytes were checked during the current buffer.
+    ///
+    /// Invariant: a `fast` slot `(ptr, id, epoch)` with `epoch` equal to the
+    /// current one means `ptr` held the bytes of `id` when checked in this
+    /// buffer. Every record of a buffer is decoded at about the same time,
+    /// so the name memory cannot have changed in between (a pointer reused
+    /// across a module unload is seen at the next buffer's first check).
+    pub struct PtrMap {
+        map: HashMap<usize, (Box<[u8]>, StringId), BuildHasherDefault<PtrHasher>>,
+        fast: Vec<(usize, StringId, u64)>,
+        epoch: u64,
+    }
+
+    impl Default for PtrMap {
+        fn default() -> Self {
+            PtrMap {
+                map: HashMap::default(),
+                // Epoch 0 is never current: every slot starts stale.
+                fast: vec![(0, StringId(0), 0); FAST_SLOTS],
+                epoch: 1,
+            }
+        }
+    }
+
+    fn slot(ptr: usize) -> usize {
+        ((ptr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize & (FAST_SLOTS - 1)
+    }
 
     impl PtrMap {
-        /// The id for `ptr` if it still holds `bytes`.
-        pub fn get(&self, ptr: usize, bytes: &[u8]) -> Option<StringId> {
-            self.0.get(&ptr).filter(|(b, _)| &**b == bytes).map(|(_, id)| *id)
+        /// A new buffer: every pointer is checked again before it is trusted.
+        pub fn new_buffer(&mut self) {
+            self.epoch += 1;
         }
 
-        /// Remember `ptr` → `bytes`, `id`.
+        /// The id for `ptr` if its bytes were already checked in this buffer.
+        #[inline]
+        pub fn verified(&self, ptr: usize) -> Option<StringId> {
+            let (p, id, epoch) = self.fast[slot(ptr)];
+            (p == ptr && epoch == self.epoch).then_some(id)
+        }
+
+        /// The id for `ptr` if it still holds `bytes` (and remember that it
+        /// was checked in this buffer).
+        pub fn get(&mut self, ptr: usize, bytes: &[u8]) -> Option<StringId> {
+            let id = self.map.get(&ptr).filter(|(b, _)| &**b == bytes).map(|(_, id)| *id)?;
+            self.fast[slot(ptr)] = (ptr, id, self.epoch);
+            Some(id)
+        }
+
+        /// Remember `ptr` → `bytes`, `id` (checked in this buffer).
         pub fn insert(&mut self, ptr: usize, bytes: &[u8], id: StringId) {
-            self.0.insert(ptr, (bytes.into(), id));
+            self.map.insert(ptr, (bytes.into(), id));
+            self.fast[slot(ptr)] = (ptr, id, self.epoch);
         }
     }
 }
@@ -423,7 +476,8 @@ mod tests {
     #[test]
     fn decodes_a_kernel_record_at_the_header_offsets() {
         use layout::kernel as o;
-        let name = c"ampere_sgemm_128x64_tn";
+        // Name memory the test can change later (CUPTI's may be reused).
+        let mut name = *b"ampere_sgemm_128x64_tn\0";
         let ptr = (name.as_ptr() as usize).to_le_bytes();
         let size = o::LAYOUT.size_at(layout::version::V12_0).unwrap();
         let r = record(
@@ -462,6 +516,21 @@ mod tests {
         let again = unsafe { d.record(r.as_ptr(), &mut w) }.unwrap();
         assert_eq!(again, e);
         assert_eq!(w.string_count(), 2);
+        // The pointer now holds another name (a module unloaded and another
+        // loaded there): seen in the next buffer.
+        name[..13].copy_from_slice(b"other_kernel\0");
+        // Safety of the reads below: `name` is still NUL-terminated.
+        let read_name = |d: &mut Decoder, w: &mut TraceWriter<Vec<u8>>| {
+            let Some(Event::Kernel(k)) = (unsafe { d.record(r.as_ptr(), w) }) else { panic!("not a kernel") };
+            k.name
+        };
+        // Within a buffer a checked pointer is trusted...
+        assert_eq!(read_name(&mut d, &mut w), k.name);
+        // ... and checked again in the next one.
+        d.new_buffer();
+        let renamed = read_name(&mut d, &mut w);
+        assert_ne!(renamed, k.name);
+        assert_eq!(w.intern("other_kernel"), renamed);
     }
 
     #[test]

@@ -699,6 +699,7 @@ fn walk<W: std::io::Write>(
     undecodable: &mut u64,
 ) -> Result<(), FormatError> {
     let mut cursor = std::ptr::null_mut();
+    dec.new_buffer();
     loop {
         // Safety: `buf` is a buffer CUPTI completed with `valid` bytes, and
         // `cursor` starts null and is only advanced by CUPTI.
