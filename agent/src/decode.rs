@@ -521,7 +521,9 @@ mod tests {
         name[..13].copy_from_slice(b"other_kernel\0");
         // Safety of the reads below: `name` is still NUL-terminated.
         let read_name = |d: &mut Decoder, w: &mut TraceWriter<Vec<u8>>| {
-            let Some(Event::Kernel(k)) = (unsafe { d.record(r.as_ptr(), w) }) else { panic!("not a kernel") };
+            let Some(Event::Kernel(k)) = (unsafe { d.record(r.as_ptr(), w) }) else {
+                panic!("not a kernel")
+            };
             k.name
         };
         // Within a buffer a checked pointer is trusted...

@@ -1,29 +1,27 @@
 //! K-way merge of a file's event chunks into one start-ordered stream.
 //!
-//! Each events chunk is sorted by start (a format invariant). The merge keeps
-//! decoded only the chunks whose time range has begun and not yet been
-//! consumed, so memory is bounded by the chunks that overlap in time (about
-//! one per track and kind), never by the number of events. Events are
-//! handed out in runs: after taking the earliest chunk, it keeps reading
-//! from it while its events start no later than any other chunk's next
-//! event, which avoids a heap operation per event when streams do not
-//! interleave finely.
+//! Each events chunk is sorted by start (a format invariant). The merge reads
+//! the chunks whose time range has begun and not yet been consumed through
+//! cursors that hold only their decompressed bodies (about 8 bytes per
+//! event), so memory is bounded by the chunks that overlap in time (about one
+//! per track and kind), never by the number of events. Events are handed out
+//! in runs: after taking the earliest chunk, it keeps reading from it while
+//! its events start no later than any other chunk's next event, which avoids
+//! a heap operation per event when streams do not interleave finely.
 
-use gputrace_format::{Event, EventChunk, EventKind, TraceFile};
+use gputrace_format::{ChunkCursor, Event, EventChunk, EventKind, TraceFile};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Call `f` for every record that `convert` makes of the events of the
-/// chunks `select` accepts, in start order (ties in any order). `convert`
-/// runs once per event as chunks are decoded (chunk order, not time order),
-/// so order-independent work belongs there; returning `None` drops the
-/// event. Records must keep their event's start (`start_of`), so that each
-/// decoded chunk stays sorted. Stops at the first decoding error.
+/// chunks `select` accepts, in the events' start order (ties in any order);
+/// returning `None` drops the event. Records reach `f` in the order of their
+/// events' starts, so a record that changes its start must keep that order
+/// (a monotonic rounding does). Stops at the first decoding error.
 pub fn for_each_merged<T>(
     file: &TraceFile,
     select: impl Fn(&EventChunk) -> bool,
     mut convert: impl FnMut(&Event) -> Option<T>,
-    start_of: impl Fn(&T) -> u64,
     mut f: impl FnMut(&T),
 ) -> gputrace_format::Result<()> {
     let chunks = file.chunks();
@@ -31,56 +29,55 @@ pub fn for_each_merged<T>(
     // Latest first, so that pop() yields the chunk that begins earliest.
     pending.sort_by_key(|&i| Reverse((chunks[i].t_min, i)));
     let mut dec = file.decoder();
-    // Decoded chunks being consumed: (records, next position). A slot is
-    // reused once its chunk is exhausted; `free` lists those slots.
-    let mut active: Vec<(Vec<T>, usize)> = Vec::new();
+    // Cursors of the chunks being read; a slot is reused once its chunk is
+    // done (`free` lists those slots).
+    let mut active: Vec<Option<ChunkCursor>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
-    // Next unread record start of each live slot.
+    // Next event start of each live slot.
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     loop {
-        // A pending chunk must be decoded before any record that starts after its first event.
+        // A pending chunk must be opened before any event that starts after its first.
         while let Some(&idx) = pending.last() {
             let t = chunks[idx].t_min.0;
             if matches!(heap.peek(), Some(Reverse((next, _))) if *next < t) {
                 break;
             }
             pending.pop();
-            let slot = free.pop().unwrap_or_else(|| {
-                active.push((Vec::new(), 0));
-                active.len() - 1
-            });
-            let (buf, pos) = &mut active[slot];
-            buf.clear();
-            *pos = 0;
-            dec.for_each(idx, |e| {
-                if let Some(r) = convert(e) {
-                    buf.push(r);
+            let cursor = dec.cursor(idx)?;
+            let start = cursor.event().start().0;
+            let slot = match free.pop() {
+                Some(slot) => {
+                    active[slot] = Some(cursor);
+                    slot
                 }
-            })?;
-            match buf.first() {
-                Some(r) => heap.push(Reverse((start_of(r), slot))),
-                None => free.push(slot),
-            }
+                None => {
+                    active.push(Some(cursor));
+                    active.len() - 1
+                }
+            };
+            heap.push(Reverse((start, slot)));
         }
         let Some(Reverse((_, slot))) = heap.pop() else { break };
         // Everything starting at or before `bound` may be taken from this slot
         // without consulting the heap or the pending chunks again.
         let other = heap.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
         let bound = other.min(pending.last().map_or(u64::MAX, |&i| chunks[i].t_min.0));
-        let (buf, pos) = &mut active[slot];
+        let Some(cursor) = active[slot].as_mut() else { continue };
         loop {
-            f(&buf[*pos]);
-            *pos += 1;
-            match buf.get(*pos) {
-                None => {
-                    free.push(slot);
-                    break;
+            if let Some(r) = convert(cursor.event()) {
+                f(&r);
+            }
+            if !cursor.advance()? {
+                if let Some(done) = active[slot].take() {
+                    dec.recycle(done);
                 }
-                Some(r) if start_of(r) > bound => {
-                    heap.push(Reverse((start_of(r), slot)));
-                    break;
-                }
-                Some(_) => {}
+                free.push(slot);
+                break;
+            }
+            let next = cursor.event().start().0;
+            if next > bound {
+                heap.push(Reverse((next, slot)));
+                break;
             }
         }
     }

@@ -697,8 +697,8 @@ fn device_pass(
             matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device)
                 && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync)
         },
-        // Statistics do not depend on order: gather them while decoding, and
-        // keep only what the ordered sweep needs.
+        // Statistics (which do not depend on order) are gathered here; the
+        // record keeps only what the ordered sweep needs.
         |ev| {
             // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
             // first, then its rounding.
@@ -831,7 +831,6 @@ fn device_pass(
             // sweep, except in HTA-compatible mode, where they bound the span (as instants).
             (work.end > work.start || hta.is_some()).then_some(work)
         },
-        |w| w.start,
         |w| {
             if let Some((a, b)) = sweep.gap_before(w.start) {
                 let mut d2h_before = 0;
@@ -950,7 +949,6 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
             Event::Kernel(k) => Some((k.start.0, k.end.0, k.name)),
             _ => None,
         },
-        |r| r.0,
         |&(start, end, name)| {
             last_end = last_end.max(end);
             if let Some(r) = runs.get_mut(name.0 as usize) {
@@ -1001,7 +999,6 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
             Event::Kernel(k) if k.name == anchor => Some(k.start.0),
             _ => None,
         },
-        |&t| t,
         |&t| anchor_starts.push(t),
     )?;
     let windows = anchor_starts

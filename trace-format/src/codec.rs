@@ -827,8 +827,146 @@ impl<'a> Column<'a> {
     }
 }
 
+/// The columns of a chunk body (start, duration, the series, attribute
+/// index; `None` past the kind's count), each checked to hold `count`
+/// varints, after filling `templates` from its dictionary.
+type Columns<'a> = [Option<Column<'a>>; 3 + MAX_SERIES];
+
+fn open_body<'a>(
+    kind: EventKind,
+    track: &Track,
+    count: usize,
+    body: &'a [u8],
+    templates: &mut Vec<Event>,
+) -> Result<Columns<'a>, &'static str> {
+    const BAD: &str = "malformed column header";
+    let (n_series, n_attrs) = shape(kind);
+    let mut c = Cursor::new(body);
+    if c.varint().ok_or(BAD)? != n_attrs as u64 {
+        return Err("attribute count does not match the event kind");
+    }
+    let dict_len = c.varint().ok_or(BAD)? as usize;
+    // Every entry takes at least n_attrs bytes: bound before allocating.
+    if dict_len > c.remaining() / n_attrs.max(1) || dict_len > count.max(1) {
+        return Err("dictionary larger than the chunk");
+    }
+    templates.clear();
+    for _ in 0..dict_len {
+        let mut a: Attrs = [0; MAX_ATTRS];
+        for v in a.iter_mut().take(n_attrs) {
+            *v = c.varint().ok_or("truncated dictionary")?;
+        }
+        templates.push(template(kind, track, &a)?);
+    }
+    let n_cols = 3 + n_series;
+    if c.varint().ok_or(BAD)? != n_cols as u64 {
+        return Err("column count does not match the event kind");
+    }
+    let mut lens = [0usize; 3 + MAX_SERIES];
+    for l in lens.iter_mut().take(n_cols) {
+        *l = c.varint().ok_or(BAD)? as usize;
+    }
+    let mut cols: Columns<'a> = Default::default();
+    for (i, &l) in lens[..n_cols].iter().enumerate() {
+        let bytes = c.bytes(l).ok_or("column runs past the chunk")?;
+        cols[i] = Some(Column::new(bytes, count)?);
+    }
+    if c.remaining() != 0 {
+        return Err("trailing bytes after the columns");
+    }
+    Ok(cols)
+}
+
+/// A chunk body read one event at a time, in order, from its columns
+/// (nothing materialized but the current event).
+///
+/// Invariant: the columns point into a body that stays in place, unchanged,
+/// for the life of this value (the owner keeps it; see `ChunkCursor`), and
+/// hold `left` more varints each.
+pub(crate) struct Rows {
+    cols: Columns<'static>,
+    n_series: usize,
+    left: usize,
+    start: u64,
+    series: Series,
+    templates: Vec<Event>,
+    /// Template holding the current event; `usize::MAX` before the first.
+    cur: usize,
+}
+
+// Safety: `Rows` only reads the body its owner keeps alive and unchanged;
+// nothing in it is shared.
+unsafe impl Send for Rows {}
+
+impl Rows {
+    /// Open a body, positioned before its first event.
+    ///
+    /// # Safety
+    /// `body` must stay allocated and unchanged while the returned value
+    /// (or anything it is moved into) exists.
+    pub(crate) unsafe fn open(
+        kind: EventKind,
+        track: &Track,
+        count: usize,
+        t_min: u64,
+        body: &[u8],
+        mut templates: Vec<Event>,
+    ) -> Result<Rows, &'static str> {
+        // Safety: the caller keeps `body` alive and unchanged (see above).
+        let body: &'static [u8] = unsafe { &*(body as *const [u8]) };
+        let cols = open_body(kind, track, count, body, &mut templates)?;
+        Ok(Rows {
+            cols,
+            n_series: shape(kind).0,
+            left: count,
+            start: t_min,
+            series: [0; MAX_SERIES],
+            templates,
+            cur: usize::MAX,
+        })
+    }
+
+    /// Move to the next event: false at the end.
+    #[inline]
+    pub(crate) fn advance(&mut self) -> Result<bool, &'static str> {
+        const BAD: &str = "malformed column header";
+        if self.left == 0 {
+            return Ok(false);
+        }
+        self.left -= 1;
+        let ns = self.n_series;
+        let [Some(c0), Some(c1), rest @ ..] = &mut self.cols else {
+            return Err(BAD);
+        };
+        self.start = self.start.wrapping_add(unzigzag(c0.next()) as u64);
+        let end = self.start.wrapping_add(unzigzag(c1.next()) as u64);
+        for (s, col) in self.series.iter_mut().zip(rest.iter_mut()).take(ns) {
+            *s = s.wrapping_add(unzigzag(col.as_mut().ok_or(BAD)?.next()) as u64);
+        }
+        let idx = rest[ns].as_mut().ok_or(BAD)?.next() as usize;
+        if self.left == 0 && self.cols.iter().flatten().any(|c| c.overlong()) {
+            return Err("varint longer than 10 bytes");
+        }
+        let e = self.templates.get_mut(idx).ok_or("attribute index out of range")?;
+        set_times(e, self.start, end, &self.series)?;
+        self.cur = idx;
+        Ok(true)
+    }
+
+    /// The current event (after an `advance` that returned true).
+    #[inline]
+    pub(crate) fn current(&self) -> Option<&Event> {
+        self.templates.get(self.cur)
+    }
+
+    /// Give back the template storage for reuse.
+    pub(crate) fn into_templates(self) -> Vec<Event> {
+        self.templates
+    }
+}
+
 impl Decoder {
-    /// Decode a body written by [`Encoder::encode`], calling `f` for each
+    /// Decode a body written by [`ChunkBuf::encode`], calling `f` for each
     /// event in order (nothing is materialized).
     pub(crate) fn decode_with(
         &mut self,
@@ -840,40 +978,8 @@ impl Decoder {
         mut f: impl FnMut(&Event),
     ) -> Result<(), &'static str> {
         const BAD: &str = "malformed column header";
-        let (n_series, n_attrs) = shape(kind);
-        let mut c = Cursor::new(body);
-        if c.varint().ok_or(BAD)? != n_attrs as u64 {
-            return Err("attribute count does not match the event kind");
-        }
-        let dict_len = c.varint().ok_or(BAD)? as usize;
-        // Every entry takes at least n_attrs bytes: bound before allocating.
-        if dict_len > c.remaining() / n_attrs.max(1) || dict_len > count.max(1) {
-            return Err("dictionary larger than the chunk");
-        }
-        self.templates.clear();
-        for _ in 0..dict_len {
-            let mut a: Attrs = [0; MAX_ATTRS];
-            for v in a.iter_mut().take(n_attrs) {
-                *v = c.varint().ok_or("truncated dictionary")?;
-            }
-            self.templates.push(template(kind, track, &a)?);
-        }
-        let n_cols = 3 + n_series;
-        if c.varint().ok_or(BAD)? != n_cols as u64 {
-            return Err("column count does not match the event kind");
-        }
-        let mut lens = [0usize; 3 + MAX_SERIES];
-        for l in lens.iter_mut().take(n_cols) {
-            *l = c.varint().ok_or(BAD)? as usize;
-        }
-        let mut cols: [Option<Column<'_>>; 3 + MAX_SERIES] = Default::default();
-        for (i, &l) in lens[..n_cols].iter().enumerate() {
-            let bytes = c.bytes(l).ok_or("column runs past the chunk")?;
-            cols[i] = Some(Column::new(bytes, count)?);
-        }
-        if c.remaining() != 0 {
-            return Err("trailing bytes after the columns");
-        }
+        let n_series = shape(kind).0;
+        let mut cols = open_body(kind, track, count, body, &mut self.templates)?;
         let templates = &mut self.templates;
         // One monomorphic loop per kind: the series count is a constant and
         // the per-event fields are set without matching on the kind.
@@ -913,7 +1019,9 @@ impl Decoder {
             }),
             // Collectives and losses are rare: the general path.
             _ => {
-                let [Some(mut c0), Some(mut c1), ref mut rest @ ..] = cols else { return Err(BAD) };
+                let [Some(mut c0), Some(mut c1), ref mut rest @ ..] = cols else {
+                    return Err(BAD);
+                };
                 let mut start = t_min;
                 let mut series: Series = [0; MAX_SERIES];
                 for _ in 0..count {
@@ -1063,7 +1171,14 @@ mod tests {
         let (t_min, t_max) = buf.encode(&mut body, &mut cols);
         let mut out = Vec::new();
         Decoder::default()
-            .decode_with(EventKind::Api, &Track::Thread { tid: ThreadId(7) }, events.len(), t_min, &body, |e| out.push(*e))
+            .decode_with(
+                EventKind::Api,
+                &Track::Thread { tid: ThreadId(7) },
+                events.len(),
+                t_min,
+                &body,
+                |e| out.push(*e),
+            )
             .unwrap();
         (out, t_min, t_max)
     }
@@ -1090,6 +1205,37 @@ mod tests {
             prop_assert_eq!(&got, &want);
             prop_assert_eq!(t_min, want.iter().map(|e| e.start().0).min().unwrap());
             prop_assert_eq!(t_max, want.iter().map(|e| e.end().0).max().unwrap());
+        }
+    }
+
+    proptest! {
+        /// Any body bytes: the row reader refuses them or reads them to the
+        /// end (or to an error), never panicking; its events are those the
+        /// one-pass decoder gives.
+        #[test]
+        fn garbage_bodies_never_panic_the_row_reader(body in proptest::collection::vec(any::<u8>(), 0..96), count in 1usize..12) {
+            let track = Track::Thread { tid: ThreadId(1) };
+            let mut want = Vec::new();
+            let whole = Decoder::default().decode_with(EventKind::Api, &track, count, 5, &body, |e| want.push(*e));
+            // Safety: `body` outlives `rows` and is not changed.
+            let rows = unsafe { Rows::open(EventKind::Api, &track, count, 5, &body, Vec::new()) };
+            let mut got = Vec::new();
+            let mut failed = false;
+            if let Ok(mut rows) = rows {
+                loop {
+                    match rows.advance() {
+                        Ok(true) => got.push(*rows.current().unwrap()),
+                        Ok(false) => break,
+                        Err(_) => { failed = true; break }
+                    }
+                }
+            } else {
+                failed = true;
+            }
+            if whole.is_ok() {
+                prop_assert!(!failed);
+                prop_assert_eq!(got, want);
+            }
         }
     }
 

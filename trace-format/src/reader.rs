@@ -439,6 +439,7 @@ impl TraceFile {
             raw: Vec::new(),
             zstd: None,
             codec: codec::Decoder::default(),
+            spare: Vec::new(),
         }
     }
 
@@ -478,7 +479,9 @@ impl TraceFile {
             dec: self.decoder(),
             pending,
             active: Vec::new(),
+            free: Vec::new(),
             heap: BinaryHeap::new(),
+            run: None,
             failed: false,
         }
     }
@@ -490,9 +493,11 @@ pub struct ChunkDecoder<'a> {
     raw: Vec<u8>,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
     codec: codec::Decoder,
+    /// Buffers of finished cursors, for the next ones.
+    spare: Vec<(Vec<u8>, Vec<Event>)>,
 }
 
-impl ChunkDecoder<'_> {
+impl<'a> ChunkDecoder<'a> {
     /// Append the events of chunk `index` to `out`.
     pub fn decode_into(&mut self, index: usize, out: &mut Vec<Event>) -> Result<()> {
         out.reserve(self.file.chunks.get(index).map_or(0, |c| c.count as usize));
@@ -503,37 +508,142 @@ impl ChunkDecoder<'_> {
     /// materializing the chunk (the fastest way to scan a file).
     pub fn for_each(&mut self, index: usize, f: impl FnMut(&Event)) -> Result<()> {
         let file = self.file;
-        let c = file.chunks.get(index).ok_or_else(|| FormatError::Corrupt {
-            path: file.path.clone(),
-            offset: 0,
-            what: format!("no chunk #{index}"),
-        })?;
+        let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
+        let mut raw = std::mem::take(&mut self.raw);
+        let body = self.body(c, &mut raw);
+        let r = body.and_then(|body| {
+            self.codec
+                .decode_with(c.kind, &c.track, c.count as usize, c.t_min.0, body, f)
+                .map_err(|e| chunk_error(file, c, e))
+        });
+        self.raw = raw;
+        r
+    }
+
+    /// The body of chunk `c`: decompressed into `raw`, or the file's bytes.
+    fn body<'r>(&mut self, c: &EventChunk, raw: &'r mut Vec<u8>) -> Result<&'r [u8]>
+    where
+        'a: 'r,
+    {
+        let file = self.file;
         let corrupt = |what: String| FormatError::Corrupt {
             path: file.path.clone(),
             offset: c.offset,
             what,
         };
         let body = &file.data.bytes()[c.body_start..c.body_end];
-        let raw: &[u8] = if c.compressed {
-            if self.zstd.is_none() {
-                self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?);
-            }
-            let d = self.zstd.as_mut().expect("set above");
-            self.raw.clear();
-            self.raw.reserve(c.raw_len as usize);
-            let n = d
-                .decompress_to_buffer(body, &mut self.raw)
-                .map_err(|e| corrupt(format!("zstd: {e}")))?;
-            if n != c.raw_len as usize {
-                return Err(corrupt("chunk body length differs from its frame".into()));
-            }
-            &self.raw
+        if !c.compressed {
+            return Ok(body);
+        }
+        if self.zstd.is_none() {
+            self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?);
+        }
+        let d = self.zstd.as_mut().expect("set above");
+        raw.clear();
+        raw.reserve(c.raw_len as usize);
+        let n = d.decompress_to_buffer(body, raw).map_err(|e| corrupt(format!("zstd: {e}")))?;
+        if n != c.raw_len as usize {
+            return Err(corrupt("chunk body length differs from its frame".into()));
+        }
+        Ok(raw)
+    }
+
+    /// A cursor over chunk `index`, on its first event: the chunk is read
+    /// one event at a time, holding only its decompressed body (about 8
+    /// bytes per event) rather than every event (112 bytes each). Give it
+    /// back with [`Self::recycle`] to reuse its buffers.
+    pub fn cursor(&mut self, index: usize) -> Result<ChunkCursor> {
+        let file = self.file;
+        let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
+        let (mut raw, templates) = self.spare.pop().unwrap_or_default();
+        if !c.compressed {
+            raw.clear();
+            raw.extend_from_slice(&file.data.bytes()[c.body_start..c.body_end]);
         } else {
-            body
+            self.body(c, &mut raw)?;
+        }
+        // Safety: `raw` moves into the cursor with the rows, which it
+        // outlives, and is never changed there (see `ChunkCursor`).
+        let rows = unsafe { codec::Rows::open(c.kind, &c.track, c.count as usize, c.t_min.0, &raw, templates) }
+            .map_err(|e| chunk_error(file, c, e))?;
+        let mut cursor = ChunkCursor {
+            rows,
+            raw,
+            path: file.path.clone(),
+            index,
+            offset: c.offset,
+            kind: c.kind,
+            track: c.track,
         };
-        self.codec
-            .decode_with(c.kind, &c.track, c.count as usize, c.t_min.0, raw, f)
-            .map_err(|e| corrupt(format!("{} chunk on {}: {e}", c.kind.name(), c.track)))
+        if !cursor.advance()? {
+            return Err(chunk_error(file, c, "events chunk with no events"));
+        }
+        Ok(cursor)
+    }
+
+    /// Keep a finished cursor's buffers for the next [`Self::cursor`].
+    pub fn recycle(&mut self, c: ChunkCursor) {
+        if self.spare.len() < 64 {
+            let ChunkCursor { rows, raw, .. } = c;
+            self.spare.push((raw, rows.into_templates()));
+        }
+    }
+}
+
+fn no_chunk(file: &TraceFile, index: usize) -> FormatError {
+    FormatError::Corrupt {
+        path: file.path.clone(),
+        offset: 0,
+        what: format!("no chunk #{index}"),
+    }
+}
+
+fn chunk_error(file: &TraceFile, c: &EventChunk, e: &str) -> FormatError {
+    FormatError::Corrupt {
+        path: file.path.clone(),
+        offset: c.offset,
+        what: format!("{} chunk on {}: {e}", c.kind.name(), c.track),
+    }
+}
+
+/// One events chunk, read one event at a time in start order. See
+/// [`ChunkDecoder::cursor`].
+///
+/// Invariant: `rows` reads `raw`, whose heap buffer is never changed or
+/// freed while `rows` exists (`raw` is private, only read, and dropped after
+/// `rows`: fields drop in declaration order).
+pub struct ChunkCursor {
+    rows: codec::Rows,
+    raw: Vec<u8>,
+    path: PathBuf,
+    index: usize,
+    offset: u64,
+    kind: EventKind,
+    track: Track,
+}
+
+impl ChunkCursor {
+    /// The current event.
+    #[inline]
+    pub fn event(&self) -> &Event {
+        // Set by every successful `advance`, and the cursor starts on one.
+        self.rows.current().expect("a cursor is always on an event")
+    }
+
+    /// Move to the next event; false when the chunk is done (the last
+    /// event stays current).
+    #[inline]
+    pub fn advance(&mut self) -> Result<bool> {
+        self.rows.advance().map_err(|e| FormatError::Corrupt {
+            path: self.path.clone(),
+            offset: self.offset,
+            what: format!("{} chunk on {}: {e}", self.kind.name(), self.track),
+        })
+    }
+
+    /// The chunk's index in [`TraceFile::chunks`].
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 
@@ -575,20 +685,31 @@ impl Iterator for Events<'_> {
 pub struct TrackEvents<'a> {
     dec: ChunkDecoder<'a>,
     pending: Vec<usize>,
-    active: Vec<(Vec<Event>, usize)>,
+    /// Cursors of the chunks being merged (`None`: a finished slot, reused).
+    active: Vec<Option<ChunkCursor>>,
+    free: Vec<usize>,
     heap: BinaryHeap<Reverse<(Nanos, usize)>>,
+    /// The slot being read without the heap, and the latest start it may
+    /// hand out before another chunk's event could come first.
+    run: Option<(usize, Nanos)>,
     failed: bool,
 }
 
 impl TrackEvents<'_> {
     fn activate(&mut self, idx: usize) -> Result<()> {
-        let mut v = Vec::new();
-        self.dec.decode_into(idx, &mut v)?;
-        if let Some(first) = v.first() {
-            let slot = self.active.len();
-            self.heap.push(Reverse((first.start(), slot)));
-            self.active.push((v, 0));
-        }
+        let cursor = self.dec.cursor(idx)?;
+        let start = cursor.event().start();
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.active[slot] = Some(cursor);
+                slot
+            }
+            None => {
+                self.active.push(Some(cursor));
+                self.active.len() - 1
+            }
+        };
+        self.heap.push(Reverse((start, slot)));
         Ok(())
     }
 }
@@ -599,29 +720,50 @@ impl Iterator for TrackEvents<'_> {
         if self.failed {
             return None;
         }
-        // Activate every pending chunk that could hold the next event.
-        while let Some(&idx) = self.pending.last() {
-            let t = self.dec.file.chunks[idx].t_min;
-            match self.heap.peek() {
-                Some(Reverse((next, _))) if *next < t => break,
-                _ => {
-                    self.pending.pop();
-                    if let Err(e) = self.activate(idx) {
-                        self.failed = true;
-                        return Some(Err(e));
+        if self.run.is_none() {
+            // Activate every pending chunk that could hold the next event.
+            while let Some(&idx) = self.pending.last() {
+                let t = self.dec.file.chunks[idx].t_min;
+                match self.heap.peek() {
+                    Some(Reverse((next, _))) if *next < t => break,
+                    _ => {
+                        self.pending.pop();
+                        if let Err(e) = self.activate(idx) {
+                            self.failed = true;
+                            return Some(Err(e));
+                        }
                     }
                 }
             }
+            let Reverse((_, slot)) = self.heap.pop()?;
+            // Everything in this chunk up to `bound` comes before any other
+            // chunk's next event: take it without the heap.
+            let other = self.heap.peek().map_or(Nanos(u64::MAX), |Reverse((t, _))| *t);
+            let pending = self.pending.last().map_or(Nanos(u64::MAX), |&i| self.dec.file.chunks[i].t_min);
+            self.run = Some((slot, other.min(pending)));
         }
-        let Reverse((_, slot)) = self.heap.pop()?;
-        let (events, pos) = &mut self.active[slot];
-        let e = events[*pos];
-        *pos += 1;
-        if let Some(n) = events.get(*pos) {
-            self.heap.push(Reverse((n.start(), slot)));
-        } else {
-            // Release the chunk's memory; the slot stays so indexes hold.
-            *events = Vec::new();
+        let (slot, bound) = self.run?;
+        let cursor = self.active[slot].as_mut()?;
+        let e = *cursor.event();
+        match cursor.advance() {
+            Ok(true) => {
+                let next = cursor.event().start();
+                if next > bound {
+                    self.heap.push(Reverse((next, slot)));
+                    self.run = None;
+                }
+            }
+            Ok(false) => {
+                if let Some(c) = self.active[slot].take() {
+                    self.dec.recycle(c);
+                }
+                self.free.push(slot);
+                self.run = None;
+            }
+            Err(err) => {
+                self.failed = true;
+                return Some(Err(err));
+            }
         }
         Some(Ok(e))
     }
