@@ -343,8 +343,8 @@ fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
 struct TrackIter<'a, 'd> {
     dec: &'d mut ChunkDecoder<'a>,
     pending: Vec<usize>,
-    active: Vec<(Vec<Event>, usize)>,
-    spare: Vec<Vec<Event>>,
+    /// Cursors of the chunks being merged (`None`: finished).
+    active: Vec<Option<ChunkCursor>>,
     heap: BinaryHeap<Reverse<Key>>,
     chunks: &'a [EventChunk],
     /// The slot being drained without the heap (see `next`).
@@ -360,11 +360,23 @@ impl<'a, 'd> TrackIter<'a, 'd> {
             dec,
             pending,
             active: Vec::new(),
-            spare: Vec::new(),
             heap: BinaryHeap::new(),
             chunks,
             solo: None,
         }
+    }
+
+    /// Move `slot`'s cursor past its current event; false (and the cursor
+    /// handed back) when its chunk is done.
+    fn step(&mut self, slot: usize) -> Result<bool> {
+        let Some(cursor) = self.active[slot].as_mut() else { return Ok(false) };
+        if cursor.advance()? {
+            return Ok(true);
+        }
+        if let Some(done) = self.active[slot].take() {
+            self.dec.recycle(done);
+        }
+        Ok(false)
     }
 
     fn next(&mut self) -> Result<Option<Event>> {
@@ -372,20 +384,16 @@ impl<'a, 'd> TrackIter<'a, 'd> {
         // heap while its next event still comes first (long runs of one
         // stream are the common case).
         if let Some(slot) = self.solo.take() {
-            let (events, pos) = &mut self.active[slot];
-            match events.get(*pos) {
-                Some(&e) => {
-                    let key = (e.start().0, Reverse(e.end().0), slot);
-                    let first_active = before_heap(&key, &self.heap);
-                    let pending_later = !matches!(self.pending.last(), Some(&i) if self.chunks[i].t_min.0 <= e.start().0);
-                    if first_active && pending_later {
-                        *pos += 1;
-                        self.solo = Some(slot);
-                        return Ok(Some(e));
-                    }
-                    self.heap.push(Reverse(key));
+            if self.step(slot)? {
+                let e = *self.active[slot].as_ref().map(ChunkCursor::event).expect("stepped onto an event");
+                let key = (e.start().0, Reverse(e.end().0), slot);
+                let first_active = before_heap(&key, &self.heap);
+                let pending_later = !matches!(self.pending.last(), Some(&i) if self.chunks[i].t_min.0 <= e.start().0);
+                if first_active && pending_later {
+                    self.solo = Some(slot);
+                    return Ok(Some(e));
                 }
-                None => self.spare.push(std::mem::take(events)),
+                self.heap.push(Reverse(key));
             }
         }
         while let Some(&idx) = self.pending.last() {
@@ -393,21 +401,18 @@ impl<'a, 'd> TrackIter<'a, 'd> {
                 break;
             }
             self.pending.pop();
-            let mut buf = self.spare.pop().unwrap_or_default();
-            buf.clear();
-            self.dec.decode_into(idx, &mut buf)?;
-            if let Some(first) = buf.first() {
-                self.heap
-                    .push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
-                self.active.push((buf, 0));
-            }
+            let cursor = self.dec.cursor(idx)?;
+            let first = cursor.event();
+            self.heap.push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
+            self.active.push(Some(cursor));
         }
         let Some(Reverse((_, _, slot))) = self.heap.pop() else {
             return Ok(None);
         };
-        let (events, pos) = &mut self.active[slot];
-        let e = events[*pos];
-        *pos += 1;
+        let Some(cursor) = self.active[slot].as_ref() else {
+            return Ok(None);
+        };
+        let e = *cursor.event();
         self.solo = Some(slot);
         Ok(Some(e))
     }
