@@ -146,6 +146,24 @@ struct JsonWriter<W: Write> {
     inputs: Vec<InputState>,
     /// The last lanes placed: (input, lane) → (pid, tid).
     recent: Recent<(usize, Lane), (u64, u64)>,
+    /// `,"pid":…,"tid":…,"ts":` by (pid, tid).
+    place_text: TextCache<(u64, u64), 64>,
+    /// `,"args":{"device":…,"context":…,"stream":…` by those ids.
+    gpu_text: TextCache<(DeviceId, ContextId, StreamId), 64>,
+    /// A kernel's registers, shared memory, grid and block args by their values.
+    launch_text: TextCache<(u32, u64, [u32; 3], [u32; 3]), 1024>,
+}
+
+/// `key` then `[x,y,z]`.
+fn put_dims(b: &mut Vec<u8>, key: &[u8], d: [u32; 3]) {
+    b.extend_from_slice(key);
+    b.push(b'[');
+    put_u64(b, d[0] as u64);
+    b.push(b',');
+    put_u64(b, d[1] as u64);
+    b.push(b',');
+    put_u64(b, d[2] as u64);
+    b.push(b']');
 }
 
 fn stream_tid(s: StreamId) -> u64 {
@@ -185,6 +203,9 @@ impl<W: Write> JsonWriter<W> {
             first: true,
             inputs,
             recent: Recent::new(),
+            place_text: TextCache::new(),
+            gpu_text: TextCache::new(),
+            launch_text: TextCache::new(),
         }
     }
 
@@ -306,11 +327,13 @@ impl<W: Write> JsonWriter<W> {
     fn pid_tid_ts(&mut self, pid: u64, tid: u64, ts: u64) {
         let base = self.base;
         let b = &mut self.out.buf;
-        b.extend_from_slice(b",\"pid\":");
-        put_u64(b, pid);
-        b.extend_from_slice(b",\"tid\":");
-        put_u64(b, tid);
-        b.extend_from_slice(b",\"ts\":");
+        self.place_text.put(b, (pid, tid), pid ^ tid.rotate_left(32), |t| {
+            t.extend_from_slice(b",\"pid\":");
+            put_u64(t, pid);
+            t.extend_from_slice(b",\"tid\":");
+            put_u64(t, tid);
+            t.extend_from_slice(b",\"ts\":");
+        });
         put_micros(b, ts.saturating_sub(base));
     }
 
@@ -341,9 +364,15 @@ impl<W: Write> JsonWriter<W> {
     /// Open the args of GPU work with what Kineto puts first on kernels,
     /// copies and memsets.
     fn gpu_args(&mut self, device: DeviceId, context: ContextId, stream: StreamId, correlation: CorrelationId) {
-        self.arg_u64(b",\"args\":{\"device\":", device.0 as u64);
-        self.arg_u64(b",\"context\":", context.0 as u64);
-        self.arg_u64(b",\"stream\":", stream.0 as u64);
+        let hash = (device.0 as u64) << 48 ^ (context.0 as u64) << 24 ^ stream.0 as u64;
+        self.gpu_text.put(&mut self.out.buf, (device, context, stream), hash, |t| {
+            t.extend_from_slice(b",\"args\":{\"device\":");
+            put_u64(t, device.0 as u64);
+            t.extend_from_slice(b",\"context\":");
+            put_u64(t, context.0 as u64);
+            t.extend_from_slice(b",\"stream\":");
+            put_u64(t, stream.0 as u64);
+        });
         self.arg_u64(b",\"correlation\":", correlation.0 as u64);
     }
 
@@ -357,18 +386,6 @@ impl<W: Write> JsonWriter<W> {
         let b = &mut self.out.buf;
         b.extend_from_slice(key);
         put_json_str(b, v);
-    }
-
-    fn arg_dims(&mut self, key: &[u8], d: [u32; 3]) {
-        let b = &mut self.out.buf;
-        b.extend_from_slice(key);
-        b.push(b'[');
-        put_u64(b, d[0] as u64);
-        b.push(b',');
-        put_u64(b, d[1] as u64);
-        b.push(b',');
-        put_u64(b, d[2] as u64);
-        b.push(b']');
     }
 
     fn dur(&mut self, start: u64, end: u64) {
@@ -509,15 +526,33 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
                 self.gpu_args(k.device, k.context, k.stream, k.correlation);
-                self.arg_u64(b",\"registers per thread\":", k.registers as u64);
-                self.arg_u64(b",\"shared memory\":", k.static_shared_mem as u64 + k.dynamic_shared_mem as u64);
-                self.arg_dims(b",\"grid\":", k.grid);
-                self.arg_dims(b",\"block\":", k.block);
+                let shared = k.static_shared_mem as u64 + k.dynamic_shared_mem as u64;
+                let key = (k.registers, shared, k.grid, k.block);
+                let hash = (k.registers as u64)
+                    ^ shared.rotate_left(8)
+                    ^ (k.grid[0] as u64).rotate_left(20)
+                    ^ (k.grid[1] as u64).rotate_left(30)
+                    ^ (k.grid[2] as u64).rotate_left(36)
+                    ^ (k.block[0] as u64).rotate_left(44)
+                    ^ (k.block[1] as u64).rotate_left(52)
+                    ^ (k.block[2] as u64).rotate_left(58);
+                self.launch_text.put(&mut self.out.buf, key, hash, |t| {
+                    t.extend_from_slice(b",\"registers per thread\":");
+                    put_u64(t, k.registers as u64);
+                    t.extend_from_slice(b",\"shared memory\":");
+                    put_u64(t, shared);
+                    put_dims(t, b",\"grid\":", k.grid);
+                    put_dims(t, b",\"block\":", k.block);
+                });
                 if k.graph_id != 0 {
                     self.arg_u64(b",\"graph id\":", k.graph_id as u64);
                     self.arg_u64(b",\"graph node id\":", k.graph_node_id);
                 }
-                if let Some(c) = self.inputs[input.ordinal].kernel_coll.get(&(k.device.0, k.correlation.0)).copied() {
+                let linked = &self.inputs[input.ordinal].kernel_coll;
+                if let Some(c) = (!linked.is_empty())
+                    .then(|| linked.get(&(k.device.0, k.correlation.0)).copied())
+                    .flatten()
+                {
                     self.collective_args(input, &c);
                 }
                 self.out.buf.extend_from_slice(b"}}");

@@ -69,6 +69,44 @@ impl<K: PartialEq + Copy, V: Copy> Recent<K, V> {
     }
 }
 
+/// Formatted text by key, for the parts of an event that repeat from event
+/// to event (a lane's ids, a kernel's launch configuration): formatting
+/// numbers costs more than copying the bytes formatted last time. `N` slots,
+/// direct-mapped by `hash`; a miss formats into the slot.
+pub(crate) struct TextCache<K, const N: usize> {
+    slots: Vec<Option<(K, Vec<u8>)>>,
+}
+
+impl<K: PartialEq + Copy, const N: usize> TextCache<K, N> {
+    pub fn new() -> Self {
+        TextCache {
+            slots: (0..N).map(|_| None).collect(),
+        }
+    }
+
+    /// Append the text for `key` to `out`, formatting it with `format`
+    /// (which must depend on `key` only) when the slot holds another key.
+    #[inline]
+    pub fn put(&mut self, out: &mut Vec<u8>, key: K, hash: u64, format: impl FnOnce(&mut Vec<u8>)) {
+        let slot = &mut self.slots[(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % N];
+        match slot {
+            Some((k, text)) if *k == key => out.extend_from_slice(text),
+            _ => {
+                let mut text = match slot.take() {
+                    Some((_, mut t)) => {
+                        t.clear();
+                        t
+                    }
+                    None => Vec::new(),
+                };
+                format(&mut text);
+                out.extend_from_slice(&text);
+                *slot = Some((key, text));
+            }
+        }
+    }
+}
+
 /// Append a few bytes one by one: a variable-length slice copy of a few
 /// bytes becomes a memcpy call, which costs more.
 #[inline]
@@ -153,6 +191,18 @@ pub(crate) fn put_json_str(buf: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_cache_gives_each_key_its_own_text() {
+        // One slot: every key collides, and each must still get its text.
+        let mut cache: TextCache<u64, 1> = TextCache::new();
+        let mut out = Vec::new();
+        for k in [7u64, 7, 8, 7, 8, 8] {
+            cache.put(&mut out, k, 0, |t| put_u64(t, k * 11));
+            out.push(b' ');
+        }
+        assert_eq!(out, b"77 77 88 77 88 88 ");
+    }
 
     #[test]
     fn micros_are_exact() {

@@ -369,7 +369,9 @@ impl<'a, 'd> TrackIter<'a, 'd> {
     /// Move `slot`'s cursor past its current event; false (and the cursor
     /// handed back) when its chunk is done.
     fn step(&mut self, slot: usize) -> Result<bool> {
-        let Some(cursor) = self.active[slot].as_mut() else { return Ok(false) };
+        let Some(cursor) = self.active[slot].as_mut() else {
+            return Ok(false);
+        };
         if cursor.advance()? {
             return Ok(true);
         }
@@ -403,7 +405,8 @@ impl<'a, 'd> TrackIter<'a, 'd> {
             self.pending.pop();
             let cursor = self.dec.cursor(idx)?;
             let first = cursor.event();
-            self.heap.push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
+            self.heap
+                .push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
             self.active.push(Some(cursor));
         }
         let Some(Reverse((_, _, slot))) = self.heap.pop() else {
