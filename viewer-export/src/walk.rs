@@ -292,6 +292,11 @@ struct Annotations {
     all: Vec<Annotation>,
     /// Pure annotations with calls, sorted by `lo`.
     by_lo: Vec<usize>,
+    /// Their `lo`s, in the same order (searched without indirection).
+    los: Vec<u32>,
+    /// Where the last search ended: GPU work arrives in launch order on each
+    /// lane, so the next answer is usually there or just after.
+    hint: usize,
 }
 
 impl Annotations {
@@ -302,11 +307,36 @@ impl Annotations {
         }
         self.by_lo = (0..self.all.len()).filter(|&i| self.all[i].pure).collect();
         self.by_lo.sort_by_key(|&i| self.all[i].lo);
+        self.los = self.by_lo.iter().map(|&i| self.all[i].lo).collect();
+        self.hint = 0;
+    }
+
+    /// How many pure annotations start at or before `c`.
+    #[inline]
+    fn count_up_to(&mut self, c: u32) -> usize {
+        let los = &self.los;
+        let mut k = self.hint.min(los.len());
+        if k > 0 && los[k - 1] > c {
+            k = los.partition_point(|&lo| lo <= c);
+        } else {
+            // Walk forward a few entries, then search the rest.
+            let mut steps = 0;
+            while k < los.len() && los[k] <= c {
+                k += 1;
+                steps += 1;
+                if steps == 4 {
+                    k += los[k..].partition_point(|&lo| lo <= c);
+                    break;
+                }
+            }
+        }
+        self.hint = k;
+        k
     }
 
     /// Extend the GPU span of every annotation that launched `c`.
     fn add(&mut self, c: u32, lane: Lane, start: u64, end: u64) {
-        let k = self.by_lo.partition_point(|&i| self.all[i].lo <= c);
+        let k = self.count_up_to(c);
         let mut next = k.checked_sub(1).map(|k| self.by_lo[k]);
         // Pure ranges nest (ranges of one thread nest in time, and no other
         // thread has ids inside a pure one), so the ranges holding `c` are
@@ -536,6 +566,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
         let mut annotations = Annotations {
             all: Vec::new(),
             by_lo: Vec::new(),
+            los: Vec::new(),
+            hint: 0,
         };
         let mut buf = Vec::new();
         if options.gpu_annotations {
@@ -753,6 +785,20 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The hinted search answers as a binary search over the sorted
+        /// starts would, whatever the order of the questions.
+        #[test]
+        fn hinted_search_agrees_with_partition_point(mut los in proptest::collection::vec(0u32..500, 0..60), qs in proptest::collection::vec(0u32..520, 1..80)) {
+            los.sort_unstable();
+            let mut a = Annotations { all: Vec::new(), by_lo: Vec::new(), los: los.clone(), hint: 0 };
+            for q in qs {
+                prop_assert_eq!(a.count_up_to(q), los.partition_point(|&lo| lo <= q));
+            }
+        }
+    }
 
     struct Null(u64);
     impl Visitor for Null {
