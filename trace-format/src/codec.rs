@@ -368,6 +368,20 @@ pub(crate) struct ChunkBuf {
     streaming: bool,
     /// Columns as written: start delta, duration, series deltas, attribute index.
     stream: Vec<Vec<u8>>,
+    /// Events in `stream`.
+    streamed: usize,
+    /// Whether events are held back one at a time before they are streamed:
+    /// set (for good) by the first event this buffer saw out of order. CUPTI
+    /// writes an API record when the call returns, so the driver call a
+    /// runtime call makes comes just before it; holding one event back puts
+    /// such pairs in order at the cost of a copy per event, which in-order
+    /// tracks (kernels, copies) do not pay.
+    hold_back: bool,
+    /// The newest event, held back (while `holding`) until the next one
+    /// shows which of the two starts first. Its start is not before any
+    /// streamed event's.
+    held: Row,
+    holding: bool,
     first_start: u64,
     prev_start: u64,
     prev_series: Series,
@@ -418,6 +432,27 @@ fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
 fn cache_slot(a: &Attrs, slots: usize) -> usize {
     let h = a[0].wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ a[1].rotate_left(17) ^ a[2].rotate_left(31) ^ a[3].rotate_left(45);
     (h.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 40) as usize & (slots - 1)
+}
+
+/// One event's columns, held back by a streaming [`ChunkBuf`].
+#[derive(Clone, Copy, Default)]
+struct Row {
+    start: u64,
+    end: u64,
+    series: Series,
+    idx: u32,
+}
+
+impl Row {
+    /// Overwrite with an event's columns (series past `s.len()` are left
+    /// as they were: nothing reads them).
+    #[inline(always)]
+    fn set(&mut self, start: u64, end: u64, s: &[u64], idx: u32) {
+        self.start = start;
+        self.end = end;
+        self.series[..s.len()].copy_from_slice(s);
+        self.idx = idx;
+    }
 }
 
 /// Append one varint to a column that grows as events arrive.
@@ -479,6 +514,10 @@ impl ChunkBuf {
             count: 0,
             streaming: true,
             stream: vec![Vec::new(); 3 + n_series],
+            streamed: 0,
+            hold_back: false,
+            held: Row::default(),
+            holding: false,
             first_start: 0,
             prev_start: 0,
             prev_series: [0; MAX_SERIES],
@@ -531,26 +570,35 @@ impl ChunkBuf {
         };
         self.last = idx;
         if self.streaming {
-            if self.count == 0 {
-                self.first_start = start;
-                self.prev_start = start;
-                self.prev_series = [0; MAX_SERIES];
-                self.t_max = start;
-            }
-            if start >= self.prev_start {
-                let cols = &mut self.stream[..3 + NS];
-                put_one(&mut cols[0], zigzag(start.wrapping_sub(self.prev_start) as i64));
-                put_one(&mut cols[1], zigzag(end.wrapping_sub(start) as i64));
-                for j in 0..NS {
-                    put_one(&mut cols[2 + j], zigzag(s[j].wrapping_sub(self.prev_series[j]) as i64));
-                    self.prev_series[j] = s[j];
+            self.count += 1;
+            if !self.hold_back {
+                if self.streamed == 0 || start >= self.prev_start {
+                    self.append(start, end, &s, idx);
+                    return;
                 }
-                put_one(&mut cols[2 + NS], idx as u64);
-                self.prev_start = start;
-                self.t_max = self.t_max.max(start).max(end);
-                self.count += 1;
+                // Out of order: this chunk goes raw, and this buffer holds
+                // each event back from now on (see `hold_back`).
+                self.hold_back = true;
+            } else if self.holding && start >= self.held.start {
+                // In order: the held event goes out, this one waits.
+                let h = &mut self.held;
+                let (h_start, h_end, h_idx) = (h.start, h.end, h.idx);
+                let mut h_series = [0u64; NS];
+                h_series.copy_from_slice(&h.series[..NS]);
+                h.set(start, end, &s, idx);
+                self.append(h_start, h_end, &h_series, h_idx);
+                return;
+            } else if !self.holding {
+                self.holding = true;
+                self.held.set(start, end, &s, idx);
+                return;
+            } else if self.streamed == 0 || start >= self.prev_start {
+                // Just before the held event: this one goes out, the held
+                // one waits.
+                self.append(start, end, &s, idx);
                 return;
             }
+            self.count -= 1;
             self.leave_stream();
         }
         if self.starts.last().is_some_and(|&last| start < last) {
@@ -565,11 +613,34 @@ impl ChunkBuf {
         self.count += 1;
     }
 
+    /// Encode one event at the end of the streamed columns (its start is
+    /// not before the last one's).
+    #[inline(always)]
+    fn append(&mut self, start: u64, end: u64, s: &[u64], idx: u32) {
+        if self.streamed == 0 {
+            self.first_start = start;
+            self.prev_start = start;
+            self.prev_series = [0; MAX_SERIES];
+            self.t_max = start;
+        }
+        let cols = &mut self.stream[..];
+        put_one(&mut cols[0], zigzag(start.wrapping_sub(self.prev_start) as i64));
+        put_one(&mut cols[1], zigzag(end.wrapping_sub(start) as i64));
+        for (j, &v) in s.iter().enumerate() {
+            put_one(&mut cols[2 + j], zigzag(v.wrapping_sub(self.prev_series[j]) as i64));
+            self.prev_series[j] = v;
+        }
+        put_one(&mut cols[2 + s.len()], idx as u64);
+        self.prev_start = start;
+        self.t_max = self.t_max.max(start).max(end);
+        self.streamed += 1;
+    }
+
     /// Turn the streamed columns back into raw ones (an event arrived out of
     /// start order).
     #[cold]
     fn leave_stream(&mut self) {
-        let n = self.count;
+        let n = self.streamed;
         let ns = self.n_series;
         // Each column holds exactly `n` varints (written by `push_row`), so
         // the defaults below are never used.
@@ -587,9 +658,18 @@ impl ChunkBuf {
             }
             self.attr_idx.push(next(2 + ns) as u32);
         }
+        if std::mem::take(&mut self.holding) {
+            let h = self.held;
+            // Not before the streamed ones: the raw columns stay sorted.
+            self.starts.push(h.start);
+            self.ends.push(h.end);
+            self.series.extend_from_slice(&h.series[..ns]);
+            self.attr_idx.push(h.idx);
+        }
         for c in &mut self.stream {
             c.clear();
         }
+        self.streamed = 0;
         self.streaming = false;
         self.sorted = true;
     }
@@ -646,6 +726,11 @@ impl ChunkBuf {
     pub(crate) fn encode(&mut self, out: &mut Vec<u8>, cols: &mut Vec<Vec<u8>>) -> (u64, u64) {
         let n_cols = 3 + self.n_series;
         let (t_min, t_max) = if self.streaming {
+            if self.holding {
+                let h = self.held;
+                self.append(h.start, h.end, &h.series[..self.n_series], h.idx);
+                self.holding = false;
+            }
             // Already encoded, in start order: the first start is the earliest.
             self.write_body(out, &self.stream);
             (self.first_start, self.t_max)
@@ -708,6 +793,8 @@ impl ChunkBuf {
 
     fn clear(&mut self) {
         self.count = 0;
+        self.streamed = 0;
+        self.holding = false;
         self.streaming = true;
         for c in &mut self.stream {
             c.clear();
@@ -1163,7 +1250,11 @@ mod tests {
 
     /// Encode `events` as one chunk, decode it: the events, t_min, t_max.
     fn chunk_round_trip(events: &[Event]) -> (Vec<Event>, u64, u64) {
-        let mut buf = ChunkBuf::new(EventKind::Api);
+        chunk_round_trip_in(&mut ChunkBuf::new(EventKind::Api), events)
+    }
+
+    /// The same with a buffer that may have written chunks before.
+    fn chunk_round_trip_in(buf: &mut ChunkBuf, events: &[Event]) -> (Vec<Event>, u64, u64) {
         for e in events {
             buf.push(e);
         }
@@ -1199,12 +1290,17 @@ mod tests {
                 let start = t.saturating_sub(back.saturating_sub(12) * 1_000);
                 events.push(api(start, dur, i as u32, (i % 3) as u32 + 1));
             }
-            let (got, t_min, t_max) = chunk_round_trip(&events);
             let mut want = events.clone();
             want.sort_by_key(|e| e.start()); // stable, as the writer's sort
-            prop_assert_eq!(&got, &want);
-            prop_assert_eq!(t_min, want.iter().map(|e| e.start().0).min().unwrap());
-            prop_assert_eq!(t_max, want.iter().map(|e| e.end().0).max().unwrap());
+            // Twice through one buffer: the second time it may be holding
+            // events back (after the first saw one out of order).
+            let mut buf = ChunkBuf::new(EventKind::Api);
+            for _ in 0..2 {
+                let (got, t_min, t_max) = chunk_round_trip_in(&mut buf, &events);
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(t_min, want.iter().map(|e| e.start().0).min().unwrap());
+                prop_assert_eq!(t_max, want.iter().map(|e| e.end().0).max().unwrap());
+            }
         }
     }
 
@@ -1236,6 +1332,38 @@ mod tests {
                 prop_assert!(!failed);
                 prop_assert_eq!(got, want);
             }
+        }
+    }
+
+    #[test]
+    fn after_a_driver_call_before_its_runtime_caller_the_buffer_holds_events_back() {
+        // CUPTI's order: each runtime call's record follows that of the
+        // driver call made inside it (which starts 500 ns later).
+        let mut events = Vec::new();
+        for i in 0..100u64 {
+            let t = 1_000_000 + i * 10_000;
+            events.push(api(t + 500, 3_000, (2 * i) as u32, 2));
+            events.push(api(t, 4_000, (2 * i + 1) as u32, 1));
+        }
+        let mut want = events.clone();
+        want.sort_by_key(|e| e.start());
+        let mut buf = ChunkBuf::new(EventKind::Api);
+        let track = Track::Thread { tid: ThreadId(7) };
+        for round in 0..2 {
+            for e in &events {
+                buf.push(e);
+            }
+            // The first chunk turns raw at the first pair; from then on
+            // the buffer holds events back and stays streaming.
+            assert_eq!(buf.streaming, round == 1, "round {round}");
+            let (mut body, mut cols) = (Vec::new(), Vec::new());
+            let (t_min, t_max) = buf.encode(&mut body, &mut cols);
+            assert_eq!((t_min, t_max), (1_000_000, 1_000_000 + 99 * 10_000 + 4_000));
+            let mut got = Vec::new();
+            Decoder::default()
+                .decode_with(EventKind::Api, &track, events.len(), t_min, &body, |e| got.push(*e))
+                .unwrap();
+            assert_eq!(got, want, "round {round}");
         }
     }
 

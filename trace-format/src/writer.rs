@@ -67,6 +67,8 @@ pub struct TraceWriter<W: Write> {
     bytes_written: u64,
     raw: Vec<u8>,
     payload: Vec<u8>,
+    /// Compressed body of the chunk being written (reused).
+    zbuf: Vec<u8>,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -93,6 +95,7 @@ impl<W: Write> TraceWriter<W> {
             bytes_written: 0,
             raw: Vec::new(),
             payload: Vec::new(),
+            zbuf: Vec::new(),
         };
         w.strings.insert("".into(), StringId::EMPTY);
         w.out.write_all(&preamble()).map_err(FormatError::Write)?;
@@ -271,8 +274,15 @@ impl<W: Write> TraceWriter<W> {
         varint::put(&mut payload, meta.len() as u64);
         payload.extend_from_slice(meta);
         if compress {
-            let c = self.compressor.compress(body).map_err(FormatError::Write)?;
-            payload.extend_from_slice(&c);
+            // Into a buffer kept across chunks: a fresh one per chunk would
+            // cost its page faults every time.
+            let mut z = std::mem::take(&mut self.zbuf);
+            z.clear();
+            z.reserve(zstd::zstd_safe::compress_bound(body.len()));
+            let r = self.compressor.compress_to_buffer(body, &mut z);
+            payload.extend_from_slice(&z);
+            self.zbuf = z;
+            r.map_err(FormatError::Write)?;
             flags |= FLAG_COMPRESSED;
         } else {
             payload.extend_from_slice(body);
