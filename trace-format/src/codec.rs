@@ -1248,12 +1248,8 @@ mod tests {
         })
     }
 
-    /// Encode `events` as one chunk, decode it: the events, t_min, t_max.
-    fn chunk_round_trip(events: &[Event]) -> (Vec<Event>, u64, u64) {
-        chunk_round_trip_in(&mut ChunkBuf::new(EventKind::Api), events)
-    }
-
-    /// The same with a buffer that may have written chunks before.
+    /// Encode `events` as one chunk of `buf` (which may have written chunks
+    /// before), decode it: the events, t_min, t_max.
     fn chunk_round_trip_in(buf: &mut ChunkBuf, events: &[Event]) -> (Vec<Event>, u64, u64) {
         for e in events {
             buf.push(e);
