@@ -179,7 +179,7 @@ fn main() {
 
 /// CUPTI-layout records (a runtime launch, optionally the driver call it
 /// makes, a kernel; a copy every 50 kernels) through the agent's decoder and
-/// the trace writer to a file, best of 3.
+/// the trace writer to a file, best of 7.
 fn writer_throughput(with_driver: bool) {
     let v = layout::version::V13_0;
     let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
@@ -245,7 +245,7 @@ fn writer_throughput(with_driver: bool) {
     let path = dir.path().join("bench.gtrace");
     let mut best = f64::MAX;
     let mut size = 0;
-    for _ in 0..3 {
+    for _ in 0..7 {
         let t0 = Instant::now();
         let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
         let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
