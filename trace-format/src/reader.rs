@@ -493,7 +493,7 @@ pub struct ChunkDecoder<'a> {
     raw: Vec<u8>,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
     codec: codec::Decoder,
-    /// Buffers of finished cursors, for the next ones.
+    /// Buffers of finished cursors, for the next ones (at most 16 kept).
     spare: Vec<(Vec<u8>, Vec<Event>)>,
 }
 
@@ -583,7 +583,7 @@ impl<'a> ChunkDecoder<'a> {
 
     /// Keep a finished cursor's buffers for the next [`Self::cursor`].
     pub fn recycle(&mut self, c: ChunkCursor) {
-        if self.spare.len() < 64 {
+        if self.spare.len() < 16 {
             let ChunkCursor { rows, raw, .. } = c;
             self.spare.push((raw, rows.into_templates()));
         }
