@@ -406,10 +406,10 @@ pub(crate) struct ChunkBuf {
     sorted: bool,
 }
 
-/// Compare two attribute tuples: all fields at once, branch-free (unused
-/// fields are 0 in both, as `split` leaves them), which the compiler turns
-/// into a few SIMD operations; a slice `==` would call memcmp, and an early-
-/// exit loop mispredicts.
+/// Whether a dictionary entry holds the `NA` attributes `a` (its fields past
+/// `NA` are 0 in every entry of a buffer of that kind). All fields at once,
+/// branch-free, which the compiler turns into a few SIMD operations; a slice
+/// `==` would call memcmp, and an early-exit loop mispredicts.
 #[inline(always)]
 fn same_prefix<const NA: usize>(entry: &Attrs, a: &[u64; NA]) -> bool {
     let mut diff = 0u64;
@@ -419,6 +419,7 @@ fn same_prefix<const NA: usize>(entry: &Attrs, a: &[u64; NA]) -> bool {
     diff == 0
 }
 
+/// Compare two whole attribute tuples (as [`same_prefix`]).
 #[inline]
 fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
     let mut diff = 0u64;
