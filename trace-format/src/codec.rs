@@ -1015,7 +1015,7 @@ impl Rows {
     }
 
     /// Move to the next event: false at the end.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn advance(&mut self) -> Result<bool, &'static str> {
         const BAD: &str = "malformed column header";
         if self.left == 0 {

@@ -634,11 +634,19 @@ impl ChunkCursor {
     /// event stays current).
     #[inline]
     pub fn advance(&mut self) -> Result<bool> {
-        self.rows.advance().map_err(|e| FormatError::Corrupt {
+        match self.rows.advance() {
+            Ok(more) => Ok(more),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    #[cold]
+    fn error(&self, e: &str) -> FormatError {
+        FormatError::Corrupt {
             path: self.path.clone(),
             offset: self.offset,
             what: format!("{} chunk on {}: {e}", self.kind.name(), self.track),
-        })
+        }
     }
 
     /// The chunk's index in [`TraceFile::chunks`].
