@@ -34,7 +34,7 @@
 
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
-use crate::out::{Out, Recent};
+use crate::out::{Out, Recent, TextCache};
 use crate::proto::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
@@ -233,6 +233,17 @@ struct ProtoWriter<W: Write> {
     recent: Recent<TrackKey, u64>,
     /// Interned names the current packet must carry.
     new_names: Vec<(u64, String)>,
+    /// Encoded args that repeat from event to event.
+    arg_cache: ArgCache,
+}
+
+/// Encoded debug annotations that repeat from event to event, copied
+/// instead of encoded again.
+struct ArgCache {
+    /// A GPU event's device, context and stream.
+    lane: TextCache<(DeviceId, ContextId, StreamId), 64>,
+    /// A kernel's grid, block, registers and shared memory.
+    launch: TextCache<([u32; 3], [u32; 3], u32, u64), 1024>,
 }
 
 /// What a track descriptor stands for. Tracks get small sequential uuids
@@ -328,6 +339,10 @@ impl<W: Write> ProtoWriter<W> {
             uuids: HashMap::new(),
             recent: Recent::new(),
             new_names: Vec::new(),
+            arg_cache: ArgCache {
+                lane: TextCache::new(),
+                launch: TextCache::new(),
+            },
         }
     }
 
@@ -509,18 +524,34 @@ impl<W: Write> ProtoWriter<W> {
 }
 
 /// Write the event's arguments as debug annotations.
-fn write_args(b: &mut Vec<u8>, input: &Input<'_>, e: &Event) {
+fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event) {
     let t = input.trace;
     match e {
         Event::Kernel(k) => {
-            arg_u(b, Arg::Device, k.device.0 as u64);
-            arg_u(b, Arg::Context, k.context.0 as u64);
-            arg_u(b, Arg::Stream, k.stream.0 as u64);
+            let ids = (k.device, k.context, k.stream);
+            let hash = (k.device.0 as u64) << 48 ^ (k.context.0 as u64) << 24 ^ k.stream.0 as u64;
+            cache.lane.put(b, ids, hash, |a| {
+                arg_u(a, Arg::Device, k.device.0 as u64);
+                arg_u(a, Arg::Context, k.context.0 as u64);
+                arg_u(a, Arg::Stream, k.stream.0 as u64);
+            });
             arg_u(b, Arg::Correlation, k.correlation.0 as u64);
-            arg_dims(b, Arg::Grid, k.grid);
-            arg_dims(b, Arg::Block, k.block);
-            arg_u(b, Arg::Registers, k.registers as u64);
-            arg_u(b, Arg::SharedMemory, k.static_shared_mem as u64 + k.dynamic_shared_mem as u64);
+            let shared = k.static_shared_mem as u64 + k.dynamic_shared_mem as u64;
+            let launch = (k.grid, k.block, k.registers, shared);
+            let hash = (k.registers as u64)
+                ^ shared.rotate_left(8)
+                ^ (k.grid[0] as u64).rotate_left(20)
+                ^ (k.grid[1] as u64).rotate_left(30)
+                ^ (k.grid[2] as u64).rotate_left(36)
+                ^ (k.block[0] as u64).rotate_left(44)
+                ^ (k.block[1] as u64).rotate_left(52)
+                ^ (k.block[2] as u64).rotate_left(58);
+            cache.launch.put(b, launch, hash, |a| {
+                arg_dims(a, Arg::Grid, k.grid);
+                arg_dims(a, Arg::Block, k.block);
+                arg_u(a, Arg::Registers, k.registers as u64);
+                arg_u(a, Arg::SharedMemory, shared);
+            });
             if k.graph_id != 0 {
                 arg_u(b, Arg::GraphId, k.graph_id as u64);
             }
@@ -681,7 +712,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         uint(b, E_NAME_IID, name);
         uint(b, E_CATEGORY_IIDS, category(e));
         if self.args {
-            write_args(b, input, e);
+            write_args(b, &mut self.arg_cache, input, e);
         }
         match item.flow {
             Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
