@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Buffers are 8-byte aligned, as CUPTI requires.
 const ALIGN: usize = 8;
 
-/// The pool.
+/// The pool. Its buffers are never freed, not even when the pool is
+/// dropped: CUPTI may still hold one (the discard buffer included) and write
+/// into it after the agent stops, so the pool is made once and lives for the
+/// process (a leak checker reports its buffers as leaked, by design).
 pub struct Pool {
     buf_size: usize,
     free: ArrayQueue<usize>,
@@ -39,17 +42,27 @@ impl Pool {
         let buf_size = buf_size.max(64 * 1024).next_multiple_of(ALIGN);
         let free = ArrayQueue::new(count);
         let layout = std::alloc::Layout::from_size_align(buf_size, ALIGN).ok()?;
+        // Nothing is handed out yet: on failure, give back what was taken.
+        let give_back = |free: &ArrayQueue<usize>| {
+            while let Some(p) = free.pop() {
+                // Safety: allocated above with this layout, never handed out.
+                unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+            }
+        };
         for _ in 0..count {
             // Safety: the layout has a non-zero size.
             let p = unsafe { std::alloc::alloc(layout) };
             if p.is_null() {
+                give_back(&free);
                 return None;
             }
-            free.push(p as usize).ok()?;
+            // Cannot fail: the queue has room for `count`.
+            let _ = free.push(p as usize);
         }
         // Safety: as above.
         let discard = unsafe { std::alloc::alloc(layout) };
         if discard.is_null() {
+            give_back(&free);
             return None;
         }
         Some(Pool {
