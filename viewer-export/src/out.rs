@@ -116,14 +116,61 @@ fn put_small(buf: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// Append the decimal digits of `v`.
+/// Two-digit pairs "00" to "99".
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal digits of `v` (1 to 20).
 #[inline]
-pub(crate) fn put_u64(buf: &mut Vec<u8>, v: u64) {
+fn decimal_len(v: u64) -> usize {
+    const POW10: [u64; 20] = {
+        let mut p = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            p[i] = p[i - 1] * 10;
+            i += 1;
+        }
+        p
+    };
+    // log10 from log2 (1233/4096 ≈ log10(2)), then one correction.
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let guess = (bits * 1233) >> 12;
+    guess + usize::from(v >= POW10[guess])
+}
+
+/// Append the decimal digits of `v`, written in place two at a time (no
+/// intermediate buffer to copy from).
+#[inline]
+pub(crate) fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
     if v < 10 {
         buf.push(b'0' + v as u8);
         return;
     }
-    put_small(buf, itoa::Buffer::new().format(v).as_bytes());
+    let n = decimal_len(v);
+    buf.reserve(n);
+    let len = buf.len();
+    let out = &mut buf.spare_capacity_mut()[..n];
+    let mut i = n;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        out[i].write(PAIRS[d]);
+        out[i + 1].write(PAIRS[d + 1]);
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        out[0].write(PAIRS[d]);
+        out[1].write(PAIRS[d + 1]);
+    } else {
+        out[0].write(b'0' + v as u8);
+    }
+    // Safety: the loop above wrote every one of the `n` digits (the last
+    // step writes positions 0 and 1, or 0 alone when one digit is left).
+    unsafe { buf.set_len(len + n) };
 }
 
 /// Append the decimal digits of `v`.
@@ -191,6 +238,17 @@ pub(crate) fn put_json_str(buf: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn integers_are_written_as_rust_writes_them(v: u64, shift in 0u32..64) {
+            for x in [v, v >> shift, 10u64.pow(shift % 20), 10u64.pow(shift % 20) - 1] {
+                let mut b = b"x".to_vec();
+                put_u64(&mut b, x);
+                proptest::prop_assert_eq!(String::from_utf8(b).unwrap(), format!("x{x}"));
+            }
+        }
+    }
 
     #[test]
     fn text_cache_gives_each_key_its_own_text() {
