@@ -20,7 +20,9 @@ pub struct WriterOptions {
     /// Events per chunk (per kind and track) before it is written.
     pub chunk_events: usize,
     /// Upper bound on events buffered across all tracks; when reached the
-    /// fullest buffer is written. Memory use is about 100 bytes per event.
+    /// fullest buffer is written. A buffered event takes about 8 bytes when
+    /// its track's events arrive in start order and about 40 otherwise
+    /// (plus the buffers' capacity kept between chunks).
     pub max_buffered_events: usize,
     /// zstd level (1 fastest; 3 is zstd's default).
     pub zstd_level: i32,
