@@ -418,38 +418,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         .zip(&passes)
         .map(|(t, p)| t.iter().map(|&gi| (p.gaps[gi].start, p.gaps[gi].end)).collect())
         .collect();
-    let hull_lo = spans.iter().flatten().map(|g| g.0).min().unwrap_or(u64::MAX);
-    let hull_hi = spans.iter().flatten().map(|g| g.1).max().unwrap_or(0);
-    // Per device, the first span that may still overlap: events arrive in
-    // start order within each chunk, so it only moves forward until the
-    // start goes back (next chunk), where it is searched again.
-    let mut cursor = vec![0usize; spans.len()];
-    let mut last_start = 0u64;
-    let mut note_activity = |name: StringId, s: u64, e: u64| {
-        if e <= hull_lo || s >= hull_hi {
-            return;
-        }
-        let restart = s < last_start;
-        last_start = s;
-        for ((di, t), c) in spans.iter().enumerate().zip(cursor.iter_mut()) {
-            if restart {
-                *c = t.partition_point(|&(_, ge)| ge <= s);
-            } else {
-                while t.get(*c).is_some_and(|&(_, ge)| ge <= s) {
-                    *c += 1;
-                }
-            }
-            for (k, &(gs, ge)) in t.iter().enumerate().skip(*c) {
-                if gs >= e {
-                    break;
-                }
-                let overlap = e.min(ge).saturating_sub(s.max(gs));
-                if overlap > 0 {
-                    *activity[di][k].entry(name).or_insert(0) += overlap;
-                }
-            }
-        }
-    };
+    let mut gaps_seen = GapActivity::new(&spans);
+    let mut note_activity = |name: StringId, s: u64, e: u64| gaps_seen.note(name, s, e, &mut activity);
     for_each_of_kinds(file, &[EventKind::Api, EventKind::Marker], |ev| match ev {
         Event::Api(a) => {
             let corr = a.correlation.0;
@@ -1014,6 +984,78 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
 }
 
 /// Sorted, disjoint union of intervals.
+/// Which CPU calls and ranges overlap the longest gaps of each device, for
+/// events that arrive in start order within each chunk.
+///
+/// Invariant (after each event): `cursor[d]` is device `d`'s first gap
+/// (in `spans[d]`, sorted and disjoint) that ends after `last_start`, and
+/// `next_start` / `next_end` are the earliest start and end of those gaps
+/// (`u64::MAX` when no device has one left).
+struct GapActivity<'s> {
+    spans: &'s [Vec<(u64, u64)>],
+    cursor: Vec<usize>,
+    last_start: u64,
+    next_start: u64,
+    next_end: u64,
+}
+
+impl<'s> GapActivity<'s> {
+    fn new(spans: &'s [Vec<(u64, u64)>]) -> Self {
+        let mut g = GapActivity {
+            spans,
+            cursor: vec![0; spans.len()],
+            last_start: 0,
+            next_start: 0,
+            next_end: 0,
+        };
+        g.bounds();
+        g
+    }
+
+    fn bounds(&mut self) {
+        let current = self.spans.iter().zip(&self.cursor).filter_map(|(t, &c)| t.get(c));
+        (self.next_start, self.next_end) = current.fold((u64::MAX, u64::MAX), |(a, b), &(gs, ge)| (a.min(gs), b.min(ge)));
+    }
+
+    /// Add `[s, e)` of `name` to the gaps it overlaps.
+    #[inline]
+    fn note(&mut self, name: StringId, s: u64, e: u64, activity: &mut [Vec<FxHashMap<StringId, u64>>]) {
+        // Most calls overlap no long gap: no cursor moves (every current gap
+        // ends after `s`) and the call ends before any of them starts.
+        if s >= self.last_start && s < self.next_end && e <= self.next_start {
+            self.last_start = s;
+            return;
+        }
+        self.note_slow(name, s, e, activity);
+    }
+
+    #[inline(never)]
+    fn note_slow(&mut self, name: StringId, s: u64, e: u64, activity: &mut [Vec<FxHashMap<StringId, u64>>]) {
+        // The start went back (the next chunk): search again.
+        let restart = s < self.last_start;
+        self.last_start = s;
+        for ((di, t), c) in self.spans.iter().enumerate().zip(self.cursor.iter_mut()) {
+            if restart {
+                *c = t.partition_point(|&(_, ge)| ge <= s);
+            } else {
+                while t.get(*c).is_some_and(|&(_, ge)| ge <= s) {
+                    *c += 1;
+                }
+            }
+            for (k, &(gs, ge)) in t.iter().enumerate().skip(*c) {
+                if gs >= e {
+                    break;
+                }
+                let overlap = e.min(ge).saturating_sub(s.max(gs));
+                if overlap > 0 {
+                    *activity[di][k].entry(name).or_insert(0) += overlap;
+                }
+            }
+        }
+        self.bounds();
+    }
+}
+
 fn union(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.retain(|&(s, e)| e > s);
     v.sort_unstable();
@@ -1152,6 +1194,47 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the gaps and the calls (sorted by start within each
+        /// chunk, chunks in any order), every call's overlap with every gap
+        /// is counted exactly once, as a brute-force sum counts it.
+        #[test]
+        fn gap_activity_counts_every_overlap(
+            gaps in proptest::collection::vec(proptest::collection::vec((0u64..40, 1u64..30), 0..6), 1..4),
+            chunks in proptest::collection::vec(proptest::collection::vec((0u64..900, 0u64..60, 0u32..3), 0..40), 1..4),
+        ) {
+            // Disjoint sorted gaps per device, from (space before, length).
+            let spans: Vec<Vec<(u64, u64)>> = gaps
+                .iter()
+                .map(|d| {
+                    let mut t = 0;
+                    d.iter().map(|&(before, len)| { t += before; let g = (t, t + len); t += len; g }).collect()
+                })
+                .collect();
+            let mut activity: Vec<Vec<FxHashMap<StringId, u64>>> = spans.iter().map(|t| vec![FxHashMap::default(); t.len()]).collect();
+            let mut want = activity.clone();
+            let mut g = GapActivity::new(&spans);
+            for chunk in &chunks {
+                let mut calls = chunk.clone();
+                calls.sort_by_key(|c| c.0);
+                for &(s, len, name) in &calls {
+                    let (e, name) = (s + len, StringId(name));
+                    g.note(name, s, e, &mut activity);
+                    for (di, t) in spans.iter().enumerate() {
+                        for (k, &(gs, ge)) in t.iter().enumerate() {
+                            let overlap = e.min(ge).saturating_sub(s.max(gs));
+                            if overlap > 0 {
+                                *want[di][k].entry(name).or_insert(0) += overlap;
+                            }
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(activity, want);
+        }
+    }
 
     #[test]
     fn union_and_coverage() {
