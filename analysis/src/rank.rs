@@ -66,6 +66,15 @@ impl<'a> Names<'a> {
 
     #[inline]
     fn flags(&mut self, id: StringId) -> u8 {
+        match self.cache.get(id.0 as usize) {
+            Some(&f) if f != 0 => f - 1,
+            _ => self.classify(id),
+        }
+    }
+
+    /// The flags of a name not seen yet (or not in the table).
+    #[cold]
+    fn classify(&mut self, id: StringId) -> u8 {
         let i = id.0 as usize;
         if i >= self.cache.len() {
             // An id the table lacks: no flags (its name reads "<unknown string #n>").
