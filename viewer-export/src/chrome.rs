@@ -149,9 +149,9 @@ struct JsonWriter<W: Write> {
     /// `,"pid":…,"tid":…,"ts":` by (pid, tid).
     place_text: TextCache<(u64, u64), 64>,
     /// `,"args":{"device":…,"context":…,"stream":…` by those ids.
-    gpu_text: TextCache<(DeviceId, ContextId, StreamId), 64>,
+    gpu_text: TextCache<GpuIdsKey, 64>,
     /// A kernel's registers, shared memory, grid and block args by their values.
-    launch_text: TextCache<(u32, u64, [u32; 3], [u32; 3]), 1024>,
+    launch_text: TextCache<LaunchKey, 1024>,
 }
 
 /// `key` then `[x,y,z]`.
@@ -364,8 +364,8 @@ impl<W: Write> JsonWriter<W> {
     /// Open the args of GPU work with what Kineto puts first on kernels,
     /// copies and memsets.
     fn gpu_args(&mut self, device: DeviceId, context: ContextId, stream: StreamId, correlation: CorrelationId) {
-        let hash = (device.0 as u64) << 48 ^ (context.0 as u64) << 24 ^ stream.0 as u64;
-        self.gpu_text.put(&mut self.out.buf, (device, context, stream), hash, |t| {
+        let (key, hash) = gpu_ids_key(device, context, stream);
+        self.gpu_text.put(&mut self.out.buf, key, hash, |t| {
             t.extend_from_slice(b",\"args\":{\"device\":");
             put_u64(t, device.0 as u64);
             t.extend_from_slice(b",\"context\":");
@@ -526,16 +526,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
                 self.gpu_args(k.device, k.context, k.stream, k.correlation);
-                let shared = k.static_shared_mem as u64 + k.dynamic_shared_mem as u64;
-                let key = (k.registers, shared, k.grid, k.block);
-                let hash = (k.registers as u64)
-                    ^ shared.rotate_left(8)
-                    ^ (k.grid[0] as u64).rotate_left(20)
-                    ^ (k.grid[1] as u64).rotate_left(30)
-                    ^ (k.grid[2] as u64).rotate_left(36)
-                    ^ (k.block[0] as u64).rotate_left(44)
-                    ^ (k.block[1] as u64).rotate_left(52)
-                    ^ (k.block[2] as u64).rotate_left(58);
+                let (key, hash) = launch_key(k);
+                let shared = key.3;
                 self.launch_text.put(&mut self.out.buf, key, hash, |t| {
                     t.extend_from_slice(b",\"registers per thread\":");
                     put_u64(t, k.registers as u64);

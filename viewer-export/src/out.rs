@@ -107,6 +107,38 @@ impl<K: PartialEq + Copy, const N: usize> TextCache<K, N> {
     }
 }
 
+/// A kernel's launch configuration (grid, block, registers per thread,
+/// shared memory), which exporters write as args, as a [`TextCache`] key,
+/// with its hash.
+pub(crate) type LaunchKey = ([u32; 3], [u32; 3], u32, u64);
+
+pub(crate) fn launch_key(k: &gputrace_format::Kernel) -> (LaunchKey, u64) {
+    let shared = k.static_shared_mem as u64 + k.dynamic_shared_mem as u64;
+    let hash = (k.registers as u64)
+        ^ shared.rotate_left(8)
+        ^ (k.grid[0] as u64).rotate_left(20)
+        ^ (k.grid[1] as u64).rotate_left(30)
+        ^ (k.grid[2] as u64).rotate_left(36)
+        ^ (k.block[0] as u64).rotate_left(44)
+        ^ (k.block[1] as u64).rotate_left(52)
+        ^ (k.block[2] as u64).rotate_left(58);
+    ((k.grid, k.block, k.registers, shared), hash)
+}
+
+/// A GPU event's device, context and stream as a [`TextCache`] key, with its hash.
+pub(crate) type GpuIdsKey = (gputrace_format::DeviceId, gputrace_format::ContextId, gputrace_format::StreamId);
+
+pub(crate) fn gpu_ids_key(
+    device: gputrace_format::DeviceId,
+    context: gputrace_format::ContextId,
+    stream: gputrace_format::StreamId,
+) -> (GpuIdsKey, u64) {
+    (
+        (device, context, stream),
+        (device.0 as u64) << 48 ^ (context.0 as u64) << 24 ^ stream.0 as u64,
+    )
+}
+
 /// Append a few bytes one by one: a variable-length slice copy of a few
 /// bytes becomes a memcpy call, which costs more.
 #[inline]

@@ -34,7 +34,7 @@
 
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
-use crate::out::{Out, Recent, TextCache};
+use crate::out::{gpu_ids_key, launch_key, GpuIdsKey, LaunchKey, Out, Recent, TextCache};
 use crate::proto::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
@@ -241,9 +241,9 @@ struct ProtoWriter<W: Write> {
 /// instead of encoded again.
 struct ArgCache {
     /// A GPU event's device, context and stream.
-    lane: TextCache<(DeviceId, ContextId, StreamId), 64>,
+    lane: TextCache<GpuIdsKey, 64>,
     /// A kernel's grid, block, registers and shared memory.
-    launch: TextCache<([u32; 3], [u32; 3], u32, u64), 1024>,
+    launch: TextCache<LaunchKey, 1024>,
 }
 
 /// What a track descriptor stands for. Tracks get small sequential uuids
@@ -528,24 +528,15 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
     let t = input.trace;
     match e {
         Event::Kernel(k) => {
-            let ids = (k.device, k.context, k.stream);
-            let hash = (k.device.0 as u64) << 48 ^ (k.context.0 as u64) << 24 ^ k.stream.0 as u64;
+            let (ids, hash) = gpu_ids_key(k.device, k.context, k.stream);
             cache.lane.put(b, ids, hash, |a| {
                 arg_u(a, Arg::Device, k.device.0 as u64);
                 arg_u(a, Arg::Context, k.context.0 as u64);
                 arg_u(a, Arg::Stream, k.stream.0 as u64);
             });
             arg_u(b, Arg::Correlation, k.correlation.0 as u64);
-            let shared = k.static_shared_mem as u64 + k.dynamic_shared_mem as u64;
-            let launch = (k.grid, k.block, k.registers, shared);
-            let hash = (k.registers as u64)
-                ^ shared.rotate_left(8)
-                ^ (k.grid[0] as u64).rotate_left(20)
-                ^ (k.grid[1] as u64).rotate_left(30)
-                ^ (k.grid[2] as u64).rotate_left(36)
-                ^ (k.block[0] as u64).rotate_left(44)
-                ^ (k.block[1] as u64).rotate_left(52)
-                ^ (k.block[2] as u64).rotate_left(58);
+            let (launch, hash) = launch_key(k);
+            let shared = launch.3;
             cache.launch.put(b, launch, hash, |a| {
                 arg_dims(a, Arg::Grid, k.grid);
                 arg_dims(a, Arg::Block, k.block);
