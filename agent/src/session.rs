@@ -31,6 +31,15 @@ pub static SESSION: OnceLock<Session> = OnceLock::new();
 /// pid that created the session: a forked child sees another pid and
 /// leaves CUPTI, the buffers and the file alone.
 pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+/// Set in a forked child by the `pthread_atfork` handler registered with the
+/// session. The NCCL plugin's launch path tests this instead of comparing
+/// pids: `getpid` is a system call on every use (glibc no longer caches it).
+static IN_FORKED_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// `pthread_atfork` child handler: one atomic store (async-signal-safe).
+extern "C" fn after_fork_child() {
+    IN_FORKED_CHILD.store(true, Relaxed);
+}
 
 /// Capture state shared by all threads.
 pub struct Session {
@@ -63,7 +72,7 @@ struct CuptiSide {
 /// bracket; false when there is no CUPTI session or it cannot.
 pub fn push_external_id(id: u64) -> bool {
     match SESSION.get() {
-        Some(s) if s.external_ids.load(Relaxed) && OWNER_PID.load(Relaxed) == std::process::id() => {
+        Some(s) if s.external_ids.load(Relaxed) && !IN_FORKED_CHILD.load(Relaxed) => {
             s.cupti.as_ref().is_some_and(|c| c.api.push_external(id))
         }
         _ => false,
@@ -80,6 +89,14 @@ pub fn pop_external_id() {
 /// Print the agent's one line about a failure.
 pub fn say(msg: &str) {
     eprintln!("gputrace: {msg}");
+}
+
+/// This process owns the session just set: remember its pid and have
+/// forked children flag themselves.
+fn own_session() {
+    OWNER_PID.store(std::process::id(), Release);
+    // Safety: registering a plain extern "C" function with libc.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
 }
 
 /// Everything `InitializeInjection` does. Errors are the one line to print.
@@ -132,7 +149,7 @@ pub fn start() -> Result<(), String> {
     }
     let s = SESSION.get().expect("just set");
     let c = s.cupti.as_ref().expect("set above");
-    OWNER_PID.store(std::process::id(), Release);
+    own_session();
     let _ = c.api.use_system_thread_ids();
     c.api.register().map_err(|e| format!("{e}; this process runs untraced"))?;
     // The concurrent kernel kind is essential; the others are best effort.
@@ -190,7 +207,7 @@ pub fn start_nccl_only() -> Result<(), String> {
         return Ok(());
     }
     let s = SESSION.get().expect("just set");
-    OWNER_PID.store(std::process::id(), Release);
+    own_session();
     spawn_writer(s, Vec::new())
 }
 
