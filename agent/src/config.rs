@@ -24,6 +24,9 @@ pub struct Config {
     pub api_calls: bool,
     /// `GPUTRACE_DISABLE=1`: load but capture nothing.
     pub disabled: bool,
+    /// Record NCCL's collectives through its profiler plugin
+    /// (`GPUTRACE_NCCL=0` turns it off).
+    pub nccl: bool,
 }
 
 impl Config {
@@ -41,6 +44,7 @@ impl Config {
             cuda_home: get("CUDA_HOME").or_else(|| get("CUDA_PATH")).filter(|s| !s.is_empty()),
             api_calls: get("GPUTRACE_API").is_none_or(|v| v.trim() != "0"),
             disabled: get("GPUTRACE_DISABLE").is_some_and(|v| v.trim() == "1"),
+            nccl: get("GPUTRACE_NCCL").is_none_or(|v| v.trim() != "0"),
         }
     }
 }
@@ -53,7 +57,7 @@ mod tests {
     fn defaults_and_clamping() {
         let c = Config::from_env(|_| None);
         assert_eq!((c.buffers, c.buffer_bytes, c.flush_period), (16, 4 << 20, Duration::from_secs(1)));
-        assert!(c.api_calls && !c.disabled);
+        assert!(c.api_calls && !c.disabled && c.nccl);
         let c = Config::from_env(|k| match k {
             "GPUTRACE_BUFFERS" => Some("1000000".into()),
             "GPUTRACE_BUFFER_KB" => Some("garbage".into()),

@@ -605,11 +605,15 @@ pub fn state_or_init() -> &'static Nccl {
     NCCL.get_or_init(|| Nccl::new(EVENT_SLOTS, QUEUE_LEN))
 }
 
-/// Configuration read once: `GPUTRACE_NCCL=0` or `GPUTRACE_DISABLE=1` turn
-/// the plugin off.
+/// Whether the environment leaves the plugin on (`GPUTRACE_NCCL=0` or
+/// `GPUTRACE_DISABLE=1` turn it off): read once, at the first `init`, not on
+/// every communicator's.
 pub fn enabled_by_env() -> bool {
-    let off = |k: &str, v: &str| std::env::var(k).is_ok_and(|x| x.trim() == v);
-    !(off("GPUTRACE_NCCL", "0") || off("GPUTRACE_DISABLE", "1"))
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        let c = crate::config::Config::from_env(|k| std::env::var(k).ok());
+        c.nccl && !c.disabled
+    })
 }
 
 #[cfg(test)]
