@@ -500,7 +500,9 @@ fn id_of(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
     if text.starts_with('"') {
         let s = str_arg(Some(v)).unwrap_or_default();
         let digits = s.trim_end_matches(|c: char| !c.is_ascii_digit());
-        let start = digits.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+        // The trailing ASCII digits, counted in bytes: the character before
+        // them may be several bytes long ("线程7").
+        let start = digits.len() - digits.bytes().rev().take_while(u8::is_ascii_digit).count();
         return Ok(digits[start..].parse::<u32>().ok());
     }
     // Negative tids (-1 for context-wide rows) mean "none".
@@ -635,6 +637,20 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_come_from_labels_in_any_script() {
+        let id = |json: &str| {
+            let v: Box<RawValue> = serde_json::from_str(json).unwrap();
+            id_of(Some(&v), "tid").unwrap()
+        };
+        assert_eq!(id("\"stream 7\""), Some(7));
+        assert_eq!(id("\"线程7\""), Some(7));
+        assert_eq!(id("\"GPU·12 \""), Some(12));
+        assert_eq!(id("\"Spans\""), None);
+        assert_eq!(id("\"线程\""), None);
+        assert_eq!(id("25738"), Some(25738));
+    }
 
     #[test]
     fn pytorch_collective_names_become_nccls() {
