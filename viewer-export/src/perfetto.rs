@@ -373,11 +373,11 @@ impl<W: Write> ProtoWriter<W> {
         end(b, i);
         end_wide(b, p);
 
+        // The header's clock pair was read back to back: it already is a
+        // (realtime, boottime) snapshot, whatever the events' time domain.
         let first = job.inputs()[plan.inputs[0]].trace.header();
-        let shift = job.shift(plan.inputs[0]);
-        let realtime = crate::job::apply_shift(first.start_clock.realtime_ns, shift);
         let (real, boot) = if first.start_clock.realtime_ns != 0 && first.start_clock.monotonic_ns != 0 {
-            (realtime, first.start_clock.monotonic_ns)
+            (first.start_clock.realtime_ns, first.start_clock.monotonic_ns)
         } else {
             (plan.base, plan.base)
         };

@@ -145,6 +145,8 @@ struct Decoded {
     counters: HashMap<u64, Vec<(u64, f64)>>,
     flow_out: HashMap<u64, usize>,
     flow_in: HashMap<u64, usize>,
+    /// The clock snapshot's readings by clock id.
+    snapshot: HashMap<u64, u64>,
 }
 
 /// Decode and check the invariants every export must hold.
@@ -180,6 +182,7 @@ fn decode(bytes: &[u8]) -> Decoded {
         if let Some(cs) = p.msg(6) {
             let ids: Vec<u64> = cs.msgs(1).iter().map(|c| c.int(1).unwrap()).collect();
             assert!(ids.contains(&1) && ids.contains(&6), "snapshot pairs REALTIME and BOOTTIME");
+            d.snapshot = cs.msgs(1).iter().map(|c| (c.int(1).unwrap(), c.int(2).unwrap())).collect();
             clock_snapshot = true;
         }
         if let Some(td) = p.msg(60) {
@@ -462,6 +465,9 @@ fn every_kind_and_instants() {
     assert_eq!(d.tracks[&sync.track].name, "GPU 1 · ctx 1 · stream 7 · sync");
     // Times are realtime: the CUPTI clock read 1 s behind.
     assert_eq!(step.start, 1_700_000_001_000_000_000);
+    // The snapshot is the header's own clock pair, not shifted again.
+    let clock = &t.header().start_clock;
+    assert_eq!((d.snapshot[&1], d.snapshot[&6]), (clock.realtime_ns, clock.monotonic_ns));
 }
 
 #[test]
