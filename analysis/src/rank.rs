@@ -992,7 +992,6 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
     Ok((windows, Some(anchor)))
 }
 
-/// Sorted, disjoint union of intervals.
 /// Which CPU calls and ranges overlap the longest gaps of each device, for
 /// events that arrive in start order within each chunk.
 ///
@@ -1065,6 +1064,7 @@ impl<'s> GapActivity<'s> {
     }
 }
 
+/// Sorted, disjoint union of intervals.
 fn union(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.retain(|&(s, e)| e > s);
     v.sort_unstable();
