@@ -87,8 +87,9 @@ fn comm(id: u64, nodes: c_int, nranks: c_int, rank: c_int, version: u32) -> Comm
     }
 }
 
-/// The shared part of every version's `startEvent`.
-fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: Option<Descr>) -> sys::ncclResult_t {
+/// The shared part of every version's `startEvent`. `descr` translates the
+/// version's descriptor (`None`: NULL); it runs inside the unwind guard.
+fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: impl FnOnce() -> Option<Descr>) -> sys::ncclResult_t {
     if !handle.is_null() {
         // Untracked unless set below, even if no `init` ever ran.
         // Safety: NCCL's out-pointer, checked non-null.
@@ -99,9 +100,7 @@ fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: Option<Descr>
             st.disable("startEvent was called with a NULL handle pointer");
             return;
         }
-        // Safety: checked non-null; NCCL's out-pointer.
-        unsafe { *handle = std::ptr::null_mut() };
-        let Some(d) = descr else {
+        let Some(d) = descr() else {
             st.disable("startEvent was called with a NULL descriptor");
             return;
         };
@@ -206,7 +205,7 @@ unsafe extern "C" fn init_legacy<const V: u32>(ctx: *mut *mut c_void, mask: *mut
 
 unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v1_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
+    let d = move || unsafe { e.as_ref() }.map(|e| {
         let mut d = Descr {
             ty: e.type_ as u64,
             parent: e.parentObj,
@@ -249,7 +248,7 @@ macro_rules! start_v23 {
     ($name:ident, $descr:ty, |$c:ident, $d:ident| $extra:block) => {
         unsafe extern "C" fn $name(ctx: *mut c_void, h: *mut *mut c_void, e: *mut $descr) -> sys::ncclResult_t {
             // Safety: NULL or NCCL's descriptor, read only for this call.
-            let d = unsafe { e.as_ref() }.map(|e| {
+            let d = move || unsafe { e.as_ref() }.map(|e| {
                 let mut $d = Descr {
                     ty: e.type_ as u64,
                     parent: e.parentObj,
@@ -310,7 +309,7 @@ unsafe extern "C" fn init_v4(
 
 unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v4_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
+    let d = move || unsafe { e.as_ref() }.map(|e| {
         let mut d = Descr {
             ty: e.type_ as u64,
             parent: e.parentObj,
@@ -399,7 +398,7 @@ macro_rules! descr_v5 {
 
 unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v5_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
+    let d = move || unsafe { e.as_ref() }.map(|e| {
         let mut d = Descr {
             ty: e.type_,
             parent: e.parentObj,
@@ -414,7 +413,7 @@ unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
 
 unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v6_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = unsafe { e.as_ref() }.map(|e| {
+    let d = move || unsafe { e.as_ref() }.map(|e| {
         let mut d = Descr {
             ty: e.type_,
             parent: e.parentObj,
