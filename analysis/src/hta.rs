@@ -137,15 +137,30 @@ fn us_f64(ns: i128) -> f64 {
 impl HtaClock {
     /// A trace's clock: `header.extra["kineto.baseTimeNanoseconds"]` for imported Kineto
     /// traces; for gputrace's own, the base `gputrace export --format chrome` gives the file
-    /// (its first event, rounded down to a whole µs), so that `report --hta` equals HTA on
-    /// that export. (Absolute µs around 1.8·10¹⁵ would not even be exact in an `f64`.)
+    /// on its own: its first event that is not a loss record, in wall-clock time rounded down
+    /// to a whole µs, taken back to the trace's clock. `report --hta` then equals HTA on that
+    /// export even when the trace's clock is not a whole number of µs from wall-clock time
+    /// (CUPTI's). (Absolute µs around 1.8·10¹⁵ would not even be exact in an `f64`.)
     pub(crate) fn of(file: &gputrace_format::TraceFile, round: bool) -> HtaClock {
-        let base_ns = file
-            .header()
+        let header = file.header();
+        let base_ns = header
             .extra
             .get("kineto.baseTimeNanoseconds")
             .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| file.time_span().map_or(0, |(t0, _)| t0.0 - t0.0 % 1_000));
+            .unwrap_or_else(|| {
+                let chunks = file.chunks();
+                let first = chunks
+                    .iter()
+                    .filter(|c| c.kind != gputrace_format::EventKind::Loss)
+                    .map(|c| c.t_min.0)
+                    .min();
+                let Some(t0) = first.or_else(|| chunks.iter().map(|c| c.t_min.0).min()) else {
+                    return 0;
+                };
+                let shift = header.realtime_shift() as i128;
+                let wall = (t0 as i128 + shift).max(0);
+                (wall - wall % 1_000 - shift).clamp(0, u64::MAX as i128) as u64
+            });
         HtaClock { base_ns, round }
     }
 
@@ -279,6 +294,54 @@ mod tests {
         // interval is [825, 825], where the exact decimals would give [825, 824].
         let s = 1_712_195_495_520_824_200;
         assert_eq!(abs.interval(s, s + 700), (1_712_195_495_520_825_000, 1_712_195_495_520_825_000));
+    }
+
+    #[test]
+    fn the_base_of_a_cupti_clock_trace_is_the_exports() {
+        use gputrace_format::*;
+        // CUPTI's clock 1,234,567 ns behind wall-clock time; a loss record
+        // of unknown time (0) and a kernel at 5,000,300.
+        let header = Header {
+            time_domain: TimeDomain::Cupti,
+            start_clock: ClockPair {
+                realtime_ns: 1_700_000_000_001_234_567,
+                monotonic_ns: 1,
+                cupti_ns: Some(1_700_000_000_000_000_000),
+            },
+            ..Header::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &header, WriterOptions::default()).unwrap();
+        let name = w.intern("k");
+        w.push(Event::Loss(Loss {
+            time: Nanos(0),
+            source: LossSource::CUPTI_DROPPED,
+            count: 1,
+            detail: StringId::EMPTY,
+        }))
+        .unwrap();
+        w.push(Event::Kernel(Kernel {
+            start: Nanos(5_000_300),
+            end: Nanos(5_001_000),
+            device: DeviceId(0),
+            context: ContextId(1),
+            stream: StreamId(7),
+            correlation: CorrelationId(1),
+            name,
+            grid: [1; 3],
+            block: [1; 3],
+            static_shared_mem: 0,
+            dynamic_shared_mem: 0,
+            registers: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+        }))
+        .unwrap();
+        let file = TraceFile::from_bytes("cupti", w.finish(Trailer::default()).unwrap()).unwrap();
+        let clock = HtaClock::of(&file, true);
+        // The export's base: the kernel's wall-clock start rounded down to a
+        // whole µs (6,234,000 after the shift); the kernel sits 0.867 µs after it.
+        assert_eq!(clock.base_ns as i128 + 1_234_567, 6_234_000);
+        assert_eq!(clock.ts(5_000_300), 1.0, "ceil of 0.867 µs");
     }
 
     #[test]

@@ -114,7 +114,7 @@ fn mb(bytes: u64) -> String {
 /// A job whose ranks are put on the reference rank's clock with the offsets
 /// `compare` estimates from matched collectives. `compare` measures offsets
 /// between raw event times; the job first maps each rank through its
-/// header clock pair (`clock_shift`), so the extra offset undoes that
+/// header clock pair (`Header::realtime_shift`), so the extra offset undoes that
 /// mapping's disagreement with the estimate.
 fn aligned_job(traces: &[TraceFile]) -> Result<Job<'_>, CliError> {
     let c = gputrace_compare::compare(traces, &gputrace_compare::Options::default())

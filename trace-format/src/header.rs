@@ -164,6 +164,28 @@ pub struct Header {
     pub extra: BTreeMap<String, String>,
 }
 
+impl Header {
+    /// Shift from this header's time domain to `CLOCK_REALTIME`, ns: add
+    /// it to an event time to get wall-clock time. 0 when the domain is
+    /// realtime or a clock reading is missing (CUPTI time without a CUPTI
+    /// reading is taken as realtime: it is on Linux, up to drift).
+    pub fn realtime_shift(&self) -> i64 {
+        let c = &self.start_clock;
+        let reading = match self.time_domain {
+            TimeDomain::Realtime => return 0,
+            TimeDomain::Monotonic => c.monotonic_ns,
+            TimeDomain::Cupti => match c.cupti_ns {
+                Some(v) => v,
+                None => return 0,
+            },
+        };
+        if c.realtime_ns == 0 || reading == 0 {
+            return 0;
+        }
+        (c.realtime_ns as i128 - reading as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+}
+
 /// Written last by a writer that finished cleanly. A file without one was
 /// cut off (killed process, full disk) and is still readable up to its last
 /// whole chunk.

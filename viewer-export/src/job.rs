@@ -45,32 +45,13 @@ impl<'a> Job<'a> {
     /// Shift (ns) from input `index`'s event times to the common time line.
     pub fn shift(&self, index: usize) -> i64 {
         let input = &self.inputs[index];
-        clock_shift(input.trace.header()).saturating_add(input.offset_ns)
+        input.trace.header().realtime_shift().saturating_add(input.offset_ns)
     }
 
     /// Rank of input `index`: the header's rank, else its position.
     pub fn rank(&self, index: usize) -> Rank {
         self.inputs[index].trace.header().rank.rank.unwrap_or(Rank(index as u32))
     }
-}
-
-/// Shift from a header's time domain to `CLOCK_REALTIME`, ns.
-pub fn clock_shift(header: &Header) -> i64 {
-    let c = &header.start_clock;
-    let reading = match header.time_domain {
-        TimeDomain::Realtime => return 0,
-        TimeDomain::Monotonic => c.monotonic_ns,
-        // Without a CUPTI reading, CUPTI time is taken as realtime (it is on
-        // Linux, up to drift).
-        TimeDomain::Cupti => match c.cupti_ns {
-            Some(v) => v,
-            None => return 0,
-        },
-    };
-    if c.realtime_ns == 0 || reading == 0 {
-        return 0;
-    }
-    (c.realtime_ns as i128 - reading as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// Which part of a job to export. The default exports everything.
@@ -265,11 +246,11 @@ mod tests {
 
     #[test]
     fn clock_shifts_per_domain() {
-        assert_eq!(clock_shift(&header(TimeDomain::Realtime, None)), 0);
-        assert_eq!(clock_shift(&header(TimeDomain::Monotonic, None)), 1_000_000 - 300);
-        assert_eq!(clock_shift(&header(TimeDomain::Cupti, Some(999_000))), 1_000);
+        assert_eq!(header(TimeDomain::Realtime, None).realtime_shift(), 0);
+        assert_eq!(header(TimeDomain::Monotonic, None).realtime_shift(), 1_000_000 - 300);
+        assert_eq!(header(TimeDomain::Cupti, Some(999_000)).realtime_shift(), 1_000);
         assert_eq!(
-            clock_shift(&header(TimeDomain::Cupti, None)),
+            header(TimeDomain::Cupti, None).realtime_shift(),
             0,
             "no CUPTI reading: taken as realtime"
         );

@@ -49,7 +49,7 @@ mod walk;
 
 pub use chrome::{ChromeJson, CLASH_PID_BASE, COMM_TID_BASE, MERGED_GPU_PID_BASE, SYNC_TID_BASE, UNKNOWN_STREAM_TID};
 pub use error::{ExportError, Result};
-pub use job::{clock_shift, EventCounts, Filter, Job, Plan, RankInput};
+pub use job::{EventCounts, Filter, Job, Plan, RankInput};
 pub use perfetto::{Perfetto, SEQUENCE_ID};
 pub use walk::WalkStats;
 
