@@ -124,11 +124,12 @@ fn aligned_job(traces: &[TraceFile]) -> Result<Job<'_>, CliError> {
         .iter()
         .enumerate()
         .find(|(i, t)| rank_of(*i, t) == c.clock.reference_rank)
-        .map_or(0, |(_, t)| viewer_export::clock_shift(t.header()));
+        .map_or(0, |(_, t)| t.header().realtime_shift());
     let mut job = Job::default();
     for (i, t) in traces.iter().enumerate() {
         let off = c.clock.offsets_ns.get(&rank_of(i, t)).copied().unwrap_or(0);
-        let offset_ns = reference - viewer_export::clock_shift(t.header()) - off;
+        // Header values are the file's: saturate rather than overflow.
+        let offset_ns = reference.saturating_sub(t.header().realtime_shift()).saturating_sub(off);
         job.push(viewer_export::RankInput { trace: t, offset_ns });
     }
     eprintln!(
