@@ -205,38 +205,40 @@ unsafe extern "C" fn init_legacy<const V: u32>(ctx: *mut *mut c_void, mask: *mut
 
 unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v1_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = move || unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_ as u64,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        // Safety: the union member matching `type`.
-        unsafe {
-            if d.ty == ty::COLL {
-                let c = &e.__bindgen_anon_1.coll;
-                d.comm_hash = c.commHash;
-                d.seq = c.seqNumber;
-                d.func = name_of(func_v1(c.func));
-                d.datatype = name_of(datatype_v1(c.datatype));
-                d.algo = name_of(algo_v1(c.algo));
-                d.proto = name_of(proto_v1(c.proto));
-                d.count = c.count as u64;
-                d.bytes = c.trafficBytes as u64;
-                d.root = c.root;
-                d.channels = c.nMaxChannels as u32;
-            } else if d.ty == ty::P2P {
-                let p = &e.__bindgen_anon_1.p2p;
-                d.comm_hash = p.commHash;
-                d.func = name_of(func_v1(p.func));
-                d.datatype = name_of(datatype_v1(p.datatype));
-                d.count = p.count as u64;
-                d.root = p.peer;
+    let d = move || {
+        unsafe { e.as_ref() }.map(|e| {
+            let mut d = Descr {
+                ty: e.type_ as u64,
+                parent: e.parentObj,
+                rank: e.rank,
+                ..Default::default()
+            };
+            // Safety: the union member matching `type`.
+            unsafe {
+                if d.ty == ty::COLL {
+                    let c = &e.__bindgen_anon_1.coll;
+                    d.comm_hash = c.commHash;
+                    d.seq = c.seqNumber;
+                    d.func = name_of(func_v1(c.func));
+                    d.datatype = name_of(datatype_v1(c.datatype));
+                    d.algo = name_of(algo_v1(c.algo));
+                    d.proto = name_of(proto_v1(c.proto));
+                    d.count = c.count as u64;
+                    d.bytes = c.trafficBytes as u64;
+                    d.root = c.root;
+                    d.channels = c.nMaxChannels as u32;
+                } else if d.ty == ty::P2P {
+                    let p = &e.__bindgen_anon_1.p2p;
+                    d.comm_hash = p.commHash;
+                    d.func = name_of(func_v1(p.func));
+                    d.datatype = name_of(datatype_v1(p.datatype));
+                    d.count = p.count as u64;
+                    d.root = p.peer;
+                }
             }
-        }
-        d
-    });
+            d
+        })
+    };
     start_common(ctx, h, d)
 }
 
@@ -248,38 +250,40 @@ macro_rules! start_v23 {
     ($name:ident, $descr:ty, |$c:ident, $d:ident| $extra:block) => {
         unsafe extern "C" fn $name(ctx: *mut c_void, h: *mut *mut c_void, e: *mut $descr) -> sys::ncclResult_t {
             // Safety: NULL or NCCL's descriptor, read only for this call.
-            let d = move || unsafe { e.as_ref() }.map(|e| {
-                let mut $d = Descr {
-                    ty: e.type_ as u64,
-                    parent: e.parentObj,
-                    rank: e.rank,
-                    ..Default::default()
-                };
-                // Safety: the union member matching `type`.
-                unsafe {
-                    if $d.ty == ty::COLL {
-                        let $c = &e.__bindgen_anon_1.coll;
-                        $d.comm_hash = $c.commHash;
-                        $d.seq = $c.seqNumber;
-                        $d.func = cstr($c.func);
-                        $d.datatype = cstr($c.datatype);
-                        $d.algo = cstr($c.algo);
-                        $d.proto = cstr($c.proto);
-                        $d.count = $c.count as u64;
-                        $d.root = $c.root;
-                        $d.channels = $c.nMaxChannels as u32;
-                        $extra
-                    } else if $d.ty == ty::P2P {
-                        let p = &e.__bindgen_anon_1.p2p;
-                        $d.comm_hash = p.commHash;
-                        $d.func = cstr(p.func);
-                        $d.datatype = cstr(p.datatype);
-                        $d.count = p.count as u64;
-                        $d.root = p.peer;
+            let d = move || {
+                unsafe { e.as_ref() }.map(|e| {
+                    let mut $d = Descr {
+                        ty: e.type_ as u64,
+                        parent: e.parentObj,
+                        rank: e.rank,
+                        ..Default::default()
+                    };
+                    // Safety: the union member matching `type`.
+                    unsafe {
+                        if $d.ty == ty::COLL {
+                            let $c = &e.__bindgen_anon_1.coll;
+                            $d.comm_hash = $c.commHash;
+                            $d.seq = $c.seqNumber;
+                            $d.func = cstr($c.func);
+                            $d.datatype = cstr($c.datatype);
+                            $d.algo = cstr($c.algo);
+                            $d.proto = cstr($c.proto);
+                            $d.count = $c.count as u64;
+                            $d.root = $c.root;
+                            $d.channels = $c.nMaxChannels as u32;
+                            $extra
+                        } else if $d.ty == ty::P2P {
+                            let p = &e.__bindgen_anon_1.p2p;
+                            $d.comm_hash = p.commHash;
+                            $d.func = cstr(p.func);
+                            $d.datatype = cstr(p.datatype);
+                            $d.count = p.count as u64;
+                            $d.root = p.peer;
+                        }
                     }
-                }
-                $d
-            });
+                    $d
+                })
+            };
             start_common(ctx, h, d)
         }
     };
@@ -309,36 +313,38 @@ unsafe extern "C" fn init_v4(
 
 unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v4_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = move || unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_ as u64,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        // Safety: the union member matching `type`.
-        unsafe {
-            if d.ty == ty::COLL {
-                let c = &e.__bindgen_anon_1.coll;
-                d.seq = c.seqNumber;
-                d.func = cstr(c.func);
-                d.datatype = cstr(c.datatype);
-                d.algo = cstr(c.algo);
-                d.proto = cstr(c.proto);
-                d.count = c.count as u64;
-                d.root = c.root;
-                d.channels = c.nChannels as u32;
-            } else if d.ty == ty::P2P {
-                let p = &e.__bindgen_anon_1.p2p;
-                d.func = cstr(p.func);
-                d.datatype = cstr(p.datatype);
-                d.count = p.count as u64;
-                d.root = p.peer;
-                d.channels = p.nChannels as u32;
+    let d = move || {
+        unsafe { e.as_ref() }.map(|e| {
+            let mut d = Descr {
+                ty: e.type_ as u64,
+                parent: e.parentObj,
+                rank: e.rank,
+                ..Default::default()
+            };
+            // Safety: the union member matching `type`.
+            unsafe {
+                if d.ty == ty::COLL {
+                    let c = &e.__bindgen_anon_1.coll;
+                    d.seq = c.seqNumber;
+                    d.func = cstr(c.func);
+                    d.datatype = cstr(c.datatype);
+                    d.algo = cstr(c.algo);
+                    d.proto = cstr(c.proto);
+                    d.count = c.count as u64;
+                    d.root = c.root;
+                    d.channels = c.nChannels as u32;
+                } else if d.ty == ty::P2P {
+                    let p = &e.__bindgen_anon_1.p2p;
+                    d.func = cstr(p.func);
+                    d.datatype = cstr(p.datatype);
+                    d.count = p.count as u64;
+                    d.root = p.peer;
+                    d.channels = p.nChannels as u32;
+                }
             }
-        }
-        d
-    });
+            d
+        })
+    };
     start_common(ctx, h, d)
 }
 
@@ -398,40 +404,44 @@ macro_rules! descr_v5 {
 
 unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v5_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = move || unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        descr_v5!(e, d);
-        d
-    });
+    let d = move || {
+        unsafe { e.as_ref() }.map(|e| {
+            let mut d = Descr {
+                ty: e.type_,
+                parent: e.parentObj,
+                rank: e.rank,
+                ..Default::default()
+            };
+            descr_v5!(e, d);
+            d
+        })
+    };
     start_common(ctx, h, d)
 }
 
 unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v6_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
-    let d = move || unsafe { e.as_ref() }.map(|e| {
-        let mut d = Descr {
-            ty: e.type_,
-            parent: e.parentObj,
-            rank: e.rank,
-            ..Default::default()
-        };
-        descr_v5!(e, d);
-        if d.ty == ty::CE_COLL {
-            // Safety: the union member matching `type`.
-            let c = unsafe { &e.__bindgen_anon_1.ceColl };
-            d.seq = c.seqNumber;
-            d.func = cstr(c.func);
-            d.datatype = cstr(c.datatype);
-            d.count = c.count as u64;
-            d.root = c.root;
-        }
-        d
-    });
+    let d = move || {
+        unsafe { e.as_ref() }.map(|e| {
+            let mut d = Descr {
+                ty: e.type_,
+                parent: e.parentObj,
+                rank: e.rank,
+                ..Default::default()
+            };
+            descr_v5!(e, d);
+            if d.ty == ty::CE_COLL {
+                // Safety: the union member matching `type`.
+                let c = unsafe { &e.__bindgen_anon_1.ceColl };
+                d.seq = c.seqNumber;
+                d.func = cstr(c.func);
+                d.datatype = cstr(c.datatype);
+                d.count = c.count as u64;
+                d.root = c.root;
+            }
+            d
+        })
+    };
     start_common(ctx, h, d)
 }
 
