@@ -159,7 +159,7 @@ pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, gputr
                         comm.push((k.start.0, k.end.0, op.clone()));
                     }
                 }
-                Event::Memcpy(m) if m.kind == CopyKind::PTOP => comm.push((m.start.0, m.end.0, "PtoP".into())),
+                Event::Memcpy(m) if gputrace_analysis::is_peer_copy(&m) => comm.push((m.start.0, m.end.0, "PtoP".into())),
                 _ => {}
             }
         }

@@ -15,16 +15,7 @@ const FIXED64: u32 = 1;
 /// Wire type of length-delimited fields.
 const LEN: u32 = 2;
 
-#[inline]
-pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
-    // Byte pushes, not a slice copy: a variable-length copy of 1-10 bytes
-    // becomes a memcpy call, which costs more than the loop.
-    while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
+pub(crate) use gputrace_format::varint::put as varint;
 
 #[inline]
 fn tag(buf: &mut Vec<u8>, field: u32, wire: u32) {
