@@ -348,10 +348,10 @@ const CACHE_MAX_SLOTS: usize = 8192;
 ///
 /// While events arrive in start order (the usual case: kernels on a stream,
 /// copies, most API calls), each is encoded on arrival into its varint
-/// columns (`streaming`, about 8 bytes per event, nothing left to do when the
+/// columns (`streaming`: a varint per column, nothing left to do when the
 /// chunk is written). The first event that starts before its predecessor
-/// turns the buffer to raw columns (about 40 bytes per event), which are
-/// sorted and encoded when the chunk is written.
+/// turns the buffer to raw columns (20 bytes per event plus 8 per series),
+/// which are sorted and encoded when the chunk is written.
 ///
 /// Invariants: `count` events are held. Streaming: `stream` holds exactly
 /// `count` varints per column, encoded from `first_start`, and `prev_start`,
@@ -456,16 +456,13 @@ impl Row {
     }
 }
 
-/// Append one varint to a column that grows as events arrive.
+/// Write `v` as a varint at `base + len`; the new length.
+///
+/// # Safety
+/// `base` points to at least `len + 10` writable bytes.
 #[inline(always)]
-fn put_one(col: &mut Vec<u8>, mut v: u64) {
-    // At most 10 bytes: make room once (amortized doubling), then write
-    // without per-byte capacity checks.
-    col.reserve(10);
-    let base = col.as_mut_ptr();
-    let mut len = col.len();
-    // Safety: `len + 10 <= capacity` after the reserve above, and a varint
-    // is at most 10 bytes.
+unsafe fn write_varint(base: *mut u8, mut len: usize, mut v: u64) -> usize {
+    // Safety: a varint is at most 10 bytes, all within the caller's room.
     unsafe {
         while v >= 0x80 {
             *base.add(len) = (v as u8) | 0x80;
@@ -473,32 +470,36 @@ fn put_one(col: &mut Vec<u8>, mut v: u64) {
             len += 1;
         }
         *base.add(len) = v as u8;
-        col.set_len(len + 1);
+    }
+    len + 1
+}
+
+/// Append one varint to a column that grows as events arrive.
+#[inline(always)]
+fn put_one(col: &mut Vec<u8>, v: u64) {
+    // Make room once (amortized doubling), then write without per-byte
+    // capacity checks.
+    col.reserve(10);
+    // Safety: `len + 10 <= capacity` after the reserve; every byte up to the
+    // new length is written.
+    unsafe {
+        let len = write_varint(col.as_mut_ptr(), col.len(), v);
+        col.set_len(len);
     }
 }
 
 /// Append `count` varints of `f(i)` to `out` (one column).
 #[inline]
 fn put_column(out: &mut Vec<u8>, count: usize, mut f: impl FnMut(usize) -> u64) {
-    // A varint is at most 10 bytes: reserve once, then write without
-    // per-byte capacity checks.
+    // Reserve once, then write without per-byte capacity checks.
     out.reserve(count * 10);
     let base = out.as_mut_ptr();
     let mut len = out.len();
     for i in 0..count {
-        let mut v = f(i);
         // Safety: `len + 10 <= capacity` holds for every value written,
         // because at most `count` varints of at most 10 bytes follow the
         // initial length, and all of that was reserved above.
-        unsafe {
-            while v >= 0x80 {
-                *base.add(len) = (v as u8) | 0x80;
-                v >>= 7;
-                len += 1;
-            }
-            *base.add(len) = v as u8;
-        }
-        len += 1;
+        len = unsafe { write_varint(base, len, f(i)) };
     }
     // Safety: every byte up to `len` was written above.
     unsafe { out.set_len(len) };
@@ -821,9 +822,11 @@ pub(crate) struct Decoder {
 /// A column checked by [`Column::new`] to hold exactly `count` varints,
 /// read one varint at a time without bounds checks.
 ///
-/// Invariant: the bytes from `pos` to `end` hold exactly as many whole
-/// varints as are still to be read, each of at most 10 bytes, so that every
-/// read stays inside the column.
+/// Invariant: the bytes from `pos` to the column's end hold exactly as many
+/// varint-ending bytes (top bit clear) as varints are still to be read, and
+/// the last byte is one, so every read stops inside the column. (Varints
+/// longer than 10 bytes are not refused up front: `overlong` records them,
+/// and the reader reports the chunk as corrupt after its last event.)
 struct Column<'a> {
     pos: *const u8,
     overlong: bool,
@@ -968,11 +971,9 @@ fn open_body<'a>(
 /// A chunk body read one event at a time, in order, from its columns
 /// (nothing materialized but the current event).
 ///
-/// Invariant: the columns point into a body that stays in place, unchanged,
-/// for the life of this value (the owner keeps it; see `ChunkCursor`), and
-/// hold `left` more varints each.
-pub(crate) struct Rows {
-    cols: Columns<'static>,
+/// Invariant: the columns hold `left` more varints each.
+pub(crate) struct Rows<'a> {
+    cols: Columns<'a>,
     n_series: usize,
     left: usize,
     start: u64,
@@ -982,28 +983,28 @@ pub(crate) struct Rows {
     cur: usize,
 }
 
-// Safety: `Rows` only reads the body its owner keeps alive and unchanged;
-// nothing in it is shared.
-unsafe impl Send for Rows {}
+// Safety: `Rows` only reads its body (through the columns' pointers), which
+// the `'a` borrow keeps alive and unchanged; nothing in it is shared.
+unsafe impl Send for Rows<'_> {}
 
-impl Rows {
-    /// Open a body, positioned before its first event.
-    ///
-    /// # Safety
-    /// `body` must stay allocated and unchanged while the returned value
-    /// (or anything it is moved into) exists.
-    pub(crate) unsafe fn open(
+impl<'a> Rows<'a> {
+    /// Open a body, positioned before its first event (`templates`: storage
+    /// to reuse).
+    pub(crate) fn open(
         kind: EventKind,
         track: &Track,
         count: usize,
         t_min: u64,
-        body: &[u8],
+        body: &'a [u8],
         mut templates: Vec<Event>,
-    ) -> Result<Rows, &'static str> {
-        // Safety: the caller keeps `body` alive and unchanged (see above).
-        let body: &'static [u8] = unsafe { &*(body as *const [u8]) };
+    ) -> Result<Rows<'a>, &'static str> {
         let cols = open_body(kind, track, count, body, &mut templates)?;
-        Ok(Rows {
+        Ok(Rows::of_columns(kind, cols, count, t_min, templates))
+    }
+
+    /// Rows of columns [`open_body`] checked, whose dictionary is in `templates`.
+    fn of_columns(kind: EventKind, cols: Columns<'a>, count: usize, t_min: u64, templates: Vec<Event>) -> Rows<'a> {
+        Rows {
             cols,
             n_series: shape(kind).0,
             left: count,
@@ -1011,7 +1012,7 @@ impl Rows {
             series: [0; MAX_SERIES],
             templates,
             cur: usize::MAX,
-        })
+        }
     }
 
     /// Move to the next event: false at the end.
@@ -1066,7 +1067,6 @@ impl Decoder {
         mut f: impl FnMut(&Event),
     ) -> Result<(), &'static str> {
         const BAD: &str = "malformed column header";
-        let n_series = shape(kind).0;
         let mut cols = open_body(kind, track, count, body, &mut self.templates)?;
         let templates = &mut self.templates;
         // One monomorphic loop per kind: the series count is a constant and
@@ -1107,26 +1107,15 @@ impl Decoder {
             }),
             // Collectives and losses are rare: the general path.
             _ => {
-                let [Some(mut c0), Some(mut c1), ref mut rest @ ..] = cols else {
-                    return Err(BAD);
-                };
-                let mut start = t_min;
-                let mut series: Series = [0; MAX_SERIES];
-                for _ in 0..count {
-                    start = start.wrapping_add(unzigzag(c0.next()) as u64);
-                    let end = start.wrapping_add(unzigzag(c1.next()) as u64);
-                    for (s, col) in series.iter_mut().zip(rest.iter_mut()).take(n_series) {
-                        *s = s.wrapping_add(unzigzag(col.as_mut().ok_or(BAD)?.next()) as u64);
+                let mut rows = Rows::of_columns(kind, cols, count, t_min, std::mem::take(templates));
+                let r = (|| {
+                    while rows.advance()? {
+                        f(rows.current().ok_or(BAD)?);
                     }
-                    let idx = rest[n_series].as_mut().ok_or(BAD)?.next() as usize;
-                    let e = templates.get_mut(idx).ok_or("attribute index out of range")?;
-                    set_times(e, start, end, &series)?;
-                    f(e);
-                }
-                if [&c0, &c1].into_iter().chain(rest.iter().flatten()).any(|c| c.overlong()) {
-                    return Err("varint longer than 10 bytes");
-                }
-                Ok(())
+                    Ok(())
+                })();
+                *templates = rows.into_templates();
+                r
             }
         }
     }
@@ -1310,8 +1299,7 @@ mod tests {
             let track = Track::Thread { tid: ThreadId(1) };
             let mut want = Vec::new();
             let whole = Decoder::default().decode_with(EventKind::Api, &track, count, 5, &body, |e| want.push(*e));
-            // Safety: `body` outlives `rows` and is not changed.
-            let rows = unsafe { Rows::open(EventKind::Api, &track, count, 5, &body, Vec::new()) };
+            let rows = Rows::open(EventKind::Api, &track, count, 5, &body, Vec::new());
             let mut got = Vec::new();
             let mut failed = false;
             if let Ok(mut rows) = rows {

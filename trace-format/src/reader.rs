@@ -505,7 +505,11 @@ impl<'a> ChunkDecoder<'a> {
     }
 
     /// Call `f` for each event of chunk `index`, in start order, without
-    /// materializing the chunk (the fastest way to scan a file).
+    /// materializing the chunk (the fastest way to scan a file). Faults in
+    /// the chunk's layout are found before the first event, faults in one
+    /// event (an attribute index out of range) at that event, and a varint
+    /// longer than 10 bytes only at the chunk's end, after `f` has seen its
+    /// events.
     pub fn for_each(&mut self, index: usize, f: impl FnMut(&Event)) -> Result<()> {
         let file = self.file;
         let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
@@ -549,9 +553,10 @@ impl<'a> ChunkDecoder<'a> {
     }
 
     /// A cursor over chunk `index`, on its first event: the chunk is read
-    /// one event at a time, holding only its decompressed body (about 8
-    /// bytes per event) rather than every event (112 bytes each). Give it
-    /// back with [`Self::recycle`] to reuse its buffers.
+    /// one event at a time, holding only its decompressed body (a varint per
+    /// column per event) rather than every event (112 bytes each). Give it
+    /// back with [`Self::recycle`] to reuse its buffers. Faults are found
+    /// as in [`Self::for_each`].
     pub fn cursor(&mut self, index: usize) -> Result<ChunkCursor> {
         let file = self.file;
         let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
@@ -562,18 +567,18 @@ impl<'a> ChunkDecoder<'a> {
         } else {
             self.body(c, &mut raw)?;
         }
-        // Safety: `raw` moves into the cursor with the rows, which it
-        // outlives, and is never changed there (see `ChunkCursor`).
-        let rows = unsafe { codec::Rows::open(c.kind, &c.track, c.count as usize, c.t_min.0, &raw, templates) }
-            .map_err(|e| chunk_error(file, c, e))?;
+        // Safety: the rows borrow `raw`'s heap buffer, which moves into the
+        // cursor with them (moving a Vec does not move its buffer), outlives
+        // them there and is never changed (see `ChunkCursor`).
+        let body: &'static [u8] = unsafe { &*(raw.as_slice() as *const [u8]) };
+        let rows =
+            codec::Rows::open(c.kind, &c.track, c.count as usize, c.t_min.0, body, templates).map_err(|e| chunk_error(file, c, e))?;
         let mut cursor = ChunkCursor {
             rows,
             raw,
             path: file.path.clone(),
             index,
-            offset: c.offset,
-            kind: c.kind,
-            track: c.track,
+            chunk: *c,
         };
         if !cursor.advance()? {
             return Err(chunk_error(file, c, "events chunk with no events"));
@@ -599,8 +604,14 @@ fn no_chunk(file: &TraceFile, index: usize) -> FormatError {
 }
 
 fn chunk_error(file: &TraceFile, c: &EventChunk, e: &str) -> FormatError {
+    chunk_error_at(&file.path, c, e)
+}
+
+/// A corrupt events chunk `c` of the file at `path`: where, and what.
+#[cold]
+fn chunk_error_at(path: &Path, c: &EventChunk, e: &str) -> FormatError {
     FormatError::Corrupt {
-        path: file.path.clone(),
+        path: path.to_path_buf(),
         offset: c.offset,
         what: format!("{} chunk on {}: {e}", c.kind.name(), c.track),
     }
@@ -613,13 +624,11 @@ fn chunk_error(file: &TraceFile, c: &EventChunk, e: &str) -> FormatError {
 /// freed while `rows` exists (`raw` is private, only read, and dropped after
 /// `rows`: fields drop in declaration order).
 pub struct ChunkCursor {
-    rows: codec::Rows,
+    rows: codec::Rows<'static>,
     raw: Vec<u8>,
     path: PathBuf,
     index: usize,
-    offset: u64,
-    kind: EventKind,
-    track: Track,
+    chunk: EventChunk,
 }
 
 impl ChunkCursor {
@@ -636,16 +645,7 @@ impl ChunkCursor {
     pub fn advance(&mut self) -> Result<bool> {
         match self.rows.advance() {
             Ok(more) => Ok(more),
-            Err(e) => Err(self.error(e)),
-        }
-    }
-
-    #[cold]
-    fn error(&self, e: &str) -> FormatError {
-        FormatError::Corrupt {
-            path: self.path.clone(),
-            offset: self.offset,
-            what: format!("{} chunk on {}: {e}", self.kind.name(), self.track),
+            Err(e) => Err(chunk_error_at(&self.path, &self.chunk, e)),
         }
     }
 

@@ -20,9 +20,10 @@ pub struct WriterOptions {
     /// Events per chunk (per kind and track) before it is written.
     pub chunk_events: usize,
     /// Upper bound on events buffered across all tracks; when reached the
-    /// fullest buffer is written. A buffered event takes about 8 bytes when
-    /// its track's events arrive in start order and about 40 otherwise
-    /// (plus the buffers' capacity kept between chunks).
+    /// fullest buffer is written. A buffered event takes its encoded size (a
+    /// varint per column) when its track's events arrive in start order, and
+    /// 20 bytes plus 8 per series otherwise, plus the buffers' capacity kept
+    /// between chunks.
     pub max_buffered_events: usize,
     /// zstd level (1 fastest; 3 is zstd's default).
     pub zstd_level: i32,
@@ -276,8 +277,8 @@ impl<W: Write> TraceWriter<W> {
         varint::put(&mut payload, meta.len() as u64);
         payload.extend_from_slice(meta);
         if compress {
-            // Into a buffer kept across chunks: a fresh one per chunk would
-            // cost its page faults every time.
+            // Into a buffer kept across chunks rather than a new allocation
+            // per chunk.
             let mut z = std::mem::take(&mut self.zbuf);
             z.clear();
             z.reserve(zstd::zstd_safe::compress_bound(body.len()));
