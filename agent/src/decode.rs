@@ -93,7 +93,7 @@ pub struct Decoder {
 }
 
 /// External correlation kind the agent pushes (Kineto uses CUSTOM0/1).
-const EXTERNAL_KIND_CUSTOM2: u32 = 5;
+const EXTERNAL_KIND_CUSTOM2: u32 = cupti_sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 
 fn is_comm_kernel(name: &[u8]) -> bool {
     name.starts_with(b"nccl") || name.starts_with(b"rccl")
@@ -120,14 +120,14 @@ impl Decoder {
     #[inline]
     fn note_copy(&mut self, m: &Memcpy) {
         if self.collect_copies {
-            self.comm_kernels.push(crate::nccl::link::KernelInfo {
-                start: m.start.0,
-                end: m.end.0,
-                device: m.device.0,
-                context: m.context.0,
-                stream: m.stream.0,
-                correlation: m.correlation.0,
-            });
+            self.comm_kernels.push(crate::nccl::link::KernelInfo::of(
+                m.start,
+                m.end,
+                m.device,
+                m.context,
+                m.stream,
+                m.correlation,
+            ));
         }
     }
 
@@ -195,17 +195,7 @@ impl Decoder {
                     let context: u32 = rd(rec, o::CONTEXT_ID);
                     self.note_context(context, device);
                     let name = self.kernel_name(rd::<*const libc::c_char>(rec, o::NAME), w);
-                    if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
-                        self.comm_kernels.push(crate::nccl::link::KernelInfo {
-                            start: rd(rec, o::START),
-                            end: rd(rec, o::END),
-                            device,
-                            context,
-                            stream: rd(rec, o::STREAM_ID),
-                            correlation: rd(rec, o::CORRELATION_ID),
-                        });
-                    }
-                    Some(Event::Kernel(Kernel {
+                    let k = Kernel {
                         start: Nanos(rd(rec, o::START)),
                         end: Nanos(rd(rec, o::END)),
                         device: DeviceId(device),
@@ -228,7 +218,18 @@ impl Decoder {
                         registers: rd::<u16>(rec, o::REGISTERS_PER_THREAD) as u32,
                         graph_id: rd(rec, o::GRAPH_ID),
                         graph_node_id: rd(rec, o::GRAPH_NODE_ID),
-                    }))
+                    };
+                    if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
+                        self.comm_kernels.push(crate::nccl::link::KernelInfo::of(
+                            k.start,
+                            k.end,
+                            k.device,
+                            k.context,
+                            k.stream,
+                            k.correlation,
+                        ));
+                    }
+                    Some(Event::Kernel(k))
                 }
                 kind::MEMCPY => {
                     use layout::memcpy as o;

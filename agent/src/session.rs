@@ -372,7 +372,6 @@ impl NcclSide {
         let Some(st) = crate::nccl::state() else {
             return Ok(());
         };
-        dec.collect_comm = true;
         self.comms.clear();
         self.comms_written = st.comms_from(self.comms_written, &mut self.comms);
         if !self.comms.is_empty() {
@@ -610,9 +609,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
         let stopping = s.stop.load(Acquire);
         // Before walking: records in this pass may already be the ones the
         // NCCL linker needs (a job can init NCCL, run and exit in one pass).
-        if crate::nccl::state().is_some() {
-            dec.collect_comm = true;
-        }
+        // Without a way to link (no API records or external ids), NCCL's
+        // kernels are not worth collecting.
+        dec.collect_comm = nccl.linker.can_link && crate::nccl::state().is_some();
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
             if let (false, Some(c)) = (failed, cupti) {

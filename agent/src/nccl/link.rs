@@ -21,6 +21,7 @@
 //! oldest collective unlinked rather than dropping anything.
 
 use super::{Rec, RecKind};
+use gputrace_format::{ContextId, CorrelationId, DeviceId, Nanos, StreamId};
 use std::collections::{HashMap, VecDeque};
 
 /// A CUPTI kernel (or copy) record of a communication kernel.
@@ -32,6 +33,20 @@ pub struct KernelInfo {
     pub context: u32,
     pub stream: u32,
     pub correlation: u32,
+}
+
+impl KernelInfo {
+    /// What the linker keeps of a kernel or copy record.
+    pub fn of(start: Nanos, end: Nanos, device: DeviceId, context: ContextId, stream: StreamId, correlation: CorrelationId) -> KernelInfo {
+        KernelInfo {
+            start: start.0,
+            end: end.0,
+            device: device.0,
+            context: context.0,
+            stream: stream.0,
+            correlation: correlation.0,
+        }
+    }
 }
 
 /// A collective ready to be written.

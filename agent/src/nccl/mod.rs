@@ -520,7 +520,8 @@ impl Nccl {
                 // Point-to-point has no NCCL sequence number: count per
                 // communicator and direction.
                 if let Some(c) = comm {
-                    let ctr = if name_str(&d.func).eq_ignore_ascii_case("recv") {
+                    // Bytes, not `name_str`: a lossy conversion may allocate.
+                    let ctr = if d.func.starts_with(b"Recv\0") || d.func.starts_with(b"recv\0") {
                         &c.recv_seq
                     } else {
                         &c.send_seq
