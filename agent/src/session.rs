@@ -258,6 +258,10 @@ impl Session {
     /// the job anything after a failure.
     fn stop_capture(&self) {
         let Some(c) = &self.cupti else { return };
+        // The plugin stops pushing ids before their records are turned off.
+        if self.external_ids.swap(false, AcqRel) {
+            let _ = c.api.disable(kind::EXTERNAL_CORRELATION);
+        }
         for k in [
             kind::CONCURRENT_KERNEL,
             kind::MEMCPY,
