@@ -60,3 +60,23 @@ pub fn open(path: &Path) -> Result<TraceFile, CliError> {
     }
     Ok(TraceFile::open(path)?)
 }
+
+/// Write `target` through a temporary file beside it (`<name>.partial`),
+/// renamed into place only when `write` succeeds, so that a failed export or
+/// import never leaves a half-written file under the real name.
+pub fn write_via_temp<T, E: From<CliError>>(target: &Path, write: impl FnOnce(std::fs::File) -> Result<T, E>) -> Result<T, E> {
+    let mut name = target.as_os_str().to_os_string();
+    name.push(".partial");
+    let tmp = PathBuf::from(name);
+    let file = std::fs::File::create(&tmp).map_err(CliError::io(&tmp))?;
+    match write(file) {
+        Ok(v) => {
+            std::fs::rename(&tmp, target).map_err(CliError::io(target))?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

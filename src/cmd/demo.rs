@@ -99,17 +99,18 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         .map(|(p, _)| gputrace_format::TraceFile::open(p))
         .collect::<Result<_, _>>()
         .map_err(CliError::from)?;
-    let file = std::fs::File::create(&pftrace).map_err(CliError::io(&pftrace))?;
-    let mut buf = std::io::BufWriter::new(file);
     let job = viewer_export::Job::new(traces.iter());
-    viewer_export::Exporter::export(
-        &viewer_export::Perfetto::default(),
-        &job,
-        &viewer_export::Filter::default(),
-        &mut buf,
-    )
-    .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
-    std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))?;
+    crate::inputs::write_via_temp(&pftrace, |file| {
+        let mut buf = std::io::BufWriter::new(file);
+        viewer_export::Exporter::export(
+            &viewer_export::Perfetto::default(),
+            &job,
+            &viewer_export::Filter::default(),
+            &mut buf,
+        )
+        .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
+        std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))
+    })?;
     // The report of the job, so a first run shows the answer.
     let report = gputrace_analysis::analyze(&traces, &gputrace_analysis::Options::default())
         .map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;

@@ -235,22 +235,7 @@ fn export_one(job: &Job<'_>, filter: &Filter, format: Format, gzip: bool, out: &
             source: io::Error::new(io::ErrorKind::AlreadyExists, "is one of the inputs; choose another output with -o"),
         });
     }
-    // Write under a temporary name so that a failed export leaves no half
-    // file under the real one.
-    let mut partial = out.to_path_buf().into_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let file = std::fs::File::create(&partial).map_err(CliError::io(&partial))?;
-    match write_to(file, gzip, job, filter, format) {
-        Ok(stats) => {
-            std::fs::rename(&partial, out).map_err(CliError::io(out))?;
-            Ok(stats)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(to_err(e))
-        }
-    }
+    crate::inputs::write_via_temp(out, |file| write_to(file, gzip, job, filter, format).map_err(to_err))
 }
 
 fn write_to(out: impl Write, gzip: bool, job: &Job<'_>, filter: &Filter, format: Format) -> Result<ExportStats, ExportError> {

@@ -83,24 +83,12 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Import one file. Writes to a temporary name beside `target` and renames
-/// it at the end, so a failed import never leaves a half-written trace.
+/// Import one file (through a temporary name: a failed import never leaves
+/// a half-written trace).
 fn convert(input: &Path, target: &Path, opts: &ImportOptions) -> Result<ImportSummary, Box<dyn std::error::Error>> {
-    let mut tmp_name = target.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".part");
-    let tmp = target.with_file_name(tmp_name);
-    let file = std::fs::File::create(&tmp).map_err(CliError::io(&tmp))?;
-    let result = gputrace_kineto::import(input, std::io::BufWriter::new(file), opts);
-    match result {
-        Ok(s) => {
-            std::fs::rename(&tmp, target).map_err(CliError::io(target))?;
-            Ok(s)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e.into())
-        }
-    }
+    crate::inputs::write_via_temp(target, |file| {
+        gputrace_kineto::import(input, std::io::BufWriter::new(file), opts).map_err(Into::into)
+    })
 }
 
 /// One line about an import: what it holds, what was left out, the size ratio.
