@@ -14,6 +14,16 @@ const SNIFF: u64 = 64 * 1024;
 /// sorted by name so rank order is stable. Files are taken as given,
 /// whatever their extension (the readers check content).
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    expand_where(paths, is_trace_file, |dir| CliError::NoTraces(dir.to_path_buf()))
+}
+
+/// [`expand`] with another test of a directory's files, and the error for a
+/// directory where none passes.
+pub fn expand_where(
+    paths: &[PathBuf],
+    keep: impl Fn(&Path) -> bool,
+    none_found: impl Fn(&Path) -> CliError,
+) -> Result<Vec<PathBuf>, CliError> {
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(CliError::io(p))?;
@@ -21,10 +31,10 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(CliError::io(p))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.is_file() && is_trace_file(f))
+                .filter(|f| f.is_file() && keep(f))
                 .collect();
             if found.is_empty() {
-                return Err(CliError::NoTraces(p.clone()));
+                return Err(none_found(p));
             }
             found.sort();
             out.extend(found);
@@ -43,12 +53,17 @@ fn head(path: &Path) -> Vec<u8> {
     buf
 }
 
+/// Whether a file's content starts as a PyTorch profiler (Kineto) trace.
+pub fn is_kineto_file(p: &Path) -> bool {
+    gputrace_kineto::is_kineto(&head(p))
+}
+
 fn is_trace_file(p: &Path) -> bool {
     if p.extension().is_some_and(|e| e == gputrace_format::FILE_EXTENSION) {
         return true;
     }
     let name = p.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-    (name.ends_with(".json") || name.ends_with(".json.gz")) && gputrace_kineto::is_kineto(&head(p))
+    (name.ends_with(".json") || name.ends_with(".json.gz")) && is_kineto_file(p)
 }
 
 /// Open a trace: a gputrace file directly (memory-mapped), a Kineto trace

@@ -3,7 +3,7 @@
 
 use crate::error::CliError;
 use gputrace_kineto::{ImportOptions, ImportSummary};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -23,9 +23,6 @@ pub struct ImportArgs {
     #[arg(long)]
     pub strict: bool,
 }
-
-/// Bytes read to recognise a Kineto trace by content.
-const DETECT_BYTES: u64 = 64 * 1024;
 
 /// Convert every input; report per file and the size ratio.
 pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
@@ -125,38 +122,10 @@ fn output_name(input: &Path) -> String {
 /// Files as given; directories contribute the files in them (not recursive)
 /// that look like Kineto traces, sorted by name so rank order is stable.
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(CliError::io(p))?;
-        if !meta.is_dir() {
-            out.push(p.clone());
-            continue;
-        }
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(p).map_err(CliError::io(p))? {
-            let f = entry.map_err(CliError::io(p))?.path();
-            if f.is_file() && looks_like_kineto(&f) {
-                found.push(f);
-            }
-        }
-        if found.is_empty() {
-            return Err(CliError::Io {
-                path: p.clone(),
-                source: std::io::Error::other("no PyTorch profiler (Kineto) traces (.json, .json.gz) in this directory"),
-            });
-        }
-        found.sort();
-        out.extend(found);
-    }
-    Ok(out)
-}
-
-fn looks_like_kineto(path: &Path) -> bool {
-    let mut head = Vec::new();
-    match std::fs::File::open(path) {
-        Ok(f) => f.take(DETECT_BYTES).read_to_end(&mut head).is_ok() && gputrace_kineto::is_kineto(&head),
-        Err(_) => false,
-    }
+    crate::inputs::expand_where(paths, crate::inputs::is_kineto_file, |dir| CliError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::other("no PyTorch profiler (Kineto) traces (.json, .json.gz) in this directory"),
+    })
 }
 
 #[cfg(test)]
