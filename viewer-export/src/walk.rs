@@ -11,6 +11,7 @@
 
 use crate::error::Result;
 use crate::job::{apply_shift, chunk_selected, Filter, Job, Plan};
+use gputrace_analysis::{Category, Classifier};
 use gputrace_format::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -531,16 +532,13 @@ fn project_annotations(input: &Input<'_>, annotations: &Annotations, device: Dev
     Ok(())
 }
 
-/// Whether a kernel is NCCL communication (by name, as HTA classifies).
-fn is_communication(kernel_name: &str) -> bool {
-    kernel_name.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("nccl"))
-}
-
 /// Walk `plan` over `job`, feeding `visitor`; measure GPU utilization and
 /// project NVTX ranges onto the GPU as `options` asks.
 pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOptions, visitor: &mut impl Visitor) -> Result<WalkStats> {
     let bins = options.bins;
     let mut stats = WalkStats::default();
+    // The report's classification, so that the utilization counters agree with it.
+    let classifier = Classifier::default();
     for (ordinal, &index) in plan.inputs.iter().enumerate() {
         let trace = job.inputs()[index].trace;
         let shift = job.shift(index);
@@ -735,7 +733,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                             let comm = match class {
                                 Some(c) if *c != 0 => *c == 2,
                                 other => {
-                                    let comm = is_communication(&trace.name(k.name));
+                                    let comm = classifier.kernel(&trace.name(k.name)) == Category::Communication;
                                     if let Some(c) = other {
                                         *c = 1 + comm as u8;
                                     }
@@ -744,6 +742,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                             };
                             Some(if comm { COMMUNICATION } else { COMPUTE })
                         }
+                        // As the report counts them: peer copies are communication.
+                        Event::Memcpy(m) if classifier.memcpy(m) == Category::Communication => Some(COMMUNICATION),
                         Event::Memcpy(_) | Event::Memset(_) => Some(TRANSFER),
                         _ => None,
                     };

@@ -789,3 +789,63 @@ proptest! {
         prop_assert_eq!(slices, spans.len());
     }
 }
+
+#[test]
+fn utilization_classifies_work_as_the_report_does() {
+    // A demangled NCCL kernel name and a peer-to-peer copy: communication
+    // for `gputrace report`, so for the counters too.
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let nccl = w.intern("void ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+    w.push(Event::Kernel(Kernel {
+        start: Nanos(1000),
+        end: Nanos(1050),
+        device: DeviceId(0),
+        context: ContextId(1),
+        stream: StreamId(1),
+        correlation: CorrelationId(0),
+        name: nccl,
+        grid: [1; 3],
+        block: [1; 3],
+        static_shared_mem: 0,
+        dynamic_shared_mem: 0,
+        registers: 0,
+        graph_id: 0,
+        graph_node_id: 0,
+    }))
+    .unwrap();
+    w.push(Event::Memcpy(Memcpy {
+        start: Nanos(1050),
+        end: Nanos(1100),
+        device: DeviceId(0),
+        context: ContextId(1),
+        stream: StreamId(2),
+        correlation: CorrelationId(0),
+        kind: CopyKind::PTOP,
+        bytes: 8,
+        src_kind: MemoryKind::DEVICE,
+        dst_kind: MemoryKind::DEVICE,
+        src_device: DeviceId(0),
+        dst_device: DeviceId(1),
+    }))
+    .unwrap();
+    let t = TraceFile::from_bytes("comm", w.finish(Trailer::default()).unwrap()).unwrap();
+    let mut out = Vec::new();
+    Perfetto {
+        counter_bins: 1,
+        ..Perfetto::default()
+    }
+    .export(&Job::new([&t]), &Filter::default(), &mut out)
+    .unwrap();
+    let d = decode(&out);
+    let value = |name: &str| {
+        d.counters
+            .iter()
+            .find(|(t, _)| d.tracks[*t].name == name)
+            .map(|(_, v)| v[0].1)
+            .unwrap()
+    };
+    // The window is [1000, 1101).
+    assert!((value("GPU 0 communication %") - 100.0 * 100.0 / 101.0).abs() < 1e-9);
+    assert_eq!(value("GPU 0 compute %"), 0.0);
+    assert_eq!(value("GPU 0 transfer %"), 0.0);
+}
