@@ -567,7 +567,6 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             los: Vec::new(),
             hint: 0,
         };
-        let mut buf = Vec::new();
         if options.gpu_annotations {
             for summary in trace.tracks() {
                 if !matches!(summary.track, Track::Thread { .. }) {
@@ -620,19 +619,16 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
         } else {
             for (i, c) in chunks.iter().enumerate() {
                 if c.kind == EventKind::Api && overlaps(c) {
-                    buf.clear();
-                    dec.decode_into(i, &mut buf)?;
-                    for e in &buf {
+                    dec.for_each(i, |e| {
                         if let Event::Api(a) = e {
                             if a.correlation.0 != 0 && in_window(apply_shift(a.start.0, shift), apply_shift(a.end.0, shift)) {
                                 launches.insert(a.correlation.0);
                             }
                         }
-                    }
+                    })?;
                 }
             }
         }
-        drop(buf);
         let mut linked = IdSet::new();
 
         visitor.begin_input(&input)?;
