@@ -353,10 +353,10 @@ const CACHE_MAX_SLOTS: usize = 8192;
 /// turns the buffer to raw columns (20 bytes per event plus 8 per series),
 /// which are sorted and encoded when the chunk is written.
 ///
-/// Invariants: `count` events are held. Streaming: `stream` holds exactly
-/// `count` varints per column, encoded from `first_start`, and `prev_start`,
-/// `prev_series` and `t_max` are those of the events so far; the raw
-/// columns are empty. Raw: `starts`, `ends` and `attr_idx` have one entry per
+/// Invariants. Streaming: `stream` holds exactly `streamed` varints per
+/// column, encoded from `first_start`, and `prev_start`, `prev_series` and
+/// `t_max` are those of the streamed events; `held` is one more event when
+/// `holding`; the raw columns are empty. Raw: `starts`, `ends` and `attr_idx` have one entry per
 /// event, `series` has `n_series` per event (row-major), `stream` is empty,
 /// and `sorted` is true iff `starts` is non-decreasing. Every attribute
 /// index is an index into `entries`.
@@ -364,7 +364,6 @@ pub(crate) struct ChunkBuf {
     kind: EventKind,
     n_series: usize,
     n_attrs: usize,
-    count: usize,
     streaming: bool,
     /// Columns as written: start delta, duration, series deltas, attribute index.
     stream: Vec<Vec<u8>>,
@@ -513,7 +512,6 @@ impl ChunkBuf {
             kind,
             n_series,
             n_attrs,
-            count: 0,
             streaming: true,
             stream: vec![Vec::new(); 3 + n_series],
             streamed: 0,
@@ -541,7 +539,11 @@ impl ChunkBuf {
     /// Events held.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.count
+        if self.streaming {
+            self.streamed + usize::from(self.holding)
+        } else {
+            self.starts.len()
+        }
     }
 
     /// Add one event (of this buffer's kind).
@@ -572,7 +574,6 @@ impl ChunkBuf {
         };
         self.last = idx;
         if self.streaming {
-            self.count += 1;
             if !self.hold_back {
                 if self.streamed == 0 || start >= self.prev_start {
                     self.append(start, end, &s, idx);
@@ -600,7 +601,6 @@ impl ChunkBuf {
                 self.append(start, end, &s, idx);
                 return;
             }
-            self.count -= 1;
             self.leave_stream();
         }
         if self.starts.last().is_some_and(|&last| start < last) {
@@ -612,7 +612,6 @@ impl ChunkBuf {
             self.series.push(v);
         }
         self.attr_idx.push(idx);
-        self.count += 1;
     }
 
     /// Encode one event at the end of the streamed columns (its start is
@@ -794,7 +793,6 @@ impl ChunkBuf {
     }
 
     fn clear(&mut self) {
-        self.count = 0;
         self.streamed = 0;
         self.holding = false;
         self.streaming = true;
