@@ -2,12 +2,17 @@
 //!
 //! Each events chunk is sorted by start (a format invariant). The merge reads
 //! the chunks whose time range has begun and not yet been consumed through
-//! cursors that hold only their decompressed bodies (about 8 bytes per
-//! event), so memory is bounded by the chunks that overlap in time (about one
-//! per track and kind), never by the number of events. Events are handed out
-//! in runs: after taking the earliest chunk, it keeps reading from it while
-//! its events start no later than any other chunk's next event, which avoids
-//! a heap operation per event when streams do not interleave finely.
+//! cursors that hold only their decompressed bodies, so memory is bounded by
+//! the chunks that overlap in time (about one per track and kind), never by
+//! the number of events. Events are handed out in runs: after taking the
+//! earliest chunk, it keeps reading from it while its events start no later
+//! than any other chunk's next event, which avoids a heap operation per
+//! event when streams do not interleave finely.
+//!
+//! This is [`TraceFile::merge`] without its tie rule (longer event first,
+//! which the exporters need): comparing starts only, in one loop, the report
+//! benchmark measured 21.6 M events/s here against 19.1 through
+//! `TraceFile::merge` (`cargo bench -p gputrace-analysis --bench report`).
 
 use gputrace_format::{ChunkCursor, Event, EventChunk, EventKind, TraceFile};
 use std::cmp::Reverse;

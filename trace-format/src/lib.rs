@@ -42,7 +42,7 @@ mod writer;
 pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
-pub use reader::{ChunkCursor, ChunkDecoder, Damage, EventChunk, Events, TraceFile, TrackEvents, TrackSummary};
+pub use reader::{ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, TraceFile, TrackEvents, TrackSummary};
 pub use units::*;
 pub use writer::{TraceWriter, WriterOptions};
 

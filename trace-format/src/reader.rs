@@ -472,18 +472,17 @@ impl TraceFile {
     /// Events of one track (all kinds), in start order. Memory holds only
     /// the chunks whose time ranges overlap the current position.
     pub fn track_events(&self, track: Track) -> TrackEvents<'_> {
-        let mut pending: Vec<usize> = (0..self.chunks.len()).filter(|&i| self.chunks[i].track == track).collect();
-        pending.sort_by_key(|&i| (self.chunks[i].t_min, i));
-        pending.reverse(); // pop() takes the earliest
+        let ids = (0..self.chunks.len()).filter(|&i| self.chunks[i].track == track).collect();
         TrackEvents {
-            dec: self.decoder(),
-            pending,
-            active: Vec::new(),
-            free: Vec::new(),
-            heap: BinaryHeap::new(),
-            run: None,
+            merge: self.merge(ids),
             failed: false,
         }
+    }
+
+    /// The events of the chunks `ids`, merged into one stream in start
+    /// order (see [`ChunkMerge`]).
+    pub fn merge(&self, ids: Vec<usize>) -> ChunkMerge<'_> {
+        ChunkMerge::new(self, ids)
     }
 }
 
@@ -579,6 +578,7 @@ impl<'a> ChunkDecoder<'a> {
             path: file.path.clone(),
             index,
             chunk: *c,
+            done: false,
         };
         if !cursor.advance()? {
             return Err(chunk_error(file, c, "events chunk with no events"));
@@ -629,6 +629,8 @@ pub struct ChunkCursor {
     path: PathBuf,
     index: usize,
     chunk: EventChunk,
+    /// `advance` went past the last event.
+    done: bool,
 }
 
 impl ChunkCursor {
@@ -644,9 +646,18 @@ impl ChunkCursor {
     #[inline]
     pub fn advance(&mut self) -> Result<bool> {
         match self.rows.advance() {
-            Ok(more) => Ok(more),
+            Ok(more) => {
+                self.done = !more;
+                Ok(more)
+            }
             Err(e) => Err(chunk_error_at(&self.path, &self.chunk, e)),
         }
+    }
+
+    /// Whether `advance` went past the last event.
+    #[inline]
+    pub fn done(&self) -> bool {
+        self.done
     }
 
     /// The chunk's index in [`TraceFile::chunks`].
@@ -691,35 +702,8 @@ impl Iterator for Events<'_> {
 /// Iterator over one track's events in start order. See
 /// [`TraceFile::track_events`].
 pub struct TrackEvents<'a> {
-    dec: ChunkDecoder<'a>,
-    pending: Vec<usize>,
-    /// Cursors of the chunks being merged (`None`: a finished slot, reused).
-    active: Vec<Option<ChunkCursor>>,
-    free: Vec<usize>,
-    heap: BinaryHeap<Reverse<(Nanos, usize)>>,
-    /// The slot being read without the heap, and the latest start it may
-    /// hand out before another chunk's event could come first.
-    run: Option<(usize, Nanos)>,
+    merge: ChunkMerge<'a>,
     failed: bool,
-}
-
-impl TrackEvents<'_> {
-    fn activate(&mut self, idx: usize) -> Result<()> {
-        let cursor = self.dec.cursor(idx)?;
-        let start = cursor.event().start();
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.active[slot] = Some(cursor);
-                slot
-            }
-            None => {
-                self.active.push(Some(cursor));
-                self.active.len() - 1
-            }
-        };
-        self.heap.push(Reverse((start, slot)));
-        Ok(())
-    }
 }
 
 impl Iterator for TrackEvents<'_> {
@@ -728,52 +712,133 @@ impl Iterator for TrackEvents<'_> {
         if self.failed {
             return None;
         }
-        if self.run.is_none() {
-            // Activate every pending chunk that could hold the next event.
-            while let Some(&idx) = self.pending.last() {
-                let t = self.dec.file.chunks[idx].t_min;
-                match self.heap.peek() {
-                    Some(Reverse((next, _))) if *next < t => break,
-                    _ => {
-                        self.pending.pop();
-                        if let Err(e) = self.activate(idx) {
-                            self.failed = true;
-                            return Some(Err(e));
-                        }
-                    }
-                }
-            }
-            let Reverse((_, slot)) = self.heap.pop()?;
-            // Everything in this chunk up to `bound` comes before any other
-            // chunk's next event: take it without the heap.
-            let other = self.heap.peek().map_or(Nanos(u64::MAX), |Reverse((t, _))| *t);
-            let pending = self.pending.last().map_or(Nanos(u64::MAX), |&i| self.dec.file.chunks[i].t_min);
-            self.run = Some((slot, other.min(pending)));
-        }
-        let (slot, bound) = self.run?;
-        let cursor = self.active[slot].as_mut()?;
-        let e = *cursor.event();
-        match cursor.advance() {
-            Ok(true) => {
-                let next = cursor.event().start();
-                if next > bound {
-                    self.heap.push(Reverse((next, slot)));
-                    self.run = None;
-                }
-            }
-            Ok(false) => {
-                if let Some(c) = self.active[slot].take() {
-                    self.dec.recycle(c);
-                }
-                self.free.push(slot);
-                self.run = None;
-            }
-            Err(err) => {
+        match self.merge.next_event() {
+            Ok(e) => e.map(|e| Ok(*e)),
+            Err(e) => {
                 self.failed = true;
-                return Some(Err(err));
+                Some(Err(e))
             }
         }
-        Some(Ok(e))
+    }
+}
+
+/// Merge order: start, then the longer event first (so that an enclosing
+/// slice comes before what it encloses), then the slot.
+type MergeKey = (u64, Reverse<u64>, usize);
+
+/// Events of a set of chunks in start order (on equal starts the longer
+/// first). Only the chunks whose time range has begun and not yet been
+/// consumed are open, each through a [`ChunkCursor`], so memory is bounded
+/// by the chunks that overlap in time (about one per track and kind), never
+/// by the number of events. The chunk that gave the last event is read on
+/// without the heap while its next event still comes first, which is the
+/// usual case (long runs of one stream).
+pub struct ChunkMerge<'a> {
+    dec: ChunkDecoder<'a>,
+    chunks: &'a [EventChunk],
+    /// Chunks not opened yet, latest first (pop() takes the earliest).
+    pending: Vec<usize>,
+    /// Open cursors (`None`: a finished slot, listed in `free`).
+    active: Vec<Option<ChunkCursor>>,
+    free: Vec<usize>,
+    /// Open slots other than `solo`, by their current event.
+    heap: BinaryHeap<Reverse<MergeKey>>,
+    /// The slot whose current event was handed out last (not in the heap).
+    solo: Option<Solo>,
+}
+
+impl<'a> ChunkMerge<'a> {
+    fn new(file: &'a TraceFile, mut ids: Vec<usize>) -> ChunkMerge<'a> {
+        ids.sort_by_key(|&i| Reverse((file.chunks[i].t_min, i)));
+        ChunkMerge {
+            dec: file.decoder(),
+            chunks: &file.chunks,
+            pending: ids,
+            active: Vec::new(),
+            free: Vec::new(),
+            heap: BinaryHeap::new(),
+            solo: None,
+        }
+    }
+
+    fn key(e: &Event, slot: usize) -> MergeKey {
+        (e.start().0, Reverse(e.end().0), slot)
+    }
+
+    /// The next event, or `None` when every chunk is done.
+    #[inline]
+    pub fn next_event(&mut self) -> Result<Option<&Event>> {
+        // Fast path: the last event's chunk goes on while its next event
+        // still comes before the heap's first and every pending chunk.
+        if let Some(solo) = self.solo {
+            if let Some(cursor) = self.active[solo.slot].as_mut() {
+                if cursor.advance()? && solo.goes_on(cursor.event()) {
+                    return Ok(self.active[solo.slot].as_ref().map(ChunkCursor::event));
+                }
+            }
+        }
+        self.next_slow()
+    }
+
+    /// `next_event` when the heap or a pending chunk may come first.
+    #[inline(never)]
+    fn next_slow(&mut self) -> Result<Option<&Event>> {
+        if let Some(Solo { slot, .. }) = self.solo.take() {
+            // Its cursor was advanced by `next_event`: still on an event, or done.
+            match self.active[slot].as_ref() {
+                Some(cursor) if !cursor.done() => self.heap.push(Reverse(Self::key(cursor.event(), slot))),
+                _ => {
+                    if let Some(done) = self.active[slot].take() {
+                        self.dec.recycle(done);
+                    }
+                    self.free.push(slot);
+                }
+            }
+        }
+        // Open every pending chunk that could hold the next event.
+        while let Some(&idx) = self.pending.last() {
+            if matches!(self.heap.peek(), Some(Reverse((next, _, _))) if *next < self.chunks[idx].t_min.0) {
+                break;
+            }
+            self.pending.pop();
+            let cursor = self.dec.cursor(idx)?;
+            let slot = match self.free.pop() {
+                Some(slot) => slot,
+                None => {
+                    self.active.push(None);
+                    self.active.len() - 1
+                }
+            };
+            self.heap.push(Reverse(Self::key(cursor.event(), slot)));
+            self.active[slot] = Some(cursor);
+        }
+        let Some(Reverse((_, _, slot))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        self.solo = Some(Solo {
+            slot,
+            top: self.heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k),
+            pending: self.pending.last().map_or(u64::MAX, |&i| self.chunks[i].t_min.0),
+        });
+        Ok(self.active[slot].as_ref().map(ChunkCursor::event))
+    }
+}
+
+/// The slot whose current event was handed out last, and what it must come
+/// before to go on without the heap: the heap's first key and the earliest
+/// pending chunk's start (neither changes while it goes on).
+#[derive(Clone, Copy)]
+struct Solo {
+    slot: usize,
+    top: MergeKey,
+    pending: u64,
+}
+
+impl Solo {
+    /// Whether `e`, the slot's next event, still comes first.
+    #[inline(always)]
+    fn goes_on(&self, e: &Event) -> bool {
+        e.start().0 < self.pending && ChunkMerge::key(e, self.slot) < self.top
     }
 }
 

@@ -14,7 +14,6 @@ use crate::job::{apply_shift, chunk_selected, Filter, Job, Plan};
 use gputrace_analysis::{Category, Classifier};
 use gputrace_format::*;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Where an event is drawn. A track of the file can hold several lanes
 /// (a GPU stream and its synchronizations; several NCCL communicators).
@@ -368,101 +367,6 @@ fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
     .filter(|c| c.0 != 0)
 }
 
-/// Events of one track whose chunks overlap `[lo, hi]` (local time), in
-/// start order; on equal starts the longer event first, so parents come
-/// before their children.
-struct TrackIter<'a, 'd> {
-    dec: &'d mut ChunkDecoder<'a>,
-    pending: Vec<usize>,
-    /// Cursors of the chunks being merged (`None`: finished).
-    active: Vec<Option<ChunkCursor>>,
-    heap: BinaryHeap<Reverse<Key>>,
-    chunks: &'a [EventChunk],
-    /// The slot being drained without the heap (see `next`).
-    solo: Option<usize>,
-}
-
-impl<'a, 'd> TrackIter<'a, 'd> {
-    fn new(trace: &'a TraceFile, dec: &'d mut ChunkDecoder<'a>, chunks: Vec<usize>) -> Self {
-        let mut pending = chunks;
-        let chunks = trace.chunks();
-        pending.sort_by_key(|&i| Reverse((chunks[i].t_min, i)));
-        TrackIter {
-            dec,
-            pending,
-            active: Vec::new(),
-            heap: BinaryHeap::new(),
-            chunks,
-            solo: None,
-        }
-    }
-
-    /// Move `slot`'s cursor past its current event; false (and the cursor
-    /// handed back) when its chunk is done.
-    fn step(&mut self, slot: usize) -> Result<bool> {
-        let Some(cursor) = self.active[slot].as_mut() else {
-            return Ok(false);
-        };
-        if cursor.advance()? {
-            return Ok(true);
-        }
-        if let Some(done) = self.active[slot].take() {
-            self.dec.recycle(done);
-        }
-        Ok(false)
-    }
-
-    fn next(&mut self) -> Result<Option<Event>> {
-        // Fast path: the chunk that gave the last event stays out of the
-        // heap while its next event still comes first (long runs of one
-        // stream are the common case).
-        if let Some(slot) = self.solo.take() {
-            if self.step(slot)? {
-                let e = *self.active[slot].as_ref().map(ChunkCursor::event).expect("stepped onto an event");
-                let key = (e.start().0, Reverse(e.end().0), slot);
-                let first_active = before_heap(&key, &self.heap);
-                let pending_later = !matches!(self.pending.last(), Some(&i) if self.chunks[i].t_min.0 <= e.start().0);
-                if first_active && pending_later {
-                    self.solo = Some(slot);
-                    return Ok(Some(e));
-                }
-                self.heap.push(Reverse(key));
-            }
-        }
-        while let Some(&idx) = self.pending.last() {
-            if matches!(self.heap.peek(), Some(Reverse((next, _, _))) if *next < self.chunks[idx].t_min.0) {
-                break;
-            }
-            self.pending.pop();
-            let cursor = self.dec.cursor(idx)?;
-            let first = cursor.event();
-            self.heap
-                .push(Reverse((first.start().0, Reverse(first.end().0), self.active.len())));
-            self.active.push(Some(cursor));
-        }
-        let Some(Reverse((_, _, slot))) = self.heap.pop() else {
-            return Ok(None);
-        };
-        let Some(cursor) = self.active[slot].as_ref() else {
-            return Ok(None);
-        };
-        let e = *cursor.event();
-        self.solo = Some(slot);
-        Ok(Some(e))
-    }
-}
-
-type Key = (u64, Reverse<u64>, usize);
-
-/// Whether `key` comes before every key in the heap.
-#[inline]
-fn before_heap(key: &Key, heap: &BinaryHeap<Reverse<Key>>) -> bool {
-    match heap.peek() {
-        None => true,
-        Some(Reverse(top)) => key < top,
-    }
-}
-
 /// Open slices of the lanes of the current track.
 struct Lanes {
     open: Vec<(Lane, Vec<u64>)>,
@@ -580,8 +484,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                     })
                     .collect();
                 let mut open: Vec<(u64, usize)> = Vec::new();
-                let mut events = TrackIter::new(trace, &mut dec, ids);
-                while let Some(e) = events.next()? {
+                let mut events = trace.merge(ids);
+                while let Some(e) = events.next_event()? {
                     let (s, t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
                     if !in_window(s, t) {
                         continue;
@@ -656,8 +560,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 _ => None,
             };
             let mut lanes = Lanes { open: Vec::new(), last: 0 };
-            let mut events = TrackIter::new(trace, &mut dec, chunk_ids);
-            while let Some(e) = events.next()? {
+            let mut events = trace.merge(chunk_ids);
+            while let Some(e) = events.next_event()? {
                 if let Event::Collective(c) = &e {
                     if !filter.keeps_device(c.device) {
                         continue;
@@ -680,8 +584,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 }
                 s = s.max(plan.from);
                 t = t.max(s).min(plan.to);
-                let lane = Lane::of(&e);
-                if !is_instant(&e) {
+                let lane = Lane::of(e);
+                if !is_instant(e) {
                     let stack = lanes.stack(lane);
                     let serial = lane.serial();
                     while let Some(&top) = stack.last() {
@@ -708,7 +612,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 }
                 // One arrow per launch: a graph launch runs many kernels under
                 // one correlation id; the arrow goes to the first.
-                let flow = match (&e, gpu_correlation(&e)) {
+                let flow = match (&e, gpu_correlation(e)) {
                     (_, Some(c)) if launches.contains(c.0) && !linked.contains(c.0) => {
                         linked.insert(c.0);
                         Flow::In(flow_id(c))
@@ -719,7 +623,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                     }
                     _ => Flow::None,
                 };
-                if let (true, Some(c)) = (device.is_some() && !annotations.by_lo.is_empty(), gpu_correlation(&e)) {
+                if let (true, Some(c)) = (device.is_some() && !annotations.by_lo.is_empty(), gpu_correlation(e)) {
                     annotations.add(c.0, lane, s, t);
                 }
                 if let Some(u) = util.as_mut() {
@@ -751,7 +655,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 visitor.event(
                     &input,
                     &Item {
-                        event: &e,
+                        event: e,
                         lane,
                         start: s,
                         end: t,
