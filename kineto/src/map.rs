@@ -611,7 +611,6 @@ fn nccl_algo_proto(name: &str) -> (&str, &str) {
     }
 }
 
-/// Bytes per element for PyTorch dtype names (0 if unknown).
 /// Bytes per element of a PyTorch dtype name, or of gputrace's short names
 /// (in its own exports); 0 when unknown.
 fn dtype_size(dtype: &str) -> u64 {

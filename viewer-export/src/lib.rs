@@ -7,10 +7,13 @@
 //! clock pairs), apply a [`Filter`] (time window, ranks, devices, event
 //! budget) and stream the result to any `W: Write`. The caller picks files
 //! and compression. Events are written as they are decoded, one track at a
-//! time, and only the chunks that overlap the window are decoded: memory
-//! holds the chunks at the current position, one bit per correlation id
-//! (to draw launch arrows only when both ends are written) and, for JSON,
-//! about 100 bytes per NVTX range. [`estimate`] predicts the output size
+//! time, and only the chunks that overlap the window are decoded (the JSON
+//! writer also reads every collective chunk once, to put PyTorch's
+//! collective args on their kernels). Memory holds the chunks at the current
+//! position, one bit per correlation id (to draw launch arrows only when both
+//! ends are written), a record per NVTX range projected onto the GPU (on by
+//! default, at most a million ranges) and, for JSON, the linked collectives
+//! (at most 2¹⁸). [`estimate`] predicts the output size
 //! from the chunk index alone, so a front end can warn before writing more
 //! than a viewer loads.
 //!
@@ -111,8 +114,9 @@ impl Format {
         }
     }
 
-    /// Average output bytes per event of `kind`, flow arrows included
-    /// (measured on synthetic jobs; see `benches/export.rs`).
+    /// Average output bytes per event of `kind`, flow arrows included: an
+    /// estimate from synthetic jobs (`benches/export.rs` prints the bytes
+    /// per event of its whole mix, not per kind).
     fn bytes_per_event(self, kind: EventKind) -> f64 {
         match (self, kind) {
             (Format::ChromeJson, EventKind::Kernel) => 436.0,

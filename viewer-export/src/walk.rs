@@ -283,8 +283,9 @@ pub(crate) struct Annotation {
     pub spans: Vec<(Lane, u64, u64)>,
 }
 
-/// NVTX ranges projected per input at most (about 100 bytes each): a trace
-/// with a range around every operator gets the first million projected.
+/// NVTX ranges projected per input at most (each an `Annotation`, an index
+/// entry and its spans): a trace with a range around every operator gets the
+/// first million projected.
 const MAX_ANNOTATIONS: usize = 1 << 20;
 
 /// The annotations of one input, for lookups by correlation id.
