@@ -54,7 +54,7 @@ fn main() {
         let mut best = f64::MAX;
         let mut lost = 0;
         for _round in 0..5 {
-            let owned = Nccl::with_capacity(16384, 32768);
+            let owned = Nccl::new(16384, 32768);
             let st = &owned;
             let ctx = st.bench_comm(0xc0ffee);
             let stop = std::sync::atomic::AtomicBool::new(false);

@@ -290,7 +290,9 @@ pub fn now_ns() -> u64 {
 }
 
 impl Nccl {
-    fn new(slots: usize, queue: usize) -> Nccl {
+    /// A state of the given capacities (the plugin itself uses
+    /// [`EVENT_SLOTS`] and [`QUEUE_LEN`]; benchmarks and tests others).
+    pub fn new(slots: usize, queue: usize) -> Nccl {
         let empty = Rec {
             kind: RecKind::Coll,
             id: 0,
@@ -338,12 +340,6 @@ impl Nccl {
             disabled: AtomicBool::new(false),
             version: AtomicU32::new(0),
         }
-    }
-
-    /// A state of the given capacities (benchmarks and tests; the plugin
-    /// itself uses [`EVENT_SLOTS`] and [`QUEUE_LEN`]).
-    pub fn with_capacity(slots: usize, queue: usize) -> Nccl {
-        Nccl::new(slots, queue)
     }
 
     /// Benchmarks: a communicator context.
