@@ -338,15 +338,7 @@ struct NcclSide {
     /// Added to a `CLOCK_REALTIME` ns to get the trace's time domain.
     offset: i64,
     epoch: Instant,
-    /// When the linker last went through its waiting collectives (writer ns).
-    last_poll: u64,
 }
-
-/// How often the linker goes through its waiting collectives: a pass costs
-/// about 60 ns per waiting collective (2 ms with 30,000 waiting: `cargo
-/// bench -p gputrace-agent --bench agent`), too much for every 5 ms pass of
-/// the writer; a link does not need to be written sooner.
-const LINK_POLL_NS: u64 = 100_000_000;
 
 impl NcclSide {
     fn new(s: &Session, start: &ClockPair) -> NcclSide {
@@ -362,7 +354,6 @@ impl NcclSide {
             legacy_version: 0,
             offset,
             epoch: Instant::now(),
-            last_poll: 0,
         }
     }
 
@@ -412,10 +403,9 @@ impl NcclSide {
         for k in dec.comm_kernels.drain(..) {
             self.linker.kernel(k);
         }
-        if last || now.saturating_sub(self.last_poll) >= LINK_POLL_NS {
-            self.linker.poll(now, last, &mut self.ready);
-            self.last_poll = now;
-        }
+        // A pass costs about 7 ns per waiting collective (`cargo bench -p
+        // gputrace-agent --bench agent`): every writer pass can afford it.
+        self.linker.poll(now, last, &mut self.ready);
         dec.collect_copies = self.linker.wants_copies;
         let mut ready = std::mem::take(&mut self.ready);
         for r in ready.drain(..) {

@@ -205,8 +205,9 @@ impl Linker {
     /// Write out what is linked, and what waited too long (everything when
     /// `final_`), in arrival order per outcome.
     pub fn poll(&mut self, now: u64, final_: bool, out: &mut Vec<Ready>) {
-        let mut keep = VecDeque::with_capacity(self.pending.len());
-        while let Some((r, at)) = self.pending.pop_front() {
+        // In place, in order (no new queue per pass).
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain(|&(r, at)| {
             let expired = final_ || now.saturating_sub(at) >= self.wait_ns;
             // A copy-engine collective's copies are counted only once they
             // all had time to arrive.
@@ -222,10 +223,11 @@ impl Linker {
                 self.unlinked += 1;
                 out.push(Ready { rec: r, kernel: None });
             } else {
-                keep.push_back((r, at));
+                return true;
             }
-        }
-        self.pending = keep;
+            false
+        });
+        self.pending = pending;
     }
 
     /// Collectives still waiting.
