@@ -87,6 +87,18 @@ fn comm(id: u64, nodes: c_int, nranks: c_int, rank: c_int, version: u32) -> Comm
     }
 }
 
+/// The fields every version's descriptor has in common.
+macro_rules! head {
+    ($e:expr) => {
+        Descr {
+            ty: u64::from($e.type_),
+            parent: $e.parentObj,
+            rank: $e.rank,
+            ..Default::default()
+        }
+    };
+}
+
 /// The shared part of every version's `startEvent`. `descr` translates the
 /// version's descriptor (`None`: NULL); it runs inside the unwind guard.
 fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: impl FnOnce() -> Option<Descr>) -> sys::ncclResult_t {
@@ -207,12 +219,7 @@ unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
         unsafe { e.as_ref() }.map(|e| {
-            let mut d = Descr {
-                ty: e.type_ as u64,
-                parent: e.parentObj,
-                rank: e.rank,
-                ..Default::default()
-            };
+            let mut d = head!(e);
             // Safety: the union member matching `type`.
             unsafe {
                 if d.ty == ty::COLL {
@@ -252,12 +259,7 @@ macro_rules! start_v23 {
             // Safety: NULL or NCCL's descriptor, read only for this call.
             let d = move || {
                 unsafe { e.as_ref() }.map(|e| {
-                    let mut $d = Descr {
-                        ty: e.type_ as u64,
-                        parent: e.parentObj,
-                        rank: e.rank,
-                        ..Default::default()
-                    };
+                    let mut $d = head!(e);
                     // Safety: the union member matching `type`.
                     unsafe {
                         if $d.ty == ty::COLL {
@@ -315,12 +317,7 @@ unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
         unsafe { e.as_ref() }.map(|e| {
-            let mut d = Descr {
-                ty: e.type_ as u64,
-                parent: e.parentObj,
-                rank: e.rank,
-                ..Default::default()
-            };
+            let mut d = head!(e);
             // Safety: the union member matching `type`.
             unsafe {
                 if d.ty == ty::COLL {
@@ -406,12 +403,7 @@ unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
         unsafe { e.as_ref() }.map(|e| {
-            let mut d = Descr {
-                ty: e.type_,
-                parent: e.parentObj,
-                rank: e.rank,
-                ..Default::default()
-            };
+            let mut d = head!(e);
             descr_v5!(e, d);
             d
         })
@@ -423,12 +415,7 @@ unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
         unsafe { e.as_ref() }.map(|e| {
-            let mut d = Descr {
-                ty: e.type_,
-                parent: e.parentObj,
-                rank: e.rank,
-                ..Default::default()
-            };
+            let mut d = head!(e);
             descr_v5!(e, d);
             if d.ty == ty::CE_COLL {
                 // Safety: the union member matching `type`.
