@@ -602,24 +602,7 @@ fn utilization_counters_are_exact() {
     .unwrap();
     let gemm = w.intern("gemm");
     let nccl = w.intern("ncclDevKernel_AllReduce");
-    let kernel = |s: u64, e: u64, stream: u32, name| {
-        Event::Kernel(Kernel {
-            start: Nanos(s),
-            end: Nanos(e),
-            device: DeviceId(0),
-            context: ContextId(1),
-            stream: StreamId(stream),
-            correlation: CorrelationId(0),
-            name,
-            grid: [1; 3],
-            block: [1; 3],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-        })
-    };
+    let kernel = common::kernel;
     let copy = Event::Memcpy(Memcpy {
         start: Nanos(1080),
         end: Nanos(1090),
@@ -796,23 +779,7 @@ fn utilization_classifies_work_as_the_report_does() {
     // for `gputrace report`, so for the counters too.
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
     let nccl = w.intern("void ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
-    w.push(Event::Kernel(Kernel {
-        start: Nanos(1000),
-        end: Nanos(1050),
-        device: DeviceId(0),
-        context: ContextId(1),
-        stream: StreamId(1),
-        correlation: CorrelationId(0),
-        name: nccl,
-        grid: [1; 3],
-        block: [1; 3],
-        static_shared_mem: 0,
-        dynamic_shared_mem: 0,
-        registers: 0,
-        graph_id: 0,
-        graph_node_id: 0,
-    }))
-    .unwrap();
+    w.push(common::kernel(1000, 1050, 1, nccl)).unwrap();
     w.push(Event::Memcpy(Memcpy {
         start: Nanos(1050),
         end: Nanos(1100),

@@ -5,6 +5,27 @@ use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
 
 /// A small synthetic job: `ranks` ranks, 2 steps, 2 layers.
+/// A kernel on device 0, context 1, `stream`, with no correlation and a
+/// one-thread launch.
+pub fn kernel(start: u64, end: u64, stream: u32, name: StringId) -> Event {
+    Event::Kernel(Kernel {
+        start: Nanos(start),
+        end: Nanos(end),
+        device: DeviceId(0),
+        context: ContextId(1),
+        stream: StreamId(stream),
+        correlation: CorrelationId(0),
+        name,
+        grid: [1; 3],
+        block: [1; 3],
+        static_shared_mem: 0,
+        dynamic_shared_mem: 0,
+        registers: 0,
+        graph_id: 0,
+        graph_node_id: 0,
+    })
+}
+
 pub fn small_job(ranks: u32) -> (JobConfig, Vec<TraceFile>) {
     let cfg = JobConfig {
         ranks,
