@@ -36,6 +36,8 @@
 #![deny(missing_docs)]
 
 mod error;
+mod event;
+mod held;
 mod map;
 mod meta;
 pub mod number;
@@ -44,10 +46,12 @@ mod scan;
 pub use error::{KinetoError, Position};
 
 use error::Fail;
-use gputrace_format::{Event, Loss, LossSource, TraceFile, TraceWriter, Trailer, WriterOptions};
-use map::{Mapped, Mapper, RawEvent, Tally};
+use event::{ParseError, RawEvent};
+use gputrace_format::{Event, Loss, LossSource, Nanos, TraceFile, TraceWriter, Trailer, WriterOptions};
+use held::{Held, Sink, PROVISIONAL_BASE};
+use map::{Mapped, Mapper, Tally};
 use meta::TraceMeta;
-use scan::{CountingReader, Scanner, Shape};
+use scan::{CountingReader, Here, Scanner, Shape};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -154,19 +158,111 @@ fn looks_like_kineto_json(text: &[u8], complete: bool) -> bool {
 /// Import the Kineto trace at `path` (`.json` or gzip, detected by content)
 /// and write it to `out` in the gputrace format.
 ///
-/// The file is read twice: once for the top-level metadata (which may come
-/// after `traceEvents`; the gputrace header is written first), then for the
-/// events. Neither pass holds more than one trace event in memory.
+/// The file is read once: the events are mapped as they are parsed and
+/// held in memory until the metadata that may follow `traceEvents`
+/// (`baseTimeNanoseconds`, which every time is relative to) has been read,
+/// since the gputrace header is written first. A trace with more events
+/// than that memory is meant for (about 262,000 mapped events, 30 MiB) is
+/// read twice instead: once for the metadata, then for the events, which
+/// then go straight to the writer. Either way no more than one trace
+/// event's text is in memory at a time.
 pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
-    let meta = read_meta(path)?;
-    let source_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let header = meta.header(&source_name);
-    let write_err = |source| KinetoError::Write {
-        path: path.to_path_buf(),
-        source,
+    let mut held = Held::default();
+    let mut tally = Tally::default();
+    let mut summary = ImportSummary::default();
+    let meta = match one_pass(path, &mut held, &mut tally, &mut summary, opts.strict) {
+        Ok(meta) => meta,
+        Err(Restart) => return two_passes(path, out, opts),
+    }?;
+    let (mut writer, source_name) = start_writer(path, &meta, out, opts)?;
+    let ids = held.strings_into(&mut writer);
+    let here = |offset| Position {
+        offset,
+        compressed_offset: None,
     };
-    let out = CountingWriter { inner: out, count: 0 };
-    let mut writer = TraceWriter::new(out, &header, opts.writer.clone()).map_err(write_err)?;
+    let lost = |e: &Event| {
+        format!(
+            "{} event: \"ts\" outside the representable time range (before 1970 or after 2554)",
+            e.kind().name()
+        )
+    };
+    for (mut event, offset) in std::mem::take(&mut held.events) {
+        if held::fix(&mut event, meta.base_ns, &ids).is_some() {
+            writer.push(event).map_err(|e| Fail::Write(e).with_path(path.to_path_buf()))?;
+            continue;
+        }
+        if opts.strict {
+            return Err(Fail::WrongType {
+                at: here(offset),
+                what: lost(&event),
+            }
+            .with_path(path.to_path_buf()));
+        }
+        *tally.written.entry(event.kind().name()).or_insert(0) -= 1;
+        tally.lose(&format!("kineto: {}", lost(&event)), || None);
+    }
+    // The earliest start and the loss times were provisional too.
+    tally.earliest = tally.earliest.and_then(|t| held::rebase(t, meta.base_ns));
+    for bucket in tally.losses.values_mut() {
+        if bucket.first_time != Nanos::ZERO {
+            bucket.first_time = held::rebase(bucket.first_time, meta.base_ns).unwrap_or(Nanos::ZERO);
+        }
+    }
+    finish(path, writer, tally, summary, source_name)
+}
+
+/// The one-pass import gave up (too many events to hold, or the rank came
+/// after the events it applies to); read the file twice instead.
+struct Restart;
+
+/// Read the whole file, holding the mapped events (see [`import`]).
+fn one_pass(
+    path: &Path,
+    held: &mut Held,
+    tally: &mut Tally,
+    summary: &mut ImportSummary,
+    strict: bool,
+) -> Result<Result<TraceMeta, KinetoError>, Restart> {
+    let (mut sc, input_bytes) = match open(path) {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    summary.input_bytes = input_bytes;
+    let mut meta = TraceMeta::default();
+    let mut value = Vec::new();
+    // The rank the collectives were mapped with, once events were.
+    let mut rank_used = None;
+    let result = walk(&mut sc, |key, sc| {
+        if key != "traceEvents" {
+            return add_meta(&mut meta, key, sc, &mut value);
+        }
+        meta.has_events = true;
+        let mapper = Mapper {
+            base_ns: PROVISIONAL_BASE,
+            rank: meta.rank,
+        };
+        rank_used = Some(meta.rank);
+        trace_events(sc, &mapper, held, tally, summary, strict)
+    });
+    match result {
+        Err(Fail::TooManyToHold) => return Err(Restart),
+        Err(f) => return Ok(Err(f.with_path(path.to_path_buf()))),
+        Ok(()) => {}
+    }
+    if rank_used.is_some_and(|r| r != meta.rank) {
+        return Err(Restart);
+    }
+    if !meta.has_events {
+        return Ok(Err(no_events().with_path(path.to_path_buf())));
+    }
+    summary.json_bytes = sc.offset();
+    Ok(Ok(meta))
+}
+
+/// Read the metadata first, then the events straight into the writer.
+fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
+    let meta = read_meta(path)?;
+    let (mut writer, source_name) = start_writer(path, &meta, out, opts)?;
     let mapper = Mapper {
         base_ns: meta.base_ns,
         rank: meta.rank,
@@ -175,36 +271,83 @@ pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     let mut summary = ImportSummary::default();
     let (mut sc, input_bytes) = open(path)?;
     summary.input_bytes = input_bytes;
-    let mut element = Vec::new();
     let result = walk(&mut sc, |key, sc| {
         if key != "traceEvents" {
             sc.value(None, "a value")?;
             return Ok(());
         }
-        if sc.peek()? != Some(b'[') {
-            let (shape, start) = sc.value(None, "the traceEvents array")?;
-            return Err(Fail::WrongType {
-                at: sc.at(start),
-                what: format!("\"traceEvents\" must be an array, found {}", shape_name(shape)),
-            });
-        }
-        sc.expect(b'[', "'['")?;
-        if sc.eat(b']')? {
-            return Ok(());
-        }
-        loop {
-            element.clear();
-            let (shape, start) = sc.value(Some(&mut element), "a trace event")?;
-            summary.trace_events += 1;
-            map_element(&mapper, &element, shape, start, sc, &mut writer, &mut tally, opts.strict)?;
-            if sc.comma_or(b']', "between trace events")? {
-                return Ok(());
-            }
-        }
+        trace_events(sc, &mapper, &mut writer, &mut tally, &mut summary, opts.strict)
     });
     result.map_err(|f| f.with_path(path.to_path_buf()))?;
     summary.json_bytes = sc.offset();
+    finish(path, writer, tally, summary, source_name)
+}
 
+/// The writer, with the header made from `meta`; and the file's name.
+fn start_writer<W: Write>(
+    path: &Path,
+    meta: &TraceMeta,
+    out: W,
+    opts: &ImportOptions,
+) -> Result<(TraceWriter<CountingWriter<W>>, String), KinetoError> {
+    let source_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let header = meta.header(&source_name);
+    let out = CountingWriter { inner: out, count: 0 };
+    let writer = TraceWriter::new(out, &header, opts.writer.clone()).map_err(|e| Fail::Write(e).with_path(path.to_path_buf()))?;
+    Ok((writer, source_name))
+}
+
+/// The elements of `traceEvents` (the scanner is at its value), mapped into `sink`.
+fn trace_events<R: Read, S: Sink>(
+    sc: &mut Scanner<R>,
+    mapper: &Mapper,
+    sink: &mut S,
+    tally: &mut Tally,
+    summary: &mut ImportSummary,
+    strict: bool,
+) -> Result<(), Fail> {
+    if sc.peek()? != Some(b'[') {
+        let (shape, start) = sc.value(None, "the traceEvents array")?;
+        return Err(Fail::WrongType {
+            at: sc.at(start),
+            what: format!("\"traceEvents\" must be an array, found {}", shape_name(shape)),
+        });
+    }
+    sc.expect(b'[', "'['")?;
+    if sc.eat(b']')? {
+        return Ok(());
+    }
+    loop {
+        summary.trace_events += 1;
+        if sc.peek()? == Some(b'{') {
+            sc.event(|parsed, start, here| map_element(mapper, parsed, start, here, sink, tally, strict))??;
+        } else {
+            let (shape, start) = sc.value(None, "a trace event")?;
+            problem(
+                tally,
+                strict,
+                format!("trace event is {}, not an object", shape_name(shape)),
+                sc.at(start),
+            )?;
+        }
+        if sc.comma_or(b']', "between trace events")? {
+            return Ok(());
+        }
+    }
+}
+
+/// Write the loss records and the trailer.
+fn finish<W: Write>(
+    path: &Path,
+    mut writer: TraceWriter<CountingWriter<W>>,
+    mut tally: Tally,
+    mut summary: ImportSummary,
+    source_name: String,
+) -> Result<ImportSummary, KinetoError> {
+    let write_err = |source| KinetoError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     // One loss record per kind of unmapped entry, so nothing disappears
     // silently. They are dated at the earliest mapped event, so that they
     // never widen the trace's time span (CPU-only entries such as the
@@ -224,7 +367,12 @@ pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     }
     summary.flows = tally.flows;
     // The writer's own counts only cover flushed chunks until it finishes.
-    summary.events = tally.written.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    summary.events = tally
+        .written
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
     let mut trailer = Trailer::default();
     trailer.extra.insert("import.source".into(), source_name);
     trailer.extra.insert("import.trace_events".into(), summary.trace_events.to_string());
@@ -262,60 +410,66 @@ pub fn to_trace(path: impl AsRef<Path>) -> Result<TraceFile, KinetoError> {
     Ok(TraceFile::from_bytes(path, bytes)?)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn map_element<R: Read, W: Write>(
+/// Map one parsed trace event into `sink`.
+fn map_element<S: Sink>(
     mapper: &Mapper,
-    element: &[u8],
-    shape: Shape,
+    parsed: Result<&RawEvent<'_>, ParseError>,
     start: u64,
-    sc: &Scanner<R>,
-    writer: &mut TraceWriter<W>,
+    here: Here,
+    sink: &mut S,
     tally: &mut Tally,
     strict: bool,
 ) -> Result<(), Fail> {
-    let problem = |tally: &mut Tally, what: String, offset: u64| -> Result<(), Fail> {
-        if strict {
-            return Err(Fail::WrongType { at: sc.at(offset), what });
-        }
-        tally.lose(format!("kineto: {what}"), None);
-        Ok(())
-    };
-    if shape != Shape::Object {
-        return problem(tally, format!("trace event is {}, not an object", shape_name(shape)), start);
-    }
-    let ev: RawEvent<'_> = match serde_json::from_slice(element) {
+    let ev = match parsed {
         Ok(ev) => ev,
-        Err(e) => {
-            let offset = start + scan::line_col_to_index(element, e.line(), e.column()) as u64;
-            if e.is_syntax() || e.is_eof() {
-                return Err(Fail::Syntax {
-                    at: sc.at(offset),
-                    what: strip_position(&e.to_string()),
-                });
-            }
+        Err(ParseError::Type { at, what }) => {
             return problem(
                 tally,
-                format!("unreadable trace event ({})", strip_position(&e.to_string())),
-                offset,
+                strict,
+                format!("unreadable trace event ({what})"),
+                here.at(start + at as u64),
             );
         }
+        // The scanner reports syntax errors itself.
+        Err(ParseError::Syntax { at, what }) => {
+            return Err(Fail::Syntax {
+                at: here.at(start + at as u64),
+                what,
+            })
+        }
+        Err(ParseError::Truncated) => {
+            return Err(Fail::Syntax {
+                at: here.at(start),
+                what: "the trace event is cut off".into(),
+            })
+        }
     };
-    match mapper.map(&ev, writer) {
+    match mapper.map(ev, sink) {
         Ok(Mapped::Events(first, second)) => {
             for event in std::iter::once(first).chain(second) {
                 *tally.written.entry(event.kind().name()).or_insert(0) += 1;
                 tally.earliest = Some(tally.earliest.map_or(event.start(), |t| t.min(event.start())));
-                writer.push(event).map_err(Fail::Write)?;
+                sink.put(event, start)?;
             }
         }
         Ok(Mapped::Flow) => tally.flows += 1,
-        Ok(Mapped::Unmapped(detail)) => {
-            tally.lose(detail, mapper.start_of(&ev));
-        }
+        Ok(Mapped::Unmapped(detail)) => tally.lose(detail, || mapper.start_of(ev)),
+        Ok(Mapped::Category) => tally.lose_category(ev.cat.as_deref().unwrap_or(""), ev.ph.as_deref().unwrap_or(""), || {
+            mapper.start_of(ev)
+        }),
         Err(what) => {
-            return problem(tally, format!("{} event: {what}", ev.category()), start);
+            return problem(tally, strict, format!("{} event: {what}", ev.category()), here.at(start));
         }
     }
+    Ok(())
+}
+
+/// A mappable entry that cannot be read: an error in strict mode, else a loss.
+fn problem(tally: &mut Tally, strict: bool, what: String, at: Position) -> Result<(), Fail> {
+    if strict {
+        return Err(Fail::WrongType { at, what });
+    }
+    tally.lose(&format!("kineto: {what}"), || None);
     Ok(())
 }
 
@@ -347,22 +501,29 @@ fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
             sc.value(None, "the traceEvents array")?;
             return Ok(());
         }
-        value.clear();
-        let (_, start) = sc.value(Some(&mut value), "a value")?;
-        let parsed: serde_json::Value = serde_json::from_slice(&value).map_err(|e| Fail::Syntax {
-            at: sc.at(start + scan::line_col_to_index(&value, e.line(), e.column()) as u64),
-            what: strip_position(&e.to_string()),
-        })?;
-        meta.add(key, parsed, sc.at(start))
+        add_meta(&mut meta, key, sc, &mut value)
     })
     .map_err(|f| f.with_path(path.to_path_buf()))?;
     if !meta.has_events {
-        return Err(KinetoError::NotKineto {
-            path: path.to_path_buf(),
-            why: "the top-level object has no \"traceEvents\" member".into(),
-        });
+        return Err(no_events().with_path(path.to_path_buf()));
     }
     Ok(meta)
+}
+
+fn no_events() -> Fail {
+    Fail::NotKineto("the top-level object has no \"traceEvents\" member".into())
+}
+
+/// Parse one top-level member other than `traceEvents` into `meta`
+/// (`value` is scratch for its text).
+fn add_meta<R: Read>(meta: &mut TraceMeta, key: &str, sc: &mut Scanner<R>, value: &mut Vec<u8>) -> Result<(), Fail> {
+    value.clear();
+    let (_, start) = sc.value(Some(value), "a value")?;
+    let parsed: serde_json::Value = serde_json::from_slice(value).map_err(|e| Fail::Syntax {
+        at: sc.at(start + scan::line_col_to_index(value, e.line(), e.column()) as u64),
+        what: strip_position(&e.to_string()),
+    })?;
+    meta.add(key, parsed, sc.at(start))
 }
 
 /// Walk the members of the top-level object, calling `member(key, scanner)`,

@@ -7,92 +7,11 @@
 //! bucket that is written as one `Loss` event (source `IMPORT`) per kind of
 //! unmapped entry. Nothing is dropped silently.
 
+use crate::event::{Raw, RawArgs, RawEvent};
 use crate::number::{scaled_integer, unsigned};
 use gputrace_format::*;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-
-/// One element of `traceEvents`, with the fields the importer reads. Values
-/// whose type varies between schemas or must stay exact are kept raw.
-#[derive(Deserialize)]
-pub(crate) struct RawEvent<'a> {
-    #[serde(borrow, default)]
-    ph: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    cat: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    dur: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    args: Option<RawArgs<'a>>,
-}
-
-impl RawEvent<'_> {
-    /// The category, for messages.
-    pub(crate) fn category(&self) -> &str {
-        self.cat.as_deref().unwrap_or("uncategorized")
-    }
-}
-
-/// The `args` members the importer reads (others are skipped).
-#[derive(Deserialize, Default)]
-struct RawArgs<'a> {
-    #[serde(borrow, default)]
-    device: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    context: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    stream: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    correlation: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    grid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    block: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "registers per thread")]
-    registers: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "shared memory")]
-    shared_memory: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    bytes: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    cbid: Option<&'a RawValue>,
-    /// ROCm's callback id.
-    #[serde(borrow, default)]
-    cid: Option<&'a RawValue>,
-    /// ROCm copies: `"HtoD"`.
-    #[serde(borrow, default)]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    cuda_sync_kind: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Collective name")]
-    collective: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "In msg nelems")]
-    in_nelems: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Out msg nelems")]
-    out_nelems: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    dtype: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Group size")]
-    group_size: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Process Group Name")]
-    pg_name: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Process Group Ranks")]
-    pg_ranks: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Seq")]
-    seq_upper: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    seq: Option<&'a RawValue>,
-}
 
 /// Why an event could not be mapped (becomes a loss detail, or an error in strict mode).
 pub(crate) type Problem = String;
@@ -117,31 +36,57 @@ pub(crate) struct Tally {
     pub written: BTreeMap<&'static str, u64>,
     /// Earliest start among the events written.
     pub earliest: Option<Nanos>,
+    /// Loss detail by (category, phase) for the unmapped categories seen,
+    /// so that the detail text is made once per category, not per entry.
+    details: Vec<(String, String, String)>,
 }
 
 impl Tally {
-    pub(crate) fn lose(&mut self, detail: String, time: Option<Nanos>) {
-        let b = self.losses.entry(detail).or_insert(LossBucket {
-            count: 0,
-            first_time: Nanos::ZERO,
-        });
+    /// Count one unmapped entry under `detail`; `time` is asked for only
+    /// while the bucket has no time yet.
+    pub(crate) fn lose(&mut self, detail: &str, time: impl FnOnce() -> Option<Nanos>) {
+        let b = match self.losses.get_mut(detail) {
+            Some(b) => b,
+            None => self.losses.entry(detail.to_string()).or_insert(LossBucket {
+                count: 0,
+                first_time: Nanos::ZERO,
+            }),
+        };
         b.count += 1;
         if b.first_time == Nanos::ZERO {
-            if let Some(t) = time {
+            if let Some(t) = time() {
                 b.first_time = t;
             }
         }
     }
+
+    /// Count one entry of a category the model has no place for.
+    pub(crate) fn lose_category(&mut self, cat: &str, ph: &str, time: impl FnOnce() -> Option<Nanos>) {
+        let i = match self.details.iter().position(|(c, p, _)| c == cat && p == ph) {
+            Some(i) => i,
+            None => {
+                self.details.push((cat.to_string(), ph.to_string(), unmapped_detail(cat, ph)));
+                self.details.len() - 1
+            }
+        };
+        let detail = std::mem::take(&mut self.details[i].2);
+        self.lose(&detail, time);
+        self.details[i].2 = detail;
+    }
 }
 
 /// What one element became.
+// Returned by value once per element; boxing the events would allocate.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Mapped {
     /// One or two gputrace events (a kernel and its collective).
     Events(Event, Option<Event>),
     /// A flow endpoint.
     Flow,
     /// Not representable: the loss-bucket detail.
-    Unmapped(String),
+    Unmapped(&'static str),
+    /// A category the model has no place for.
+    Category,
 }
 
 /// Converts events of one trace; holds what every event needs.
@@ -174,7 +119,7 @@ impl Mapper {
             return Ok(Mapped::Flow);
         }
         let what = match (ph, cat) {
-            ("M", _) => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)".into())),
+            ("M", _) => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)")),
             (_, "kernel" | "Kernel") => Kind::Kernel,
             (_, "gpu_memcpy" | "Memcpy") => Kind::Memcpy,
             (_, "gpu_memset" | "Memset") => Kind::Memset,
@@ -183,10 +128,10 @@ impl Mapper {
             (_, "cuda_driver" | "Driver") => Kind::Api(ApiDomain::DRIVER),
             (_, "user_annotation" | "gpu_user_annotation") => Kind::Marker,
             (_, "cpu_op" | "Operator") if name.starts_with("ProfilerStep#") => Kind::Marker,
-            _ => return Ok(Mapped::Unmapped(unmapped_detail(cat, ph))),
+            _ => return Ok(Mapped::Category),
         };
         let args = ev.args.as_ref();
-        let arg = |f: fn(&RawArgs<'a>) -> Option<&'a RawValue>| args.and_then(f);
+        let arg = |f: fn(&RawArgs<'a>) -> Option<Raw<'a>>| args.and_then(f);
         let (start, end) = self.times(ev)?;
         let correlation = CorrelationId(u32_arg(arg(|a| a.correlation), "correlation")?.unwrap_or(0));
         match what {
@@ -469,11 +414,11 @@ fn short(s: &str) -> &str {
 }
 
 /// A string value, unescaped (`None` if absent or not a string).
-fn str_arg<'a>(v: Option<&'a RawValue>) -> Option<Cow<'a, str>> {
+fn str_arg<'a>(v: Option<Raw<'a>>) -> Option<Cow<'a, str>> {
     serde_json::from_str::<Cow<'a, str>>(v?.get()).ok()
 }
 
-fn u64_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u64>, Problem> {
+fn u64_arg(v: Option<Raw<'_>>, field: &str) -> Result<Option<u64>, Problem> {
     match v {
         None => Ok(None),
         Some(v) if v.get() == "null" => Ok(None),
@@ -483,7 +428,7 @@ fn u64_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u64>, Problem> {
     }
 }
 
-fn u32_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
+fn u32_arg(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
     match u64_arg(v, field)? {
         None => Ok(None),
         Some(x) => u32::try_from(x)
@@ -494,7 +439,7 @@ fn u32_arg(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
 
 /// A pid or tid: a number, a numeric string (`"25738"`), or a label ending
 /// in a number (`"stream 7"`). Labels without a number (`"Spans"`) give `None`.
-fn id_of(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
+fn id_of(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
     let Some(v) = v else { return Ok(None) };
     let text = v.get();
     if text.starts_with('"') {
@@ -512,22 +457,22 @@ fn id_of(v: Option<&RawValue>, field: &str) -> Result<Option<u32>, Problem> {
     u32_arg(Some(v), field)
 }
 
-fn dim3(v: Option<&RawValue>, field: &str) -> Result<[u32; 3], Problem> {
+fn dim3(v: Option<Raw<'_>>, field: &str) -> Result<[u32; 3], Problem> {
     let Some(v) = v else { return Ok([0; 3]) };
-    let parts: Vec<&RawValue> = serde_json::from_str(v.get()).map_err(|_| format!("\"{field}\" is not an array"))?;
+    let parts: Vec<&serde_json::value::RawValue> = serde_json::from_str(v.get()).map_err(|_| format!("\"{field}\" is not an array"))?;
     let mut out = [1u32; 3];
     if parts.len() > 3 {
         return Err(format!("\"{field}\" has more than 3 dimensions"));
     }
     for (i, p) in parts.iter().enumerate() {
-        out[i] = u32_arg(Some(p), field)?.unwrap_or(1);
+        out[i] = u32_arg(Some(Raw::from_checked(p.get())), field)?.unwrap_or(1);
     }
     Ok(out)
 }
 
 /// Direction and memory kinds from `Memcpy HtoD (Pinned -> Device)`; ROCm
 /// names say `Host` and give the direction in `args.kind` as well.
-fn copy_kind(name: &str, kind_arg: Option<&RawValue>) -> (CopyKind, MemoryKind, MemoryKind) {
+fn copy_kind(name: &str, kind_arg: Option<Raw<'_>>) -> (CopyKind, MemoryKind, MemoryKind) {
     let token = name.strip_prefix("Memcpy ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
     let mut kind = direction(token);
     if kind == CopyKind::UNKNOWN {
@@ -639,10 +584,7 @@ mod tests {
 
     #[test]
     fn ids_come_from_labels_in_any_script() {
-        let id = |json: &str| {
-            let v: Box<RawValue> = serde_json::from_str(json).unwrap();
-            id_of(Some(&v), "tid").unwrap()
-        };
+        let id = |json: &str| id_of(Some(Raw::new(json)), "tid").unwrap();
         assert_eq!(id("\"stream 7\""), Some(7));
         assert_eq!(id("\"线程7\""), Some(7));
         assert_eq!(id("\"GPU·12 \""), Some(12));

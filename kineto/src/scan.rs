@@ -8,6 +8,7 @@
 //! translated back to the file).
 
 use crate::error::{Fail, Position};
+use crate::event::{self, ParseError, RawEvent};
 use std::cell::Cell;
 use std::io::{self, Read};
 use std::rc::Rc;
@@ -43,6 +44,21 @@ pub(crate) struct Scanner<R> {
     base: u64,
     /// Bytes of the compressed file consumed, for gzip input.
     compressed: Option<Rc<Cell<u64>>>,
+}
+
+/// Makes positions while the scanner is borrowed (by a parsed event).
+#[derive(Clone, Copy)]
+pub(crate) struct Here {
+    compressed: Option<u64>,
+}
+
+impl Here {
+    pub(crate) fn at(self, offset: u64) -> Position {
+        Position {
+            offset,
+            compressed_offset: self.compressed,
+        }
+    }
 }
 
 /// The shape of a value, from its first byte.
@@ -102,6 +118,77 @@ impl<R: Read> Scanner<R> {
                     })
                 }
             }
+        }
+    }
+
+    /// Keep the unconsumed bytes, moved to the front of the buffer, and
+    /// read more after them, doubling the buffer when it is full (so it
+    /// grows to the largest trace event). False at the end of the input.
+    fn more(&mut self) -> Result<bool, Fail> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.base += self.pos as u64;
+            self.len -= self.pos;
+            self.pos = 0;
+        }
+        if self.len == self.buf.len() {
+            let mut grown = std::mem::take(&mut self.buf).into_vec();
+            grown.resize(grown.len() * 2, 0);
+            self.buf = grown.into_boxed_slice();
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.len..]) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    self.len += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(Fail::Read {
+                        at: self.at(self.base + self.len as u64),
+                        source,
+                        gzip: self.compressed.is_some(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Parse the trace event object that starts at the next byte (`{`,
+    /// after whitespace: the caller peeked it) where it lies in the read
+    /// buffer, and hand it to `f` with its start offset and a way to make
+    /// positions. Syntax errors and a cut-off input end the import here;
+    /// type problems go to `f`.
+    pub(crate) fn event<T>(&mut self, f: impl FnOnce(Result<&RawEvent<'_>, ParseError>, u64, Here) -> T) -> Result<T, Fail> {
+        let start = self.offset();
+        let mut input_left = true;
+        loop {
+            let mut ev = RawEvent::default();
+            let (result, used) = event::parse_prefix(&self.buf[self.pos..self.len], &mut ev);
+            match result {
+                Err(ParseError::Truncated) if input_left => {}
+                Err(ParseError::Truncated) => {
+                    return Err(Fail::Syntax {
+                        at: self.at(self.base + self.len as u64),
+                        what: format!("the input ends inside the trace event that starts at byte {start} (file cut off?)"),
+                    })
+                }
+                Err(ParseError::Syntax { at, what }) => {
+                    return Err(Fail::Syntax {
+                        at: self.at(start + at as u64),
+                        what,
+                    })
+                }
+                result => {
+                    let here = Here {
+                        compressed: self.compressed.as_ref().map(|c| c.get()),
+                    };
+                    self.pos += used;
+                    return Ok(f(result.map(|()| &ev), start, here));
+                }
+            }
+            input_left = self.more()?;
         }
     }
 
