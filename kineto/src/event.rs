@@ -271,6 +271,10 @@ impl<'a> Parser<'a> {
                 "tid" => self.raw_field(&mut ev.tid, "tid")?,
                 "ts" => self.raw_field(&mut ev.ts, "ts")?,
                 "dur" => self.raw_field(&mut ev.dur, "dur")?,
+                // Only some categories read their args: the others' are
+                // checked and skipped (when the category came first, as
+                // Kineto writes it).
+                "args" if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => self.skip_value()?,
                 "args" => match self.peek() {
                     Some(b'{') => {
                         if ev.args.is_some() {
@@ -523,8 +527,9 @@ impl<'a> Parser<'a> {
 
     /// Check and skip one value of any kind, without recursion.
     fn skip_value(&mut self) -> Result<(), ParseError> {
-        // Open containers, innermost last: true for objects.
-        let mut stack = [false; MAX_DEPTH];
+        // Open containers: bit d of `objects` says whether the container
+        // at depth d (from 0) is an object.
+        let mut objects: u128 = 0;
         let mut depth = 0usize;
         'value: loop {
             self.ws();
@@ -548,7 +553,7 @@ impl<'a> Parser<'a> {
                     if self.peek() == Some(close) {
                         self.i += 1;
                     } else {
-                        stack[depth] = object;
+                        objects = (objects & !(1 << depth)) | (u128::from(object) << depth);
                         depth += 1;
                         if object {
                             self.skip_key()?;
@@ -564,7 +569,7 @@ impl<'a> Parser<'a> {
                     return Ok(());
                 }
                 self.ws();
-                let object = stack[depth - 1];
+                let object = objects >> (depth - 1) & 1 == 1;
                 match self.peek() {
                     Some(b',') => {
                         self.i += 1;
@@ -732,6 +737,11 @@ mod tests {
         assert_eq!(a.collective.map(Raw::get), Some("\"allreduce\""));
         assert_eq!(a.seq, None);
         assert!(matches!(ok(r#"{"name": "plain"}"#).name, Some(Cow::Borrowed("plain"))));
+        // The args of categories that do not read them are only checked.
+        assert!(ok(r#"{"cat": "cpu_op", "args": {"device": 1}}"#).args.is_none());
+        assert!(ok(r#"{"args": {"device": 1}, "cat": "cpu_op"}"#).args.is_some());
+        assert!(ok(r#"{"cat": "cuda_runtime", "args": {"cbid": 1}}"#).args.is_some());
+        assert_eq!(syntax_at(r#"{"cat": "cpu_op", "args": {"device": 1,}}"#), 39);
         assert!(ok("{}").ph.is_none());
         assert!(ok(r#"{"ph": null, "args": null, "ts": null}"#).ts.is_none());
     }

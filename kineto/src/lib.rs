@@ -51,13 +51,13 @@ use gputrace_format::{Event, Loss, LossSource, Nanos, TraceFile, TraceWriter, Tr
 use held::{Held, Sink, PROVISIONAL_BASE};
 use map::{Mapped, Mapper, Tally};
 use meta::TraceMeta;
-use scan::{CountingReader, Here, Scanner, Shape};
-use std::cell::Cell;
+use scan::{CountingReader, Here, ReadAhead, Scanner, Shape};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 /// Import settings.
 #[derive(Clone, Debug, Default)]
@@ -599,14 +599,15 @@ fn open(path: &Path) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     if got == 2 && magic == [0x1f, 0x8b] {
-        let count = Rc::new(Cell::new(0));
+        let count = Arc::new(AtomicU64::new(0));
         let counted = CountingReader {
             inner: file,
             count: count.clone(),
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
+        // Inflated on a thread of its own, ahead of the parser.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        Ok((Scanner::new(Box::new(decoder), Some(count)), meta.len()))
+        Ok((Scanner::new(Box::new(ReadAhead::new(decoder)), Some(count)), meta.len()))
     } else {
         Ok((Scanner::new(Box::new(file), None), meta.len()))
     }

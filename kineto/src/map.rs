@@ -381,6 +381,24 @@ pub fn nccl_op_name(pytorch: &str) -> String {
     .to_string()
 }
 
+/// Whether [`Mapper::map`] reads the `args` of an event of category `cat`.
+pub(crate) fn reads_args(cat: &str) -> bool {
+    matches!(
+        cat,
+        "kernel"
+            | "Kernel"
+            | "gpu_memcpy"
+            | "Memcpy"
+            | "gpu_memset"
+            | "Memset"
+            | "cuda_sync"
+            | "cuda_runtime"
+            | "Runtime"
+            | "cuda_driver"
+            | "Driver"
+    )
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Kernel,

@@ -9,9 +9,10 @@
 
 use crate::error::{Fail, Position};
 use crate::event::{self, ParseError, RawEvent};
-use std::cell::Cell;
 use std::io::{self, Read};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::Arc;
 
 /// Read buffer size. Memory held by the scanner is this plus the largest
 /// single value captured.
@@ -21,13 +22,111 @@ const BUF_SIZE: usize = 256 * 1024;
 /// say how far into the compressed file they happened.
 pub(crate) struct CountingReader<R> {
     pub(crate) inner: R,
-    pub(crate) count: Rc<Cell<u64>>,
+    pub(crate) count: Arc<AtomicU64>,
 }
 
 impl<R: Read> Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Size of the blocks [`ReadAhead`] hands over.
+const AHEAD_BLOCK: usize = 256 * 1024;
+/// Blocks decompressed ahead of the parser at most.
+const AHEAD_BLOCKS: usize = 4;
+
+/// Reads (decompresses) on a thread of its own, up to [`AHEAD_BLOCKS`]
+/// blocks ahead, so that inflating and parsing run at the same time.
+/// Memory: at most `AHEAD_BLOCKS + 2` blocks. The thread ends at the end of
+/// the input, at the first error (which is handed over in order), or when
+/// this reader is dropped.
+pub(crate) struct ReadAhead {
+    blocks: Receiver<io::Result<Vec<u8>>>,
+    /// Used blocks go back to the thread for reuse.
+    spent: Sender<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+impl ReadAhead {
+    pub(crate) fn new(mut inner: impl Read + Send + 'static) -> ReadAhead {
+        let (to_parser, blocks) = sync_channel(AHEAD_BLOCKS);
+        let (spent, reuse) = channel::<Vec<u8>>();
+        let spawned = std::thread::Builder::new().name("gputrace-inflate".into()).spawn(move || loop {
+            let mut block = reuse.try_recv().unwrap_or_default();
+            block.resize(AHEAD_BLOCK, 0);
+            let mut n = 0;
+            let result = loop {
+                match inner.read(&mut block[n..]) {
+                    Ok(0) => break Ok(()),
+                    Ok(k) => {
+                        n += k;
+                        if n == block.len() {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            block.truncate(n);
+            let end = n == 0 || result.is_err();
+            if n > 0 && to_parser.send(Ok(block)).is_err() {
+                return;
+            }
+            if let Err(e) = result {
+                let _ = to_parser.send(Err(e));
+            }
+            if end {
+                return;
+            }
+        });
+        let (blocks, done) = match spawned {
+            Ok(_) => (blocks, false),
+            Err(e) => {
+                // No thread: the reader reports why, once.
+                let (tx, rx) = sync_channel(1);
+                let _ = tx.send(Err(e));
+                (rx, false)
+            }
+        };
+        ReadAhead {
+            blocks,
+            spent,
+            current: Vec::new(),
+            at: 0,
+            done,
+        }
+    }
+}
+
+impl Read for ReadAhead {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.current.len() {
+            if self.done {
+                return Ok(0);
+            }
+            match self.blocks.recv() {
+                Ok(Ok(block)) => {
+                    let old = std::mem::replace(&mut self.current, block);
+                    let _ = self.spent.send(old);
+                    self.at = 0;
+                }
+                Ok(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                // The thread ended after the last block.
+                Err(_) => self.done = true,
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.at);
+        buf[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
         Ok(n)
     }
 }
@@ -43,7 +142,7 @@ pub(crate) struct Scanner<R> {
     len: usize,
     base: u64,
     /// Bytes of the compressed file consumed, for gzip input.
-    compressed: Option<Rc<Cell<u64>>>,
+    compressed: Option<Arc<AtomicU64>>,
 }
 
 /// Makes positions while the scanner is borrowed (by a parsed event).
@@ -72,7 +171,7 @@ pub(crate) enum Shape {
 }
 
 impl<R: Read> Scanner<R> {
-    pub(crate) fn new(inner: R, compressed: Option<Rc<Cell<u64>>>) -> Self {
+    pub(crate) fn new(inner: R, compressed: Option<Arc<AtomicU64>>) -> Self {
         Scanner {
             inner,
             buf: vec![0; BUF_SIZE].into_boxed_slice(),
@@ -92,7 +191,7 @@ impl<R: Read> Scanner<R> {
     pub(crate) fn at(&self, offset: u64) -> Position {
         Position {
             offset,
-            compressed_offset: self.compressed.as_ref().map(|c| c.get()),
+            compressed_offset: self.compressed.as_ref().map(|c| c.load(Ordering::Relaxed)),
         }
     }
 
@@ -182,7 +281,7 @@ impl<R: Read> Scanner<R> {
                 }
                 result => {
                     let here = Here {
-                        compressed: self.compressed.as_ref().map(|c| c.get()),
+                        compressed: self.compressed.as_ref().map(|c| c.load(Ordering::Relaxed)),
                     };
                     self.pos += used;
                     return Ok(f(result.map(|()| &ev), start, here));
