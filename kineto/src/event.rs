@@ -138,6 +138,17 @@ pub(crate) fn parse_prefix<'a>(bytes: &'a [u8], ev: &mut RawEvent<'a>) -> (Resul
     (result, p.i)
 }
 
+/// The index of the first byte at or after `i` that is not JSON whitespace.
+pub(crate) fn skip_ws(bytes: &[u8], i: usize) -> usize {
+    let mut p = Parser {
+        b: bytes,
+        i: i.min(bytes.len()),
+        problem: None,
+    };
+    p.ws();
+    p.i
+}
+
 /// Parse `element`, which must hold exactly one trace event object.
 #[cfg(test)]
 pub(crate) fn parse_event(element: &[u8]) -> Result<RawEvent<'_>, ParseError> {
@@ -187,26 +198,23 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn ws(&mut self) {
-        // Pretty-printed traces indent by many spaces: skip them eight at
-        // a time (the first byte that is not a space is the lowest
-        // non-zero byte of `word ^ SPACES`).
         const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
         loop {
-            match self.b.get(self.i..self.i + 8) {
-                Some(w) => {
-                    let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) ^ SPACES;
-                    self.i += x.trailing_zeros() as usize / 8;
-                    if x == 0 {
-                        continue;
-                    }
-                }
-                None => {
-                    while self.b.get(self.i) == Some(&b' ') {
-                        self.i += 1;
-                    }
-                }
-            }
             match self.b.get(self.i) {
+                Some(b' ') => {
+                    self.i += 1;
+                    // Pretty-printed traces indent by many spaces: skip
+                    // them eight at a time (the first byte that is not a
+                    // space is the lowest non-zero byte of `word ^ SPACES`).
+                    while let Some(w) = self.b.get(self.i..self.i + 8) {
+                        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) ^ SPACES;
+                        if x != 0 {
+                            self.i += x.trailing_zeros() as usize / 8;
+                            break;
+                        }
+                        self.i += 8;
+                    }
+                }
                 Some(b'\n' | b'\r' | b'\t') => self.i += 1,
                 _ => return,
             }
@@ -376,7 +384,10 @@ impl<'a> Parser<'a> {
     /// A member kept as text; `null` leaves it absent.
     fn raw_field(&mut self, slot: &mut Option<Raw<'a>>, field: &str) -> Result<(), ParseError> {
         let start = self.i;
-        self.skip_value()?;
+        match self.peek() {
+            Some(b'-' | b'0'..=b'9') => self.number()?,
+            _ => self.skip_value()?,
+        }
         let text = self.text(start, self.i);
         if slot.is_some() {
             self.problem(start, format!("duplicate field \"{field}\""));

@@ -16,8 +16,8 @@ use gputrace_format::*;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// Most events held before the importer falls back to two passes: about
-/// 30 MiB (an `Event` is 112 bytes, plus its offset).
+/// Most events held by default before the importer falls back to two
+/// passes: about 30 MiB (an `Event` is 112 bytes, plus its offset).
 pub(crate) const HELD_EVENTS: usize = 1 << 18;
 
 /// The base time events are mapped against while the real one is unknown:
@@ -47,6 +47,8 @@ pub(crate) struct Held {
     pub events: Vec<(Event, u64)>,
     strings: Vec<String>,
     ids: HashMap<String, StringId>,
+    /// Most events taken (0: no limit).
+    limit: usize,
 }
 
 impl Interner for Held {
@@ -66,7 +68,7 @@ impl Interner for Held {
 
 impl Sink for Held {
     fn put(&mut self, event: Event, offset: u64) -> Result<(), Fail> {
-        if self.events.len() == HELD_EVENTS {
+        if self.limit > 0 && self.events.len() >= self.limit {
             return Err(Fail::TooManyToHold);
         }
         self.events.push((event, offset));
@@ -75,12 +77,31 @@ impl Sink for Held {
 }
 
 impl Held {
-    /// Intern the held strings into `writer`; the id each one got there,
-    /// by local id (the same ids for a fresh writer).
-    pub(crate) fn strings_into<W: Write>(&self, writer: &mut TraceWriter<W>) -> Vec<StringId> {
+    /// Holds at most `limit` events (at least one).
+    pub(crate) fn with_limit(limit: usize) -> Held {
+        Held {
+            limit: limit.max(1),
+            ..Held::default()
+        }
+    }
+
+    /// Intern the held strings into `into`, in the order they were first
+    /// used; the id each one got there, by local id (the same ids for a
+    /// fresh writer).
+    pub(crate) fn strings_into(&self, into: &mut dyn Interner) -> Vec<StringId> {
         std::iter::once(StringId::EMPTY)
-            .chain(self.strings.iter().map(|s| writer.intern(s)))
+            .chain(self.strings.iter().map(|s| into.intern(s)))
             .collect()
+    }
+
+    /// Pass the held events (strings given new ids) on to `sink`.
+    pub(crate) fn drain_into<S: Sink>(self, sink: &mut S) -> Result<(), Fail> {
+        let ids = self.strings_into(sink);
+        for (mut e, offset) in self.events {
+            remap(&mut e, &ids);
+            sink.put(e, offset)?;
+        }
+        Ok(())
     }
 }
 
@@ -94,45 +115,49 @@ pub(crate) fn rebase(t: Nanos, base: u64) -> Option<Nanos> {
 /// Rebase every time of `e` (see [`rebase`]) and give its strings the ids
 /// in `ids` (by local id). `None` if a time is not representable.
 pub(crate) fn fix(e: &mut Event, base: u64, ids: &[StringId]) -> Option<()> {
-    let id = |s: &mut StringId| *s = ids.get(s.0 as usize).copied().unwrap_or(*s);
     let span = |start: &mut Nanos, end: &mut Nanos| -> Option<()> {
         *start = rebase(*start, base)?;
         *end = rebase(*end, base)?;
         Some(())
     };
     match e {
-        Event::Kernel(k) => {
-            span(&mut k.start, &mut k.end)?;
-            id(&mut k.name);
-        }
+        Event::Kernel(k) => span(&mut k.start, &mut k.end)?,
         Event::Memcpy(m) => span(&mut m.start, &mut m.end)?,
         Event::Memset(m) => span(&mut m.start, &mut m.end)?,
         Event::Sync(s) => span(&mut s.start, &mut s.end)?,
-        Event::Api(a) => {
-            span(&mut a.start, &mut a.end)?;
-            id(&mut a.name);
-        }
-        Event::Marker(m) => {
-            span(&mut m.start, &mut m.end)?;
-            id(&mut m.name);
-            id(&mut m.domain);
-        }
+        Event::Api(a) => span(&mut a.start, &mut a.end)?,
+        Event::Marker(m) => span(&mut m.start, &mut m.end)?,
         Event::Collective(c) => {
             span(&mut c.start, &mut c.end)?;
             if c.enqueue != Nanos::ZERO {
                 c.enqueue = rebase(c.enqueue, base)?;
             }
+        }
+        Event::Loss(l) => l.time = rebase(l.time, base)?,
+    }
+    remap(e, ids);
+    Some(())
+}
+
+/// Give the strings of `e` the ids in `ids` (by local id).
+pub(crate) fn remap(e: &mut Event, ids: &[StringId]) {
+    let id = |s: &mut StringId| *s = ids.get(s.0 as usize).copied().unwrap_or(*s);
+    match e {
+        Event::Kernel(k) => id(&mut k.name),
+        Event::Api(a) => id(&mut a.name),
+        Event::Marker(m) => {
+            id(&mut m.name);
+            id(&mut m.domain);
+        }
+        Event::Collective(c) => {
             id(&mut c.op);
             id(&mut c.datatype);
             id(&mut c.algorithm);
             id(&mut c.protocol);
         }
-        Event::Loss(l) => {
-            l.time = rebase(l.time, base)?;
-            id(&mut l.detail);
-        }
+        Event::Loss(l) => id(&mut l.detail),
+        Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) => {}
     }
-    Some(())
 }
 
 #[cfg(test)]

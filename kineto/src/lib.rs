@@ -41,6 +41,7 @@ mod held;
 mod map;
 mod meta;
 pub mod number;
+mod parallel;
 mod scan;
 
 pub use error::{KinetoError, Position};
@@ -60,7 +61,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Import settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ImportOptions {
     /// Fail on the first trace event that has a mappable category but bad
     /// fields (e.g. a kernel whose `ts` is a string). By default such
@@ -68,6 +69,25 @@ pub struct ImportOptions {
     pub strict: bool,
     /// Settings of the gputrace writer.
     pub writer: WriterOptions,
+    /// Parse on the calling thread only. By default a large trace is
+    /// parsed on two threads (and a gzipped one inflated on a third); the
+    /// result is the same byte for byte. Strict imports always use one.
+    pub single_thread: bool,
+    /// Mapped events held in memory while the metadata after
+    /// `traceEvents` is not yet read (see [`import`]); a trace with more is
+    /// read twice instead. Default 262,144 (about 30 MiB).
+    pub max_held_events: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            strict: false,
+            writer: WriterOptions::default(),
+            single_thread: false,
+            max_held_events: held::HELD_EVENTS,
+        }
+    }
 }
 
 /// What an import did.
@@ -167,15 +187,15 @@ fn looks_like_kineto_json(text: &[u8], complete: bool) -> bool {
 /// then go straight to the writer. Either way no more than one trace
 /// event's text is in memory at a time.
 pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
-    let mut held = Held::default();
+    let mut held = Held::with_limit(opts.max_held_events);
     let mut tally = Tally::default();
     let mut summary = ImportSummary::default();
-    let meta = match one_pass(path, &mut held, &mut tally, &mut summary, opts.strict) {
+    let meta = match one_pass(path, &mut held, &mut tally, &mut summary, opts) {
         Ok(meta) => meta,
         Err(Restart) => return two_passes(path, out, opts),
     }?;
     let (mut writer, source_name) = start_writer(path, &meta, out, opts)?;
-    let ids = held.strings_into(&mut writer);
+    let ids = held.strings_into(&mut writer as &mut dyn map::Interner);
     let here = |offset| Position {
         offset,
         compressed_offset: None,
@@ -221,7 +241,7 @@ fn one_pass(
     held: &mut Held,
     tally: &mut Tally,
     summary: &mut ImportSummary,
-    strict: bool,
+    opts: &ImportOptions,
 ) -> Result<Result<TraceMeta, KinetoError>, Restart> {
     let (mut sc, input_bytes) = match open(path) {
         Ok(x) => x,
@@ -242,7 +262,7 @@ fn one_pass(
             rank: meta.rank,
         };
         rank_used = Some(meta.rank);
-        trace_events(sc, &mapper, held, tally, summary, strict)
+        trace_events(sc, &mapper, held, tally, summary, opts)
     });
     match result {
         Err(Fail::TooManyToHold) => return Err(Restart),
@@ -276,7 +296,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
             sc.value(None, "a value")?;
             return Ok(());
         }
-        trace_events(sc, &mapper, &mut writer, &mut tally, &mut summary, opts.strict)
+        trace_events(sc, &mapper, &mut writer, &mut tally, &mut summary, opts)
     });
     result.map_err(|f| f.with_path(path.to_path_buf()))?;
     summary.json_bytes = sc.offset();
@@ -304,8 +324,9 @@ fn trace_events<R: Read, S: Sink>(
     sink: &mut S,
     tally: &mut Tally,
     summary: &mut ImportSummary,
-    strict: bool,
+    opts: &ImportOptions,
 ) -> Result<(), Fail> {
+    let strict = opts.strict;
     if sc.peek()? != Some(b'[') {
         let (shape, start) = sc.value(None, "the traceEvents array")?;
         return Err(Fail::WrongType {
@@ -317,7 +338,21 @@ fn trace_events<R: Read, S: Sink>(
     if sc.eat(b']')? {
         return Ok(());
     }
+    // Where the next two-thread window may start (see `parallel`); after a
+    // window that could not be split, half a window is parsed serially.
+    let mut serial_until = 0u64;
     loop {
+        if !strict && !opts.single_thread && sc.offset() >= serial_until {
+            let parsed = parallel::window(sc, mapper, sink, tally)?;
+            summary.trace_events += parsed;
+            if parsed == 0 {
+                serial_until = sc.offset() + parallel::WINDOW as u64 / 2;
+            } else if sc.comma_or(b']', "between trace events")? {
+                return Ok(());
+            } else {
+                continue;
+            }
+        }
         summary.trace_events += 1;
         if sc.peek()? == Some(b'{') {
             sc.event(|parsed, start, here| map_element(mapper, parsed, start, here, sink, tally, strict))??;

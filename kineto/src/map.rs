@@ -60,6 +60,29 @@ impl Tally {
         }
     }
 
+    /// Add the counts of `later`, kept for the entries that follow this
+    /// tally's in the file.
+    pub(crate) fn absorb(&mut self, later: Tally) {
+        for (detail, b) in later.losses {
+            let mine = self.losses.entry(detail).or_insert(LossBucket {
+                count: 0,
+                first_time: Nanos::ZERO,
+            });
+            mine.count += b.count;
+            if mine.first_time == Nanos::ZERO {
+                mine.first_time = b.first_time;
+            }
+        }
+        self.flows += later.flows;
+        for (kind, n) in later.written {
+            *self.written.entry(kind).or_insert(0) += n;
+        }
+        self.earliest = match (self.earliest, later.earliest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
     /// Count one entry of a category the model has no place for.
     pub(crate) fn lose_category(&mut self, cat: &str, ph: &str, time: impl FnOnce() -> Option<Nanos>) {
         let i = match self.details.iter().position(|(c, p, _)| c == cat && p == ph) {

@@ -143,6 +143,8 @@ pub(crate) struct Scanner<R> {
     base: u64,
     /// Bytes of the compressed file consumed, for gzip input.
     compressed: Option<Arc<AtomicU64>>,
+    /// The input is known to have ended (see [`Self::fill_to`]).
+    input_done: bool,
 }
 
 /// Makes positions while the scanner is borrowed (by a parsed event).
@@ -179,6 +181,37 @@ impl<R: Read> Scanner<R> {
             len: 0,
             base: 0,
             compressed,
+            input_done: false,
+        }
+    }
+
+    /// Buffer at least `want` bytes after the next one, or all that is
+    /// left of the input if that is less.
+    pub(crate) fn fill_to(&mut self, want: usize) -> Result<(), Fail> {
+        while !self.input_done && self.len - self.pos < want {
+            if !self.more()? {
+                self.input_done = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffered bytes (`[..pos]` consumed), the index of the next
+    /// byte, and the stream offset of the first.
+    pub(crate) fn buffered(&self) -> (&[u8], usize, u64) {
+        (&self.buf[..self.len], self.pos, self.base)
+    }
+
+    /// Consume the buffered bytes up to `index` (not before the next one).
+    pub(crate) fn consume_to(&mut self, index: usize) {
+        debug_assert!(self.pos <= index && index <= self.len);
+        self.pos = index.clamp(self.pos, self.len);
+    }
+
+    /// Makes positions for the bytes buffered now.
+    pub(crate) fn here(&self) -> Here {
+        Here {
+            compressed: self.compressed.as_ref().map(|c| c.load(Ordering::Relaxed)),
         }
     }
 
@@ -237,7 +270,10 @@ impl<R: Read> Scanner<R> {
         }
         loop {
             match self.inner.read(&mut self.buf[self.len..]) {
-                Ok(0) => return Ok(false),
+                Ok(0) => {
+                    self.input_done = true;
+                    return Ok(false);
+                }
                 Ok(n) => {
                     self.len += n;
                     return Ok(true);
