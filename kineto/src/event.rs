@@ -498,12 +498,7 @@ impl<'a> Parser<'a> {
         if b.get(j) == Some(&b'-') {
             j += 1;
         }
-        let digits = |mut j: usize| {
-            while b.get(j).is_some_and(u8::is_ascii_digit) {
-                j += 1;
-            }
-            j
-        };
+        let digits = |j: usize| digit_run(b, j);
         match b.get(j) {
             Some(b'0') => j += 1,
             Some(b'1'..=b'9') => j = digits(j + 1),
@@ -623,6 +618,29 @@ impl<'a> Parser<'a> {
         self.i += 1;
         Ok(())
     }
+}
+
+/// The end of the run of ASCII digits at `j`.
+#[inline(always)]
+fn digit_run(b: &[u8], mut j: usize) -> usize {
+    const HIGH_NIBBLES: u64 = u64::from_le_bytes([0xF0; 8]);
+    const THREES: u64 = u64::from_le_bytes([0x30; 8]);
+    const SIXES: u64 = u64::from_le_bytes([0x06; 8]);
+    // Eight at a time: a byte is a digit iff it and it plus 6 both have
+    // high nibble 3. A carry out of a byte (>= 0xFA) only disturbs the
+    // bytes above it, so the lowest flagged byte is exact.
+    while let Some(w) = b.get(j..j + 8) {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let not_digit = ((w & HIGH_NIBBLES) ^ THREES) | ((w.wrapping_add(SIXES) & HIGH_NIBBLES) ^ THREES);
+        if not_digit != 0 {
+            return j + not_digit.trailing_zeros() as usize / 8;
+        }
+        j += 8;
+    }
+    while b.get(j).is_some_and(u8::is_ascii_digit) {
+        j += 1;
+    }
+    j
 }
 
 /// The end of the run of plain string bytes (not [`STRING_STOP`]) at `j`.
@@ -793,6 +811,23 @@ mod tests {
         match parse_event(b"{\"a\": \"\xff\"}") {
             Err(ParseError::Syntax { at: 7, .. }) => {}
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn word_at_a_time_runs_match_byte_loops() {
+        // Every byte value at every position of a 20-byte run.
+        for pos in 0..20 {
+            for v in 0..=255u8 {
+                let mut b = vec![b'7'; 20];
+                b[pos] = v;
+                let digits = b.iter().position(|c| !c.is_ascii_digit()).unwrap_or(20);
+                assert_eq!(digit_run(&b, 0), digits, "{pos} {v:#x}");
+                let mut s = vec![b'a'; 20];
+                s[pos] = v;
+                let plain = s.iter().position(|&c| STRING_STOP[c as usize]).unwrap_or(20);
+                assert_eq!(plain_run(&s, 0), plain, "{pos} {v:#x}");
+            }
         }
     }
 

@@ -56,7 +56,9 @@ pub(crate) fn window<R: Read, S: Sink>(sc: &mut Scanner<R>, mapper: &Mapper, sin
     if buf.len() - pos < WINDOW / 2 {
         return Ok(0);
     }
-    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) / 2) else {
+    // This thread also reads the input, maps into the real sink and merges
+    // the worker's results: it takes the smaller share (2/5).
+    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) * 2 / 5) else {
         return Ok(0);
     };
     let mut later = Held::default();
