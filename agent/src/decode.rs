@@ -75,6 +75,10 @@ pub struct Decoder {
     pub devices: Vec<SeenDevice>,
     /// API-call name ids per (domain, cbid), interned lazily.
     api_names: Vec<(u32, u32, StringId)>,
+    /// The same for cbids below [`API_TABLE`], indexed by cbid per domain
+    /// (runtime, driver): 0 not yet seen, [`FILTERED`] dropped as noise,
+    /// else the name's id (never 0, the empty string's).
+    api_ids: [Vec<u32>; 2],
     /// Records of kinds not decoded (skipped).
     pub skipped: u64,
     /// API records dropped as noise (queries such as cudaGetDevice).
@@ -90,7 +94,16 @@ pub struct Decoder {
     pub comm_kernels: Vec<crate::nccl::link::KernelInfo>,
     /// Per string id: is it a communication kernel's name.
     comm_names: Vec<bool>,
+    /// The last (context, device) noted: kernels come in long runs on one
+    /// context, so this skips the search of `context_device`.
+    last_context: Option<(u32, u32)>,
 }
+
+/// cbids below this are looked up in `Decoder::api_ids` (both domains
+/// have about a thousand).
+const API_TABLE: usize = 4096;
+/// An `api_ids` entry of a call dropped as noise.
+const FILTERED: u32 = u32::MAX;
 
 /// External correlation kind the agent pushes (Kineto uses CUSTOM0/1).
 const EXTERNAL_KIND_CUSTOM2: u32 = cupti_sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
@@ -110,10 +123,18 @@ impl Decoder {
         self.context_device.iter().find(|(c, _)| *c == ctx).map_or(0, |(_, d)| *d)
     }
 
+    #[inline]
     fn note_context(&mut self, ctx: u32, dev: u32) {
+        if self.last_context != Some((ctx, dev)) {
+            self.note_new_context(ctx, dev);
+        }
+    }
+
+    fn note_new_context(&mut self, ctx: u32, dev: u32) {
         if !self.context_device.iter().any(|(c, _)| *c == ctx) {
             self.context_device.push((ctx, dev));
         }
+        self.last_context = Some((ctx, dev));
     }
 
     /// A copy the NCCL linker may need (copy-engine collectives).
@@ -131,12 +152,20 @@ impl Decoder {
         }
     }
 
+    /// The id of the kernel name at `ptr`: from the names checked in this
+    /// buffer when it is there (inline), else checked or interned.
+    #[inline(always)]
     fn kernel_name<W: std::io::Write>(&mut self, ptr: *const libc::c_char, w: &mut TraceWriter<W>) -> StringId {
+        match self.names.verified(ptr as usize) {
+            Some(id) if !ptr.is_null() => id,
+            _ => self.kernel_name_slow(ptr, w),
+        }
+    }
+
+    #[inline(never)]
+    fn kernel_name_slow<W: std::io::Write>(&mut self, ptr: *const libc::c_char, w: &mut TraceWriter<W>) -> StringId {
         if ptr.is_null() {
             return w.intern("<unnamed kernel>");
-        }
-        if let Some(id) = self.names.verified(ptr as usize) {
-            return id;
         }
         // Safety: CUPTI's name pointer is a NUL-terminated string valid
         // while the buffer is not recycled (we copy before recycling).
@@ -156,7 +185,29 @@ impl Decoder {
         id
     }
 
+    /// The id of an API call's name; `None` for a call dropped as noise.
+    #[inline(always)]
     fn api_name<W: std::io::Write>(&mut self, domain: u32, cbid: u32, w: &mut TraceWriter<W>) -> Option<StringId> {
+        let ids = &self.api_ids[usize::from(domain != kind::RUNTIME)];
+        match ids.get(cbid as usize).copied() {
+            Some(FILTERED) => None,
+            Some(id) if id != 0 => Some(StringId(id)),
+            _ => {
+                let id = self.api_name_slow(domain, cbid, w);
+                if (cbid as usize) < API_TABLE {
+                    let ids = &mut self.api_ids[usize::from(domain != kind::RUNTIME)];
+                    if ids.len() <= cbid as usize {
+                        ids.resize(cbid as usize + 1, 0);
+                    }
+                    ids[cbid as usize] = id.map_or(FILTERED, |id| id.0);
+                }
+                id
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn api_name_slow<W: std::io::Write>(&mut self, domain: u32, cbid: u32, w: &mut TraceWriter<W>) -> Option<StringId> {
         let table: &[(&str, bool)] = if domain == kind::RUNTIME {
             &cbid_names::RUNTIME
         } else {
@@ -178,6 +229,120 @@ impl Decoder {
         Some(id)
     }
 
+    /// Decode one record and push its event, if it is a kind we keep, to
+    /// `w`: the writer thread's path. Kernels and API calls (nearly every
+    /// record) go to the writer's typed entry points, without an [`Event`]
+    /// in between; other kinds through [`Self::record`].
+    ///
+    /// # Safety
+    /// As [`Self::record`].
+    #[inline]
+    pub unsafe fn decode<W: std::io::Write>(&mut self, rec: *const u8, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
+        // Safety: `rec` is a complete record (the caller's promise), so its
+        // kind field can be read, and each arm reads its own kind's fields.
+        unsafe {
+            match rd::<u32>(rec, layout::KIND) {
+                kind::CONCURRENT_KERNEL => {
+                    let k = self.kernel(rec, w);
+                    w.push_kernel(&k)
+                }
+                k @ (kind::RUNTIME | kind::DRIVER) => match self.api(k, rec, w) {
+                    Some(c) => w.push_api(&c),
+                    None => Ok(()),
+                },
+                _ => match self.record(rec, w) {
+                    Some(e) => w.push(e),
+                    None => Ok(()),
+                },
+            }
+        }
+    }
+
+    /// A CONCURRENT_KERNEL record's kernel.
+    ///
+    /// # Safety
+    /// `rec` points at a complete kernel record.
+    #[inline(always)]
+    unsafe fn kernel<W: std::io::Write>(&mut self, rec: *const u8, w: &mut TraceWriter<W>) -> Kernel {
+        // Safety (all reads below): offsets from the layout tables, inside
+        // the smallest kernel record in every supported version.
+        unsafe {
+            use layout::kernel as o;
+            let device: u32 = rd(rec, o::DEVICE_ID);
+            let context: u32 = rd(rec, o::CONTEXT_ID);
+            self.note_context(context, device);
+            let name = self.kernel_name(rd::<*const libc::c_char>(rec, o::NAME), w);
+            let k = Kernel {
+                start: Nanos(rd(rec, o::START)),
+                end: Nanos(rd(rec, o::END)),
+                device: DeviceId(device),
+                context: ContextId(context),
+                stream: StreamId(rd(rec, o::STREAM_ID)),
+                correlation: CorrelationId(rd(rec, o::CORRELATION_ID)),
+                name,
+                grid: [
+                    rd::<i32>(rec, o::GRID_X) as u32,
+                    rd::<i32>(rec, o::GRID_Y) as u32,
+                    rd::<i32>(rec, o::GRID_Z) as u32,
+                ],
+                block: [
+                    rd::<i32>(rec, o::BLOCK_X) as u32,
+                    rd::<i32>(rec, o::BLOCK_Y) as u32,
+                    rd::<i32>(rec, o::BLOCK_Z) as u32,
+                ],
+                static_shared_mem: rd(rec, o::STATIC_SHARED_MEMORY),
+                dynamic_shared_mem: rd(rec, o::DYNAMIC_SHARED_MEMORY),
+                registers: rd::<u16>(rec, o::REGISTERS_PER_THREAD) as u32,
+                graph_id: rd(rec, o::GRAPH_ID),
+                graph_node_id: rd(rec, o::GRAPH_NODE_ID),
+            };
+            if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
+                self.comm_kernels.push(crate::nccl::link::KernelInfo::of(
+                    k.start,
+                    k.end,
+                    k.device,
+                    k.context,
+                    k.stream,
+                    k.correlation,
+                ));
+            }
+            k
+        }
+    }
+
+    /// A RUNTIME or DRIVER (`domain`) record's call; `None` for a call
+    /// filtered as noise (counted).
+    ///
+    /// # Safety
+    /// `rec` points at a complete API record.
+    #[inline(always)]
+    unsafe fn api<W: std::io::Write>(&mut self, domain: u32, rec: *const u8, w: &mut TraceWriter<W>) -> Option<ApiCall> {
+        // Safety (all reads below): offsets from the layout tables, inside
+        // the smallest API record in every supported version.
+        unsafe {
+            use layout::api as o;
+            let cbid: u32 = rd(rec, o::CBID);
+            let Some(name) = self.api_name(domain, cbid, w) else {
+                self.filtered_api += 1;
+                return None;
+            };
+            Some(ApiCall {
+                start: Nanos(rd(rec, o::START)),
+                end: Nanos(rd(rec, o::END)),
+                thread: ThreadId(rd(rec, o::THREAD_ID)),
+                correlation: CorrelationId(rd(rec, o::CORRELATION_ID)),
+                domain: if domain == kind::RUNTIME {
+                    ApiDomain::RUNTIME
+                } else {
+                    ApiDomain::DRIVER
+                },
+                cbid,
+                name,
+                return_value: rd(rec, o::RETURN_VALUE),
+            })
+        }
+    }
+
     /// Decode one record. Returns the event, if it is a kind we keep.
     ///
     /// # Safety
@@ -189,48 +354,7 @@ impl Decoder {
         unsafe {
             let k: u32 = rd(rec, layout::KIND);
             match k {
-                kind::CONCURRENT_KERNEL => {
-                    use layout::kernel as o;
-                    let device: u32 = rd(rec, o::DEVICE_ID);
-                    let context: u32 = rd(rec, o::CONTEXT_ID);
-                    self.note_context(context, device);
-                    let name = self.kernel_name(rd::<*const libc::c_char>(rec, o::NAME), w);
-                    let k = Kernel {
-                        start: Nanos(rd(rec, o::START)),
-                        end: Nanos(rd(rec, o::END)),
-                        device: DeviceId(device),
-                        context: ContextId(context),
-                        stream: StreamId(rd(rec, o::STREAM_ID)),
-                        correlation: CorrelationId(rd(rec, o::CORRELATION_ID)),
-                        name,
-                        grid: [
-                            rd::<i32>(rec, o::GRID_X) as u32,
-                            rd::<i32>(rec, o::GRID_Y) as u32,
-                            rd::<i32>(rec, o::GRID_Z) as u32,
-                        ],
-                        block: [
-                            rd::<i32>(rec, o::BLOCK_X) as u32,
-                            rd::<i32>(rec, o::BLOCK_Y) as u32,
-                            rd::<i32>(rec, o::BLOCK_Z) as u32,
-                        ],
-                        static_shared_mem: rd(rec, o::STATIC_SHARED_MEMORY),
-                        dynamic_shared_mem: rd(rec, o::DYNAMIC_SHARED_MEMORY),
-                        registers: rd::<u16>(rec, o::REGISTERS_PER_THREAD) as u32,
-                        graph_id: rd(rec, o::GRAPH_ID),
-                        graph_node_id: rd(rec, o::GRAPH_NODE_ID),
-                    };
-                    if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
-                        self.comm_kernels.push(crate::nccl::link::KernelInfo::of(
-                            k.start,
-                            k.end,
-                            k.device,
-                            k.context,
-                            k.stream,
-                            k.correlation,
-                        ));
-                    }
-                    Some(Event::Kernel(k))
-                }
+                kind::CONCURRENT_KERNEL => Some(Event::Kernel(self.kernel(rec, w))),
                 kind::MEMCPY => {
                     use layout::memcpy as o;
                     let device = DeviceId(rd(rec, o::DEVICE_ID));
@@ -298,28 +422,7 @@ impl Decoder {
                         cuda_event: rd(rec, o::CUDA_EVENT_ID),
                     }))
                 }
-                kind::RUNTIME | kind::DRIVER => {
-                    use layout::api as o;
-                    let cbid: u32 = rd(rec, o::CBID);
-                    let Some(name) = self.api_name(k, cbid, w) else {
-                        self.filtered_api += 1;
-                        return None;
-                    };
-                    Some(Event::Api(ApiCall {
-                        start: Nanos(rd(rec, o::START)),
-                        end: Nanos(rd(rec, o::END)),
-                        thread: ThreadId(rd(rec, o::THREAD_ID)),
-                        correlation: CorrelationId(rd(rec, o::CORRELATION_ID)),
-                        domain: if k == kind::RUNTIME {
-                            ApiDomain::RUNTIME
-                        } else {
-                            ApiDomain::DRIVER
-                        },
-                        cbid,
-                        name,
-                        return_value: rd(rec, o::RETURN_VALUE),
-                    }))
-                }
+                kind::RUNTIME | kind::DRIVER => self.api(k, rec, w).map(Event::Api),
                 kind::EXTERNAL_CORRELATION => {
                     use layout::external_correlation as o;
                     if self.collect_comm && rd::<u32>(rec, o::EXTERNAL_KIND) == EXTERNAL_KIND_CUSTOM2 {
@@ -387,17 +490,22 @@ mod rustc_hash_lite {
         }
     }
 
-    /// Slots of the verified-pointer cache (a power of two).
-    const FAST_SLOTS: usize = 1024;
+    /// Slots the verified-pointer table starts with (a power of two).
+    const MIN_SLOTS: usize = 1024;
 
-    /// Pointer → (bytes, id), and a direct-mapped cache of the pointers
-    /// whose bytes were checked during the current buffer.
+    /// Pointer → (bytes, id), and an open-addressing table of every known
+    /// pointer with the buffer in which its bytes were last checked.
     ///
-    /// Invariant: a `fast` slot `(ptr, id, epoch)` with `epoch` equal to the
-    /// current one means `ptr` held the bytes of `id` when checked in this
-    /// buffer. Every record of a buffer is decoded at about the same time,
-    /// so the name memory cannot have changed in between (a pointer reused
-    /// across a module unload is seen at the next buffer's first check).
+    /// Invariant: `fast` holds each pointer of `map` once (and no other,
+    /// besides empty slots, pointer 0), at most half full, so a probe
+    /// that starts at the pointer's slot meets it or an empty slot. An entry
+    /// `(ptr, id, epoch)` with `epoch` equal to the current one means `ptr`
+    /// held the bytes of `id` when checked in this buffer. Every record of
+    /// a buffer is decoded at about the same time, so the name memory
+    /// cannot have changed in between (a pointer reused across a module
+    /// unload is seen at the next buffer's first check). Unlike a
+    /// direct-mapped cache, two names never evict each other, however many
+    /// kernels a program has.
     pub struct PtrMap {
         map: HashMap<usize, (Box<[u8]>, StringId), BuildHasherDefault<PtrHasher>>,
         fast: Vec<(usize, StringId, u64)>,
@@ -408,15 +516,16 @@ mod rustc_hash_lite {
         fn default() -> Self {
             PtrMap {
                 map: HashMap::default(),
-                // Epoch 0 is never current: every slot starts stale.
-                fast: vec![(0, StringId(0), 0); FAST_SLOTS],
+                fast: vec![(0, StringId(0), 0); MIN_SLOTS],
+                // Epoch 0 is never current: every entry starts stale.
                 epoch: 1,
             }
         }
     }
 
-    fn slot(ptr: usize) -> usize {
-        ((ptr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize & (FAST_SLOTS - 1)
+    #[inline(always)]
+    fn slot(ptr: usize, slots: usize) -> usize {
+        ((ptr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & (slots - 1)
     }
 
     impl PtrMap {
@@ -425,25 +534,60 @@ mod rustc_hash_lite {
             self.epoch += 1;
         }
 
-        /// The id for `ptr` if its bytes were already checked in this buffer.
-        #[inline]
+        /// The slot of `ptr` (non-null) in `fast`, or of the empty slot
+        /// where it would go.
+        #[inline(always)]
+        fn find(&self, ptr: usize) -> usize {
+            let mask = self.fast.len() - 1;
+            let mut i = slot(ptr, self.fast.len());
+            // Ends: the table is at most half full (see the invariant).
+            loop {
+                let p = self.fast[i].0;
+                if p == ptr || p == 0 {
+                    return i;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+
+        /// The id for `ptr` (non-null) if its bytes were already checked in
+        /// this buffer.
+        #[inline(always)]
         pub fn verified(&self, ptr: usize) -> Option<StringId> {
-            let (p, id, epoch) = self.fast[slot(ptr)];
+            let (p, id, epoch) = self.fast[self.find(ptr)];
             (p == ptr && epoch == self.epoch).then_some(id)
         }
 
-        /// The id for `ptr` if it still holds `bytes` (and remember that it
-        /// was checked in this buffer).
+        /// Mark `ptr` (non-null) as holding `id`'s bytes in this buffer.
+        fn mark(&mut self, ptr: usize, id: StringId) {
+            let i = self.find(ptr);
+            if self.fast[i].0 == 0 && (self.map.len() + 1) * 2 > self.fast.len() {
+                // Grow (the map already holds `ptr`): rehash every pointer.
+                let bigger = vec![(0, StringId(0), 0); self.fast.len() * 2];
+                let old = std::mem::replace(&mut self.fast, bigger);
+                for e in old.into_iter().filter(|e| e.0 != 0) {
+                    let j = self.find(e.0);
+                    self.fast[j] = e;
+                }
+                let j = self.find(ptr);
+                self.fast[j] = (ptr, id, self.epoch);
+                return;
+            }
+            self.fast[i] = (ptr, id, self.epoch);
+        }
+
+        /// The id for `ptr` (non-null) if it still holds `bytes` (and
+        /// remember that it was checked in this buffer).
         pub fn get(&mut self, ptr: usize, bytes: &[u8]) -> Option<StringId> {
             let id = self.map.get(&ptr).filter(|(b, _)| &**b == bytes).map(|(_, id)| *id)?;
-            self.fast[slot(ptr)] = (ptr, id, self.epoch);
+            self.mark(ptr, id);
             Some(id)
         }
 
-        /// Remember `ptr` → `bytes`, `id` (checked in this buffer).
+        /// Remember `ptr` (non-null) → `bytes`, `id` (checked in this buffer).
         pub fn insert(&mut self, ptr: usize, bytes: &[u8], id: StringId) {
             self.map.insert(ptr, (bytes.into(), id));
-            self.fast[slot(ptr)] = (ptr, id, self.epoch);
+            self.mark(ptr, id);
         }
     }
 }
@@ -646,6 +790,104 @@ mod tests {
         let unknown = record(64, &[(0, &4000u32.to_le_bytes())]);
         assert!(unsafe { d.record(unknown.as_ptr(), &mut w) }.is_none());
         assert_eq!(d.skipped, 1);
+    }
+
+    #[test]
+    fn decode_writes_the_same_trace_as_record_then_push() {
+        let name = c"void gemm<float>(float*, int)";
+        let kernel = {
+            use layout::kernel as o;
+            record(
+                o::LAYOUT.size_at(layout::version::V13_0).unwrap(),
+                &[
+                    (layout::KIND, &kind::CONCURRENT_KERNEL.to_le_bytes()),
+                    (o::START, &1_000u64.to_le_bytes()),
+                    (o::END, &2_000u64.to_le_bytes()),
+                    (o::DEVICE_ID, &1u32.to_le_bytes()),
+                    (o::CONTEXT_ID, &3u32.to_le_bytes()),
+                    (o::STREAM_ID, &7u32.to_le_bytes()),
+                    (o::CORRELATION_ID, &5u32.to_le_bytes()),
+                    (o::GRID_X, &64i32.to_le_bytes()),
+                    (o::NAME, &(name.as_ptr() as usize).to_le_bytes()),
+                ],
+            )
+        };
+        let api = |domain: u32, cbid: u32, start: u64| {
+            use layout::api as o;
+            record(
+                o::LAYOUT.size_at(layout::version::V13_0).unwrap(),
+                &[
+                    (layout::KIND, &domain.to_le_bytes()),
+                    (o::CBID, &cbid.to_le_bytes()),
+                    (o::START, &start.to_le_bytes()),
+                    (o::END, &(start + 300).to_le_bytes()),
+                    (o::THREAD_ID, &42u32.to_le_bytes()),
+                    (o::CORRELATION_ID, &5u32.to_le_bytes()),
+                ],
+            )
+        };
+        let runtime = |n: &str| cbid_names::RUNTIME.iter().position(|(x, _)| *x == n).unwrap() as u32;
+        let copy = {
+            use layout::memcpy as o;
+            record(
+                o::LAYOUT.size_at(layout::version::V13_0).unwrap(),
+                &[
+                    (layout::KIND, &kind::MEMCPY.to_le_bytes()),
+                    (o::START, &3_000u64.to_le_bytes()),
+                    (o::END, &4_000u64.to_le_bytes()),
+                    (o::BYTES, &4096u64.to_le_bytes()),
+                ],
+            )
+        };
+        let records = [
+            api(kind::RUNTIME, runtime("cudaLaunchKernel"), 500),
+            api(kind::DRIVER, 307, 600),
+            api(kind::RUNTIME, runtime("cudaGetDevice"), 700),
+            api(kind::RUNTIME, 4000, 800), // past the names table
+            api(kind::DRIVER, 5000, 900),  // past `API_TABLE` too
+            kernel.clone(),
+            copy,
+            kernel,
+        ];
+        let mut fast = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let mut slow = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let (mut d_fast, mut d_slow) = (Decoder::default(), Decoder::default());
+        for _ in 0..2 {
+            for r in &records {
+                unsafe { d_fast.decode(r.as_ptr(), &mut fast) }.unwrap();
+                if let Some(e) = unsafe { d_slow.record(r.as_ptr(), &mut slow) } {
+                    slow.push(e).unwrap();
+                }
+            }
+        }
+        assert_eq!((d_fast.filtered_api, d_slow.filtered_api), (2, 2));
+        let fast = fast.finish(Trailer::default()).unwrap();
+        assert_eq!(fast, slow.finish(Trailer::default()).unwrap());
+        let trace = TraceFile::from_bytes("decoded.gtrace", fast).unwrap();
+        let events: Vec<Event> = trace.events().collect::<Result<_, _>>().unwrap();
+        assert_eq!(events.len(), 14, "{events:?}");
+    }
+
+    #[test]
+    fn every_kernel_name_stays_verified_within_a_buffer() {
+        // Far more names than the table starts with: none evicts another.
+        let mut m = rustc_hash_lite::PtrMap::default();
+        let ptr = |i: usize| 0x7f00_0000_0000 + i * 48;
+        for i in 0..5000 {
+            assert_eq!(m.verified(ptr(i)), None);
+            m.insert(ptr(i), format!("k{i}").as_bytes(), StringId(i as u32 + 1));
+        }
+        for i in 0..5000 {
+            assert_eq!(m.verified(ptr(i)), Some(StringId(i as u32 + 1)));
+        }
+        // The next buffer checks each again; a reused pointer is noticed.
+        m.new_buffer();
+        assert_eq!(m.verified(ptr(7)), None);
+        assert_eq!(m.get(ptr(7), b"k7"), Some(StringId(8)));
+        assert_eq!(m.verified(ptr(7)), Some(StringId(8)));
+        assert_eq!(m.get(ptr(8), b"other"), None);
+        assert_eq!(m.verified(ptr(8)), None);
+        assert_eq!(m.verified(0), None);
     }
 
     #[test]

@@ -716,9 +716,7 @@ fn walk<W: std::io::Write>(
         match unsafe { cupti.next_record(buf, valid, &mut cursor) } {
             Ok(true) => {
                 // Safety: CUPTI returned a complete record.
-                if let Some(e) = unsafe { dec.record(cursor as *const u8, w) } {
-                    w.push(e)?;
-                }
+                unsafe { dec.decode(cursor as *const u8, w) }?;
             }
             Ok(false) => break,
             Err(_) => {

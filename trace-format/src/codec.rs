@@ -46,6 +46,33 @@ pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
     }
 }
 
+/// A kernel's columns: start, end, series, attributes.
+#[inline(always)]
+fn kernel_columns(k: &Kernel) -> (u64, u64, [u64; 2], [u64; 11]) {
+    let s = [k.correlation.0 as u64, k.graph_node_id];
+    let a = [
+        k.name.0 as u64,
+        k.grid[0] as u64,
+        k.grid[1] as u64,
+        k.grid[2] as u64,
+        k.block[0] as u64,
+        k.block[1] as u64,
+        k.block[2] as u64,
+        k.static_shared_mem as u64,
+        k.dynamic_shared_mem as u64,
+        k.registers as u64,
+        k.graph_id as u64,
+    ];
+    (k.start.0, k.end.0, s, a)
+}
+
+/// An API call's columns: start, end, series, attributes.
+#[inline(always)]
+fn api_columns(c: &ApiCall) -> (u64, u64, [u64; 1], [u64; 4]) {
+    let a = [c.domain.0 as u64, c.cbid as u64, c.name.0 as u64, c.return_value as u64];
+    (c.start.0, c.end.0, [c.correlation.0 as u64], a)
+}
+
 /// Split an event into its columns and hand them to `row`, typed by the
 /// kind's series and attribute counts (so each kind's path is compiled on
 /// its own, with only its fields compared and copied).
@@ -53,21 +80,7 @@ macro_rules! split {
     ($e:expr, |$start:ident, $end:ident, $s:ident, $a:ident| $row:expr) => {
         match $e {
             Event::Kernel(k) => {
-                let ($start, $end) = (k.start.0, k.end.0);
-                let $s = [k.correlation.0 as u64, k.graph_node_id];
-                let $a = [
-                    k.name.0 as u64,
-                    k.grid[0] as u64,
-                    k.grid[1] as u64,
-                    k.grid[2] as u64,
-                    k.block[0] as u64,
-                    k.block[1] as u64,
-                    k.block[2] as u64,
-                    k.static_shared_mem as u64,
-                    k.dynamic_shared_mem as u64,
-                    k.registers as u64,
-                    k.graph_id as u64,
-                ];
+                let ($start, $end, $s, $a) = kernel_columns(k);
                 $row
             }
             Event::Memcpy(m) => {
@@ -96,9 +109,7 @@ macro_rules! split {
                 $row
             }
             Event::Api(c) => {
-                let ($start, $end) = (c.start.0, c.end.0);
-                let $s = [c.correlation.0 as u64];
-                let $a = [c.domain.0 as u64, c.cbid as u64, c.name.0 as u64, c.return_value as u64];
+                let ($start, $end, $s, $a) = api_columns(c);
                 $row
             }
             Event::Marker(m) => {
@@ -353,9 +364,11 @@ const CACHE_MAX_SLOTS: usize = 8192;
 /// turns the buffer to raw columns (20 bytes per event plus 8 per series),
 /// which are sorted and encoded when the chunk is written.
 ///
-/// Invariants. Streaming: `stream` holds exactly `streamed` varints per
-/// column, encoded from `first_start`, and `prev_start`, `prev_series` and
-/// `t_max` are those of the streamed events; `held` is one more event when
+/// Invariants. Streaming: each used `stream` column holds exactly
+/// `streamed` varints, encoded from `first_start`; `prev_start` and
+/// `prev_series` are those of the last streamed event (`prev_start` is 0
+/// and `room` is 0 while none is); `t_max` is the latest end of the
+/// streamed events (or the first start); `held` is one more event when
 /// `holding`; the raw columns are empty. Raw: `starts`, `ends` and `attr_idx` have one entry per
 /// event, `series` has `n_series` per event (row-major), `stream` is empty,
 /// and `sorted` is true iff `starts` is non-decreasing. Every attribute
@@ -365,8 +378,14 @@ pub(crate) struct ChunkBuf {
     n_series: usize,
     n_attrs: usize,
     streaming: bool,
-    /// Columns as written: start delta, duration, series deltas, attribute index.
-    stream: Vec<Vec<u8>>,
+    /// Events held (streamed, held back or raw).
+    count: usize,
+    /// Columns as written: start delta, duration, series deltas, attribute
+    /// index (the first `3 + n_series`; the others stay empty).
+    stream: [Vec<u8>; 3 + MAX_SERIES],
+    /// How many more events every used `stream` column has capacity for
+    /// (at most 10 bytes each), so that appending checks once per event.
+    room: usize,
     /// Events in `stream`.
     streamed: usize,
     /// Whether events are held back one at a time before they are streamed:
@@ -397,6 +416,9 @@ pub(crate) struct ChunkBuf {
     successor: Vec<u32>,
     /// Entry of the previous event (meaningless while `entries` is empty).
     last: u32,
+    /// `successor[last]`, read after the previous event so that the next
+    /// one does not wait for it (`u32::MAX`, no entry, when there is none).
+    predicted: u32,
     /// Direct-mapped cache in front of `dict`: (generation, entry index),
     /// valid only if its generation is the current one and the entry equals
     /// the tuple looked up. Generation 0 marks never-used slots.
@@ -473,14 +495,14 @@ unsafe fn write_varint(base: *mut u8, mut len: usize, mut v: u64) -> usize {
     len + 1
 }
 
-/// Append one varint to a column that grows as events arrive.
+/// Append one varint to a column without a capacity check.
+///
+/// # Safety
+/// `col` has at least 10 bytes of spare capacity.
 #[inline(always)]
-fn put_one(col: &mut Vec<u8>, v: u64) {
-    // Make room once (amortized doubling), then write without per-byte
-    // capacity checks.
-    col.reserve(10);
-    // Safety: `len + 10 <= capacity` after the reserve; every byte up to the
-    // new length is written.
+unsafe fn put_unchecked(col: &mut Vec<u8>, v: u64) {
+    // Safety: `len + 10 <= capacity` (the caller's promise); every byte up
+    // to the new length is written.
     unsafe {
         let len = write_varint(col.as_mut_ptr(), col.len(), v);
         col.set_len(len);
@@ -504,6 +526,34 @@ fn put_column(out: &mut Vec<u8>, count: usize, mut f: impl FnMut(usize) -> u64) 
     unsafe { out.set_len(len) };
 }
 
+/// Sort `perm` (indices into `keys`) stably by key. Chunks that go raw are
+/// usually nearly sorted (each driver call's record a place before its
+/// runtime caller's): an insertion sort puts those in order in linear
+/// time; past a budget of moves, the library's stable sort finishes.
+fn sort_nearly_sorted(perm: &mut [u32], keys: &[u64]) {
+    let key = |i: u32| keys[i as usize];
+    let mut budget = 4 * perm.len();
+    for i in 1..perm.len() {
+        let p = perm[i];
+        let k = key(p);
+        let mut j = i;
+        // Strictly greater only: equal keys keep their order (stable).
+        while j > 0 && key(perm[j - 1]) > k {
+            perm[j] = perm[j - 1];
+            j -= 1;
+        }
+        perm[j] = p;
+        budget = budget.saturating_sub(i - j);
+        if budget == 0 {
+            // The prefix is sorted stably and the rest is in index order
+            // (all indices after the prefix's), so a stable sort of the
+            // whole gives the same order as one of the original.
+            perm.sort_by_key(|&i| key(i));
+            return;
+        }
+    }
+}
+
 impl ChunkBuf {
     /// An empty buffer for `kind`.
     pub(crate) fn new(kind: EventKind) -> ChunkBuf {
@@ -513,7 +563,9 @@ impl ChunkBuf {
             n_series,
             n_attrs,
             streaming: true,
-            stream: vec![Vec::new(); 3 + n_series],
+            count: 0,
+            stream: Default::default(),
+            room: 0,
             streamed: 0,
             hold_back: false,
             held: Row::default(),
@@ -530,6 +582,7 @@ impl ChunkBuf {
             entries: Vec::new(),
             successor: Vec::new(),
             last: 0,
+            predicted: u32::MAX,
             cache: vec![(0, 0); CACHE_MIN_SLOTS],
             generation: 1,
             sorted: true,
@@ -539,11 +592,7 @@ impl ChunkBuf {
     /// Events held.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        if self.streaming {
-            self.streamed + usize::from(self.holding)
-        } else {
-            self.starts.len()
-        }
+        self.count
     }
 
     /// Add one event (of this buffer's kind).
@@ -553,12 +602,29 @@ impl ChunkBuf {
         split!(e, |start, end, s, a| self.push_row(start, end, s, a))
     }
 
+    /// Add one kernel (this buffer's kind is `Kernel`).
+    #[inline(always)]
+    pub(crate) fn push_kernel(&mut self, k: &Kernel) {
+        debug_assert_eq!(self.kind, EventKind::Kernel);
+        let (start, end, s, a) = kernel_columns(k);
+        self.push_row(start, end, s, a)
+    }
+
+    /// Add one API call (this buffer's kind is `Api`).
+    #[inline(always)]
+    pub(crate) fn push_api(&mut self, c: &ApiCall) {
+        debug_assert_eq!(self.kind, EventKind::Api);
+        let (start, end, s, a) = api_columns(c);
+        self.push_row(start, end, s, a)
+    }
+
     /// Add one event's columns: `NS` series and `NA` attributes (the
     /// buffer's shape).
     #[inline(always)]
     fn push_row<const NS: usize, const NA: usize>(&mut self, start: u64, end: u64, s: [u64; NS], a: [u64; NA]) {
         debug_assert_eq!((NS, NA), (self.n_series, self.n_attrs));
-        let predicted = self.successor.get(self.last as usize).copied().unwrap_or(u32::MAX);
+        self.count += 1;
+        let predicted = self.predicted;
         let idx = match self.entries.get(predicted as usize) {
             // Fields past NA are 0 in every entry of this buffer.
             Some(p) if same_prefix(p, &a) => predicted,
@@ -573,9 +639,10 @@ impl ChunkBuf {
             }
         };
         self.last = idx;
+        self.predicted = self.successor[idx as usize];
         if self.streaming {
             if !self.hold_back {
-                if self.streamed == 0 || start >= self.prev_start {
+                if start >= self.prev_start {
                     self.append(start, end, &s, idx);
                     return;
                 }
@@ -595,7 +662,7 @@ impl ChunkBuf {
                 self.holding = true;
                 self.held.set(start, end, &s, idx);
                 return;
-            } else if self.streamed == 0 || start >= self.prev_start {
+            } else if start >= self.prev_start {
                 // Just before the held event: this one goes out, the held
                 // one waits.
                 self.append(start, end, &s, idx);
@@ -618,23 +685,51 @@ impl ChunkBuf {
     /// not before the last one's).
     #[inline(always)]
     fn append(&mut self, start: u64, end: u64, s: &[u64], idx: u32) {
+        // `make_room` also refuses a row of another shape than the buffer's
+        // (an event of another kind), whose columns were not made room in.
+        if (self.room == 0) | (s.len() != self.n_series) {
+            self.make_room(start, s.len());
+        }
+        self.room -= 1;
+        let cols = &mut self.stream;
+        // Safety: `room` was at least 1, so every used column (the first
+        // `3 + n_series`, and `s.len() == n_series`, checked above) has 10
+        // spare bytes.
+        unsafe {
+            put_unchecked(&mut cols[0], zigzag(start.wrapping_sub(self.prev_start) as i64));
+            put_unchecked(&mut cols[1], zigzag(end.wrapping_sub(start) as i64));
+            for (j, &v) in s.iter().enumerate() {
+                put_unchecked(&mut cols[2 + j], zigzag(v.wrapping_sub(self.prev_series[j]) as i64));
+                self.prev_series[j] = v;
+            }
+            put_unchecked(&mut cols[2 + s.len()], idx as u64);
+        }
+        self.prev_start = start;
+        // The latest start is `prev_start`: `encode` takes it into account.
+        self.t_max = self.t_max.max(end);
+        self.streamed += 1;
+    }
+
+    /// Grow the used columns so that at least 64 more events fit (each
+    /// grows geometrically, so this runs rarely), and recount `room`. Also
+    /// starts the chunk at its first event (`start`): `room` is 0 whenever
+    /// `streamed` is. Panics if the event has `n_series` series where the
+    /// buffer's kind has another number (a bug in the caller: the writer
+    /// keys its buffers by kind).
+    #[inline(never)]
+    fn make_room(&mut self, start: u64, n_series: usize) {
+        assert_eq!(n_series, self.n_series, "an event of another kind than the buffer's");
         if self.streamed == 0 {
             self.first_start = start;
             self.prev_start = start;
             self.prev_series = [0; MAX_SERIES];
             self.t_max = start;
         }
-        let cols = &mut self.stream[..];
-        put_one(&mut cols[0], zigzag(start.wrapping_sub(self.prev_start) as i64));
-        put_one(&mut cols[1], zigzag(end.wrapping_sub(start) as i64));
-        for (j, &v) in s.iter().enumerate() {
-            put_one(&mut cols[2 + j], zigzag(v.wrapping_sub(self.prev_series[j]) as i64));
-            self.prev_series[j] = v;
+        let cols = &mut self.stream[..3 + self.n_series];
+        for c in cols.iter_mut() {
+            c.reserve(64 * 10);
         }
-        put_one(&mut cols[2 + s.len()], idx as u64);
-        self.prev_start = start;
-        self.t_max = self.t_max.max(start).max(end);
-        self.streamed += 1;
+        self.room = cols.iter().map(|c| (c.capacity() - c.len()) / 10).min().unwrap_or(0);
     }
 
     /// Turn the streamed columns back into raw ones (an event arrived out of
@@ -670,7 +765,9 @@ impl ChunkBuf {
         for c in &mut self.stream {
             c.clear();
         }
+        self.room = 0;
         self.streamed = 0;
+        self.prev_start = 0;
         self.streaming = false;
         self.sorted = true;
     }
@@ -706,9 +803,9 @@ impl ChunkBuf {
         if self.sorted {
             return;
         }
-        let n = self.len();
+        let n = self.starts.len();
         let mut perm: Vec<u32> = (0..n as u32).collect();
-        perm.sort_by_key(|&i| self.starts[i as usize]);
+        sort_nearly_sorted(&mut perm, &self.starts);
         let ns = self.n_series;
         self.starts = perm.iter().map(|&i| self.starts[i as usize]).collect();
         self.ends = perm.iter().map(|&i| self.ends[i as usize]).collect();
@@ -733,8 +830,8 @@ impl ChunkBuf {
                 self.holding = false;
             }
             // Already encoded, in start order: the first start is the earliest.
-            self.write_body(out, &self.stream);
-            (self.first_start, self.t_max)
+            self.write_body(out, &self.stream[..n_cols]);
+            (self.first_start, self.t_max.max(self.prev_start))
         } else {
             let times = self.encode_raw(cols);
             self.write_body(out, &cols[..n_cols]);
@@ -793,12 +890,16 @@ impl ChunkBuf {
     }
 
     fn clear(&mut self) {
+        self.count = 0;
         self.streamed = 0;
         self.holding = false;
         self.streaming = true;
         for c in &mut self.stream {
             c.clear();
         }
+        // Recounted from the kept capacity at the next append.
+        self.room = 0;
+        self.prev_start = 0;
         self.starts.clear();
         self.ends.clear();
         self.series.clear();
@@ -806,6 +907,7 @@ impl ChunkBuf {
         self.dict.clear();
         self.entries.clear();
         self.successor.clear();
+        self.predicted = u32::MAX;
         self.generation = self.generation.wrapping_add(1).max(1);
         self.sorted = true;
     }
@@ -1220,6 +1322,22 @@ mod tests {
                 }
                 prop_assert_eq!(c.remaining(), 0);
             }
+        }
+    }
+
+    proptest! {
+        /// The insertion sort with its fallback orders as the library's
+        /// stable sort: nearly sorted keys (steps back of up to `back`) and
+        /// shuffled ones, with ties.
+        #[test]
+        fn nearly_sorted_keys_sort_stably(steps in proptest::collection::vec((0u64..4, 0u64..6), 0..400), back in 0u64..40) {
+            let mut t = 100u64;
+            let keys: Vec<u64> = steps.iter().map(|&(gap, b)| { t += gap; t - (b * back).min(t) }).collect();
+            let mut want: Vec<u32> = (0..keys.len() as u32).collect();
+            want.sort_by_key(|&i| keys[i as usize]);
+            let mut got: Vec<u32> = (0..keys.len() as u32).collect();
+            sort_nearly_sorted(&mut got, &keys);
+            prop_assert_eq!(got, want);
         }
     }
 

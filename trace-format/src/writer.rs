@@ -4,7 +4,7 @@ use crate::chunk::*;
 use crate::codec::ChunkBuf;
 use crate::error::{FormatError, Result};
 use crate::header::{Communicator, Header, Trailer};
-use crate::model::{Event, EventKind, Track};
+use crate::model::{ApiCall, Event, EventKind, Kernel, Track};
 use crate::units::StringId;
 use crate::varint;
 use rustc_hash::FxHashMap;
@@ -64,6 +64,10 @@ pub struct TraceWriter<W: Write> {
     /// usually skips the map.
     recent: [Option<((EventKind, Track), usize)>; RECENT],
     recent_next: usize,
+    /// Per kind (indexed by its number - 1), the track and buffer of its
+    /// last event: kernels on a stream and API calls on a thread come in
+    /// long runs, so this usually answers before `recent` is searched.
+    last: [Option<(Track, usize)>; EventKind::ALL.len()],
     buffered: usize,
     counts: BTreeMap<String, u64>,
     losses: BTreeMap<String, u64>,
@@ -92,6 +96,7 @@ impl<W: Write> TraceWriter<W> {
             buffer_index: FxHashMap::default(),
             recent: [None; RECENT],
             recent_next: 0,
+            last: [None; EventKind::ALL.len()],
             buffered: 0,
             counts: BTreeMap::new(),
             losses: BTreeMap::new(),
@@ -135,12 +140,62 @@ impl<W: Write> TraceWriter<W> {
 
     /// Add one event, by reference: for an event that lives elsewhere
     /// (a decoded chunk, a vector), this saves copying its 112 bytes.
+    #[inline]
     pub fn push_ref(&mut self, event: &Event) -> Result<()> {
-        let key = (event.kind(), event.track());
+        match event {
+            Event::Kernel(k) => self.push_kernel(k),
+            Event::Api(c) => self.push_api(c),
+            _ => self.push_other(event),
+        }
+    }
+
+    /// Add one kernel: the same as [`Self::push`] with `Event::Kernel`,
+    /// for a caller that has a [`Kernel`] (the agent's decoder), without
+    /// building the [`Event`] and matching on it again.
+    #[inline(always)]
+    pub fn push_kernel(&mut self, k: &Kernel) -> Result<()> {
+        let track = Track::Gpu {
+            device: k.device,
+            context: k.context,
+            stream: k.stream,
+        };
+        let i = self.buffer_of(EventKind::Kernel, track);
+        self.buffers[i].1.push_kernel(k);
+        self.pushed(i)
+    }
+
+    /// Add one API call: the same as [`Self::push`] with `Event::Api` (see
+    /// [`Self::push_kernel`]).
+    #[inline(always)]
+    pub fn push_api(&mut self, c: &ApiCall) -> Result<()> {
+        let i = self.buffer_of(EventKind::Api, Track::Thread { tid: c.thread });
+        self.buffers[i].1.push_api(c);
+        self.pushed(i)
+    }
+
+    fn push_other(&mut self, event: &Event) -> Result<()> {
         if let Event::Loss(l) = event {
             let total = self.losses.entry(l.source.name().to_string()).or_default();
             *total = total.saturating_add(l.count);
         }
+        let i = self.buffer_of(event.kind(), event.track());
+        self.buffers[i].1.push(event);
+        self.pushed(i)
+    }
+
+    /// The buffer of `(kind, track)`: the kind's last track, then the
+    /// recent keys, then the map (adding a buffer if the key is new).
+    #[inline(always)]
+    fn buffer_of(&mut self, kind: EventKind, track: Track) -> usize {
+        match self.last[kind as usize - 1] {
+            Some((t, i)) if t == track => i,
+            _ => self.buffer_of_slow(kind, track),
+        }
+    }
+
+    #[inline(never)]
+    fn buffer_of_slow(&mut self, kind: EventKind, track: Track) -> usize {
+        let key = (kind, track);
         let i = match self.recent.iter().flatten().find(|(k, _)| *k == key) {
             Some(&(_, i)) => i,
             None => {
@@ -154,18 +209,35 @@ impl<W: Write> TraceWriter<W> {
                 i
             }
         };
-        let buf = &mut self.buffers[i].1;
-        buf.push(event);
+        self.last[kind as usize - 1] = Some((track, i));
+        i
+    }
+
+    /// Count an event just added to buffer `i`, writing a chunk if a limit
+    /// is reached.
+    #[inline(always)]
+    fn pushed(&mut self, i: usize) -> Result<()> {
         self.buffered += 1;
-        if buf.len() >= self.opts.chunk_events {
-            self.flush_buffer(i)?;
-        } else if self.buffered >= self.opts.max_buffered_events {
-            let fullest = (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len());
-            if let Some(j) = fullest {
-                self.flush_buffer(j)?;
-            }
+        // One branch in the common case (no limit reached).
+        if (self.buffers[i].1.len() >= self.opts.chunk_events) | (self.buffered >= self.opts.max_buffered_events) {
+            return self.write_some(i);
         }
         Ok(())
+    }
+
+    /// Buffer `i` or the buffered events reached their limit: write buffer
+    /// `i` if full, else the fullest.
+    #[cold]
+    #[inline(never)]
+    fn write_some(&mut self, i: usize) -> Result<()> {
+        if self.buffers[i].1.len() >= self.opts.chunk_events {
+            return self.flush_buffer(i);
+        }
+        let fullest = (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len());
+        match fullest {
+            Some(j) => self.flush_buffer(j),
+            None => Ok(()),
+        }
     }
 
     /// Write every buffered event and string and flush the underlying
