@@ -2,7 +2,8 @@
 //!
 //! Prints the parse rate in MB/s of JSON text and of file bytes, events/s,
 //! and the peak resident set (`VmHWM`). Run with
-//! `cargo bench -p gputrace-kineto --bench import`.
+//! `cargo bench -p gputrace-kineto --bench import` (`KINETO_BENCH_THREADS=1`: one
+//! parsing thread).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,13 +43,18 @@ fn main() {
             }
         }
     };
+    // `KINETO_BENCH_THREADS=1`: parse on one thread (gzip still inflates on its own).
+    let opts = gputrace_kineto::ImportOptions {
+        single_thread: std::env::var("KINETO_BENCH_THREADS").as_deref() == Ok("1"),
+        ..Default::default()
+    };
     let rss_before = peak_rss_kib().unwrap_or(0);
     let runs = 3;
     let mut best = f64::MAX;
     let mut summary = None;
     for _ in 0..runs {
         let t = Instant::now();
-        let s = gputrace_kineto::import(&file, std::io::sink(), &Default::default()).expect("import");
+        let s = gputrace_kineto::import(&file, std::io::sink(), &opts).expect("import");
         best = best.min(t.elapsed().as_secs_f64());
         summary = Some(s);
     }
@@ -65,12 +71,13 @@ fn main() {
         s.input_bytes as f64 / s.output_bytes.max(1) as f64
     );
     println!(
-        "best of {runs}: {:.3} s = {:.0} MB/s of JSON ({:.0} MB/s of file), {:.2} M trace events/s, {:.2} M gputrace events/s (both passes)",
+        "best of {runs}: {:.3} s = {:.0} MB/s of JSON ({:.0} MB/s of file), {:.2} M trace events/s, {:.2} M gputrace events/s{}",
         best,
         s.json_bytes as f64 / 1e6 / best,
         s.input_bytes as f64 / 1e6 / best,
         s.trace_events as f64 / 1e6 / best,
-        events as f64 / 1e6 / best
+        events as f64 / 1e6 / best,
+        if opts.single_thread { " (one parsing thread)" } else { "" }
     );
     println!(
         "peak RSS (VmHWM): {:.1} MiB (before import: {:.1} MiB)",

@@ -118,6 +118,51 @@ pub(crate) enum ParseError {
     Truncated,
 }
 
+/// The members of a trace event the importer reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Member {
+    Ph,
+    Cat,
+    Name,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    Args,
+    Other,
+}
+
+/// `name` and its closing quote as the low bytes of a little-endian word,
+/// and the mask of those bytes.
+const fn member_word(name: &[u8]) -> (u64, u64) {
+    let mut v = 0u64;
+    let mut i = 0;
+    while i < name.len() {
+        v |= (name[i] as u64) << (8 * i);
+        i += 1;
+    }
+    v |= (b'"' as u64) << (8 * name.len());
+    (v, (1u64 << (8 * (name.len() + 1))) - 1)
+}
+
+/// (word, mask, member, name length) for [`Parser::member`].
+const MEMBERS: [(u64, u64, Member, usize); 8] = {
+    const fn entry(name: &[u8], m: Member) -> (u64, u64, Member, usize) {
+        let (v, mask) = member_word(name);
+        (v, mask, m, name.len())
+    }
+    [
+        entry(b"ph", Member::Ph),
+        entry(b"cat", Member::Cat),
+        entry(b"name", Member::Name),
+        entry(b"pid", Member::Pid),
+        entry(b"tid", Member::Tid),
+        entry(b"ts", Member::Ts),
+        entry(b"dur", Member::Dur),
+        entry(b"args", Member::Args),
+    ]
+};
+
 /// Deepest nesting accepted (as serde_json's default recursion limit).
 const MAX_DEPTH: usize = 128;
 
@@ -203,6 +248,10 @@ impl<'a> Parser<'a> {
             match self.b.get(self.i) {
                 Some(b' ') => {
                     self.i += 1;
+                    // Mostly one space (after ':' and ','): no word needed.
+                    if self.b.get(self.i) != Some(&b' ') {
+                        continue;
+                    }
                     // Pretty-printed traces indent by many spaces: skip
                     // them eight at a time (the first byte that is not a
                     // space is the lowest non-zero byte of `word ^ SPACES`).
@@ -268,22 +317,22 @@ impl<'a> Parser<'a> {
         }
         loop {
             self.ws();
-            let key = self.key()?;
+            let member = self.member()?;
             self.ws();
             let at = self.i;
-            match key.as_ref() {
-                "ph" => self.text_field(&mut ev.ph, "ph")?,
-                "cat" => self.text_field(&mut ev.cat, "cat")?,
-                "name" => self.text_field(&mut ev.name, "name")?,
-                "pid" => self.raw_field(&mut ev.pid, "pid")?,
-                "tid" => self.raw_field(&mut ev.tid, "tid")?,
-                "ts" => self.raw_field(&mut ev.ts, "ts")?,
-                "dur" => self.raw_field(&mut ev.dur, "dur")?,
+            match member {
+                Member::Ph => self.text_field(&mut ev.ph, "ph")?,
+                Member::Cat => self.text_field(&mut ev.cat, "cat")?,
+                Member::Name => self.text_field(&mut ev.name, "name")?,
+                Member::Pid => self.raw_field(&mut ev.pid, "pid")?,
+                Member::Tid => self.raw_field(&mut ev.tid, "tid")?,
+                Member::Ts => self.raw_field(&mut ev.ts, "ts")?,
+                Member::Dur => self.raw_field(&mut ev.dur, "dur")?,
                 // Only some categories read their args: the others' are
                 // checked and skipped (when the category came first, as
                 // Kineto writes it).
-                "args" if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => self.skip_value()?,
-                "args" => match self.peek() {
+                Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => self.skip_value()?,
+                Member::Args => match self.peek() {
                     Some(b'{') => {
                         if ev.args.is_some() {
                             self.problem(at, "duplicate field \"args\"".into());
@@ -359,6 +408,47 @@ impl<'a> Parser<'a> {
         }
         self.i += 1;
         Ok(key)
+    }
+
+    /// A member name of the event object and its ':'. The names Kineto
+    /// writes are recognised from one 8-byte load when they are written
+    /// plainly; any other name (or one with escapes) is read as a string.
+    #[inline]
+    fn member(&mut self) -> Result<Member, ParseError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.expected("a member name in double quotes"));
+        }
+        let quick = self.b.get(self.i + 1..self.i + 9).and_then(|w| {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            MEMBERS
+                .iter()
+                .find(|(v, mask, _, _)| w & mask == *v)
+                .map(|&(_, _, m, len)| (m, len))
+        });
+        let member = match quick {
+            Some((m, len)) => {
+                // The name, then its closing quote.
+                self.i += len + 2;
+                m
+            }
+            None => match self.string()?.as_ref() {
+                "ph" => Member::Ph,
+                "cat" => Member::Cat,
+                "name" => Member::Name,
+                "pid" => Member::Pid,
+                "tid" => Member::Tid,
+                "ts" => Member::Ts,
+                "dur" => Member::Dur,
+                "args" => Member::Args,
+                _ => Member::Other,
+            },
+        };
+        self.ws();
+        if self.peek() != Some(b':') {
+            return Err(self.expected("':' after a member name"));
+        }
+        self.i += 1;
+        Ok(member)
     }
 
     /// A string member (`ph`, `cat`, `name`); `null` leaves it absent.

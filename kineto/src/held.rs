@@ -13,7 +13,7 @@
 use crate::error::Fail;
 use crate::map::Interner;
 use gputrace_format::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io::Write;
 
 /// Most events held by default before the importer falls back to two
@@ -46,7 +46,7 @@ impl<W: Write> Sink for TraceWriter<W> {
 pub(crate) struct Held {
     pub events: Vec<(Event, u64)>,
     strings: Vec<String>,
-    ids: HashMap<String, StringId>,
+    ids: FxHashMap<String, StringId>,
     /// Most events taken (0: no limit).
     limit: usize,
 }

@@ -500,6 +500,24 @@ fn id_of(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
 
 fn dim3(v: Option<Raw<'_>>, field: &str) -> Result<[u32; 3], Problem> {
     let Some(v) = v else { return Ok([0; 3]) };
+    // The usual shape, `[1, 2, 3]` of plain integers, without allocating.
+    if let Some(inner) = v.get().strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        let mut out = [1u32; 3];
+        let mut n = 0;
+        let plain = inner.split(',').all(|p| {
+            let parsed = p.trim().parse::<u32>().ok();
+            if let (Some(x), true) = (parsed, n < 3) {
+                out[n] = x;
+                n += 1;
+                true
+            } else {
+                false
+            }
+        });
+        if plain && n > 0 {
+            return Ok(out);
+        }
+    }
     let parts: Vec<&serde_json::value::RawValue> = serde_json::from_str(v.get()).map_err(|_| format!("\"{field}\" is not an array"))?;
     let mut out = [1u32; 3];
     if parts.len() > 3 {

@@ -16,6 +16,9 @@ const MAX_DIGITS: usize = 34;
 /// `"12.0004"` → 12000, `"2e-3"` → 2.
 pub fn scaled_integer(text: &str, scale: i32) -> Option<i128> {
     let bytes = text.trim().as_bytes();
+    if let Some(v) = plain_scaled(bytes, scale) {
+        return Some(v);
+    }
     let (negative, rest) = match bytes.first()? {
         b'-' => (true, &bytes[1..]),
         _ => (false, bytes),
@@ -101,6 +104,54 @@ pub fn scaled_integer(text: &str, scale: i32) -> Option<i128> {
     Some(if negative { -magnitude } else { magnitude })
 }
 
+/// [`scaled_integer`] for the common shapes, without allocating: at most
+/// 18 digits, no exponent, and no more decimals than `scale` (so nothing to
+/// round). `None` means "not this shape", not "not a number".
+#[inline]
+fn plain_scaled(bytes: &[u8], scale: i32) -> Option<i128> {
+    if !(0..=18).contains(&scale) {
+        return None;
+    }
+    let (negative, rest) = match bytes.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, bytes),
+    };
+    let mut v: u64 = 0;
+    let mut i = 0;
+    while let Some(d) = rest.get(i).filter(|d| d.is_ascii_digit()) {
+        v = v * 10 + u64::from(d - b'0');
+        i += 1;
+        if i > 18 {
+            return None;
+        }
+    }
+    let int_len = i;
+    if int_len == 0 {
+        return None;
+    }
+    let mut frac_len = 0usize;
+    if rest.get(i) == Some(&b'.') {
+        i += 1;
+        while let Some(d) = rest.get(i).filter(|d| d.is_ascii_digit()) {
+            v = v * 10 + u64::from(d - b'0');
+            i += 1;
+            frac_len += 1;
+            if int_len + frac_len > 18 {
+                return None;
+            }
+        }
+        if frac_len == 0 {
+            return None;
+        }
+    }
+    if i != rest.len() || frac_len as i32 > scale {
+        return None;
+    }
+    // At most 18 digits and a factor of at most 10^18: fits in i128.
+    let m = i128::from(v) * 10i128.pow((scale - frac_len as i32) as u32);
+    Some(if negative { -m } else { m })
+}
+
 /// A non-negative JSON integer (or a number with a zero fraction, e.g.
 /// `7.0`, or a decimal string such as `"7"`) as `u64`.
 pub fn unsigned(text: &str) -> Option<u64> {
@@ -149,6 +200,39 @@ mod tests {
         for t in ["", "-", "abc", "1.", ".5", "1e", "1.2.3", "0x10", "1e999", "\"1\""] {
             assert_eq!(scaled_integer(t, 3), None, "{t}");
         }
+    }
+
+    #[test]
+    fn the_fast_shapes_agree_with_the_general_path() {
+        for t in [
+            "0",
+            "-0",
+            "7",
+            "1712195495519689",
+            "1712195495519689.047",
+            "1712195495519689.04",
+            "12.5",
+            "-3.125",
+            "999999999999999999",
+            "99999999999999999.9",
+            "1.0001",
+            "00012",
+            "1e3",
+            "1.",
+            "-",
+            "",
+        ] {
+            for scale in [0, 3, 9] {
+                let fast = plain_scaled(t.as_bytes(), scale);
+                if let Some(v) = fast {
+                    // The general path, forced: through an exponent of zero.
+                    let general = scaled_integer(&format!("{t}e0"), scale);
+                    assert_eq!(Some(v), general, "{t} at scale {scale}");
+                }
+            }
+        }
+        assert_eq!(plain_scaled(b"1.0001", 3), None);
+        assert_eq!(plain_scaled(b"1e3", 3), None);
     }
 
     #[test]

@@ -56,17 +56,18 @@ pub(crate) fn window<R: Read, S: Sink>(sc: &mut Scanner<R>, mapper: &Mapper, sin
     if buf.len() - pos < WINDOW / 2 {
         return Ok(0);
     }
-    // This thread also reads the input, maps into the real sink and merges
-    // the worker's results: it takes the smaller share (2/5).
-    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) * 2 / 5) else {
+    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) / 2) else {
         return Ok(0);
     };
     let mut later = Held::default();
     let mut later_tally = Tally::default();
+    let (later_ref, later_tally_ref) = (&mut later, &mut later_tally);
     let (mine, theirs) = std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new().name("gputrace-parse".into()).spawn_scoped(scope, || {
-            run(buf, base, split, usize::MAX, mapper, &mut later, &mut later_tally, here)
-        });
+        let worker = std::thread::Builder::new()
+            .name("gputrace-parse".into())
+            .spawn_scoped(scope, move || {
+                run(buf, base, split, usize::MAX, mapper, later_ref, later_tally_ref, here)
+            });
         let mine = run(buf, base, pos, split, mapper, sink, tally, here);
         // A worker that could not start, failed or panicked is simply not used.
         let theirs = worker.ok().and_then(|h| h.join().ok()).and_then(Result::ok);

@@ -35,8 +35,10 @@ impl<R: Read> Read for CountingReader<R> {
 
 /// Size of the blocks [`ReadAhead`] hands over.
 const AHEAD_BLOCK: usize = 256 * 1024;
-/// Blocks decompressed ahead of the parser at most.
-const AHEAD_BLOCKS: usize = 4;
+/// Blocks decompressed ahead of the parser at most: more than a parallel
+/// window (`parallel::WINDOW`), so that inflating keeps going while a
+/// window is parsed instead of the next window waiting for it.
+const AHEAD_BLOCKS: usize = 20;
 
 /// Reads (decompresses) on a thread of its own, up to [`AHEAD_BLOCKS`]
 /// blocks ahead, so that inflating and parsing run at the same time.
