@@ -397,6 +397,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A member name and its ':'.
+    #[inline(always)]
     fn key(&mut self) -> Result<Cow<'a, str>, ParseError> {
         if self.peek() != Some(b'"') {
             return Err(self.expected("a member name in double quotes"));
@@ -452,6 +453,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A string member (`ph`, `cat`, `name`); `null` leaves it absent.
+    #[inline(always)]
     fn text_field(&mut self, slot: &mut Option<Cow<'a, str>>, field: &str) -> Result<(), ParseError> {
         let at = self.i;
         match self.peek() {
@@ -472,6 +474,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A member kept as text; `null` leaves it absent.
+    #[inline(always)]
     fn raw_field(&mut self, slot: &mut Option<Raw<'a>>, field: &str) -> Result<(), ParseError> {
         let start = self.i;
         match self.peek() {
@@ -506,6 +509,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A string starting at the current quote: its content, unescaped.
+    #[inline(always)]
     fn string(&mut self) -> Result<Cow<'a, str>, ParseError> {
         let start = self.i + 1;
         let escaped = self.pass_string()?;
@@ -520,7 +524,7 @@ impl<'a> Parser<'a> {
 
     /// Check the string starting at the current quote and move past it.
     /// Returns whether it holds escapes.
-    #[inline]
+    #[inline(always)]
     fn pass_string(&mut self) -> Result<bool, ParseError> {
         let b = self.b;
         let start = self.i + 1;
@@ -557,6 +561,8 @@ impl<'a> Parser<'a> {
     }
 
     /// Check the escape at `j` (a backslash); the index after it.
+    #[cold]
+    #[inline(never)]
     fn escape(&mut self, j: usize) -> Result<usize, ParseError> {
         match self.b.get(j + 1) {
             Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(j + 2),
@@ -582,6 +588,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A number, checked against JSON's grammar.
+    #[inline(always)]
     fn number(&mut self) -> Result<(), ParseError> {
         let b = self.b;
         let mut j = self.i;
