@@ -38,7 +38,7 @@ const AHEAD_BLOCK: usize = 256 * 1024;
 /// Blocks decompressed ahead of the parser at most: more than a parallel
 /// window (`parallel::WINDOW`), so that inflating keeps going while a
 /// window is parsed instead of the next window waiting for it.
-const AHEAD_BLOCKS: usize = 20;
+const AHEAD_BLOCKS: usize = 10;
 
 /// Reads (decompresses) on a thread of its own, up to [`AHEAD_BLOCKS`]
 /// blocks ahead, so that inflating and parsing run at the same time.
@@ -190,6 +190,12 @@ impl<R: Read> Scanner<R> {
     /// Buffer at least `want` bytes after the next one, or all that is
     /// left of the input if that is less.
     pub(crate) fn fill_to(&mut self, want: usize) -> Result<(), Fail> {
+        // Exactly as large as asked (doubling would overshoot).
+        if !self.input_done && self.buf.len() < want {
+            let mut grown = std::mem::take(&mut self.buf).into_vec();
+            grown.resize(want, 0);
+            self.buf = grown.into_boxed_slice();
+        }
         while !self.input_done && self.len - self.pos < want {
             if !self.more()? {
                 self.input_done = true;
