@@ -94,14 +94,24 @@ impl Held {
             .collect()
     }
 
-    /// Pass the held events (strings given new ids) on to `sink`.
-    pub(crate) fn drain_into<S: Sink>(self, sink: &mut S) -> Result<(), Fail> {
+    /// Pass the held events (strings given new ids) on to `sink`, and
+    /// empty this (keeping its allocations for the next use).
+    pub(crate) fn drain_into<S: Sink>(&mut self, sink: &mut S) -> Result<(), Fail> {
         let ids = self.strings_into(sink);
-        for (mut e, offset) in self.events {
+        self.strings.clear();
+        self.ids.clear();
+        for (mut e, offset) in self.events.drain(..) {
             remap(&mut e, &ids);
             sink.put(e, offset)?;
         }
         Ok(())
+    }
+
+    /// Empty this, keeping its allocations.
+    pub(crate) fn clear(&mut self) {
+        self.events.clear();
+        self.strings.clear();
+        self.ids.clear();
     }
 }
 

@@ -243,7 +243,7 @@ fn one_pass(
     summary: &mut ImportSummary,
     opts: &ImportOptions,
 ) -> Result<Result<TraceMeta, KinetoError>, Restart> {
-    let (mut sc, input_bytes) = match open(path) {
+    let (mut sc, input_bytes) = match open(path, !parallel(opts)) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -289,7 +289,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     };
     let mut tally = Tally::default();
     let mut summary = ImportSummary::default();
-    let (mut sc, input_bytes) = open(path)?;
+    let (mut sc, input_bytes) = open(path, !parallel(opts))?;
     summary.input_bytes = input_bytes;
     let result = walk(&mut sc, |key, sc| {
         if key != "traceEvents" {
@@ -341,9 +341,10 @@ fn trace_events<R: Read, S: Sink>(
     // Where the next two-thread window may start (see `parallel`); after a
     // window that could not be split, half a window is parsed serially.
     let mut serial_until = 0u64;
+    let mut later = Held::default();
     loop {
-        if !strict && !opts.single_thread && sc.offset() >= serial_until {
-            let parsed = parallel::window(sc, mapper, sink, tally)?;
+        if parallel(opts) && sc.offset() >= serial_until {
+            let parsed = parallel::window(sc, mapper, sink, tally, &mut later)?;
             summary.trace_events += parsed;
             if parsed == 0 {
                 serial_until = sc.offset() + parallel::WINDOW as u64 / 2;
@@ -527,7 +528,7 @@ fn shape_name(shape: Shape) -> &'static str {
 
 /// First pass: every top-level member except `traceEvents`, which is skipped unparsed.
 fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
-    let (mut sc, _) = open(path)?;
+    let (mut sc, _) = open(path, true)?;
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
     walk(&mut sc, |key, sc| {
@@ -611,9 +612,16 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
     }
 }
 
+/// Whether `traceEvents` is parsed on two threads (see `parallel`).
+fn parallel(opts: &ImportOptions) -> bool {
+    !opts.strict && !opts.single_thread
+}
+
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
-/// Returns the scanner and the file size.
-fn open(path: &Path) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+/// Returns the scanner and the file size. With `read_ahead`, gzip is
+/// inflated on a thread of its own; without, the two-thread parse inflates
+/// the next window while its worker parses.
+fn open(path: &Path, read_ahead: bool) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
     let io = |source| KinetoError::Io {
         path: path.to_path_buf(),
         source,
@@ -640,9 +648,13 @@ fn open(path: &Path) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
             count: count.clone(),
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
-        // Inflated on a thread of its own, ahead of the parser.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        Ok((Scanner::new(Box::new(ReadAhead::new(decoder)), Some(count)), meta.len()))
+        let reader: Box<dyn Read> = if read_ahead {
+            Box::new(ReadAhead::new(decoder))
+        } else {
+            Box::new(decoder)
+        };
+        Ok((Scanner::new(reader, Some(count)), meta.len()))
     } else {
         Ok((Scanner::new(Box::new(file), None), meta.len()))
     }

@@ -25,6 +25,9 @@ use std::io::Read;
 /// Bytes buffered for one pair of runs.
 pub(crate) const WINDOW: usize = 4 << 20;
 
+/// This thread's share of a window, in percent.
+const MINE_PERCENT: usize = 40;
+
 /// Why a run stopped.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Stop {
@@ -47,31 +50,46 @@ struct Run {
 /// Try one window at the element that starts at the scanner's next byte.
 /// Returns the number of elements parsed; when it is not 0 the scanner is
 /// just after the last of them (between elements), else nothing changed.
-pub(crate) fn window<R: Read, S: Sink>(sc: &mut Scanner<R>, mapper: &Mapper, sink: &mut S, tally: &mut Tally) -> Result<u64, Fail> {
+/// `later` is the worker's scratch (empty between calls; kept to reuse its
+/// memory).
+pub(crate) fn window<R: Read, S: Sink>(
+    sc: &mut Scanner<R>,
+    mapper: &Mapper,
+    sink: &mut S,
+    tally: &mut Tally,
+    later: &mut Held,
+) -> Result<u64, Fail> {
     sc.fill_to(WINDOW)?;
     let here = sc.here();
-    let (buf, pos, base) = sc.buffered();
+    let (buf, pos, base, mut refill) = sc.lend();
     // The scanner stops after a comma or a '[': the element follows whitespace.
     let pos = skip_ws(buf, pos);
     if buf.len() - pos < WINDOW / 2 {
+        let error = refill.into_error();
+        // Nothing consumed (consuming never moves back).
+        sc.give_back(0, error);
         return Ok(0);
     }
-    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) / 2) else {
+    // This thread also reads (inflates) the next window meanwhile: it
+    // parses the smaller share.
+    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) * MINE_PERCENT / 100) else {
+        let error = refill.into_error();
+        sc.give_back(0, error);
         return Ok(0);
     };
-    let mut later = Held::default();
     let mut later_tally = Tally::default();
-    let (later_ref, later_tally_ref) = (&mut later, &mut later_tally);
-    let (mine, theirs) = std::thread::scope(|scope| {
+    let (later_ref, later_tally_ref) = (&mut *later, &mut later_tally);
+    let (mine, theirs, error) = std::thread::scope(|scope| {
         let worker = std::thread::Builder::new()
             .name("gputrace-parse".into())
             .spawn_scoped(scope, move || {
                 run(buf, base, split, usize::MAX, mapper, later_ref, later_tally_ref, here)
             });
+        refill.fill(WINDOW);
         let mine = run(buf, base, pos, split, mapper, sink, tally, here);
         // A worker that could not start, failed or panicked is simply not used.
         let theirs = worker.ok().and_then(|h| h.join().ok()).and_then(Result::ok);
-        (mine, theirs)
+        (mine, theirs, refill.into_error())
     });
     let mine = mine?;
     let mut parsed = mine.parsed;
@@ -83,11 +101,9 @@ pub(crate) fn window<R: Read, S: Sink>(sc: &mut Scanner<R>, mapper: &Mapper, sin
             parsed += theirs.parsed;
             next = theirs.next;
         }
-        _ => {}
+        _ => later.clear(),
     }
-    if parsed > 0 {
-        sc.consume_to(next);
-    }
+    sc.give_back(if parsed > 0 { next } else { 0 }, error);
     Ok(parsed)
 }
 

@@ -147,6 +147,52 @@ pub(crate) struct Scanner<R> {
     compressed: Option<Arc<AtomicU64>>,
     /// The input is known to have ended (see [`Self::fill_to`]).
     input_done: bool,
+    /// Bytes read after `buf[..len]` while `buf` was lent out (see
+    /// [`Self::lend`]); they follow `buf[len - 1]` in the stream.
+    spare: Spare,
+    /// A read error met while reading ahead, reported when the bytes read
+    /// before it have been used up (as a direct read would have).
+    pending: Option<io::Error>,
+}
+
+/// Reads the input ahead into the scanner's spare buffer while its main
+/// buffer is lent out (see [`Scanner::lend`]).
+pub(crate) struct Refill<'a, R> {
+    inner: &'a mut R,
+    spare: &'a mut Spare,
+    input_done: &'a mut bool,
+    /// The first read error, reported when the refill is given back.
+    error: Option<io::Error>,
+}
+
+/// Bytes read ahead: `bytes[..len]` (the rest is room, zeroed once).
+#[derive(Default)]
+struct Spare {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl<R: Read> Refill<'_, R> {
+    /// The first read error, if any.
+    pub(crate) fn into_error(self) -> Option<io::Error> {
+        self.error
+    }
+
+    /// Read until `want` bytes are spare or the input ends.
+    pub(crate) fn fill(&mut self, want: usize) {
+        let spare = &mut *self.spare;
+        if spare.bytes.len() < want {
+            spare.bytes.resize(want, 0);
+        }
+        while !*self.input_done && self.error.is_none() && spare.len < want {
+            match self.inner.read(&mut spare.bytes[spare.len..want]) {
+                Ok(0) => *self.input_done = true,
+                Ok(n) => spare.len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => self.error = Some(e),
+            }
+        }
+    }
 }
 
 /// Makes positions while the scanner is borrowed (by a parsed event).
@@ -184,6 +230,46 @@ impl<R: Read> Scanner<R> {
             base: 0,
             compressed,
             input_done: false,
+            spare: Spare::default(),
+            pending: None,
+        }
+    }
+
+    /// Lend out the buffered bytes (as [`Self::buffered`]) together with a
+    /// [`Refill`] that reads ahead meanwhile; [`Self::give_back`] takes
+    /// the bytes it read.
+    pub(crate) fn lend(&mut self) -> (&[u8], usize, u64, Refill<'_, R>) {
+        let refill = Refill {
+            inner: &mut self.inner,
+            spare: &mut self.spare,
+            input_done: &mut self.input_done,
+            error: None,
+        };
+        (&self.buf[..self.len], self.pos, self.base, refill)
+    }
+
+    /// After [`Self::lend`]: consume the buffered bytes up to `index` (0:
+    /// none) and put the bytes read ahead after the unconsumed ones.
+    pub(crate) fn give_back(&mut self, index: usize, error: Option<io::Error>) {
+        self.consume_to(index);
+        if self.spare.len > 0 {
+            // Keep the unconsumed bytes, at the front, then the spare ones.
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.base += self.pos as u64;
+            self.len -= self.pos;
+            self.pos = 0;
+            let need = self.len + self.spare.len;
+            if self.buf.len() < need {
+                let mut grown = std::mem::take(&mut self.buf).into_vec();
+                grown.resize(need, 0);
+                self.buf = grown.into_boxed_slice();
+            }
+            self.buf[self.len..need].copy_from_slice(&self.spare.bytes[..self.spare.len]);
+            self.len = need;
+            self.spare.len = 0;
+        }
+        if error.is_some() {
+            self.pending = error;
         }
     }
 
@@ -196,7 +282,8 @@ impl<R: Read> Scanner<R> {
             grown.resize(want, 0);
             self.buf = grown.into_boxed_slice();
         }
-        while !self.input_done && self.len - self.pos < want {
+        // A pending read error waits until the bytes before it are used up.
+        while !self.input_done && self.pending.is_none() && self.len - self.pos < want {
             if !self.more()? {
                 self.input_done = true;
             }
@@ -204,15 +291,10 @@ impl<R: Read> Scanner<R> {
         Ok(())
     }
 
-    /// The buffered bytes (`[..pos]` consumed), the index of the next
-    /// byte, and the stream offset of the first.
-    pub(crate) fn buffered(&self) -> (&[u8], usize, u64) {
-        (&self.buf[..self.len], self.pos, self.base)
-    }
-
-    /// Consume the buffered bytes up to `index` (not before the next one).
+    /// Consume the buffered bytes up to `index` (an index before the next
+    /// byte consumes nothing).
     pub(crate) fn consume_to(&mut self, index: usize) {
-        debug_assert!(self.pos <= index && index <= self.len);
+        debug_assert!(index <= self.len);
         self.pos = index.clamp(self.pos, self.len);
     }
 
@@ -265,6 +347,13 @@ impl<R: Read> Scanner<R> {
     /// read more after them, doubling the buffer when it is full (so it
     /// grows to the largest trace event). False at the end of the input.
     fn more(&mut self) -> Result<bool, Fail> {
+        if let Some(source) = self.pending.take() {
+            return Err(Fail::Read {
+                at: self.at(self.base + self.len as u64),
+                source,
+                gzip: self.compressed.is_some(),
+            });
+        }
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.len, 0);
             self.base += self.pos as u64;

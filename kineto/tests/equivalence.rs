@@ -188,3 +188,28 @@ fn every_way_through_the_shared_traces_gives_the_same_bytes() {
         }
     }
 }
+
+#[test]
+fn a_gzip_stream_cut_inside_a_later_window_is_a_gzip_error_every_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = synthetic(60_000);
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut e, text.as_bytes()).unwrap();
+    let gz = e.finish().unwrap();
+    let p = dir.path().join("cut.json.gz");
+    std::fs::write(&p, &gz[..gz.len() * 7 / 10]).unwrap();
+    for single_thread in [false, true] {
+        let opts = ImportOptions {
+            single_thread,
+            ..Default::default()
+        };
+        match import(&p, std::io::sink(), &opts) {
+            Err(gputrace_kineto::KinetoError::Gzip { at, .. }) => {
+                assert!(at.compressed_offset.is_some());
+                // The error comes after the text that could be inflated.
+                assert!(at.offset > text.len() as u64 / 2, "{at:?}");
+            }
+            other => panic!("single_thread {single_thread}: {other:?}"),
+        }
+    }
+}
