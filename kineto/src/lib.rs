@@ -347,7 +347,7 @@ fn trace_events<R: Read, S: Sink>(
             let parsed = parallel::window(sc, mapper, sink, tally, &mut later)?;
             summary.trace_events += parsed;
             if parsed == 0 {
-                serial_until = sc.offset() + parallel::WINDOW as u64 / 2;
+                serial_until = sc.offset() + parallel::window_size(sc.size_hint()) as u64 / 2;
             } else if sc.comma_or(b']', "between trace events")? {
                 return Ok(());
             } else {
@@ -640,8 +640,19 @@ fn open(path: &Path, read_ahead: bool) -> Result<(Scanner<Box<dyn Read>>, u64), 
         }
     }
     use std::io::Seek;
+    let gzip = got == 2 && magic == [0x1f, 0x8b];
+    // The size of the JSON text, for the two-thread windows: a gzip file
+    // ends with it (modulo 4 GiB, of the last member only: a hint).
+    let mut text_size = meta.len();
+    if gzip && meta.len() >= 18 {
+        let mut isize = [0u8; 4];
+        file.seek(std::io::SeekFrom::End(-4)).map_err(io)?;
+        if file.read_exact(&mut isize).is_ok() {
+            text_size = text_size.max(u32::from_le_bytes(isize) as u64);
+        }
+    }
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
-    if got == 2 && magic == [0x1f, 0x8b] {
+    if gzip {
         let count = Arc::new(AtomicU64::new(0));
         let counted = CountingReader {
             inner: file,
@@ -654,8 +665,8 @@ fn open(path: &Path, read_ahead: bool) -> Result<(Scanner<Box<dyn Read>>, u64), 
         } else {
             Box::new(decoder)
         };
-        Ok((Scanner::new(reader, Some(count)), meta.len()))
+        Ok((Scanner::new(reader, Some(count), text_size), meta.len()))
     } else {
-        Ok((Scanner::new(Box::new(file), None), meta.len()))
+        Ok((Scanner::new(Box::new(file), None, text_size), meta.len()))
     }
 }

@@ -1,6 +1,6 @@
 //! Parsing `traceEvents` on two threads.
 //!
-//! The importer buffers a window of the array ([`WINDOW`] bytes), guesses
+//! The importer buffers a window of the array ([`window_size`]), guesses
 //! where an element starts near its middle (a `{` after `},`), and parses
 //! the second half on a worker thread while this thread parses the first.
 //! The guess is checked, not trusted: the worker's results are used only if
@@ -22,8 +22,12 @@ use crate::scan::{Here, Scanner};
 use crate::{map_element, Fail};
 use std::io::Read;
 
-/// Bytes buffered for one pair of runs.
-pub(crate) const WINDOW: usize = 4 << 20;
+/// Bytes buffered for one pair of runs: an eighth of the input, from 1 to
+/// 4 MiB (the window and the bytes read ahead meanwhile are the memory
+/// this costs, so small inputs get small windows).
+pub(crate) fn window_size(size_hint: u64) -> usize {
+    (size_hint / 8).clamp(1 << 20, 4 << 20) as usize
+}
 
 /// This thread's share of a window, in percent.
 const MINE_PERCENT: usize = 40;
@@ -59,12 +63,13 @@ pub(crate) fn window<R: Read, S: Sink>(
     tally: &mut Tally,
     later: &mut Held,
 ) -> Result<u64, Fail> {
-    sc.fill_to(WINDOW)?;
+    let window = window_size(sc.size_hint());
+    sc.fill_to(window)?;
     let here = sc.here();
     let (buf, pos, base, mut refill) = sc.lend();
     // The scanner stops after a comma or a '[': the element follows whitespace.
     let pos = skip_ws(buf, pos);
-    if buf.len() - pos < WINDOW / 2 {
+    if buf.len() - pos < window / 2 {
         let error = refill.into_error();
         // Nothing consumed (consuming never moves back).
         sc.give_back(0, error);
@@ -85,7 +90,7 @@ pub(crate) fn window<R: Read, S: Sink>(
             .spawn_scoped(scope, move || {
                 run(buf, base, split, usize::MAX, mapper, later_ref, later_tally_ref, here)
             });
-        refill.fill(WINDOW);
+        refill.fill(window);
         let mine = run(buf, base, pos, split, mapper, sink, tally, here);
         // A worker that could not start, failed or panicked is simply not used.
         let theirs = worker.ok().and_then(|h| h.join().ok()).and_then(Result::ok);

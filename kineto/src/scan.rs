@@ -35,10 +35,9 @@ impl<R: Read> Read for CountingReader<R> {
 
 /// Size of the blocks [`ReadAhead`] hands over.
 const AHEAD_BLOCK: usize = 256 * 1024;
-/// Blocks decompressed ahead of the parser at most: more than a parallel
-/// window (`parallel::WINDOW`), so that inflating keeps going while a
-/// window is parsed instead of the next window waiting for it.
-const AHEAD_BLOCKS: usize = 10;
+/// Blocks decompressed ahead of the parser at most (used when parsing on
+/// one thread; the two-thread parse reads the next window itself).
+const AHEAD_BLOCKS: usize = 4;
 
 /// Reads (decompresses) on a thread of its own, up to [`AHEAD_BLOCKS`]
 /// blocks ahead, so that inflating and parsing run at the same time.
@@ -153,6 +152,9 @@ pub(crate) struct Scanner<R> {
     /// A read error met while reading ahead, reported when the bytes read
     /// before it have been used up (as a direct read would have).
     pending: Option<io::Error>,
+    /// About how many bytes the input holds (file size, or gzip's
+    /// recorded text size).
+    size_hint: u64,
 }
 
 /// Reads the input ahead into the scanner's spare buffer while its main
@@ -221,7 +223,8 @@ pub(crate) enum Shape {
 }
 
 impl<R: Read> Scanner<R> {
-    pub(crate) fn new(inner: R, compressed: Option<Arc<AtomicU64>>) -> Self {
+    /// `size_hint`: about how many bytes the input holds.
+    pub(crate) fn new(inner: R, compressed: Option<Arc<AtomicU64>>, size_hint: u64) -> Self {
         Scanner {
             inner,
             buf: vec![0; BUF_SIZE].into_boxed_slice(),
@@ -232,6 +235,7 @@ impl<R: Read> Scanner<R> {
             input_done: false,
             spare: Spare::default(),
             pending: None,
+            size_hint,
         }
     }
 
@@ -296,6 +300,11 @@ impl<R: Read> Scanner<R> {
     pub(crate) fn consume_to(&mut self, index: usize) {
         debug_assert!(index <= self.len);
         self.pos = index.clamp(self.pos, self.len);
+    }
+
+    /// About how many bytes the input holds.
+    pub(crate) fn size_hint(&self) -> u64 {
+        self.size_hint
     }
 
     /// Makes positions for the bytes buffered now.
