@@ -309,10 +309,7 @@ impl<'a> Parser<'a> {
         if self.peek() != Some(b'{') {
             return Err(self.expected("'{'"));
         }
-        self.i += 1;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.i += 1;
+        if self.open_object() {
             return Ok(());
         }
         loop {
@@ -347,23 +344,45 @@ impl<'a> Parser<'a> {
                 },
                 _ => self.skip_value()?,
             }
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.expected("',' or '}' after a member")),
+            if !self.more_members()? {
+                return Ok(());
             }
         }
     }
 
-    fn args(&mut self, args: &mut RawArgs<'a>) -> Result<(), ParseError> {
-        self.i += 1; // '{'
+    /// Consume the `{` at `i` and the whitespace after it; true if the
+    /// object is empty (its `}` is consumed too).
+    #[inline(always)]
+    fn open_object(&mut self) -> bool {
+        self.i += 1;
         self.ws();
         if self.peek() == Some(b'}') {
             self.i += 1;
+            return true;
+        }
+        false
+    }
+
+    /// After a member: true for `,` (another member follows), false for the
+    /// closing `}`; both consumed.
+    #[inline(always)]
+    fn more_members(&mut self) -> Result<bool, ParseError> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                self.i += 1;
+                Ok(true)
+            }
+            Some(b'}') => {
+                self.i += 1;
+                Ok(false)
+            }
+            _ => Err(self.expected("',' or '}' after a member")),
+        }
+    }
+
+    fn args(&mut self, args: &mut RawArgs<'a>) -> Result<(), ParseError> {
+        if self.open_object() {
             return Ok(());
         }
         loop {
@@ -384,14 +403,8 @@ impl<'a> Parser<'a> {
                 }
                 None => self.skip_value()?,
             }
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                _ => return Err(self.expected("',' or '}' after a member")),
+            if !self.more_members()? {
+                return Ok(());
             }
         }
     }
