@@ -2,9 +2,12 @@
 //!
 //! `torch.profiler` writes one JSON document per rank (often gzipped):
 //! a `traceEvents` array plus metadata such as `baseTimeNanoseconds`,
-//! `distributedInfo` and `deviceProperties`. [`import`] streams that array
-//! one element at a time into a [`gputrace_format::TraceWriter`], so memory
-//! stays bounded by the writer's buffers, the string table and the largest
+//! `distributedInfo` and `deviceProperties`. [`import`] parses that array
+//! in place, in windows of the read buffer (on two threads for a large
+//! file: see `parallel`), with a validating parser that keeps only the
+//! fields it maps (`event`), and writes a [`gputrace_format::TraceWriter`].
+//! Memory stays bounded by the window, the mapped events held until the
+//! header can be written (see `held`), the string table and the largest
 //! single event, whatever the size of the file. [`to_trace`] does the same
 //! into memory and opens the result as a [`gputrace_format::TraceFile`].
 //!
@@ -243,7 +246,7 @@ fn one_pass(
     summary: &mut ImportSummary,
     opts: &ImportOptions,
 ) -> Result<Result<TraceMeta, KinetoError>, Restart> {
-    let (mut sc, input_bytes) = match open(path, !parallel(opts)) {
+    let (mut sc, input_bytes) = match open(path, opts) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -289,7 +292,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     };
     let mut tally = Tally::default();
     let mut summary = ImportSummary::default();
-    let (mut sc, input_bytes) = open(path, !parallel(opts))?;
+    let (mut sc, input_bytes) = open(path, opts)?;
     summary.input_bytes = input_bytes;
     let result = walk(&mut sc, |key, sc| {
         if key != "traceEvents" {
@@ -343,7 +346,7 @@ fn trace_events<R: Read, S: Sink>(
     let mut serial_until = 0u64;
     let mut later = Held::default();
     loop {
-        if parallel(opts) && sc.offset() >= serial_until {
+        if parallel(opts) && parallel::worth_it(sc.size_hint()) && sc.offset() >= serial_until {
             let parsed = parallel::window(sc, mapper, sink, tally, &mut later)?;
             summary.trace_events += parsed;
             if parsed == 0 {
@@ -528,7 +531,13 @@ fn shape_name(shape: Shape) -> &'static str {
 
 /// First pass: every top-level member except `traceEvents`, which is skipped unparsed.
 fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
-    let (mut sc, _) = open(path, true)?;
+    let (mut sc, _) = open(
+        path,
+        &ImportOptions {
+            single_thread: true,
+            ..ImportOptions::default()
+        },
+    )?;
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
     walk(&mut sc, |key, sc| {
@@ -618,10 +627,10 @@ fn parallel(opts: &ImportOptions) -> bool {
 }
 
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
-/// Returns the scanner and the file size. With `read_ahead`, gzip is
-/// inflated on a thread of its own; without, the two-thread parse inflates
-/// the next window while its worker parses.
-fn open(path: &Path, read_ahead: bool) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+/// Returns the scanner and the file size. Gzip is inflated on a thread of
+/// its own, unless `traceEvents` will be parsed on two threads: then the
+/// next window is inflated while the worker parses.
+fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
     let io = |source| KinetoError::Io {
         path: path.to_path_buf(),
         source,
@@ -660,7 +669,7 @@ fn open(path: &Path, read_ahead: bool) -> Result<(Scanner<Box<dyn Read>>, u64), 
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        let reader: Box<dyn Read> = if read_ahead {
+        let reader: Box<dyn Read> = if !(parallel(opts) && parallel::worth_it(text_size)) {
             Box::new(ReadAhead::new(decoder))
         } else {
             Box::new(decoder)

@@ -22,11 +22,17 @@ use crate::scan::{Here, Scanner};
 use crate::{map_element, Fail};
 use std::io::Read;
 
-/// Bytes buffered for one pair of runs: an eighth of the input, from 1 to
+/// Whether an input of about `size_hint` bytes is parsed on two threads:
+/// below 16 MiB, one thread (with inflating on another) is as fast.
+pub(crate) fn worth_it(size_hint: u64) -> bool {
+    size_hint >= 16 << 20
+}
+
+/// Bytes buffered for one pair of runs: an eighth of the input, from 2 to
 /// 4 MiB (the window and the bytes read ahead meanwhile are the memory
 /// this costs, so small inputs get small windows).
 pub(crate) fn window_size(size_hint: u64) -> usize {
-    (size_hint / 8).clamp(1 << 20, 4 << 20) as usize
+    (size_hint / 8).clamp(2 << 20, 4 << 20) as usize
 }
 
 /// This thread's share of a window, in percent.

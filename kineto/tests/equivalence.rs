@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
 
+/// Elements of the large synthetic trace: over 16 MiB of JSON, so that it
+/// is parsed on two threads, in several windows.
+const EVENTS: usize = 200_000;
+
 fn run(path: &Path, opts: &ImportOptions) -> (Vec<u8>, ImportSummary) {
     let mut out = Vec::new();
     let s = import(path, &mut out, opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -82,13 +86,14 @@ fn synthetic(events: usize) -> String {
 #[test]
 fn every_way_through_a_large_synthetic_trace_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let text = synthetic(60_000);
-    assert!(text.len() > 5 << 20, "{} bytes: too small for two parallel windows", text.len());
+    let text = synthetic(EVENTS);
+    // Two threads parse inputs of 16 MiB or more, in windows of 2-4 MiB.
+    assert!(text.len() > 17 << 20, "{} bytes: too small for two-thread parsing", text.len());
     let p = dir.path().join("big.json");
     std::fs::write(&p, &text).unwrap();
     let s = assert_same_every_way(&p);
-    let count = |kinds: &[usize]| (0..60_000).filter(|i| kinds.contains(&(i % 11))).count() as u64;
-    assert_eq!(s.trace_events, 60_000);
+    let count = |kinds: &[usize]| (0..EVENTS).filter(|i| kinds.contains(&(i % 11))).count() as u64;
+    assert_eq!(s.trace_events, EVENTS as u64);
     assert_eq!(s.events["kernel"], count(&[0, 5]));
     assert_eq!(s.events["collective"], count(&[5]));
     assert_eq!(s.flows, count(&[3]));
@@ -113,7 +118,7 @@ fn every_way_through_a_large_synthetic_trace_gives_the_same_bytes() {
 #[test]
 fn a_syntax_error_in_the_second_half_of_a_window_is_reported_where_it_is() {
     let dir = tempfile::tempdir().unwrap();
-    let mut text = synthetic(40_000);
+    let mut text = synthetic(EVENTS);
     let at = text.len() * 3 / 4;
     let at = at + text[at..].find("\"dur\": ").unwrap() + 7;
     text.replace_range(at..at + 1, "x");
@@ -192,7 +197,7 @@ fn every_way_through_the_shared_traces_gives_the_same_bytes() {
 #[test]
 fn a_gzip_stream_cut_inside_a_later_window_is_a_gzip_error_every_way() {
     let dir = tempfile::tempdir().unwrap();
-    let text = synthetic(60_000);
+    let text = synthetic(EVENTS);
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut e, text.as_bytes()).unwrap();
     let gz = e.finish().unwrap();
