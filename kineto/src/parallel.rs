@@ -1,8 +1,9 @@
 //! Parsing `traceEvents` on two threads.
 //!
 //! The importer buffers a window of the array ([`window_size`]), guesses
-//! where an element starts near its middle (a `{` after `},`), and parses
-//! the second half on a worker thread while this thread parses the first.
+//! where an element starts two fifths of the way in (a `{` after `},`),
+//! and parses the rest on a worker thread while this thread reads the next
+//! window and parses the first part.
 //! The guess is checked, not trusted: the worker's results are used only if
 //! this thread's own parse, element by element, arrives exactly at the
 //! guessed start. Otherwise they are dropped and the second half is parsed
@@ -102,7 +103,14 @@ pub(crate) fn window<R: Read, S: Sink>(
         let theirs = worker.ok().and_then(|h| h.join().ok()).and_then(Result::ok);
         (mine, theirs, refill.into_error())
     });
-    let mine = mine?;
+    let mine = match mine {
+        Ok(mine) => mine,
+        Err(f) => {
+            // The import stops here (or starts again from the file).
+            later.clear();
+            return Err(f);
+        }
+    };
     let mut parsed = mine.parsed;
     let mut next = mine.next;
     match theirs {
