@@ -204,6 +204,7 @@ fn writer_throughput(with_driver: bool) {
         .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
         .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
+
     let mut offsets = Vec::new();
     let mut t = 1_790_000_000_000_000_000u64;
     let mut records = 0u64;
@@ -261,7 +262,9 @@ fn writer_throughput(with_driver: bool) {
     let mut best = f64::MAX;
     let mut best_cpu = f64::MAX;
     let mut size = 0;
-    for _ in 0..7 {
+    // `AGENT_BENCH_REPS` runs more (for `perf record` of the loop alone).
+    let reps: usize = std::env::var("AGENT_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
+    for _ in 0..reps {
         let t0 = Instant::now();
         let cpu0 = thread_cpu();
         let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
