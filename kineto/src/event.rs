@@ -29,11 +29,6 @@ impl<'a> Raw<'a> {
     pub(crate) fn from_checked(text: &'a str) -> Self {
         Raw(text)
     }
-
-    #[cfg(test)]
-    pub(crate) fn new(text: &'a str) -> Self {
-        Raw(text)
-    }
 }
 
 /// One element of `traceEvents`, with the fields the importer reads. A
@@ -145,11 +140,19 @@ const fn member_word(name: &[u8]) -> (u64, u64) {
     (v, (1u64 << (8 * (name.len() + 1))) - 1)
 }
 
-/// (word, mask, member, name length) for [`Parser::member`].
-const MEMBERS: [(u64, u64, Member, usize); 8] = {
-    const fn entry(name: &[u8], m: Member) -> (u64, u64, Member, usize) {
-        let (v, mask) = member_word(name);
-        (v, mask, m, name.len())
+/// One member [`Parser::member`] recognises: its name, and the name with
+/// its closing quote as a word and mask (see [`member_word`]).
+struct KnownMember {
+    name: &'static [u8],
+    word: u64,
+    mask: u64,
+    member: Member,
+}
+
+const MEMBERS: [KnownMember; 8] = {
+    const fn entry(name: &'static [u8], member: Member) -> KnownMember {
+        let (word, mask) = member_word(name);
+        KnownMember { name, word, mask, member }
     }
     [
         entry(b"ph", Member::Ph),
@@ -412,16 +415,30 @@ impl<'a> Parser<'a> {
     /// A member name and its ':'.
     #[inline(always)]
     fn key(&mut self) -> Result<Cow<'a, str>, ParseError> {
+        self.name_quote()?;
+        let key = self.string()?;
+        self.colon()?;
+        Ok(key)
+    }
+
+    /// Check that a member name starts at `i`.
+    #[inline(always)]
+    fn name_quote(&self) -> Result<(), ParseError> {
         if self.peek() != Some(b'"') {
             return Err(self.expected("a member name in double quotes"));
         }
-        let key = self.string()?;
+        Ok(())
+    }
+
+    /// The ':' after a member name (whitespace before it allowed).
+    #[inline(always)]
+    fn colon(&mut self) -> Result<(), ParseError> {
         self.ws();
         if self.peek() != Some(b':') {
             return Err(self.expected("':' after a member name"));
         }
         self.i += 1;
-        Ok(key)
+        Ok(())
     }
 
     /// A member name of the event object and its ':'. The names Kineto
@@ -429,39 +446,26 @@ impl<'a> Parser<'a> {
     /// plainly; any other name (or one with escapes) is read as a string.
     #[inline]
     fn member(&mut self) -> Result<Member, ParseError> {
-        if self.peek() != Some(b'"') {
-            return Err(self.expected("a member name in double quotes"));
-        }
+        self.name_quote()?;
         let quick = self.b.get(self.i + 1..self.i + 9).and_then(|w| {
             let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-            MEMBERS
-                .iter()
-                .find(|(v, mask, _, _)| w & mask == *v)
-                .map(|&(_, _, m, len)| (m, len))
+            MEMBERS.iter().find(|k| w & k.mask == k.word)
         });
         let member = match quick {
-            Some((m, len)) => {
+            Some(k) => {
                 // The name, then its closing quote.
-                self.i += len + 2;
-                m
+                self.i += k.name.len() + 2;
+                k.member
             }
-            None => match self.string()?.as_ref() {
-                "ph" => Member::Ph,
-                "cat" => Member::Cat,
-                "name" => Member::Name,
-                "pid" => Member::Pid,
-                "tid" => Member::Tid,
-                "ts" => Member::Ts,
-                "dur" => Member::Dur,
-                "args" => Member::Args,
-                _ => Member::Other,
-            },
+            None => {
+                let name = self.string()?;
+                MEMBERS
+                    .iter()
+                    .find(|k| k.name == name.as_bytes())
+                    .map_or(Member::Other, |k| k.member)
+            }
         };
-        self.ws();
-        if self.peek() != Some(b':') {
-            return Err(self.expected("':' after a member name"));
-        }
-        self.i += 1;
+        self.colon()?;
         Ok(member)
     }
 
@@ -717,15 +721,9 @@ impl<'a> Parser<'a> {
 
     /// Check and skip a member name and its ':'.
     fn skip_key(&mut self) -> Result<(), ParseError> {
-        if self.peek() != Some(b'"') {
-            return Err(self.expected("a member name in double quotes"));
-        }
+        self.name_quote()?;
         self.pass_string()?;
-        self.ws();
-        if self.peek() != Some(b':') {
-            return Err(self.expected("':' after a member name"));
-        }
-        self.i += 1;
+        self.colon()?;
         Ok(())
     }
 }
@@ -882,6 +880,8 @@ mod tests {
         assert!(ok(r#"{"cat": "cuda_runtime", "args": {"cbid": 1}}"#).args.is_some());
         assert_eq!(syntax_at(r#"{"cat": "cpu_op", "args": {"device": 1,}}"#), 39);
         assert!(ok("{}").ph.is_none());
+        // A name written with an escape is still recognised (the slow path).
+        assert_eq!(ok(r#"{"p\u0068": "X", "args\u0000": 1}"#).ph.as_deref(), Some("X"));
         assert!(ok(r#"{"ph": null, "args": null, "ts": null}"#).ts.is_none());
     }
 

@@ -346,7 +346,7 @@ fn trace_events<R: Read, S: Sink>(
     let mut serial_until = 0u64;
     let mut later = Held::default();
     loop {
-        if parallel(opts) && parallel::worth_it(sc.size_hint()) && sc.offset() >= serial_until {
+        if two_threads(opts, sc.size_hint()) && sc.offset() >= serial_until {
             let parsed = parallel::window(sc, mapper, sink, tally, &mut later)?;
             summary.trace_events += parsed;
             if parsed == 0 {
@@ -621,9 +621,10 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
     }
 }
 
-/// Whether `traceEvents` is parsed on two threads (see `parallel`).
-fn parallel(opts: &ImportOptions) -> bool {
-    !opts.strict && !opts.single_thread
+/// Whether `traceEvents` of an input of about `size_hint` bytes is parsed
+/// on two threads (see `parallel`).
+fn two_threads(opts: &ImportOptions, size_hint: u64) -> bool {
+    !opts.strict && !opts.single_thread && parallel::worth_it(size_hint)
 }
 
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
@@ -669,7 +670,7 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u6
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        let reader: Box<dyn Read> = if !(parallel(opts) && parallel::worth_it(text_size)) {
+        let reader: Box<dyn Read> = if !two_threads(opts, text_size) {
             Box::new(ReadAhead::new(decoder))
         } else {
             Box::new(decoder)

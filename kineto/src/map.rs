@@ -643,7 +643,7 @@ mod tests {
 
     #[test]
     fn ids_come_from_labels_in_any_script() {
-        let id = |json: &str| id_of(Some(Raw::new(json)), "tid").unwrap();
+        let id = |json: &str| id_of(Some(Raw::from_checked(json)), "tid").unwrap();
         assert_eq!(id("\"stream 7\""), Some(7));
         assert_eq!(id("\"线程7\""), Some(7));
         assert_eq!(id("\"GPU·12 \""), Some(12));
