@@ -244,32 +244,30 @@ impl<'a> Parser<'a> {
         self.b.get(self.i).copied()
     }
 
+    /// Skip JSON whitespace (space, tab, line feed, carriage return).
+    /// Kineto indents its events, so runs of one to a dozen bytes are
+    /// common: they are passed eight bytes at a time, without a branch per
+    /// byte.
     #[inline]
     fn ws(&mut self) {
-        const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
-        loop {
-            match self.b.get(self.i) {
-                Some(b' ') => {
-                    self.i += 1;
-                    // Mostly one space (after ':' and ','): no word needed.
-                    if self.b.get(self.i) != Some(&b' ') {
-                        continue;
-                    }
-                    // Pretty-printed traces indent by many spaces: skip
-                    // them eight at a time (the first byte that is not a
-                    // space is the lowest non-zero byte of `word ^ SPACES`).
-                    while let Some(w) = self.b.get(self.i..self.i + 8) {
-                        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) ^ SPACES;
-                        if x != 0 {
-                            self.i += x.trailing_zeros() as usize / 8;
-                            break;
-                        }
-                        self.i += 8;
-                    }
-                }
-                Some(b'\n' | b'\r' | b'\t') => self.i += 1,
-                _ => return,
+        match self.b.get(self.i) {
+            Some(&c) if c > b' ' => return,
+            Some(b' ') if self.b.get(self.i + 1).is_some_and(|&c| c > b' ') => {
+                self.i += 1;
+                return;
             }
+            _ => {}
+        }
+        while let Some(w) = self.b.get(self.i..self.i + 8) {
+            let stop = not_ws(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+            if stop != 0 {
+                self.i += stop.trailing_zeros() as usize / 8;
+                return;
+            }
+            self.i += 8;
+        }
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.b.get(self.i) {
+            self.i += 1;
         }
     }
 
@@ -751,6 +749,22 @@ fn digit_run(b: &[u8], mut j: usize) -> usize {
     j
 }
 
+/// The high bit of each byte of `w` (eight input bytes, little-endian)
+/// that is not JSON whitespace. Exact per byte: no carry crosses a byte
+/// (`(x & 0x7f) + 0x7f` stays below 0x100), so every flag is true, not
+/// only the lowest.
+#[inline(always)]
+fn not_ws(w: u64) -> u64 {
+    const LOW7: u64 = u64::from_le_bytes([0x7F; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // High bit set iff the byte differs from `c`.
+    let differs = |c: u8| {
+        let x = w ^ u64::from_le_bytes([c; 8]);
+        ((x & LOW7).wrapping_add(LOW7)) | x
+    };
+    differs(b' ') & differs(b'\n') & differs(b'\r') & differs(b'\t') & HIGH
+}
+
 /// The end of the run of plain string bytes (not [`STRING_STOP`]) at `j`.
 #[inline(always)]
 fn plain_run(b: &[u8], mut j: usize) -> usize {
@@ -937,6 +951,19 @@ mod tests {
                 s[pos] = v;
                 let plain = s.iter().position(|&c| STRING_STOP[c as usize]).unwrap_or(20);
                 assert_eq!(plain_run(&s, 0), plain, "{pos} {v:#x}");
+                // Whitespace runs of every mix, ended by any byte.
+                for fill in [b' ', b'\n', b'\r', b'\t'] {
+                    let mut w: Vec<u8> = (0..20).map(|i| [b' ', b'\n', fill, b'\t', b'\r'][i % 5]).collect();
+                    w[pos] = v;
+                    let run = w.iter().position(|c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t')).unwrap_or(20);
+                    let mut p = Parser {
+                        b: &w,
+                        i: 0,
+                        problem: None,
+                    };
+                    p.ws();
+                    assert_eq!(p.i, run, "{pos} {v:#x}");
+                }
             }
         }
     }
