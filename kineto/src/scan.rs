@@ -167,12 +167,21 @@ pub(crate) struct Refill<'a, R> {
     error: Option<io::Error>,
 }
 
-/// Bytes read ahead: `bytes[..len]` (the rest is room, zeroed once).
+/// Bytes read ahead: `bytes[HEADROOM..HEADROOM + len]`. The room before
+/// them takes the scanner's unconsumed bytes when the two buffers trade
+/// places (see [`Scanner::give_back`]); the rest is room, zeroed once.
+/// `bytes` is allocated to its exact length, so that it becomes the
+/// scanner's boxed buffer without a copy.
 #[derive(Default)]
 struct Spare {
     bytes: Vec<u8>,
     len: usize,
 }
+
+/// Room before the bytes read ahead for the unconsumed end of the window
+/// (the start of an element cut by the window's end: rarely more than a
+/// few hundred bytes).
+const HEADROOM: usize = 64 * 1024;
 
 impl<R: Read> Refill<'_, R> {
     /// The first read error, if any.
@@ -183,11 +192,15 @@ impl<R: Read> Refill<'_, R> {
     /// Read until `want` bytes are spare or the input ends.
     pub(crate) fn fill(&mut self, want: usize) {
         let spare = &mut *self.spare;
-        if spare.bytes.len() < want {
-            spare.bytes.resize(want, 0);
+        if spare.bytes.len() < HEADROOM + want {
+            let mut grown = vec![0; HEADROOM + want];
+            if spare.len > 0 {
+                grown[HEADROOM..HEADROOM + spare.len].copy_from_slice(&spare.bytes[HEADROOM..HEADROOM + spare.len]);
+            }
+            spare.bytes = grown;
         }
         while !*self.input_done && self.error.is_none() && spare.len < want {
-            match self.inner.read(&mut spare.bytes[spare.len..want]) {
+            match self.inner.read(&mut spare.bytes[HEADROOM + spare.len..HEADROOM + want]) {
                 Ok(0) => *self.input_done = true,
                 Ok(n) => spare.len += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -256,7 +269,20 @@ impl<R: Read> Scanner<R> {
     /// none) and put the bytes read ahead after the unconsumed ones.
     pub(crate) fn give_back(&mut self, index: usize, error: Option<io::Error>) {
         self.consume_to(index);
-        if self.spare.len > 0 {
+        let tail = self.len - self.pos;
+        if self.spare.len > 0 && tail <= HEADROOM && self.base + self.pos as u64 >= (HEADROOM - tail) as u64 {
+            // Trade buffers: the unconsumed bytes go just before the spare
+            // ones, in its headroom, and the spare buffer becomes the
+            // scanner's (no copy of the bytes read ahead).
+            let at = HEADROOM - tail;
+            self.spare.bytes[at..HEADROOM].copy_from_slice(&self.buf[self.pos..self.len]);
+            let ahead = std::mem::take(&mut self.spare.bytes).into_boxed_slice();
+            self.spare.bytes = std::mem::replace(&mut self.buf, ahead).into_vec();
+            self.base = self.base + self.pos as u64 - at as u64;
+            self.pos = at;
+            self.len = HEADROOM + self.spare.len;
+            self.spare.len = 0;
+        } else if self.spare.len > 0 {
             // Keep the unconsumed bytes, at the front, then the spare ones.
             self.buf.copy_within(self.pos..self.len, 0);
             self.base += self.pos as u64;
@@ -268,7 +294,7 @@ impl<R: Read> Scanner<R> {
                 grown.resize(need, 0);
                 self.buf = grown.into_boxed_slice();
             }
-            self.buf[self.len..need].copy_from_slice(&self.spare.bytes[..self.spare.len]);
+            self.buf[self.len..need].copy_from_slice(&self.spare.bytes[HEADROOM..HEADROOM + self.spare.len]);
             self.len = need;
             self.spare.len = 0;
         }
@@ -657,4 +683,56 @@ pub(crate) fn line_col_to_index(text: &[u8], line: usize, column: usize) -> usiz
         }
     }
     (line_start + column.saturating_sub(1)).min(text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lend the window, read `ahead` bytes meanwhile, consume up to `upto`
+    /// and give it back; then the unconsumed bytes and the ones read ahead
+    /// must follow each other, at the right stream offsets.
+    fn trade(input: &[u8], first: usize, upto: usize, ahead: usize) {
+        let mut sc = Scanner::new(input, None, input.len() as u64);
+        sc.fill_to(first).unwrap();
+        let (buffered, pos, base, mut refill) = sc.lend();
+        assert_eq!((pos, base), (0, 0));
+        assert!(buffered.len() >= first);
+        let window = buffered.len();
+        refill.fill(ahead);
+        let error = refill.into_error();
+        sc.give_back(upto, error);
+        assert_eq!(sc.offset(), upto as u64, "consumed up to {upto}");
+        let rest = &sc.buf[sc.pos..sc.len];
+        assert_eq!(rest, &input[upto..window + ahead], "first {first} upto {upto} ahead {ahead}");
+        assert_eq!(sc.base + sc.pos as u64, upto as u64);
+    }
+
+    #[test]
+    fn read_ahead_bytes_follow_the_unconsumed_ones() {
+        let input: Vec<u8> = (0..3 * BUF_SIZE + 4 * HEADROOM).map(|i| (i * 7 % 251) as u8).collect();
+        // A short unconsumed end (the buffers trade places), a long one
+        // (copied as before), nothing consumed, everything consumed.
+        for (upto, ahead) in [
+            (BUF_SIZE - 100, BUF_SIZE),
+            (BUF_SIZE - 2 * HEADROOM, BUF_SIZE),
+            (0, 1000),
+            (BUF_SIZE, 5000),
+        ] {
+            trade(&input, BUF_SIZE, upto, ahead);
+        }
+        // Twice in a row: the traded buffer is read ahead into again.
+        let mut sc = Scanner::new(&input[..], None, input.len() as u64);
+        sc.fill_to(BUF_SIZE).unwrap();
+        for round in 0..2u64 {
+            let (buffered, pos, base, mut refill) = sc.lend();
+            let end = base + buffered.len() as u64;
+            let upto = buffered.len() - 10;
+            assert_eq!(base + pos as u64, round * (BUF_SIZE as u64 - 10));
+            refill.fill(BUF_SIZE);
+            let error = refill.into_error();
+            sc.give_back(upto, error);
+            assert_eq!(&sc.buf[sc.pos..sc.len], &input[sc.offset() as usize..end as usize + BUF_SIZE]);
+        }
+    }
 }
