@@ -8,6 +8,16 @@
 /// Largest number of significant digits accepted (keeps `i128` exact).
 const MAX_DIGITS: usize = 34;
 
+/// `text.trim()`, without looking for Unicode whitespace when both ends
+/// are visible ASCII (every number the parser hands over).
+#[inline]
+fn trim(text: &str) -> &str {
+    match (text.as_bytes().first(), text.as_bytes().last()) {
+        (Some(a), Some(b)) if a.is_ascii_graphic() && b.is_ascii_graphic() => text,
+        _ => text.trim(),
+    }
+}
+
 /// The value of JSON number `text` times `10^scale`, rounded to the nearest
 /// integer (halves away from zero). `None` if `text` is not a JSON number or
 /// the result does not fit.
@@ -15,7 +25,7 @@ const MAX_DIGITS: usize = 34;
 /// `scale = 3` turns microseconds into nanoseconds: `"1.5"` → 1500,
 /// `"12.0004"` → 12000, `"2e-3"` → 2.
 pub fn scaled_integer(text: &str, scale: i32) -> Option<i128> {
-    let bytes = text.trim().as_bytes();
+    let bytes = trim(text).as_bytes();
     if let Some(v) = plain_scaled(bytes, scale) {
         return Some(v);
     }
@@ -155,7 +165,7 @@ fn plain_scaled(bytes: &[u8], scale: i32) -> Option<i128> {
 /// A non-negative JSON integer (or a number with a zero fraction, e.g.
 /// `7.0`, or a decimal string such as `"7"`) as `u64`.
 pub fn unsigned(text: &str) -> Option<u64> {
-    let t = text.trim();
+    let t = trim(text);
     let t = t.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(t);
     if let Ok(v) = t.parse::<u64>() {
         return Some(v);
