@@ -37,6 +37,7 @@ use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::ops::Range;
 
 /// Lane tids above stream ids: synchronizations of stream `s` use
 /// `SYNC_TID_BASE + s`, communicator `i` of a rank uses `COMM_TID_BASE + i`.
@@ -152,6 +153,13 @@ struct JsonWriter<W: Write> {
     gpu_text: TextCache<GpuIdsKey, 64>,
     /// A kernel's registers, shared memory, grid and block args by their values.
     launch_text: TextCache<LaunchKey, 1024>,
+    /// The current event's `,"pid":…,"tid":…,"ts":…` text: its (pid, tid,
+    /// ts) and where it lies in `out.buf`, so that its flow copies it
+    /// (empty before the event writes it; nothing is flushed in between).
+    last_place: ((u64, u64, u64), Range<usize>),
+    /// The current event's correlation id and where its digits lie (see
+    /// `last_place`).
+    last_corr: (u64, Range<usize>),
 }
 
 /// `key` then `[x,y,z]`.
@@ -206,6 +214,8 @@ impl<W: Write> JsonWriter<W> {
             place_text: TextCache::new(),
             gpu_text: TextCache::new(),
             launch_text: TextCache::new(),
+            last_place: ((0, 0, 0), 0..0),
+            last_corr: (0, 0..0),
         }
     }
 
@@ -327,6 +337,7 @@ impl<W: Write> JsonWriter<W> {
     fn pid_tid_ts(&mut self, pid: u64, tid: u64, ts: u64) {
         let base = self.base;
         let b = &mut self.out.buf;
+        let at = b.len();
         self.place_text.put(b, (pid, tid), pid ^ tid.rotate_left(32), |t| {
             t.extend_from_slice(b",\"pid\":");
             put_u64(t, pid);
@@ -335,6 +346,7 @@ impl<W: Write> JsonWriter<W> {
             t.extend_from_slice(b",\"ts\":");
         });
         put_micros(b, ts.saturating_sub(base));
+        self.last_place = ((pid, tid, ts), at..b.len());
     }
 
     fn name_id(&mut self, input: &Input<'_>, id: StringId) {
@@ -373,7 +385,16 @@ impl<W: Write> JsonWriter<W> {
             t.extend_from_slice(b",\"stream\":");
             put_u64(t, stream.0 as u64);
         });
-        self.arg_u64(b",\"correlation\":", correlation.0 as u64);
+        self.correlation(correlation.0 as u64);
+    }
+
+    /// `,"correlation":N`, remembered for the event's flow.
+    fn correlation(&mut self, v: u64) {
+        let b = &mut self.out.buf;
+        b.extend_from_slice(b",\"correlation\":");
+        let at = b.len();
+        put_u64(b, v);
+        self.last_corr = (v, at..b.len());
     }
 
     fn arg_u64(&mut self, key: &[u8], v: u64) {
@@ -475,11 +496,23 @@ impl<W: Write> JsonWriter<W> {
         (pid, tid)
     }
 
+    /// A flow event of the event just written: its id and its place and
+    /// time are copied from that event's text when they are the same.
     fn flow(&mut self, ph: &[u8], id: u64, pid: u64, tid: u64, ts: u64) {
+        let (place, corr) = (self.last_place.clone(), self.last_corr.clone());
         self.open(ph, b"ac2g");
-        self.out.buf.extend_from_slice(b",\"name\":\"ac2g\",\"id\":");
-        put_u64(&mut self.out.buf, id);
-        self.pid_tid_ts(pid, tid, ts);
+        let b = &mut self.out.buf;
+        b.extend_from_slice(b",\"name\":\"ac2g\",\"id\":");
+        if corr.0 == id && !corr.1.is_empty() {
+            b.extend_from_within(corr.1);
+        } else {
+            put_u64(b, id);
+        }
+        if place.0 == (pid, tid, ts) && !place.1.is_empty() {
+            b.extend_from_within(place.1);
+        } else {
+            self.pid_tid_ts(pid, tid, ts);
+        }
         if ph == b"f" {
             self.out.buf.extend_from_slice(b",\"bp\":\"e\"");
         }
@@ -517,6 +550,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
     }
 
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+        self.last_place.1 = 0..0;
+        self.last_corr.1 = 0..0;
         let (pid, tid) = self.place(input, item.lane);
         let (s, e) = (item.start, item.end);
         match item.event {
@@ -607,7 +642,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.pid_tid_ts(pid, tid, s);
                 self.dur(s, e);
                 self.arg_u64(b",\"args\":{\"cbid\":", a.cbid as u64);
-                self.arg_u64(b",\"correlation\":", a.correlation.0 as u64);
+                self.correlation(a.correlation.0 as u64);
                 if a.return_value != 0 {
                     self.arg_u64(b",\"return\":", a.return_value as u64);
                 }
