@@ -69,6 +69,14 @@ pub struct TraceWriter<W: Write> {
     /// long runs, so this usually answers before `recent` is searched.
     last: [Option<(Track, usize)>; EventKind::ALL.len()],
     buffered: usize,
+    /// Events that can be pushed before a limit (`chunk_events` in one
+    /// buffer, `max_buffered_events` in all) can be reached, at least 1.
+    /// Invariant: at most `max_buffered_events - buffered` and at most
+    /// `chunk_events - len` of every buffer (each push adds one event to
+    /// one buffer, so counting down keeps it); writing a chunk only moves
+    /// both bounds up. So the limits are checked only when it reaches 0,
+    /// and still at the exact push that reaches one.
+    until_check: usize,
     counts: BTreeMap<String, u64>,
     losses: BTreeMap<String, u64>,
     bytes_written: u64,
@@ -98,6 +106,8 @@ impl<W: Write> TraceWriter<W> {
             recent_next: 0,
             last: [None; EventKind::ALL.len()],
             buffered: 0,
+            // The first push computes the real count.
+            until_check: 1,
             counts: BTreeMap::new(),
             losses: BTreeMap::new(),
             bytes_written: 0,
@@ -218,26 +228,35 @@ impl<W: Write> TraceWriter<W> {
     #[inline(always)]
     fn pushed(&mut self, i: usize) -> Result<()> {
         self.buffered += 1;
-        // One branch in the common case (no limit reached).
-        if (self.buffers[i].1.len() >= self.opts.chunk_events) | (self.buffered >= self.opts.max_buffered_events) {
-            return self.write_some(i);
+        self.until_check -= 1;
+        // One branch in the common case (no limit can have been reached).
+        if self.until_check == 0 {
+            return self.check_limits(i);
         }
         Ok(())
     }
 
-    /// Buffer `i` or the buffered events reached their limit: write buffer
-    /// `i` if full, else the fullest.
+    /// A limit may have been reached by the push to buffer `i`: write
+    /// buffer `i` if full, else the fullest if too many events are
+    /// buffered; then count down again.
     #[cold]
     #[inline(never)]
-    fn write_some(&mut self, i: usize) -> Result<()> {
-        if self.buffers[i].1.len() >= self.opts.chunk_events {
-            return self.flush_buffer(i);
-        }
-        let fullest = (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len());
-        match fullest {
-            Some(j) => self.flush_buffer(j),
-            None => Ok(()),
-        }
+    fn check_limits(&mut self, i: usize) -> Result<()> {
+        let r = if self.buffers[i].1.len() >= self.opts.chunk_events {
+            self.flush_buffer(i)
+        } else if self.buffered >= self.opts.max_buffered_events {
+            match (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len()) {
+                Some(j) => self.flush_buffer(j),
+                None => Ok(()),
+            }
+        } else {
+            Ok(())
+        };
+        let longest = self.buffers.iter().map(|b| b.1.len()).max().unwrap_or(0);
+        self.until_check = (self.opts.chunk_events.saturating_sub(longest))
+            .min(self.opts.max_buffered_events.saturating_sub(self.buffered))
+            .max(1);
+        r
     }
 
     /// Write every buffered event and string and flush the underlying

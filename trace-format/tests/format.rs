@@ -174,6 +174,28 @@ proptest! {
     }
 
     #[test]
+    fn limits_hold_at_every_push(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, max in 1usize..80) {
+        let opts = WriterOptions { chunk_events: chunk, max_buffered_events: max, zstd_level: 1 };
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
+        for i in 0..60 {
+            w.intern(&format!("name-{i}"));
+        }
+        for e in &events {
+            w.push(*e).unwrap();
+            // Reaching the limit writes at once.
+            prop_assert!(w.buffered_events() < max, "{} buffered, limit {max}", w.buffered_events());
+        }
+        let t = TraceFile::from_bytes("limits", w.finish(Trailer::default()).unwrap()).unwrap();
+        prop_assert!(t.chunks().iter().all(|c| c.count as usize <= chunk));
+        prop_assert_eq!(t.chunks().iter().map(|c| c.count as usize).sum::<usize>(), events.len());
+        // A single track fills its chunks exactly (when the total limit is not lower).
+        if max > chunk && events.iter().all(|e| (e.kind(), e.track()) == (events[0].kind(), events[0].track())) {
+            let full = t.chunks().iter().filter(|c| c.count as usize == chunk).count();
+            prop_assert_eq!(full, events.len() / chunk);
+        }
+    }
+
+    #[test]
     fn mutated_files_never_panic(events in proptest::collection::vec(arb_event(), 1..200), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), cut in any::<usize>()) {
         let mut bytes = write(&events, WriterOptions { chunk_events: 16, ..WriterOptions::default() }, true);
         for (pos, v) in flips {
