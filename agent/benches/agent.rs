@@ -40,8 +40,9 @@ fn main() {
     // `AGENT_BENCH_ONLY=writer` runs only the writer throughput (for perf);
     // `AGENT_BENCH_ONLY=steady` only its steady-state measurement.
     if matches!(std::env::var("AGENT_BENCH_ONLY").as_deref(), Ok("writer" | "steady")) {
-        writer_throughput(false);
-        writer_throughput(true);
+        for mix in Mix::ALL {
+            writer_throughput(mix);
+        }
         return;
     }
     // 1. Callback cost.
@@ -60,8 +61,9 @@ fn main() {
     // 2. Writer throughput on a CUPTI-layout buffer: launches only, then
     // with the driver call each launch makes (CUPTI records both; the
     // driver call's record comes first, as it returns first).
-    writer_throughput(false);
-    writer_throughput(true);
+    for mix in Mix::ALL {
+        writer_throughput(mix);
+    }
 
     // 3. NCCL plugin calls: GroupApi, CollApi, KernelLaunch start/stop, API
     // stops, Coll start/stop = 8 calls per collective; a drainer thread
@@ -196,7 +198,31 @@ fn main() {
 /// CUPTI-layout records (a runtime launch, optionally the driver call it
 /// makes, a kernel; a copy every 50 kernels) through the agent's decoder and
 /// the trace writer to a file, best of 7.
-fn writer_throughput(with_driver: bool) {
+/// Which records each launch makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// The agent's default (`api_calls` on): the runtime call, the driver
+    /// call it makes, and the kernel.
+    Default,
+    /// The runtime call and the kernel.
+    RuntimeOnly,
+    /// The kernel alone (`api_calls` off).
+    KernelsOnly,
+}
+
+impl Mix {
+    const ALL: [Mix; 3] = [Mix::Default, Mix::RuntimeOnly, Mix::KernelsOnly];
+
+    fn label(self) -> &'static str {
+        match self {
+            Mix::Default => "runtime + driver + kernel (default)",
+            Mix::RuntimeOnly => "runtime + kernel",
+            Mix::KernelsOnly => "kernels only",
+        }
+    }
+}
+
+fn writer_throughput(mix: Mix) {
     let v = layout::version::V13_0;
     let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
     let asize = layout::api::LAYOUT.size_at(v).unwrap();
@@ -237,7 +263,11 @@ fn writer_throughput(with_driver: bool) {
         put(&mut k, o::GRID_X, 1i32 << (i % 9));
         put(&mut k, o::BLOCK_X, 256i32);
         put(&mut k, o::NAME, names[(i % 300) as usize].as_ptr());
-        let launch = if with_driver { vec![d, a, k] } else { vec![a, k] };
+        let launch = match mix {
+            Mix::Default => vec![d, a, k],
+            Mix::RuntimeOnly => vec![a, k],
+            Mix::KernelsOnly => vec![k],
+        };
         for r in launch {
             offsets.push(buf.len());
             buf.extend_from_slice(&r);
@@ -264,7 +294,7 @@ fn writer_throughput(with_driver: bool) {
         &offsets,
         records,
         t - 1_790_000_000_000_000_000,
-        with_driver,
+        mix,
         &dir.path().join("steady.gtrace"),
     );
     if std::env::var("AGENT_BENCH_ONLY").as_deref() == Ok("steady") {
@@ -298,8 +328,8 @@ fn writer_throughput(with_driver: bool) {
         size = std::fs::metadata(&path).unwrap().len();
     }
     println!(
-        "writer thread{}: {records} records ({:.1} MB of CUPTI records) -> {size} bytes on disk in {:.1} ms = {:.1} M records/s ({:.2} bytes/record); CPU time: {:.1} M records/s",
-        if with_driver { " (with driver calls)" } else { "" },
+        "writer thread, {}: {records} records ({:.1} MB of CUPTI records) -> {size} bytes on disk in {:.1} ms = {:.1} M records/s ({:.2} bytes/record); CPU time: {:.1} M records/s",
+        mix.label(),
         buf.len() as f64 / 1e6,
         best * 1e3,
         records as f64 / best / 1e6,
@@ -315,7 +345,7 @@ fn writer_throughput(with_driver: bool) {
 /// measurement). The first pass warms the writer's buffers and is not
 /// counted; the writer's one-time costs (creating the file, the header,
 /// growing its buffers, the index and trailer at exit) are not in the rate.
-fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, with_driver: bool, path: &std::path::Path) {
+fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix, path: &std::path::Path) {
     let v = layout::version::V13_0;
     let mut buf = buf.to_vec();
     let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
@@ -358,8 +388,8 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, with_dri
     drop(f.into_inner().unwrap());
     let size = std::fs::metadata(path).unwrap().len();
     println!(
-        "writer thread, steady state{}: {records} records per pass -> {:.2} bytes/record on disk; best pass {:.1} ms = {:.1} M records/s; CPU time: {:.1} M records/s",
-        if with_driver { " (with driver calls)" } else { "" },
+        "writer thread, steady state, {}: {records} records per pass -> {:.2} bytes/record on disk; best pass {:.1} ms = {:.1} M records/s; CPU time: {:.1} M records/s",
+        mix.label(),
         size as f64 / (records as f64 * (reps + 1) as f64),
         best * 1e3,
         records as f64 / best / 1e6,
