@@ -35,7 +35,7 @@ use crate::out::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, Visitor, WalkOptions};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
 use std::ops::Range;
 
@@ -98,14 +98,14 @@ struct InputState {
     gpu_pid_base: u64,
     /// Escaped string literals by string id, filled on first use.
     names: Vec<Option<Box<[u8]>>>,
-    lanes: HashSet<Lane>,
-    gpus: HashSet<DeviceId>,
+    lanes: FxHashSet<Lane>,
+    gpus: FxHashSet<DeviceId>,
     comms: Vec<CommId>,
     /// NCCL collectives by the (device, correlation id) of the kernel that ran
     /// them, so that kernel events carry PyTorch's collective args as Kineto
     /// writes them (what TraceLens and HTA read). At most
     /// [`MAX_LINKED_COLLECTIVES`] per input (bounded memory).
-    kernel_coll: HashMap<(u32, u32), Collective>,
+    kernel_coll: FxHashMap<(u32, u32), Collective>,
 }
 
 /// Collectives remembered per input for their kernels' args (about 120 bytes
@@ -113,8 +113,8 @@ struct InputState {
 const MAX_LINKED_COLLECTIVES: usize = 1 << 18;
 
 /// The linked collectives of a trace, by their kernel's (device, correlation).
-fn linked_collectives(trace: &TraceFile) -> HashMap<(u32, u32), Collective> {
-    let mut map = HashMap::new();
+fn linked_collectives(trace: &TraceFile) -> FxHashMap<(u32, u32), Collective> {
+    let mut map = FxHashMap::default();
     for e in trace.events_of(&[EventKind::Collective]) {
         // A damaged chunk is reported by the walk itself.
         let Ok(Event::Collective(c)) = e else { continue };
@@ -198,8 +198,8 @@ impl<W: Write> JsonWriter<W> {
                     host_pid: if clash { CLASH_PID_BASE + ordinal as u64 } else { pid as u64 },
                     gpu_pid_base: if merged { MERGED_GPU_PID_BASE + 1000 * ordinal as u64 } else { 0 },
                     names: vec![None; trace.string_count()],
-                    lanes: HashSet::new(),
-                    gpus: HashSet::new(),
+                    lanes: FxHashSet::default(),
+                    gpus: FxHashSet::default(),
                     comms: Vec::new(),
                     kernel_coll: linked_collectives(trace),
                 }
