@@ -368,6 +368,11 @@ impl<'a> Parser<'a> {
     /// closing `}`; both consumed.
     #[inline(always)]
     fn more_members(&mut self) -> Result<bool, ParseError> {
+        // Kineto separates members on a line by ", ": one load for both.
+        if self.b.get(self.i..self.i + 2) == Some(b", ") {
+            self.i += 2;
+            return Ok(true);
+        }
         self.ws();
         match self.peek() {
             Some(b',') => {
@@ -431,6 +436,11 @@ impl<'a> Parser<'a> {
     /// The ':' after a member name (whitespace before it allowed).
     #[inline(always)]
     fn colon(&mut self) -> Result<(), ParseError> {
+        // Kineto writes ": " after a name: one load for both.
+        if self.b.get(self.i..self.i + 2) == Some(b": ") {
+            self.i += 2;
+            return Ok(());
+        }
         self.ws();
         if self.peek() != Some(b':') {
             return Err(self.expected("':' after a member name"));
