@@ -46,21 +46,53 @@ pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
     }
 }
 
-/// A kernel's columns: start, end, series, attributes.
+/// Attribute words per entry of a kind's dictionary while its chunk is
+/// built: as on disk ([`shape`]), except a kernel's, whose eleven 32-bit
+/// fields are held two to a word ([`kernel_columns`]), so that comparing a
+/// launch with the predicted tuple reads six words instead of eleven.
+/// [`unpack_kernel`] gives the on-disk fields back when the chunk is written.
+fn memory_attrs(kind: EventKind) -> usize {
+    match kind {
+        EventKind::Kernel => KERNEL_WORDS,
+        _ => shape(kind).1,
+    }
+}
+
+/// Words of a kernel's packed attribute tuple.
+const KERNEL_WORDS: usize = 6;
+
+/// A kernel's packed tuple (see [`kernel_columns`]) as its on-disk fields:
+/// name, grid x y z, block x y z, static and dynamic shared memory,
+/// registers, graph id.
+fn unpack_kernel(a: &Attrs) -> Attrs {
+    let (lo, hi) = (|w: u64| w & 0xFFFF_FFFF, |w: u64| w >> 32);
+    [
+        lo(a[0]),
+        lo(a[1]),
+        hi(a[1]),
+        lo(a[2]),
+        hi(a[2]),
+        lo(a[3]),
+        hi(a[3]),
+        lo(a[4]),
+        hi(a[4]),
+        hi(a[0]),
+        a[5],
+    ]
+}
+
+/// A kernel's columns: start, end, series, attributes (32-bit fields
+/// packed two to a word, see [`memory_attrs`]).
 #[inline(always)]
-fn kernel_columns(k: &Kernel) -> (u64, u64, [u64; 2], [u64; 11]) {
+fn kernel_columns(k: &Kernel) -> (u64, u64, [u64; 2], [u64; KERNEL_WORDS]) {
     let s = [k.correlation.0 as u64, k.graph_node_id];
+    let pair = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
     let a = [
-        k.name.0 as u64,
-        k.grid[0] as u64,
-        k.grid[1] as u64,
-        k.grid[2] as u64,
-        k.block[0] as u64,
-        k.block[1] as u64,
-        k.block[2] as u64,
-        k.static_shared_mem as u64,
-        k.dynamic_shared_mem as u64,
-        k.registers as u64,
+        pair(k.name.0, k.registers),
+        pair(k.grid[0], k.grid[1]),
+        pair(k.grid[2], k.block[0]),
+        pair(k.block[1], k.block[2]),
+        pair(k.static_shared_mem, k.dynamic_shared_mem),
         k.graph_id as u64,
     ];
     (k.start.0, k.end.0, s, a)
@@ -557,11 +589,11 @@ fn sort_nearly_sorted(perm: &mut [u32], keys: &[u64]) {
 impl ChunkBuf {
     /// An empty buffer for `kind`.
     pub(crate) fn new(kind: EventKind) -> ChunkBuf {
-        let (n_series, n_attrs) = shape(kind);
+        let (n_series, _) = shape(kind);
         ChunkBuf {
             kind,
             n_series,
-            n_attrs,
+            n_attrs: memory_attrs(kind),
             streaming: true,
             count: 0,
             stream: Default::default(),
@@ -873,10 +905,12 @@ impl ChunkBuf {
 
     /// The body: dictionary, column lengths, columns.
     fn write_body(&self, out: &mut Vec<u8>, cols: &[Vec<u8>]) {
-        varint::put(out, self.n_attrs as u64);
+        let on_disk = shape(self.kind).1;
+        varint::put(out, on_disk as u64);
         varint::put(out, self.entries.len() as u64);
         for a in &self.entries {
-            for v in &a[..self.n_attrs] {
+            let a = if self.kind == EventKind::Kernel { unpack_kernel(a) } else { *a };
+            for v in &a[..on_disk] {
                 varint::put(out, *v);
             }
         }
