@@ -306,10 +306,12 @@ impl<R: Read> Scanner<R> {
     /// Buffer at least `want` bytes after the next one, or all that is
     /// left of the input if that is less.
     pub(crate) fn fill_to(&mut self, want: usize) -> Result<(), Fail> {
-        // Exactly as large as asked (doubling would overshoot).
+        // As large as asked (doubling would overshoot), plus the headroom
+        // that the buffer read ahead has: the two trade places (see
+        // `give_back`), and then each is large enough for the other's role.
         if !self.input_done && self.buf.len() < want {
             let mut grown = std::mem::take(&mut self.buf).into_vec();
-            grown.resize(want, 0);
+            grown.resize(want + HEADROOM, 0);
             self.buf = grown.into_boxed_slice();
         }
         // A pending read error waits until the bytes before it are used up.
