@@ -23,8 +23,10 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 stream,
                 correlation,
                 name: StringId(name),
-                grid: [v[1], v[2], 1],
-                block: [v[3], 1, 1],
+                // Every field differs, so that two fields swapped in the
+                // encoding would show.
+                grid: [v[1], v[2], v[1].rotate_left(7) ^ 3],
+                block: [v[3], v[3].rotate_left(3) ^ 5, v[2].rotate_left(11) ^ 9],
                 static_shared_mem: v[4],
                 dynamic_shared_mem: v[5],
                 registers: v[6],

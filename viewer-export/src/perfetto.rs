@@ -39,7 +39,7 @@ use crate::proto::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io::Write;
 
 /// The Perfetto protobuf writer.
@@ -227,8 +227,8 @@ struct ProtoWriter<W: Write> {
     inputs: Vec<InputState>,
     next_iid: u64,
     /// Names that are not in a string table (memcpy labels, ...).
-    label_iids: HashMap<String, u64>,
-    uuids: HashMap<TrackKey, u64>,
+    label_iids: FxHashMap<String, u64>,
+    uuids: FxHashMap<TrackKey, u64>,
     /// The last tracks looked up (events alternate among a few lanes).
     recent: Recent<TrackKey, u64>,
     /// Interned names the current packet must carry.
@@ -335,8 +335,8 @@ impl<W: Write> ProtoWriter<W> {
             args,
             inputs,
             next_iid: 1,
-            label_iids: HashMap::new(),
-            uuids: HashMap::new(),
+            label_iids: FxHashMap::default(),
+            uuids: FxHashMap::default(),
             recent: Recent::new(),
             new_names: Vec::new(),
             arg_cache: ArgCache {
