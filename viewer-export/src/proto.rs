@@ -15,7 +15,27 @@ const FIXED64: u32 = 1;
 /// Wire type of length-delimited fields.
 const LEN: u32 = 2;
 
-pub(crate) use gputrace_format::varint::put as varint;
+/// Append `v` as a varint: room for the longest (10 bytes) is made once,
+/// then the bytes are stored without a capacity check each, so a constant
+/// (a field tag) becomes one or two plain stores.
+#[inline]
+pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
+    buf.reserve(10);
+    let len = buf.len();
+    // Safety: 10 bytes of spare capacity were reserved, and a varint takes
+    // at most 10; the length grows only over the bytes written.
+    unsafe {
+        let out = buf.as_mut_ptr().add(len);
+        let mut n = 0;
+        while v >= 0x80 {
+            *out.add(n) = v as u8 | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        *out.add(n) = v as u8;
+        buf.set_len(len + n + 1);
+    }
+}
 
 #[inline]
 fn tag(buf: &mut Vec<u8>, field: u32, wire: u32) {
@@ -154,6 +174,12 @@ mod tests {
 
     #[test]
     fn varints() {
+        for v in [0, 1, 127, 128, 300, 1 << 35, u64::MAX - 1, u64::MAX] {
+            let (mut ours, mut reference) = (vec![9u8], vec![9u8]);
+            varint(&mut ours, v);
+            gputrace_format::varint::put(&mut reference, v);
+            assert_eq!(ours, reference, "{v}");
+        }
         let mut b = Vec::new();
         varint(&mut b, 300);
         assert_eq!(b, [0xac, 0x02]);
