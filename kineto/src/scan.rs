@@ -1,11 +1,14 @@
-//! A byte-level JSON scanner that cuts a document into values without
-//! parsing them, so that the `traceEvents` array can be read one element at
-//! a time with bounded memory.
+//! Streaming the input: a byte-level scanner that cuts a document into
+//! values without parsing them, so that the `traceEvents` array can be read
+//! one element at a time with bounded memory, and the read buffers behind it
+//! (a read-ahead thread for one-thread parsing; lending the buffer to the
+//! two-thread windows of `parallel` while the next window is read).
 //!
-//! The scanner only tracks strings (with escapes) and bracket depth; it does
-//! not validate. Every value it captures is handed to `serde_json`, which
-//! does, so malformed input is still reported (by serde, with the offset
-//! translated back to the file).
+//! The scanner itself only tracks strings (with escapes) and bracket depth;
+//! it does not validate. Trace events are parsed and validated in place by
+//! `event` ([`Scanner::event`]); every other value it captures (the
+//! metadata around the array) is handed to `serde_json`, which validates
+//! it, with the offset translated back to the file.
 
 use crate::error::{Fail, Position};
 use crate::event::{self, ParseError, RawEvent};
