@@ -77,6 +77,9 @@ pub struct TraceWriter<W: Write> {
     /// both bounds up. So the limits are checked only when it reaches 0,
     /// and still at the exact push that reaches one.
     until_check: usize,
+    /// Countdowns in a row held below [`TIGHT`] by a buffer other than the
+    /// one pushed to (see [`Self::check_limits`]).
+    tight_runs: u32,
     counts: BTreeMap<String, u64>,
     losses: BTreeMap<String, u64>,
     bytes_written: u64,
@@ -85,6 +88,12 @@ pub struct TraceWriter<W: Write> {
     /// Compressed body of the chunk being written (reused).
     zbuf: Vec<u8>,
 }
+
+/// A countdown below this many events is tight (see `tight_runs`).
+const TIGHT: usize = 64;
+/// Tight countdowns in a row after which the buffer holding them down is
+/// written.
+const TIGHT_RUNS: u32 = 64;
 
 impl<W: Write> TraceWriter<W> {
     /// Start a trace: writes the preamble and the header chunk.
@@ -108,6 +117,7 @@ impl<W: Write> TraceWriter<W> {
             buffered: 0,
             // The first push computes the real count.
             until_check: 1,
+            tight_runs: 0,
             counts: BTreeMap::new(),
             losses: BTreeMap::new(),
             bytes_written: 0,
@@ -238,25 +248,48 @@ impl<W: Write> TraceWriter<W> {
 
     /// A limit may have been reached by the push to buffer `i`: write
     /// buffer `i` if full, else the fullest if too many events are
-    /// buffered; then count down again.
+    /// buffered; then count down again. Also writes a nearly full buffer
+    /// that keeps the countdown short while others are pushed to (see
+    /// [`TIGHT_RUNS`]).
     #[cold]
     #[inline(never)]
     fn check_limits(&mut self, i: usize) -> Result<()> {
-        let r = if self.buffers[i].1.len() >= self.opts.chunk_events {
-            self.flush_buffer(i)
+        // Whatever fails below, the next push checks again.
+        self.until_check = 1;
+        if self.buffers[i].1.len() >= self.opts.chunk_events {
+            self.flush_buffer(i)?;
         } else if self.buffered >= self.opts.max_buffered_events {
-            match (0..self.buffers.len()).max_by_key(|&j| self.buffers[j].1.len()) {
-                Some(j) => self.flush_buffer(j),
-                None => Ok(()),
+            if let Some((j, _)) = self.longest() {
+                self.flush_buffer(j)?;
             }
-        } else {
-            Ok(())
-        };
-        let longest = self.buffers.iter().map(|b| b.1.len()).max().unwrap_or(0);
+        }
+        let mut longest = self.longest();
+        if let Some((j, len)) = longest {
+            // A buffer that is nearly full but no longer pushed to would
+            // hold the countdown near 0, and each check costs a pass over
+            // the buffers: after TIGHT_RUNS such checks in a row it is
+            // written (a chunk a little short of `chunk_events`).
+            if j != i && self.opts.chunk_events.saturating_sub(len) < TIGHT {
+                self.tight_runs += 1;
+                if self.tight_runs >= TIGHT_RUNS {
+                    self.tight_runs = 0;
+                    self.flush_buffer(j)?;
+                    longest = self.longest();
+                }
+            } else {
+                self.tight_runs = 0;
+            }
+        }
+        let longest = longest.map_or(0, |(_, len)| len);
         self.until_check = (self.opts.chunk_events.saturating_sub(longest))
             .min(self.opts.max_buffered_events.saturating_sub(self.buffered))
             .max(1);
-        r
+        Ok(())
+    }
+
+    /// The fullest buffer and its length.
+    fn longest(&self) -> Option<(usize, usize)> {
+        self.buffers.iter().map(|b| b.1.len()).enumerate().max_by_key(|&(_, len)| len)
     }
 
     /// Write every buffered event and string and flush the underlying

@@ -150,6 +150,60 @@ fn read_all(t: &TraceFile) -> Vec<Event> {
     t.events().collect::<Result<Vec<_>, _>>().unwrap()
 }
 
+/// A buffer left nearly full while another track goes on is written after
+/// a while, instead of making the writer check its limits at every push.
+#[test]
+fn a_nearly_full_idle_buffer_is_written() {
+    let opts = WriterOptions {
+        chunk_events: 1000,
+        max_buffered_events: 100_000,
+        zstd_level: 1,
+    };
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
+    let name = w.intern("k");
+    for i in 0..999u64 {
+        w.push(Event::Kernel(Kernel {
+            start: Nanos(i * 10),
+            end: Nanos(i * 10 + 5),
+            device: DeviceId(0),
+            context: ContextId(1),
+            stream: StreamId(7),
+            correlation: CorrelationId(i as u32),
+            name,
+            grid: [1, 1, 1],
+            block: [128, 1, 1],
+            static_shared_mem: 0,
+            dynamic_shared_mem: 0,
+            registers: 32,
+            graph_id: 0,
+            graph_node_id: 0,
+        }))
+        .unwrap();
+    }
+    assert_eq!(w.buffered_events(), 999);
+    for i in 0..200u64 {
+        w.push(Event::Api(ApiCall {
+            start: Nanos(i * 10),
+            end: Nanos(i * 10 + 5),
+            thread: ThreadId(4242),
+            correlation: CorrelationId(i as u32),
+            domain: ApiDomain::RUNTIME,
+            cbid: 211,
+            name,
+            return_value: 0,
+        }))
+        .unwrap();
+    }
+    assert!(
+        w.buffered_events() <= 200,
+        "the kernels' buffer is still held: {}",
+        w.buffered_events()
+    );
+    let t = TraceFile::from_bytes("idle", w.finish(Trailer::default()).unwrap()).unwrap();
+    let kernels: Vec<u32> = t.chunks().iter().filter(|c| c.kind == EventKind::Kernel).map(|c| c.count).collect();
+    assert_eq!(kernels, [999]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
