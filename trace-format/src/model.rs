@@ -241,8 +241,9 @@ raw_enum!(
     }
 );
 
-/// A kernel execution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A kernel execution. `Default` is all zeros (no name), to be filled in
+/// field by field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Kernel {
     /// Start on the GPU.
     pub start: Nanos,
@@ -347,8 +348,9 @@ pub struct Sync {
     pub cuda_event: u32,
 }
 
-/// A CUDA runtime or driver API call on a CPU thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A CUDA runtime or driver API call on a CPU thread. `Default` is all
+/// zeros (unknown domain, no name), to be filled in field by field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiCall {
     /// Entry.
     pub start: Nanos,

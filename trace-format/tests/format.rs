@@ -165,18 +165,10 @@ fn a_nearly_full_idle_buffer_is_written() {
         w.push(Event::Kernel(Kernel {
             start: Nanos(i * 10),
             end: Nanos(i * 10 + 5),
-            device: DeviceId(0),
-            context: ContextId(1),
             stream: StreamId(7),
             correlation: CorrelationId(i as u32),
             name,
-            grid: [1, 1, 1],
-            block: [128, 1, 1],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 32,
-            graph_id: 0,
-            graph_node_id: 0,
+            ..Kernel::default()
         }))
         .unwrap();
     }
@@ -187,10 +179,8 @@ fn a_nearly_full_idle_buffer_is_written() {
             end: Nanos(i * 10 + 5),
             thread: ThreadId(4242),
             correlation: CorrelationId(i as u32),
-            domain: ApiDomain::RUNTIME,
-            cbid: 211,
             name,
-            return_value: 0,
+            ..ApiCall::default()
         }))
         .unwrap();
     }
