@@ -408,6 +408,7 @@ const CACHE_MAX_SLOTS: usize = 8192;
 pub(crate) struct ChunkBuf {
     kind: EventKind,
     n_series: usize,
+    /// Attribute words per dictionary entry in memory ([`memory_attrs`]).
     n_attrs: usize,
     streaming: bool,
     /// Events held (streamed, held back or raw).
