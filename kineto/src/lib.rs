@@ -3,8 +3,8 @@
 //! `torch.profiler` writes one JSON document per rank (often gzipped):
 //! a `traceEvents` array plus metadata such as `baseTimeNanoseconds`,
 //! `distributedInfo` and `deviceProperties`. [`import`] parses that array
-//! in place, in windows of the read buffer (on two threads for a large
-//! file: see `parallel`), with a validating parser that keeps only the
+//! in place, in windows of the read buffer (on several threads for a
+//! large file: see `parallel`), with a validating parser that keeps only the
 //! fields it maps (`event`), and writes a [`gputrace_format::TraceWriter`].
 //! Memory stays bounded by the window, the mapped events held until the
 //! header can be written (see `held`), the string table and the largest
@@ -73,9 +73,13 @@ pub struct ImportOptions {
     /// Settings of the gputrace writer.
     pub writer: WriterOptions,
     /// Parse on the calling thread only. By default a large trace is
-    /// parsed on two threads (and a gzipped one inflated on a third); the
-    /// result is the same byte for byte. Strict imports always use one.
+    /// parsed on several threads (see `threads`; a gzipped one that is not
+    /// is inflated on a thread of its own); the result is the same byte for
+    /// byte. Strict imports always use one.
     pub single_thread: bool,
+    /// Threads that parse a large trace, the calling one included: 0 (the
+    /// default) for one per core, at most 8; at least 2 are used.
+    pub threads: usize,
     /// Mapped events held in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
     /// read twice instead. Default 262,144 (about 30 MiB).
@@ -88,6 +92,7 @@ impl Default for ImportOptions {
             strict: false,
             writer: WriterOptions::default(),
             single_thread: false,
+            threads: 0,
             max_held_events: held::HELD_EVENTS,
         }
     }
@@ -344,13 +349,14 @@ fn trace_events<R: Read, S: Sink>(
     // Where the next two-thread window may start (see `parallel`); after a
     // window that could not be split, half a window is parsed serially.
     let mut serial_until = 0u64;
-    let mut later = Held::default();
+    let mut later: Vec<Held> = Vec::new();
+    let workers = parallel::workers(opts.threads);
     loop {
         if two_threads(opts, sc.size_hint()) && sc.offset() >= serial_until {
-            let parsed = parallel::window(sc, mapper, sink, tally, &mut later)?;
+            let parsed = parallel::window(sc, mapper, sink, tally, &mut later, workers)?;
             summary.trace_events += parsed;
             if parsed == 0 {
-                serial_until = sc.offset() + parallel::window_size(sc.size_hint()) as u64 / 2;
+                serial_until = sc.offset() + parallel::window_size(sc.size_hint(), workers) as u64 / 2;
             } else if sc.comma_or(b']', "between trace events")? {
                 return Ok(());
             } else {
@@ -622,15 +628,15 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
 }
 
 /// Whether `traceEvents` of an input of about `size_hint` bytes is parsed
-/// on two threads (see `parallel`).
+/// on several threads (see `parallel`).
 fn two_threads(opts: &ImportOptions, size_hint: u64) -> bool {
     !opts.strict && !opts.single_thread && parallel::worth_it(size_hint)
 }
 
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
 /// Returns the scanner and the file size. Gzip is inflated on a thread of
-/// its own, unless `traceEvents` will be parsed on two threads: then the
-/// next window is inflated while the worker parses.
+/// its own, unless `traceEvents` will be parsed on several threads: then
+/// the next window is inflated while the workers parse.
 fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
     let io = |source| KinetoError::Io {
         path: path.to_path_buf(),

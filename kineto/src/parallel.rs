@@ -1,15 +1,18 @@
-//! Parsing `traceEvents` on two threads.
+//! Parsing `traceEvents` on several threads (two on a two-core machine).
 //!
-//! The importer buffers a window of the array ([`window_size`]), guesses
-//! where an element starts two fifths of the way in (a `{` after `},`),
-//! and parses the rest on a worker thread while this thread reads the next
-//! window and parses the first part.
-//! The guess is checked, not trusted: the worker's results are used only if
-//! this thread's own parse, element by element, arrives exactly at the
-//! guessed start. Otherwise they are dropped and the second half is parsed
-//! again here, in order. So the result is the one a serial parse gives,
-//! including string ids (the worker's strings are interned in the order it
-//! met them) and which entry dates each loss bucket.
+//! The importer buffers a window of the array ([`window_size`]) and cuts
+//! it into parts at guessed element starts (a `{` after `},`): a first,
+//! smaller part for this thread, which also reads (inflates) the next
+//! window meanwhile ([`mine_percent`]: two fifths with one worker), then
+//! one equal part per worker thread ([`workers`]).
+//! The guesses are checked, not trusted: a worker's results are used only
+//! if the part before it (this thread's own parse, element by element, then
+//! each worker's accepted in turn) ended exactly at its guessed start.
+//! Otherwise they are dropped, with every later worker's, and the rest is
+//! parsed again here, in order. So the result is the one a serial parse
+//! gives, including string ids (each worker's strings are interned in the
+//! order it met them, workers in order) and which entry dates each loss
+//! bucket.
 //!
 //! Anything unusual ends a run early and leaves the rest to the serial
 //! loop, which reports it precisely: an element that is not an object, a
@@ -23,21 +26,49 @@ use crate::scan::{Here, Scanner};
 use crate::{map_element, Fail};
 use std::io::Read;
 
-/// Whether an input of about `size_hint` bytes is parsed on two threads:
-/// below 16 MiB, one thread (with inflating on another) is as fast.
+/// Whether an input of about `size_hint` bytes is parsed on several
+/// threads: below 16 MiB, one thread (with inflating on another) is as
+/// fast on two cores.
 pub(crate) fn worth_it(size_hint: u64) -> bool {
     size_hint >= 16 << 20
 }
 
-/// Bytes buffered for one pair of runs: an eighth of the input, from 2 to
-/// 4 MiB (the window and the bytes read ahead meanwhile are the memory
-/// this costs, so small inputs get small windows).
-pub(crate) fn window_size(size_hint: u64) -> usize {
-    (size_hint / 8).clamp(2 << 20, 4 << 20) as usize
+/// Bytes buffered for one window with `workers` workers: an eighth of the
+/// input, from 2 to 4 MiB with one worker (the window and the bytes read
+/// ahead meanwhile are the memory this costs, so small inputs get small
+/// windows), and larger with more workers, so that each still gets about
+/// 2 MiB to parse for the threads started per window: 8 MiB with three,
+/// 16 MiB with seven.
+pub(crate) fn window_size(size_hint: u64, workers: usize) -> usize {
+    let scale = (workers as u64 + 1).div_ceil(2).max(1);
+    (size_hint / 8).clamp(2 << 20, 4 << 20) as usize * scale as usize
 }
 
-/// This thread's share of a window, in percent.
-const MINE_PERCENT: usize = 40;
+/// Most parsing threads besides this one.
+pub(crate) const MAX_WORKERS: usize = 7;
+
+/// Parsing threads besides this one for `threads` in all (0: one per
+/// core, as the machine reports them, at most [`MAX_WORKERS`] + 1); at
+/// least one.
+pub(crate) fn workers(threads: usize) -> usize {
+    let all = match threads {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
+    all.saturating_sub(1).clamp(1, MAX_WORKERS)
+}
+
+/// This thread's share of a window, in percent, with `workers` workers:
+/// it also reads (inflates) the next window, which takes about a fifth of
+/// the time parsing a window takes, so with `f = 1/5` both finish together
+/// when its share `m` satisfies `f + m = (1 - m) / workers`. Two fifths
+/// with one worker (measured best on two cores), a tenth with three, and
+/// never below a twentieth.
+fn mine_percent(workers: usize) -> usize {
+    let k = workers as f64;
+    let m = (1.0 - 0.2 * k) / (k + 1.0);
+    ((m * 100.0).round() as usize).max(5)
+}
 
 /// Why a run stopped.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -61,66 +92,103 @@ struct Run {
 /// Try one window at the element that starts at the scanner's next byte.
 /// Returns the number of elements parsed; when it is not 0 the scanner is
 /// just after the last of them (between elements), else nothing changed.
-/// `later` is the worker's scratch (empty between calls; kept to reuse its
-/// memory).
+/// `later` holds the workers' scratch (empty between calls; kept to reuse
+/// its memory); `workers` is how many parse beside this thread.
 pub(crate) fn window<R: Read, S: Sink>(
     sc: &mut Scanner<R>,
     mapper: &Mapper,
     sink: &mut S,
     tally: &mut Tally,
-    later: &mut Held,
+    later: &mut Vec<Held>,
+    workers: usize,
 ) -> Result<u64, Fail> {
-    let window = window_size(sc.size_hint());
+    let window = window_size(sc.size_hint(), workers);
     sc.fill_to(window)?;
     let here = sc.here();
     let (buf, pos, base, mut refill) = sc.lend();
     // The scanner stops after a comma or a '[': the element follows whitespace.
     let pos = skip_ws(buf, pos);
-    if buf.len() - pos < window / 2 {
+    let len = buf.len() - pos;
+    // This thread also reads (inflates) the next window meanwhile: it
+    // parses the smaller share, then each worker an equal part of the rest,
+    // from a guessed element start.
+    let my_share = len * mine_percent(workers) / 100;
+    let mut splits: Vec<usize> = Vec::with_capacity(workers);
+    if len >= window / 2 {
+        for j in 0..workers.max(1) {
+            let target = pos + my_share + j * (len - my_share) / workers.max(1);
+            let from = splits.last().map_or(target, |&s| target.max(s + 1));
+            match guess_element_start(buf, from) {
+                Some(s) => splits.push(s),
+                None => break,
+            }
+        }
+    }
+    if splits.is_empty() {
         let error = refill.into_error();
         // Nothing consumed (consuming never moves back).
         sc.give_back(0, error);
         return Ok(0);
     }
-    // This thread also reads (inflates) the next window meanwhile: it
-    // parses the smaller share.
-    let Some(split) = guess_element_start(buf, pos + (buf.len() - pos) * MINE_PERCENT / 100) else {
-        let error = refill.into_error();
-        sc.give_back(0, error);
-        return Ok(0);
-    };
-    let mut later_tally = Tally::default();
-    let (later_ref, later_tally_ref) = (&mut *later, &mut later_tally);
+    let k = splits.len();
+    if later.len() < k {
+        later.resize_with(k, Held::default);
+    }
+    let mut tallies: Vec<Tally> = (0..k).map(|_| Tally::default()).collect();
     let (mine, theirs, error) = std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("gputrace-parse".into())
-            .spawn_scoped(scope, move || {
-                run(buf, base, split, usize::MAX, mapper, later_ref, later_tally_ref, here)
-            });
+        let splits = &splits;
+        let handles: Vec<_> = later[..k]
+            .iter_mut()
+            .zip(tallies.iter_mut())
+            .enumerate()
+            .map(|(j, (held, t))| {
+                // Each worker stops where the next one starts; the last at
+                // the window's end.
+                let (from, to) = (splits[j], splits.get(j + 1).copied().unwrap_or(usize::MAX));
+                std::thread::Builder::new()
+                    .name("gputrace-parse".into())
+                    .spawn_scoped(scope, move || run(buf, base, from, to, mapper, held, t, here))
+            })
+            .collect();
         refill.fill(window);
-        let mine = run(buf, base, pos, split, mapper, sink, tally, here);
+        let mine = run(buf, base, pos, splits[0], mapper, sink, tally, here);
         // A worker that could not start, failed or panicked is simply not used.
-        let theirs = worker.ok().and_then(|h| h.join().ok()).and_then(Result::ok);
+        let theirs: Vec<Option<Run>> = handles
+            .into_iter()
+            .map(|h| h.ok().and_then(|h| h.join().ok()).and_then(Result::ok))
+            .collect();
         (mine, theirs, refill.into_error())
     });
     let mine = match mine {
         Ok(mine) => mine,
         Err(f) => {
             // The import stops here (or starts again from the file).
-            later.clear();
+            later.iter_mut().for_each(Held::clear);
             return Err(f);
         }
     };
     let mut parsed = mine.parsed;
     let mut next = mine.next;
-    match theirs {
-        Some(theirs) if mine.stop == Stop::Landed && theirs.parsed > 0 => {
-            later.drain_into(sink)?;
-            tally.absorb(later_tally);
-            parsed += theirs.parsed;
-            next = theirs.next;
+    // A worker's part is used only if the part before it (this thread's,
+    // then each accepted worker's) ended exactly where it started.
+    let mut landed = mine.stop == Stop::Landed;
+    for (j, (theirs, t)) in theirs.into_iter().zip(tallies).enumerate() {
+        match theirs {
+            Some(theirs) if landed && theirs.parsed > 0 => {
+                if let Err(f) = later[j].drain_into(sink) {
+                    later.iter_mut().for_each(Held::clear);
+                    return Err(f);
+                }
+                tally.absorb(t);
+                parsed += theirs.parsed;
+                next = theirs.next;
+                landed = theirs.stop == Stop::Landed;
+            }
+            _ => {
+                landed = false;
+                later[j].clear();
+            }
         }
-        _ => later.clear(),
     }
     sc.give_back(if parsed > 0 { next } else { 0 }, error);
     Ok(parsed)

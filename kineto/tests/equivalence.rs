@@ -29,6 +29,18 @@ fn assert_same_every_way(path: &Path) -> ImportSummary {
     let (serial, s1) = run(path, &single);
     assert_eq!(s, s1, "{}: summaries, two threads vs one", path.display());
     assert!(parallel == serial, "{}: bytes differ, two threads vs one", path.display());
+    // More parsing threads than this machine may have cores: the same.
+    for threads in [2, 3, 8] {
+        let (many, s3) = run(
+            path,
+            &ImportOptions {
+                threads,
+                ..Default::default()
+            },
+        );
+        assert_eq!(s, s3, "{}: summaries, {threads} threads vs one", path.display());
+        assert!(many == serial, "{}: bytes differ, {threads} threads vs one", path.display());
+    }
     let two_passes = ImportOptions {
         max_held_events: 3,
         ..Default::default()
@@ -124,9 +136,10 @@ fn a_syntax_error_in_the_second_half_of_a_window_is_reported_where_it_is() {
     text.replace_range(at..at + 1, "x");
     let p = dir.path().join("bad.json");
     std::fs::write(&p, &text).unwrap();
-    for single_thread in [false, true] {
+    for (single_thread, threads) in [(false, 0), (true, 0), (false, 4)] {
         let opts = ImportOptions {
             single_thread,
+            threads,
             ..Default::default()
         };
         let e = import(&p, std::io::sink(), &opts).unwrap_err();
