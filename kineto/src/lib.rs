@@ -78,7 +78,7 @@ pub struct ImportOptions {
     /// byte. Strict imports always use one.
     pub single_thread: bool,
     /// Threads that parse a large trace, the calling one included: 0 (the
-    /// default) for one per core, at most 8; at least 2 are used.
+    /// default) for one per core, at most 8; 1 is `single_thread`.
     pub threads: usize,
     /// Mapped events held in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
@@ -630,7 +630,7 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
 /// Whether `traceEvents` of an input of about `size_hint` bytes is parsed
 /// on several threads (see `parallel`).
 fn two_threads(opts: &ImportOptions, size_hint: u64) -> bool {
-    !opts.strict && !opts.single_thread && parallel::worth_it(size_hint)
+    !opts.strict && !opts.single_thread && opts.threads != 1 && parallel::worth_it(size_hint)
 }
 
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
