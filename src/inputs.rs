@@ -67,11 +67,21 @@ fn is_trace_file(p: &Path) -> bool {
 }
 
 /// Open a trace: a gputrace file directly (memory-mapped), a Kineto trace
-/// converted in memory.
+/// converted in memory (parsed on one thread per core if large).
 pub fn open(path: &Path) -> Result<TraceFile, CliError> {
+    open_with_threads(path, 0)
+}
+
+/// [`open`], parsing a large Kineto trace on at most `threads` threads (0:
+/// one per core), for callers that open several traces at once.
+pub fn open_with_threads(path: &Path, threads: usize) -> Result<TraceFile, CliError> {
     let h = head(path);
     if !h.starts_with(gputrace_format::chunk::MAGIC) && gputrace_kineto::is_kineto(&h) {
-        return Ok(gputrace_kineto::to_trace(path)?);
+        let opts = gputrace_kineto::ImportOptions {
+            threads,
+            ..Default::default()
+        };
+        return Ok(gputrace_kineto::to_trace_with(path, &opts)?);
     }
     Ok(TraceFile::open(path)?)
 }

@@ -449,9 +449,15 @@ impl<W: Write> Write for CountingWriter<W> {
 
 /// Import `path` into memory and open the result.
 pub fn to_trace(path: impl AsRef<Path>) -> Result<TraceFile, KinetoError> {
+    to_trace_with(path, &ImportOptions::default())
+}
+
+/// [`to_trace`] with options (e.g. fewer parsing threads when several
+/// traces are read at once).
+pub fn to_trace_with(path: impl AsRef<Path>, opts: &ImportOptions) -> Result<TraceFile, KinetoError> {
     let path = path.as_ref();
     let mut bytes = Vec::new();
-    import(path, &mut bytes, &ImportOptions::default())?;
+    import(path, &mut bytes, opts)?;
     Ok(TraceFile::from_bytes(path, bytes)?)
 }
 

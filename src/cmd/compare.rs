@@ -36,7 +36,10 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<RankResult>>> = Mutex::new((0..total).map(|_| None).collect());
     let progress = std::io::stderr().is_terminal() && total >= 16;
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(total.max(1));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let workers = cores.min(total.max(1));
+    // The cores left to each file's own parsing (Kineto traces).
+    let threads_each = (cores / workers).max(1);
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
@@ -45,7 +48,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
                     break;
                 }
                 // Open, summarize, close: memory holds one rank per thread.
-                let r = inputs::open(&files[i])
+                let r = inputs::open_with_threads(&files[i], threads_each)
                     .and_then(|t| Ok((summarize(&t, i as u32).map_err(CliError::from)?, t.header().start_clock.realtime_ns)));
                 results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
