@@ -286,4 +286,15 @@ mod tests {
         assert_eq!(&text[after..after + 6], br#"{"ph":"#);
         assert_eq!(guess_element_start(text, after + 1), None);
     }
+
+    #[test]
+    fn shares_and_windows_follow_the_workers() {
+        // This thread's share: two fifths with one worker (the two-core
+        // case), less with more, never below a twentieth.
+        assert_eq!([1, 2, 3, 7].map(mine_percent), [40, 20, 10, 5]);
+        assert_eq!([2, 8, 100].map(workers), [1, 7, MAX_WORKERS]);
+        let big = 1 << 30;
+        assert_eq!([1, 3, 7].map(|k| window_size(big, k) >> 20), [4, 8, 16]);
+        assert_eq!(window_size(20 << 20, 1) >> 20, 2, "small inputs, small windows");
+    }
 }
