@@ -53,6 +53,16 @@ pub enum CliError {
     /// Writing to stdout failed (e.g. a closed pipe).
     #[error("writing output: {0}")]
     Output(#[source] std::io::Error),
+    /// An environment variable has a value gputrace cannot use.
+    #[error("{name}={value:?}: {what}")]
+    BadEnv {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        what: &'static str,
+    },
 }
 
 impl From<gputrace_analysis::AnalysisError> for CliError {

@@ -67,9 +67,32 @@ fn is_trace_file(p: &Path) -> bool {
 }
 
 /// Open a trace: a gputrace file directly (memory-mapped), a Kineto trace
-/// converted in memory (parsed on one thread per core if large).
+/// converted in memory (parsed on one thread per core if large, or as many
+/// as `GPUTRACE_THREADS` says).
 pub fn open(path: &Path) -> Result<TraceFile, CliError> {
-    open_with_threads(path, 0)
+    open_with_threads(path, threads()?)
+}
+
+/// The threads a command may use, from `GPUTRACE_THREADS`: 0 (unset or
+/// empty) for one per core.
+pub fn threads() -> Result<usize, CliError> {
+    threads_from(std::env::var_os("GPUTRACE_THREADS"))
+}
+
+fn threads_from(value: Option<std::ffi::OsString>) -> Result<usize, CliError> {
+    let Some(v) = value else { return Ok(0) };
+    let text = v.to_string_lossy();
+    if text.trim().is_empty() {
+        return Ok(0);
+    }
+    match text.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(CliError::BadEnv {
+            name: "GPUTRACE_THREADS",
+            value: text.into_owned(),
+            what: "expected a number of threads, 1 or more (unset: one per core)",
+        }),
+    }
 }
 
 /// [`open`], parsing a large Kineto trace on at most `threads` threads (0:
@@ -102,6 +125,23 @@ pub fn write_via_temp<T, E: From<CliError>>(target: &Path, write: impl FnOnce(st
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts_from_the_environment() {
+        let v = |s: &str| threads_from(Some(s.into()));
+        assert_eq!(threads_from(None).unwrap(), 0);
+        assert_eq!(v("").unwrap(), 0);
+        assert_eq!(v(" 3 ").unwrap(), 3);
+        for bad in ["0", "-2", "many", "1.5"] {
+            let e = v(bad).unwrap_err().to_string();
+            assert!(e.starts_with("GPUTRACE_THREADS=") && e.contains(bad), "{e}");
         }
     }
 }

@@ -147,3 +147,28 @@ fn demo_replaces_its_own_traces_only() {
     assert_eq!(traces, 2);
     assert!(dir.path().join("notes.txt").exists());
 }
+
+#[test]
+fn gputrace_threads_caps_the_threads_and_bad_values_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path(), &["--ranks", "2", "--steps", "2"]);
+    let d = dir.path().to_str().unwrap();
+    let report = |threads: Option<&str>| {
+        let mut c = gputrace();
+        c.args(["report", "--json", d]);
+        match threads {
+            Some(t) => c.env("GPUTRACE_THREADS", t),
+            None => c.env_remove("GPUTRACE_THREADS"),
+        };
+        c.output().unwrap()
+    };
+    let (auto, one) = (report(None), report(Some("1")));
+    assert!(auto.status.success() && one.status.success(), "{}", text(&one.stderr));
+    assert_eq!(auto.stdout, one.stdout, "the same report on one thread");
+    for cmd in [&["report", d][..], &["compare", d][..]] {
+        let out = gputrace().args(cmd).env("GPUTRACE_THREADS", "zero").output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("GPUTRACE_THREADS=\"zero\""), "{cmd:?}: {err}");
+    }
+}

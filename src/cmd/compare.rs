@@ -36,7 +36,10 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<RankResult>>> = Mutex::new((0..total).map(|_| None).collect());
     let progress = std::io::stderr().is_terminal() && total >= 16;
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cores = match inputs::threads()? {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    };
     let workers = cores.min(total.max(1));
     // The cores left to each file's own parsing (Kineto traces).
     let threads_each = (cores / workers).max(1);

@@ -36,6 +36,7 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
     }
     let opts = ImportOptions {
         strict: args.strict,
+        threads: crate::inputs::threads()?,
         ..Default::default()
     };
     let mut out = std::io::stdout().lock();

@@ -81,6 +81,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         top_kernels: args.top,
         gpu_hour_cost: args.gpu_hour_cost,
         hta: args.hta(),
+        threads: inputs::threads()?,
         ..Options::default()
     };
     let report = analyze(&traces, &opts).map_err(|e| match e {
