@@ -78,7 +78,8 @@ pub struct ImportOptions {
     /// byte. Strict imports always use one.
     pub single_thread: bool,
     /// Threads that parse a large trace, the calling one included: 0 (the
-    /// default) for one per core, at most 8; 1 is `single_thread`.
+    /// default) for one per core, at most 8; 1 is `single_thread`, and also
+    /// inflates a gzipped trace on the calling thread.
     pub threads: usize,
     /// Mapped events held in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
@@ -682,7 +683,10 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u6
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        let reader: Box<dyn Read> = if !two_threads(opts, text_size) {
+        // Inflating on a thread of its own, unless the parse is on several
+        // (the next window is inflated while the workers parse) or limited
+        // to exactly one thread (`threads: 1`).
+        let reader: Box<dyn Read> = if !two_threads(opts, text_size) && opts.threads != 1 {
             Box::new(ReadAhead::new(decoder))
         } else {
             Box::new(decoder)
