@@ -329,11 +329,7 @@ mod tests {
             name,
             grid: [1; 3],
             block: [1; 3],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 0,
-            graph_id: 0,
-            graph_node_id: 0,
+            ..Kernel::default()
         }))
         .unwrap();
         let file = TraceFile::from_bytes("cupti", w.finish(Trailer::default()).unwrap()).unwrap();

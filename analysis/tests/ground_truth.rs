@@ -299,11 +299,7 @@ fn losses_make_the_report_lossy_up_front() {
         name: gemm,
         grid: [1; 3],
         block: [1; 3],
-        static_shared_mem: 0,
-        dynamic_shared_mem: 0,
-        registers: 0,
-        graph_id: 0,
-        graph_node_id: 0,
+        ..Kernel::default()
     }))
     .unwrap();
     // No finish(): the file has no trailer, as after a killed process.

@@ -407,11 +407,7 @@ fn ranges_sharing_correlation_ids_with_another_thread_are_not_projected() {
             name: launch,
             grid: [1; 3],
             block: [1; 3],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 0,
-            graph_id: 0,
-            graph_node_id: 0,
+            ..Kernel::default()
         })
     };
     // Thread 2 launches id 2 while thread 1's first range holds ids 1 and 3.

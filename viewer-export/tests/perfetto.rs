@@ -490,11 +490,7 @@ fn overlapping_slices_are_made_to_nest() {
             name,
             grid: [1; 3],
             block: [1; 3],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 0,
-            graph_id: 0,
-            graph_node_id: 0,
+            ..Kernel::default()
         })
     };
     let call = |s: u64, e: u64| {

@@ -18,11 +18,7 @@ pub fn kernel(start: u64, end: u64, stream: u32, name: StringId) -> Event {
         name,
         grid: [1; 3],
         block: [1; 3],
-        static_shared_mem: 0,
-        dynamic_shared_mem: 0,
-        registers: 0,
-        graph_id: 0,
-        graph_node_id: 0,
+        ..Kernel::default()
     })
 }
 
