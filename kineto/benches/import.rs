@@ -43,9 +43,10 @@ fn main() {
             }
         }
     };
-    // `KINETO_BENCH_THREADS=1`: parse on one thread (gzip still inflates on its own).
+    // `KINETO_BENCH_THREADS=N`: read on N threads (1: parse and inflate on
+    // this one only); unset: one per core.
     let opts = gputrace_kineto::ImportOptions {
-        single_thread: std::env::var("KINETO_BENCH_THREADS").as_deref() == Ok("1"),
+        threads: std::env::var("KINETO_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(0),
         ..Default::default()
     };
     let rss_before = peak_rss_kib().unwrap_or(0);
@@ -77,7 +78,7 @@ fn main() {
         s.input_bytes as f64 / 1e6 / best,
         s.trace_events as f64 / 1e6 / best,
         events as f64 / 1e6 / best,
-        if opts.single_thread { " (one parsing thread)" } else { "" }
+        if opts.threads == 1 { " (one thread)" } else { "" }
     );
     println!(
         "peak RSS (VmHWM): {:.1} MiB (before import: {:.1} MiB)",

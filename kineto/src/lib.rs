@@ -72,14 +72,11 @@ pub struct ImportOptions {
     pub strict: bool,
     /// Settings of the gputrace writer.
     pub writer: WriterOptions,
-    /// Parse on the calling thread only. By default a large trace is
-    /// parsed on several threads (see `threads`; a gzipped one that is not
-    /// is inflated on a thread of its own); the result is the same byte for
-    /// byte. Strict imports always use one.
-    pub single_thread: bool,
-    /// Threads that parse a large trace, the calling one included: 0 (the
-    /// default) for one per core, at most 8; 1 is `single_thread`, and also
-    /// inflates a gzipped trace on the calling thread.
+    /// Threads that read a trace, the calling one included: 0 (the
+    /// default) for one per core, at most 8, for a large trace (a smaller
+    /// one is parsed on the calling thread and, gzipped, inflated on another);
+    /// 1 for the calling thread only. The result is the same byte for byte
+    /// whatever the number. Strict imports parse on one thread.
     pub threads: usize,
     /// Mapped events held in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
@@ -92,7 +89,6 @@ impl Default for ImportOptions {
         ImportOptions {
             strict: false,
             writer: WriterOptions::default(),
-            single_thread: false,
             threads: 0,
             max_held_events: held::HELD_EVENTS,
         }
@@ -252,7 +248,7 @@ fn one_pass(
     summary: &mut ImportSummary,
     opts: &ImportOptions,
 ) -> Result<Result<TraceMeta, KinetoError>, Restart> {
-    let (mut sc, input_bytes) = match open(path, opts) {
+    let (mut sc, input_bytes) = match open(path, |size| inflate_apart(opts, size)) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -298,7 +294,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     };
     let mut tally = Tally::default();
     let mut summary = ImportSummary::default();
-    let (mut sc, input_bytes) = open(path, opts)?;
+    let (mut sc, input_bytes) = open(path, |size| inflate_apart(opts, size))?;
     summary.input_bytes = input_bytes;
     let result = walk(&mut sc, |key, sc| {
         if key != "traceEvents" {
@@ -544,13 +540,8 @@ fn shape_name(shape: Shape) -> &'static str {
 
 /// First pass: every top-level member except `traceEvents`, which is skipped unparsed.
 fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
-    let (mut sc, _) = open(
-        path,
-        &ImportOptions {
-            single_thread: true,
-            ..ImportOptions::default()
-        },
-    )?;
+    // Nothing is parsed on other threads here: gzip is inflated on one.
+    let (mut sc, _) = open(path, |_| true)?;
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
     walk(&mut sc, |key, sc| {
@@ -637,14 +628,21 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
 /// Whether `traceEvents` of an input of about `size_hint` bytes is parsed
 /// on several threads (see `parallel`).
 fn two_threads(opts: &ImportOptions, size_hint: u64) -> bool {
-    !opts.strict && !opts.single_thread && opts.threads != 1 && parallel::worth_it(size_hint)
+    !opts.strict && opts.threads != 1 && parallel::worth_it(size_hint)
+}
+
+/// Whether a gzipped input of about `size_hint` bytes is inflated on a
+/// thread of its own: not when `traceEvents` is parsed on several threads
+/// (the next window is inflated while the workers parse), nor when
+/// `threads` is 1.
+fn inflate_apart(opts: &ImportOptions, size_hint: u64) -> bool {
+    !two_threads(opts, size_hint) && opts.threads != 1
 }
 
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
 /// Returns the scanner and the file size. Gzip is inflated on a thread of
-/// its own, unless `traceEvents` will be parsed on several threads: then
-/// the next window is inflated while the workers parse.
-fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+/// its own if `read_ahead` says so for the text's size.
+fn open(path: &Path, read_ahead: impl FnOnce(u64) -> bool) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
     let io = |source| KinetoError::Io {
         path: path.to_path_buf(),
         source,
@@ -683,10 +681,7 @@ fn open(path: &Path, opts: &ImportOptions) -> Result<(Scanner<Box<dyn Read>>, u6
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        // Inflating on a thread of its own, unless the parse is on several
-        // (the next window is inflated while the workers parse) or limited
-        // to exactly one thread (`threads: 1`).
-        let reader: Box<dyn Read> = if !two_threads(opts, text_size) && opts.threads != 1 {
+        let reader: Box<dyn Read> = if read_ahead(text_size) {
             Box::new(ReadAhead::new(decoder))
         } else {
             Box::new(decoder)
