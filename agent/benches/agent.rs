@@ -312,14 +312,7 @@ fn writer_throughput(mix: Mix) {
         let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
         let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
         let mut dec = Decoder::default();
-        for (i, &off) in offsets.iter().enumerate() {
-            // The agent's buffers are 4 MiB: a new one starts here.
-            if i == 0 || off >> 22 != offsets[i - 1] >> 22 {
-                dec.new_buffer();
-            }
-            // Safety: `off` starts a complete record built above.
-            unsafe { dec.decode(buf.as_ptr().add(off), &mut w) }.unwrap();
-        }
+        decode_all(&buf, &offsets, &mut dec, &mut w);
         let f = w.finish(Trailer::default()).unwrap();
         // Written to the page cache, as the agent does (it never fsyncs).
         drop(f.into_inner().unwrap());
@@ -346,7 +339,6 @@ fn writer_throughput(mix: Mix) {
 /// counted; the writer's one-time costs (creating the file, the header,
 /// growing its buffers, the index and trailer at exit) are not in the rate.
 fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix, path: &std::path::Path) {
-    let v = layout::version::V13_0;
     let mut buf = buf.to_vec();
     let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
@@ -371,19 +363,12 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix
         }
         let t0 = Instant::now();
         let cpu0 = thread_cpu();
-        for (i, &off) in offsets.iter().enumerate() {
-            if i == 0 || off >> 22 != offsets[i - 1] >> 22 {
-                dec.new_buffer();
-            }
-            // Safety: `off` starts a complete record of the 13.0 layout.
-            unsafe { dec.decode(buf.as_ptr().add(off), &mut w) }.unwrap();
-        }
+        decode_all(&buf, offsets, &mut dec, &mut w);
         if rep > 0 {
             best = best.min(t0.elapsed().as_secs_f64());
             best_cpu = best_cpu.min(thread_cpu() - cpu0);
         }
     }
-    let _ = v;
     let f = w.finish(Trailer::default()).unwrap();
     drop(f.into_inner().unwrap());
     let size = std::fs::metadata(path).unwrap().len();
@@ -395,4 +380,18 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix
         records as f64 / best / 1e6,
         records as f64 / best_cpu / 1e6
     );
+}
+
+/// The writer thread's work on the records at `offsets` of `buf` (each a
+/// complete 13.0-layout record), in 4 MiB buffers as the agent gets them.
+#[inline(always)]
+fn decode_all<W: std::io::Write>(buf: &[u8], offsets: &[usize], dec: &mut Decoder, w: &mut TraceWriter<W>) {
+    for (i, &off) in offsets.iter().enumerate() {
+        // The agent's buffers are 4 MiB: a new one starts here.
+        if i == 0 || off >> 22 != offsets[i - 1] >> 22 {
+            dec.new_buffer();
+        }
+        // Safety: `off` starts a complete record (the caller's promise).
+        unsafe { dec.decode(buf.as_ptr().add(off), w) }.unwrap();
+    }
 }

@@ -93,7 +93,8 @@ struct Run {
 /// Returns the number of elements parsed; when it is not 0 the scanner is
 /// just after the last of them (between elements), else nothing changed.
 /// `later` holds the workers' scratch (empty between calls; kept to reuse
-/// its memory); `workers` is how many parse beside this thread.
+/// its memory); `workers` (at least one, see [`workers`]) is how many
+/// parse beside this thread.
 pub(crate) fn window<R: Read, S: Sink>(
     sc: &mut Scanner<R>,
     mapper: &Mapper,
@@ -115,8 +116,8 @@ pub(crate) fn window<R: Read, S: Sink>(
     let my_share = len * mine_percent(workers) / 100;
     let mut splits: Vec<usize> = Vec::with_capacity(workers);
     if len >= window / 2 {
-        for j in 0..workers.max(1) {
-            let target = pos + my_share + j * (len - my_share) / workers.max(1);
+        for j in 0..workers {
+            let target = pos + my_share + j * (len - my_share) / workers;
             let from = splits.last().map_or(target, |&s| target.max(s + 1));
             match guess_element_start(buf, from) {
                 Some(s) => splits.push(s),
