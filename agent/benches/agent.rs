@@ -40,7 +40,9 @@ fn main() {
     // `AGENT_BENCH_ONLY=writer` runs only the writer throughput (for perf);
     // `AGENT_BENCH_ONLY=steady` only its steady-state measurement.
     if matches!(std::env::var("AGENT_BENCH_ONLY").as_deref(), Ok("writer" | "steady")) {
-        for mix in Mix::ALL {
+        // `AGENT_BENCH_MIX=N` (0, 1, 2): only that record mix (for perf).
+        let pick: Option<usize> = std::env::var("AGENT_BENCH_MIX").ok().and_then(|m| m.parse().ok());
+        for (_, mix) in Mix::ALL.into_iter().enumerate().filter(|(i, _)| pick.is_none_or(|p| p == *i)) {
             writer_throughput(mix);
         }
         return;

@@ -190,22 +190,36 @@ impl CollAcc {
         let mut labels: Vec<String> = vec![UNATTRIBUTED.to_string(), PEER_COPY.to_string()];
         let mut label_ids: FxHashMap<String, u32> = labels.iter().enumerate().map(|(i, l)| (l.clone(), i as u32)).collect();
         let mut by_device: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
-        let mut ops: BTreeSet<String> = BTreeSet::new();
+        // Label by the operations' string ids (sorted, deduplicated), so that
+        // the label text is made once per distinct set, not once per kernel.
+        let mut label_of: FxHashMap<Vec<StringId>, u32> = FxHashMap::default();
+        let mut key: Vec<StringId> = Vec::new();
         for run in self.linked.chunk_by(|a, b| (a.device, a.corr) == (b.device, b.corr)) {
             // Sorted by group within the run: each group's first entry counts the kernel.
-            ops.clear();
+            key.clear();
             for group_run in run.chunk_by(|a, b| a.group == b.group) {
                 let g = &mut self.groups[group_run[0].group as usize];
                 g.kernels += 1;
                 g.time += group_run.iter().map(|l| l.dur).max().unwrap_or(0);
-                ops.insert(file.name(g.op).into_owned());
+                key.push(g.op);
             }
-            let label = ops.iter().cloned().collect::<Vec<_>>().join("+");
-            let next = labels.len() as u32;
-            let id = *label_ids.entry(label.clone()).or_insert(next);
-            if id == next {
-                labels.push(label);
-            }
+            key.sort_unstable();
+            key.dedup();
+            let id = match label_of.get(&key) {
+                Some(&id) => id,
+                None => {
+                    // The operation names sorted and joined (two ids may hold one text).
+                    let ops: BTreeSet<String> = key.iter().map(|&op| file.name(op).into_owned()).collect();
+                    let label = ops.into_iter().collect::<Vec<_>>().join("+");
+                    let next = labels.len() as u32;
+                    let id = *label_ids.entry(label.clone()).or_insert(next);
+                    if id == next {
+                        labels.push(label);
+                    }
+                    label_of.insert(key.clone(), id);
+                    id
+                }
+            };
             by_device.entry(run[0].device).or_default().push((run[0].corr, id));
         }
         let name = |id: StringId| match file.name(id).into_owned() {

@@ -26,7 +26,7 @@ use crate::classify::{is_peer_copy, Category, Classifier};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
-use crate::merge::{for_each_merged, for_each_of_kinds};
+use crate::merge::{for_each_merged, for_each_merged_spans, for_each_of_kinds};
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
@@ -38,10 +38,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 const D2H_LOOKBACK_NS: u64 = 1_000_000_000;
 
 /// Per-string facts, computed once per string id (names repeat millions of times).
+/// A name's call and range facts (sync call, step marker) and its kernel facts
+/// (communication, HTA's kernel type) are worked out separately, when first
+/// asked for: classifying a kernel name runs the classifier's patterns, which
+/// is wasted on the thousands of distinct step-marker names of a long run.
 struct Names<'a> {
     file: &'a TraceFile,
     classifier: &'a Classifier,
-    /// 0 = not yet classified; otherwise `1 + flags`.
+    /// Per string id: which fact groups are known (`NAME_DONE`, `KERNEL_DONE`)
+    /// and the facts of those groups.
     cache: Vec<u8>,
 }
 
@@ -54,6 +59,10 @@ const NAME_HTA_STEP: u8 = 8;
 const NAME_HTA_COMPUTE: u8 = 16;
 /// HTA's kernel type: communication.
 const NAME_HTA_COMM: u8 = 32;
+/// The call and range facts of the name are in its cache entry.
+const NAME_DONE: u8 = 64;
+/// The kernel facts of the name are in its cache entry.
+const KERNEL_DONE: u8 = 128;
 
 impl<'a> Names<'a> {
     fn new(file: &'a TraceFile, classifier: &'a Classifier) -> Self {
@@ -64,28 +73,36 @@ impl<'a> Names<'a> {
         }
     }
 
+    /// The call and range facts of a name: `NAME_SYNC_API`, `NAME_STEP`, `NAME_HTA_STEP`.
     #[inline]
     fn flags(&mut self, id: StringId) -> u8 {
         match self.cache.get(id.0 as usize) {
-            Some(&f) if f != 0 => f - 1,
-            _ => self.classify(id),
+            Some(&f) if f & NAME_DONE != 0 => f,
+            _ => self.classify(id, NAME_DONE),
         }
     }
 
-    /// The flags of a name not seen yet (or not in the table).
+    /// The kernel facts of a name: `NAME_COMM`, `NAME_HTA_COMPUTE`, `NAME_HTA_COMM`.
+    #[inline]
+    fn kernel_flags(&mut self, id: StringId) -> u8 {
+        match self.cache.get(id.0 as usize) {
+            Some(&f) if f & KERNEL_DONE != 0 => f,
+            _ => self.classify(id, KERNEL_DONE),
+        }
+    }
+
+    /// Work out the facts of group `group` (`NAME_DONE` or `KERNEL_DONE`) of a
+    /// name, and return its entry.
     #[cold]
-    fn classify(&mut self, id: StringId) -> u8 {
+    fn classify(&mut self, id: StringId, group: u8) -> u8 {
         let i = id.0 as usize;
         if i >= self.cache.len() {
-            // An id the table lacks: no flags (its name reads "<unknown string #n>").
+            // An id the table lacks: no facts (its name reads "<unknown string #n>").
             return 0;
         }
-        if self.cache[i] == 0 {
-            let s = self.file.string(id).unwrap_or("");
-            let mut f = 0;
-            if self.classifier.kernel(s) == Category::Communication {
-                f |= NAME_COMM;
-            }
+        let s = self.file.string(id).unwrap_or("");
+        let mut f = self.cache[i] | group;
+        if group == NAME_DONE {
             if is_sync_api(s) {
                 f |= NAME_SYNC_API;
             }
@@ -95,18 +112,22 @@ impl<'a> Names<'a> {
             if is_hta_step_name(s) {
                 f |= NAME_HTA_STEP;
             }
+        } else {
+            if self.classifier.kernel(s) == Category::Communication {
+                f |= NAME_COMM;
+            }
             match hta_kernel_type(s) {
                 HtaKernelType::Computation => f |= NAME_HTA_COMPUTE,
                 HtaKernelType::Communication => f |= NAME_HTA_COMM,
                 HtaKernelType::Memory | HtaKernelType::Other => {}
             }
-            self.cache[i] = 1 + f;
         }
-        self.cache[i] - 1
+        self.cache[i] = f;
+        f
     }
 
     fn kernel(&mut self, id: StringId) -> Category {
-        if self.flags(id) & NAME_COMM != 0 {
+        if self.kernel_flags(id) & NAME_COMM != 0 {
             Category::Communication
         } else {
             Category::Compute
@@ -117,7 +138,7 @@ impl<'a> Names<'a> {
     /// kernels are communication (HTA's or the classifier's) or else transfer (HTA's
     /// memory and other types).
     fn hta_kernel(&mut self, id: StringId) -> Category {
-        let f = self.flags(id);
+        let f = self.kernel_flags(id);
         if f & NAME_HTA_COMPUTE != 0 {
             Category::Compute
         } else if f & (NAME_HTA_COMM | NAME_COMM) != 0 {
@@ -429,31 +450,61 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         .collect();
     let mut gaps_seen = GapActivity::new(&spans);
     let mut note_activity = |name: StringId, s: u64, e: u64| gaps_seen.note(name, s, e, &mut activity);
-    for_each_of_kinds(file, &[EventKind::Api, EventKind::Marker], |ev| match ev {
-        Event::Api(a) => {
-            let corr = a.correlation.0;
-            if corr < last_corr {
-                wanted_at = wanted.partition_point(|w| w.0 < corr);
-            } else {
-                while wanted.get(wanted_at).is_some_and(|w| w.0 < corr) {
-                    wanted_at += 1;
+    // What each dictionary entry of a chunk is to this pass: its name, and
+    // whether it is an API call, a sync call, a range (else it is skipped).
+    const API: u8 = 1;
+    const SYNC: u8 = 2;
+    const RANGE: u8 = 4;
+    let mut entry: Vec<(StringId, u8)> = Vec::new();
+    let mut block: Vec<Span> = Vec::with_capacity(SPAN_BLOCK);
+    let mut dec = file.decoder();
+    for (ci, c) in file.chunks().iter().enumerate() {
+        if !matches!(c.kind, EventKind::Api | EventKind::Marker) {
+            continue;
+        }
+        let mut cursor = dec.spans(ci)?;
+        entry.clear();
+        entry.extend(cursor.templates().iter().map(|t| match t {
+            Event::Api(a) if names.flags(a.name) & NAME_SYNC_API != 0 => (a.name, API | SYNC),
+            Event::Api(a) => (a.name, API),
+            Event::Marker(m) if m.kind == MarkerKind::RANGE => (m.name, RANGE),
+            _ => (StringId::EMPTY, 0),
+        }));
+        loop {
+            cursor.fill(&mut block)?;
+            if block.is_empty() {
+                break;
+            }
+            for sp in &block {
+                // In range: `fill` checks every attribute index.
+                let (name, what) = entry[sp.attr as usize];
+                if what & API != 0 {
+                    let corr = sp.corr;
+                    if corr < last_corr {
+                        wanted_at = wanted.partition_point(|w| w.0 < corr);
+                    } else {
+                        while wanted.get(wanted_at).is_some_and(|w| w.0 < corr) {
+                            wanted_at += 1;
+                        }
+                    }
+                    last_corr = corr;
+                    // Several gaps can share an id (kernels of one CUDA graph launch),
+                    // and so do a runtime call and the driver call it makes.
+                    for &(_, di, gi) in wanted[wanted_at..].iter().take_while(|w| w.0 == corr) {
+                        let g = &mut passes[di].gaps[gi];
+                        g.launch = g.launch.min(sp.start);
+                    }
+                    if what & SYNC != 0 {
+                        syncs.push((sp.start, sp.end));
+                    }
+                }
+                if what != 0 {
+                    note_activity(name, sp.start, sp.end);
                 }
             }
-            last_corr = corr;
-            // Several gaps can share an id (kernels of one CUDA graph launch),
-            // and so do a runtime call and the driver call it makes.
-            for &(_, di, gi) in wanted[wanted_at..].iter().take_while(|w| w.0 == corr) {
-                let g = &mut passes[di].gaps[gi];
-                g.launch = g.launch.min(a.start.0);
-            }
-            if names.flags(a.name) & NAME_SYNC_API != 0 {
-                syncs.push((a.start.0, a.end.0));
-            }
-            note_activity(a.name, a.start.0, a.end.0);
         }
-        Event::Marker(m) if m.kind == MarkerKind::RANGE => note_activity(m.name, m.start.0, m.end.0),
-        _ => {}
-    })?;
+        dec.recycle_spans(cursor);
+    }
     let sync_union = union(syncs);
 
     // Resolve: idle causes per gap, device reports.
@@ -670,181 +721,177 @@ fn device_pass(
     let mut d2h_bytes = 0u64;
     let long_pause = opts.long_pause_ns;
     let short = opts.short_kernel_ns;
-    for_each_merged(
+    // Statistics (which do not depend on order) are gathered here; the
+    // record keeps only what the ordered sweep needs.
+    // `ev` is the span's dictionary entry: its own times and correlation are not the
+    // span's (read those from `sp`).
+    let mut convert = |sp: &Span, ev: &Event| {
+        let corr = sp.corr;
+        // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
+        // first, then its rounding.
+        let (start, end) = (sp.start, sp.end);
+        match ev {
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) => {}
+            Event::Sync(_) => syncs.push((start, end)),
+            _ => return None,
+        }
+        let (start, end) = match hta {
+            None => (start, end),
+            Some(h) => {
+                match h.filter.verdict(corr, h.clock.ts(start)) {
+                    Verdict::Keep => {}
+                    Verdict::LastStep => {
+                        hta_counts.dropped_last_step += 1;
+                        return None;
+                    }
+                    Verdict::Unlinked => {
+                        hta_counts.dropped_unlinked += 1;
+                        return None;
+                    }
+                }
+                let (s, e) = h.clock.interval(start, end);
+                hta_counts.negative += u64::from(e < s);
+                (s, e)
+            }
+        };
+        let work = match ev {
+            Event::Kernel(k) => {
+                let dur = end.saturating_sub(start);
+                kernels += 1;
+                if dur < short {
+                    short_kernels += 1;
+                    short_kernel_ns += dur;
+                }
+                if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
+                    a.count += 1;
+                    a.total += dur;
+                }
+                let cat = match hta {
+                    Some(_) => names.hta_kernel(k.name),
+                    None => names.kernel(k.name),
+                };
+                let label = match cat {
+                    Category::Communication => Links::label(link_table, corr).unwrap_or(LABEL_UNATTRIBUTED),
+                    _ => LABEL_UNATTRIBUTED,
+                };
+                Work {
+                    start,
+                    end,
+                    d2h_bytes: 0,
+                    corr,
+                    name: k.name,
+                    label,
+                    kind: EventKind::Kernel,
+                    cat,
+                }
+            }
+            Event::Memcpy(m) => {
+                copies += 1;
+                let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
+                let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
+                a.count += 1;
+                a.bytes += m.bytes;
+                a.total += end.saturating_sub(start);
+                let (cat, label) = if is_peer_copy(m) {
+                    // A copy-engine collective runs as peer copies.
+                    (Category::Communication, Links::label(link_table, corr).unwrap_or(LABEL_PEER_COPY))
+                } else {
+                    (Category::Transfer, LABEL_UNATTRIBUTED)
+                };
+                let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
+                Work {
+                    start,
+                    end,
+                    d2h_bytes,
+                    corr,
+                    name: StringId::EMPTY,
+                    label,
+                    kind: EventKind::Memcpy,
+                    cat,
+                }
+            }
+            Event::Memset(m) => {
+                memsets += 1;
+                memset_agg.count += 1;
+                memset_agg.bytes += m.bytes;
+                memset_agg.total += end.saturating_sub(start);
+                Work {
+                    start,
+                    end,
+                    d2h_bytes: 0,
+                    corr,
+                    name: StringId::EMPTY,
+                    label: LABEL_UNATTRIBUTED,
+                    kind: EventKind::Memset,
+                    cat: Category::Transfer,
+                }
+            }
+            // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
+            // "other" type: non-compute work. Otherwise they only explain idle time.
+            Event::Sync(s) if hta.is_some() => Work {
+                start,
+                end,
+                d2h_bytes: 0,
+                corr,
+                name: StringId::EMPTY,
+                label: LABEL_UNATTRIBUTED,
+                kind: EventKind::Sync,
+                cat: Category::Transfer,
+            },
+            _ => return None,
+        };
+        // Empty and inverted intervals cover no time: they neither end a gap nor enter the
+        // sweep, except in HTA-compatible mode, where they bound the span (as instants).
+        (work.end > work.start || hta.is_some()).then_some(work)
+    };
+    let mut sweep_work = |w: &Work| {
+        if let Some((a, b)) = sweep.gap_before(w.start) {
+            let mut d2h_before = 0;
+            if b - a >= long_pause {
+                while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
+                    d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+                }
+                d2h_before = d2h_bytes;
+            }
+            gaps.push(Gap {
+                start: a,
+                end: b,
+                next_corr: w.corr,
+                next_kind: w.kind,
+                next_name: w.name,
+                launch: u64::MAX,
+                d2h_before,
+            });
+        }
+        // Keep the lookback queue short even without long gaps.
+        while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
+            d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+        }
+        if w.d2h_bytes > 0 {
+            d2h.push_back((w.end, w.d2h_bytes));
+            d2h_bytes += w.d2h_bytes;
+        }
+        if w.end <= w.start {
+            // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
+            sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
+            return;
+        }
+        sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
+        if w.cat == Category::Communication {
+            pieces.comm_started(w.start, w.end, w.label);
+        }
+    };
+    for_each_merged_spans(
         file,
         |c| {
             matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device)
                 && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync)
         },
-        // Statistics (which do not depend on order) are gathered here; the
-        // record keeps only what the ordered sweep needs.
-        |ev| {
-            // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
-            // first, then its rounding.
-            let (start, end) = match ev {
-                Event::Kernel(k) => (k.start.0, k.end.0),
-                Event::Memcpy(m) => (m.start.0, m.end.0),
-                Event::Memset(m) => (m.start.0, m.end.0),
-                Event::Sync(s) => {
-                    syncs.push((s.start.0, s.end.0));
-                    (s.start.0, s.end.0)
-                }
-                _ => return None,
-            };
-            let (start, end) = match hta {
-                None => (start, end),
-                Some(h) => {
-                    let corr = match ev {
-                        Event::Kernel(k) => k.correlation.0,
-                        Event::Memcpy(m) => m.correlation.0,
-                        Event::Memset(m) => m.correlation.0,
-                        Event::Sync(s) => s.correlation.0,
-                        _ => 0,
-                    };
-                    match h.filter.verdict(corr, h.clock.ts(start)) {
-                        Verdict::Keep => {}
-                        Verdict::LastStep => {
-                            hta_counts.dropped_last_step += 1;
-                            return None;
-                        }
-                        Verdict::Unlinked => {
-                            hta_counts.dropped_unlinked += 1;
-                            return None;
-                        }
-                    }
-                    let (s, e) = h.clock.interval(start, end);
-                    hta_counts.negative += u64::from(e < s);
-                    (s, e)
-                }
-            };
-            let work = match ev {
-                Event::Kernel(k) => {
-                    let dur = end.saturating_sub(start);
-                    kernels += 1;
-                    if dur < short {
-                        short_kernels += 1;
-                        short_kernel_ns += dur;
-                    }
-                    if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
-                        a.count += 1;
-                        a.total += dur;
-                    }
-                    let cat = match hta {
-                        Some(_) => names.hta_kernel(k.name),
-                        None => names.kernel(k.name),
-                    };
-                    let label = match cat {
-                        Category::Communication => Links::label(link_table, k.correlation.0).unwrap_or(LABEL_UNATTRIBUTED),
-                        _ => LABEL_UNATTRIBUTED,
-                    };
-                    Work {
-                        start,
-                        end,
-                        d2h_bytes: 0,
-                        corr: k.correlation.0,
-                        name: k.name,
-                        label,
-                        kind: EventKind::Kernel,
-                        cat,
-                    }
-                }
-                Event::Memcpy(m) => {
-                    copies += 1;
-                    let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
-                    let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
-                    a.count += 1;
-                    a.bytes += m.bytes;
-                    a.total += end.saturating_sub(start);
-                    let (cat, label) = if is_peer_copy(m) {
-                        // A copy-engine collective runs as peer copies.
-                        (
-                            Category::Communication,
-                            Links::label(link_table, m.correlation.0).unwrap_or(LABEL_PEER_COPY),
-                        )
-                    } else {
-                        (Category::Transfer, LABEL_UNATTRIBUTED)
-                    };
-                    let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
-                    Work {
-                        start,
-                        end,
-                        d2h_bytes,
-                        corr: m.correlation.0,
-                        name: StringId::EMPTY,
-                        label,
-                        kind: EventKind::Memcpy,
-                        cat,
-                    }
-                }
-                Event::Memset(m) => {
-                    memsets += 1;
-                    memset_agg.count += 1;
-                    memset_agg.bytes += m.bytes;
-                    memset_agg.total += end.saturating_sub(start);
-                    Work {
-                        start,
-                        end,
-                        d2h_bytes: 0,
-                        corr: m.correlation.0,
-                        name: StringId::EMPTY,
-                        label: LABEL_UNATTRIBUTED,
-                        kind: EventKind::Memset,
-                        cat: Category::Transfer,
-                    }
-                }
-                // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
-                // "other" type: non-compute work. Otherwise they only explain idle time.
-                Event::Sync(s) if hta.is_some() => Work {
-                    start,
-                    end,
-                    d2h_bytes: 0,
-                    corr: s.correlation.0,
-                    name: StringId::EMPTY,
-                    label: LABEL_UNATTRIBUTED,
-                    kind: EventKind::Sync,
-                    cat: Category::Transfer,
-                },
-                _ => return None,
-            };
-            // Empty and inverted intervals cover no time: they neither end a gap nor enter the
-            // sweep, except in HTA-compatible mode, where they bound the span (as instants).
-            (work.end > work.start || hta.is_some()).then_some(work)
-        },
-        |w| {
-            if let Some((a, b)) = sweep.gap_before(w.start) {
-                let mut d2h_before = 0;
-                if b - a >= long_pause {
-                    while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
-                        d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-                    }
-                    d2h_before = d2h_bytes;
-                }
-                gaps.push(Gap {
-                    start: a,
-                    end: b,
-                    next_corr: w.corr,
-                    next_kind: w.kind,
-                    next_name: w.name,
-                    launch: u64::MAX,
-                    d2h_before,
-                });
-            }
-            // Keep the lookback queue short even without long gaps.
-            while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
-                d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-            }
-            if w.d2h_bytes > 0 {
-                d2h.push_back((w.end, w.d2h_bytes));
-                d2h_bytes += w.d2h_bytes;
-            }
-            if w.end <= w.start {
-                // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
-                sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
-                return;
-            }
-            sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
-            if w.cat == Category::Communication {
-                pieces.comm_started(w.start, w.end, w.label);
+        |_, _| (),
+        |sp, _, templates| {
+            // In range: the cursor checks every attribute index.
+            if let Some(w) = convert(sp, &templates[sp.attr as usize]) {
+                sweep_work(&w);
             }
         },
     )?;

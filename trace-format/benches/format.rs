@@ -96,6 +96,12 @@ fn main() {
     let mut best_track = f64::MAX;
     let mut cpu_dec = f64::MAX;
     let mut cpu_track = f64::MAX;
+    let (mut best_spans, mut cpu_spans) = (f64::MAX, f64::MAX);
+    // The chunks spans read (all but collectives and losses), and their events.
+    let span_chunks: Vec<usize> = (0..t.chunks().len())
+        .filter(|&i| !matches!(t.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+        .collect();
+    let span_events: u64 = span_chunks.iter().map(|&i| t.chunks()[i].count as u64).sum();
     let mut dec = t.decoder();
     for _ in 0..5 {
         let t0 = Instant::now();
@@ -126,6 +132,29 @@ fn main() {
         assert_eq!(m, n);
         best_track = best_track.min(t0.elapsed().as_secs_f64());
         cpu_track = cpu_track.min(thread_cpu() - c0);
+
+        let t0 = Instant::now();
+        let c0 = thread_cpu();
+        let (mut k, mut dur) = (0u64, 0u64);
+        let mut block = Vec::with_capacity(SPAN_BLOCK);
+        for &i in &span_chunks {
+            let mut c = dec.spans(i).unwrap();
+            loop {
+                c.fill(&mut block).unwrap();
+                if block.is_empty() {
+                    break;
+                }
+                for s in &block {
+                    k += 1;
+                    dur = dur.wrapping_add(s.end - s.start);
+                }
+            }
+            dec.recycle_spans(c);
+        }
+        std::hint::black_box(dur);
+        assert_eq!(k, span_events);
+        best_spans = best_spans.min(t0.elapsed().as_secs_f64());
+        cpu_spans = cpu_spans.min(thread_cpu() - c0);
     }
     let n = events.len() as f64;
     println!("size:        {} bytes, {:.2} bytes/event", out_len, out_len as f64 / n);
@@ -140,6 +169,9 @@ fn main() {
     line("encode+zstd (writer, to memory):", best_enc, cpu_enc);
     line("decode (chunk order, for_each):", best_dec, cpu_dec);
     line("decode (per-track time order):", best_track, cpu_track);
+    // Spans cover fewer events (no collectives or losses): scale to them.
+    let scale = span_events as f64 / n;
+    line("spans (chunk order, no coll/loss):", best_spans / scale, cpu_spans / scale);
     println!(
         "open (index + checksums + strings): {:.2} ms for {} bytes",
         best_open * 1e3,

@@ -39,10 +39,11 @@ mod units;
 pub mod varint;
 mod writer;
 
+pub use codec::{Span, SPAN_BLOCK};
 pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
-pub use reader::{ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, TraceFile, TrackEvents, TrackSummary};
+pub use reader::{ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, TraceFile, TrackEvents, TrackSummary};
 pub use units::*;
 pub use writer::{TraceWriter, WriterOptions};
 

@@ -6,7 +6,7 @@
 //! before it stays readable and [`TraceFile::damage`] says what was lost.
 
 use crate::chunk::*;
-use crate::codec;
+use crate::codec::{self, Span};
 use crate::error::{FormatError, Result};
 use crate::header::{Communicator, Header, Trailer};
 use crate::model::{Event, EventKind, Track};
@@ -586,6 +586,47 @@ impl<'a> ChunkDecoder<'a> {
         Ok(cursor)
     }
 
+    /// A span cursor over chunk `index` (a kernel, copy, memset,
+    /// synchronization, API or marker chunk): its events' start, end,
+    /// correlation id and attribute index, decoded a block at a time, and
+    /// its attribute dictionary as event templates. For consumers that need
+    /// only those (and work out per dictionary entry what they need of the
+    /// rest), this is about twice as fast as [`Self::cursor`]. Give it back
+    /// with [`Self::recycle_spans`]. Faults in the chunk's layout are found
+    /// here, faults in events by [`SpanCursor::fill`].
+    pub fn spans(&mut self, index: usize) -> Result<SpanCursor> {
+        let file = self.file;
+        let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
+        let (mut raw, mut templates) = self.spare.pop().unwrap_or_default();
+        if !c.compressed {
+            raw.clear();
+            raw.extend_from_slice(&file.data.bytes()[c.body_start..c.body_end]);
+        } else {
+            self.body(c, &mut raw)?;
+        }
+        // Safety: as in `cursor`: the rows borrow `raw`'s heap buffer, which
+        // moves into the cursor with them and outlives them there unchanged.
+        let body: &'static [u8] = unsafe { &*(raw.as_slice() as *const [u8]) };
+        let rows = codec::SpanRows::open(c.kind, &c.track, c.count as usize, c.t_min.0, body, &mut templates)
+            .map_err(|e| chunk_error(file, c, e))?;
+        Ok(SpanCursor {
+            rows,
+            templates,
+            raw,
+            path: file.path.clone(),
+            index,
+            chunk: *c,
+        })
+    }
+
+    /// Keep a finished span cursor's buffers for the next cursor.
+    pub fn recycle_spans(&mut self, c: SpanCursor) {
+        if self.spare.len() < 16 {
+            let SpanCursor { raw, templates, .. } = c;
+            self.spare.push((raw, templates));
+        }
+    }
+
     /// Keep a finished cursor's buffers for the next [`Self::cursor`].
     pub fn recycle(&mut self, c: ChunkCursor) {
         if self.spare.len() < 16 {
@@ -658,6 +699,51 @@ impl ChunkCursor {
     #[inline]
     pub fn done(&self) -> bool {
         self.done
+    }
+
+    /// The chunk's index in [`TraceFile::chunks`].
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// One events chunk read as [`Span`]s, a block at a time. See
+/// [`ChunkDecoder::spans`].
+///
+/// Invariant: `rows` reads `raw`, whose heap buffer is never changed or
+/// freed while `rows` exists (as in [`ChunkCursor`]).
+pub struct SpanCursor {
+    rows: codec::SpanRows<'static>,
+    templates: Vec<Event>,
+    raw: Vec<u8>,
+    path: PathBuf,
+    index: usize,
+    chunk: EventChunk,
+}
+
+impl SpanCursor {
+    /// The chunk's attribute dictionary: the event of a span is
+    /// `templates()[span.attr]` with the span's start, end and correlation
+    /// (the templates' own per-event fields are not meaningful).
+    pub fn templates(&self) -> &[Event] {
+        &self.templates
+    }
+
+    /// The next block of up to [`codec::SPAN_BLOCK`] spans in start order, in
+    /// `out` (cleared first); `out` stays empty once the chunk is done.
+    #[inline]
+    pub fn fill(&mut self, out: &mut Vec<Span>) -> Result<()> {
+        self.rows.fill(out).map_err(|e| chunk_error_at(&self.path, &self.chunk, e))
+    }
+
+    /// Events not read yet.
+    pub fn left(&self) -> usize {
+        self.rows.left()
+    }
+
+    /// The chunk.
+    pub fn chunk(&self) -> &EventChunk {
+        &self.chunk
     }
 
     /// The chunk's index in [`TraceFile::chunks`].
