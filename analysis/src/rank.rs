@@ -640,6 +640,10 @@ struct Pieces<'w> {
     windows: &'w [Window],
     step_masks: Vec<[u64; 8]>,
     step_lo: usize,
+    /// A piece within `[fast_lo, fast_hi)` lies in window `step_lo` and in no
+    /// other (empty, `fast_lo > fast_hi`, until the first piece).
+    fast_lo: u64,
+    fast_hi: u64,
     /// Communication intervals that may still cover the cursor: (end, label), in start
     /// order. The first one still running at an instant owns it (first come).
     comm: Vec<(u64, u32)>,
@@ -648,7 +652,22 @@ struct Pieces<'w> {
 
 impl Pieces<'_> {
     /// `[a, b)` with categories `mask`; pieces arrive in time order.
+    #[inline(always)]
     fn piece(&mut self, a: u64, b: u64, mask: u8) {
+        if a >= self.fast_lo && b <= self.fast_hi {
+            // Inside window `step_lo` and no other (see `fast_lo`).
+            self.step_masks[self.step_lo][mask as usize] += b - a;
+        } else {
+            self.piece_in_windows(a, b, mask);
+        }
+        if mask & COMM != 0 && mask & COMPUTE == 0 {
+            self.exposed(a, b);
+        }
+    }
+
+    /// Add `[a, b)` to the windows it overlaps, and find the stretch of the
+    /// window it starts in that no other window overlaps.
+    fn piece_in_windows(&mut self, a: u64, b: u64, mask: u8) {
         // Windows are sorted by start. Windows that ended before a piece can never overlap a later one.
         let windows = self.windows;
         while self.step_lo < windows.len() && windows[self.step_lo].end <= a {
@@ -663,19 +682,28 @@ impl Pieces<'_> {
                 m[mask as usize] += hi - lo;
             }
         }
-        if mask & COMM != 0 && mask & COMPUTE == 0 {
-            // Exposed communication: each instant goes to the communication interval that
-            // started first among those running then.
-            let mut t = a;
-            while t < b {
-                let owner = self.comm.iter().find(|c| c.0 > t).copied();
-                // The sweep saw communication here, so an interval covers `t`; the fallback
-                // only keeps the identity should that ever not hold.
-                let (end, label) = owner.unwrap_or((b, LABEL_UNATTRIBUTED));
-                let hi = end.min(b);
-                *self.exposed_by_label[label as usize].get_or_insert(0) += hi - t;
-                t = hi;
-            }
+        // Windows before `step_lo` ended by `a`, and later ones start after
+        // the next one: a piece within the window up to the next's start
+        // overlaps this window only.
+        (self.fast_lo, self.fast_hi) = match windows.get(self.step_lo) {
+            Some(w) => (w.start, windows.get(self.step_lo + 1).map_or(w.end, |n| n.start.min(w.end))),
+            None => (u64::MAX, 0),
+        };
+    }
+
+    /// Exposed communication `[a, b)`: each instant goes to the communication interval
+    /// that started first among those running then.
+    #[cold]
+    fn exposed(&mut self, a: u64, b: u64) {
+        let mut t = a;
+        while t < b {
+            let owner = self.comm.iter().find(|c| c.0 > t).copied();
+            // The sweep saw communication here, so an interval covers `t`; the fallback
+            // only keeps the identity should that ever not hold.
+            let (end, label) = owner.unwrap_or((b, LABEL_UNATTRIBUTED));
+            let hi = end.min(b);
+            *self.exposed_by_label[label as usize].get_or_insert(0) += hi - t;
+            t = hi;
         }
     }
 
@@ -708,6 +736,8 @@ fn device_pass(
         windows,
         step_masks: vec![[0u64; 8]; windows.len()],
         step_lo: 0,
+        fast_lo: u64::MAX,
+        fast_hi: 0,
         comm: Vec::new(),
         exposed_by_label: vec![None; links.labels.len()],
     };
@@ -1289,6 +1319,42 @@ mod tests {
                 }
             }
             prop_assert_eq!(activity, want);
+        }
+    }
+
+    proptest! {
+        /// Pieces reach every window they overlap, with the shortcut for pieces inside one
+        /// window as without it: windows sorted by start, overlapping or nested, and pieces
+        /// that tile time in order.
+        #[test]
+        fn pieces_add_to_every_window_they_overlap(
+            windows in proptest::collection::vec((0u64..300, 0u64..80), 0..6),
+            cuts in proptest::collection::vec((1u64..40, 0u8..8), 1..40),
+        ) {
+            let mut windows: Vec<Window> = windows.iter().enumerate().map(|(i, &(start, len))| Window { step: i as u64, start, end: start + len }).collect();
+            windows.sort_by_key(|w| (w.start, w.end, w.step));
+            let mut p = Pieces {
+                windows: &windows,
+                step_masks: vec![[0u64; 8]; windows.len()],
+                step_lo: 0,
+                fast_lo: u64::MAX,
+                fast_hi: 0,
+                comm: Vec::new(),
+                exposed_by_label: vec![None; 2],
+            };
+            let mut want = vec![[0u64; 8]; windows.len()];
+            let mut t = 0;
+            for &(len, mask) in &cuts {
+                // No communication-only masks: exposed communication needs intervals.
+                let mask = if mask & COMM != 0 { mask | COMPUTE } else { mask };
+                p.piece(t, t + len, mask);
+                for (w, m) in windows.iter().zip(&mut want) {
+                    let overlap = (t + len).min(w.end).saturating_sub(t.max(w.start));
+                    m[mask as usize] += overlap;
+                }
+                t += len;
+            }
+            prop_assert_eq!(p.step_masks, want);
         }
     }
 
