@@ -1,6 +1,6 @@
 //! Round-trip, damage and robustness tests of the file format.
 
-use gputrace_format::chunk::{Frame, FLAG_CRITICAL, FRAME_LEN};
+use gputrace_format::chunk::{Frame, FLAG_CRITICAL, FRAME_LEN, PREAMBLE_LEN};
 use gputrace_format::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -203,7 +203,7 @@ fn a_nearly_full_idle_buffer_is_written() {
     let opts = WriterOptions {
         chunk_events: 1000,
         max_buffered_events: 100_000,
-        zstd_level: 1,
+        ..WriterOptions::default()
     };
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
     let name = w.intern("k");
@@ -244,8 +244,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
     #[test]
-    fn round_trip_any_order(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50) {
-        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, zstd_level: 1 }, true);
+    fn round_trip_any_order(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, huffman_literals in any::<bool>()) {
+        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, zstd_level: 1, huffman_literals }, true);
         let t = TraceFile::from_bytes("rt", bytes).unwrap();
         prop_assert!(t.damage().is_none());
         prop_assert!(t.trailer().is_some());
@@ -269,7 +269,7 @@ proptest! {
 
     #[test]
     fn limits_hold_at_every_push(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, max in 1usize..80) {
-        let opts = WriterOptions { chunk_events: chunk, max_buffered_events: max, zstd_level: 1 };
+        let opts = WriterOptions { chunk_events: chunk, max_buffered_events: max, ..WriterOptions::default() };
         let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
         for i in 0..60 {
             w.intern(&format!("name-{i}"));
@@ -322,6 +322,15 @@ fn truncated_file_reads_up_to_last_whole_chunk() {
     let full = demo_trace();
     let t = TraceFile::from_bytes("full", full.clone()).unwrap();
     let total = t.event_total();
+    // Where each chunk starts (and the file ends).
+    let mut boundaries = vec![];
+    let mut pos = PREAMBLE_LEN;
+    while pos < full.len() {
+        boundaries.push(pos);
+        let frame = Frame::decode(full[pos..pos + FRAME_LEN].try_into().unwrap()).unwrap();
+        pos += FRAME_LEN + frame.payload_len as usize;
+    }
+    boundaries.push(full.len());
     let mut last = 0;
     // Every cut point: never a panic; events readable grow with the length.
     for cut in (16..full.len()).step_by(37) {
@@ -330,8 +339,13 @@ fn truncated_file_reads_up_to_last_whole_chunk() {
                 let n = read_all(&t).len() as u64;
                 assert!(n >= last && n <= total);
                 last = n;
-                let d = t.damage().expect("a cut file reports damage");
-                assert_eq!(d.offset + d.lost_bytes, cut as u64);
+                // A cut inside a chunk is damage; one between chunks reads as
+                // a writer killed there (no trailer, nothing lost).
+                if let Some(d) = t.damage() {
+                    assert_eq!(d.offset + d.lost_bytes, cut as u64);
+                } else {
+                    assert!(boundaries.contains(&cut), "a cut at {cut}, inside a chunk, is not reported");
+                }
                 assert!(t.trailer().is_none());
             }
             Err(e) => {
@@ -456,7 +470,7 @@ fn writer_memory_is_bounded_across_many_tracks() {
     let opts = WriterOptions {
         chunk_events: 1000,
         max_buffered_events: 5000,
-        zstd_level: 1,
+        ..WriterOptions::default()
     };
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
     let mut peak = 0;
@@ -523,4 +537,40 @@ fn a_garbled_communicators_chunk_is_damage_not_a_panic() {
     let d = t.damage().expect("reported as damage");
     assert!(d.reason.contains("communicators"), "{}", d.reason);
     assert!(t.communicators().is_empty());
+}
+
+/// Huffman-coded literals (`WriterOptions::huffman_literals`) change the
+/// size, not the events.
+#[test]
+fn huffman_literals_make_smaller_files_of_the_same_events() {
+    let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
+    let events = read_all(&t);
+    assert!(events.len() > 300, "{}", events.len());
+    let mut strings: Vec<String> = Vec::new();
+    for i in 1..t.string_count() as u32 {
+        strings.push(t.name(StringId(i)).into_owned());
+    }
+    let rewrite = |huffman_literals: bool| {
+        let opts = WriterOptions {
+            huffman_literals,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), t.header(), opts).unwrap();
+        for s in &strings {
+            w.intern(s);
+        }
+        for e in &events {
+            w.push_ref(e).unwrap();
+        }
+        w.finish(Trailer::default()).unwrap()
+    };
+    let (plain, huffman) = (rewrite(false), rewrite(true));
+    assert!(huffman.len() < plain.len(), "{} against {}", huffman.len(), plain.len());
+    for bytes in [plain, huffman] {
+        let u = TraceFile::from_bytes("rewritten", bytes).unwrap();
+        let (mut a, mut b) = (read_all(&u), events.clone());
+        a.sort_by_key(sort_key);
+        b.sort_by_key(sort_key);
+        assert_eq!(a, b);
+    }
 }
