@@ -462,6 +462,12 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         if !matches!(c.kind, EventKind::Api | EventKind::Marker) {
             continue;
         }
+        // Only calls and ranges inside one of the longest gaps add to its activity.
+        let near_top = spans.iter().flatten().any(|&(gs, ge)| c.t_min.0 < ge && c.t_max.0 > gs);
+        if c.kind == EventKind::Marker && !near_top {
+            // Ranges only add activity.
+            continue;
+        }
         let mut cursor = dec.spans(ci)?;
         entry.clear();
         entry.extend(cursor.templates().iter().map(|t| match t {
@@ -470,14 +476,21 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             Event::Marker(m) if m.kind == MarkerKind::RANGE => (m.name, RANGE),
             _ => (StringId::EMPTY, 0),
         }));
+        // Calls outside the longest gaps, and not syncs, only matter for their start and
+        // correlation id (the launch of the work that ended a gap): their ends and names
+        // are not read.
+        let lean = c.kind == EventKind::Api && !near_top && entry.iter().all(|&(_, what)| what == API);
+        if lean {
+            cursor.skip(true, true);
+        }
         loop {
             cursor.fill(&mut block)?;
             if block.is_empty() {
                 break;
             }
             for sp in &block {
-                // In range: `fill` checks every attribute index.
-                let (name, what) = entry[sp.attr as usize];
+                // In range when read: `fill` checks every attribute index.
+                let (name, what) = if lean { (StringId::EMPTY, API) } else { entry[sp.attr as usize] };
                 if what & API != 0 {
                     let corr = sp.corr;
                     if corr < last_corr {
@@ -498,7 +511,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                         syncs.push((sp.start, sp.end));
                     }
                 }
-                if what != 0 {
+                if what != 0 && !lean {
                     note_activity(name, sp.start, sp.end);
                 }
             }

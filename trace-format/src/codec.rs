@@ -1242,9 +1242,11 @@ pub const SPAN_BLOCK: usize = 64;
 /// `Some` iff the kind has a correlation series.
 pub(crate) struct SpanRows<'a> {
     start_col: Column<'a>,
-    dur_col: Column<'a>,
+    /// `None` once ends are skipped ([`SpanRows::skip`]).
+    dur_col: Option<Column<'a>>,
     corr_col: Option<Column<'a>>,
-    idx_col: Column<'a>,
+    /// `None` once dictionary indexes are skipped.
+    idx_col: Option<Column<'a>>,
     left: usize,
     start: u64,
     corr: u64,
@@ -1275,9 +1277,9 @@ impl<'a> SpanRows<'a> {
         let mut take = |i: usize| cols[i].take().ok_or(BAD);
         Ok(SpanRows {
             start_col: take(0)?,
-            dur_col: take(1)?,
+            dur_col: Some(take(1)?),
             corr_col: if has_corr { Some(take(2)?) } else { None },
-            idx_col: take(2 + n_series)?,
+            idx_col: Some(take(2 + n_series)?),
             left: count,
             start: t_min,
             corr: 0,
@@ -1288,6 +1290,19 @@ impl<'a> SpanRows<'a> {
     /// Events not read yet.
     pub(crate) fn left(&self) -> usize {
         self.left
+    }
+
+    /// Stop reading the ends (`end`) and the dictionary indexes (`attr`) of
+    /// the events not read yet: their spans then have `end == start` and
+    /// `attr == 0`. Each saves a varint per event for a consumer that does
+    /// not need it.
+    pub(crate) fn skip(&mut self, end: bool, attr: bool) {
+        if end {
+            self.dur_col = None;
+        }
+        if attr {
+            self.idx_col = None;
+        }
     }
 
     /// Decode the next up to [`SPAN_BLOCK`] events into `out` (cleared
@@ -1302,51 +1317,17 @@ impl<'a> SpanRows<'a> {
             return Ok(());
         }
         self.left -= n;
-        let (mut start, mut corr) = (self.start, self.corr);
-        let limit = self.n_templates as u64;
-        // The columns are read through copies in locals, so that their
-        // positions stay in registers (through `self`, each read would
-        // store its position back to memory, `out` might alias it).
-        let (mut c0, mut c1, mut ci) = (self.start_col, self.dur_col, self.idx_col);
-        // Faults of the block, checked once after it: bits above 32 of a
-        // correlation id, an index at or past the dictionary's end.
-        let (mut wide, mut outside) = (0u64, false);
-        out.reserve(n);
-        match self.corr_col {
-            Some(mut cc) => {
-                for _ in 0..n {
-                    start = start.wrapping_add(unzigzag(c0.next()) as u64);
-                    let end = start.wrapping_add(unzigzag(c1.next()) as u64);
-                    corr = corr.wrapping_add(unzigzag(cc.next()) as u64);
-                    let attr = ci.next();
-                    wide |= corr >> 32;
-                    outside |= attr >= limit;
-                    out.push(Span {
-                        start,
-                        end,
-                        corr: corr as u32,
-                        attr: attr as u32,
-                    });
-                }
-                self.corr_col = Some(cc);
-            }
-            None => {
-                for _ in 0..n {
-                    start = start.wrapping_add(unzigzag(c0.next()) as u64);
-                    let end = start.wrapping_add(unzigzag(c1.next()) as u64);
-                    let attr = ci.next();
-                    outside |= attr >= limit;
-                    out.push(Span {
-                        start,
-                        end,
-                        corr: 0,
-                        attr: attr as u32,
-                    });
-                }
-            }
-        }
-        (self.start_col, self.dur_col, self.idx_col) = (c0, c1, ci);
-        (self.start, self.corr) = (start, corr);
+        // One loop per set of columns read, each without a test per column.
+        let (wide, outside) = match (self.corr_col.is_some(), self.dur_col.is_some(), self.idx_col.is_some()) {
+            (true, true, true) => self.fill_with::<true, true, true>(out, n),
+            (true, true, false) => self.fill_with::<true, true, false>(out, n),
+            (true, false, true) => self.fill_with::<true, false, true>(out, n),
+            (true, false, false) => self.fill_with::<true, false, false>(out, n),
+            (false, true, true) => self.fill_with::<false, true, true>(out, n),
+            (false, true, false) => self.fill_with::<false, true, false>(out, n),
+            (false, false, true) => self.fill_with::<false, false, true>(out, n),
+            (false, false, false) => self.fill_with::<false, false, false>(out, n),
+        };
         if outside {
             out.clear();
             return Err("attribute index out of range");
@@ -1356,15 +1337,67 @@ impl<'a> SpanRows<'a> {
             return Err("correlation id out of range");
         }
         if self.left == 0
-            && (self.start_col.overlong()
-                || self.dur_col.overlong()
-                || self.idx_col.overlong()
-                || self.corr_col.as_ref().is_some_and(|c| c.overlong()))
+            && (self.start_col.overlong() || [self.dur_col, self.idx_col, self.corr_col].iter().flatten().any(|c| c.overlong()))
         {
             out.clear();
             return Err("varint longer than 10 bytes");
         }
         Ok(())
+    }
+
+    /// `n` spans into `out` from the start column and, where the const
+    /// parameter says so (and only then is it `Some`), the correlation,
+    /// duration and index columns. Returns the block's faults: bits above 32
+    /// of a correlation id (or'ed together), an index past the dictionary.
+    #[inline(always)]
+    fn fill_with<const CORR: bool, const END: bool, const ATTR: bool>(&mut self, out: &mut Vec<Span>, n: usize) -> (u64, bool) {
+        let (mut start, mut corr) = (self.start, self.corr);
+        let limit = self.n_templates as u64;
+        // The columns are read through copies in locals, so that their
+        // positions stay in registers (through `self`, each read would
+        // store its position back to memory, `out` might alias it).
+        // Columns not read stand in as copies of the start column (never
+        // read: the dispatch in `fill` sets each flag iff its column is there).
+        let mut c0 = self.start_col;
+        let mut c1 = self.dur_col.unwrap_or(c0);
+        let mut cc = self.corr_col.unwrap_or(c0);
+        let mut ci = self.idx_col.unwrap_or(c0);
+        let (mut wide, mut outside) = (0u64, false);
+        out.reserve(n);
+        for _ in 0..n {
+            start = start.wrapping_add(unzigzag(c0.next()) as u64);
+            let mut end = start;
+            if END {
+                end = start.wrapping_add(unzigzag(c1.next()) as u64);
+            }
+            if CORR {
+                corr = corr.wrapping_add(unzigzag(cc.next()) as u64);
+                wide |= corr >> 32;
+            }
+            let mut attr = 0;
+            if ATTR {
+                attr = ci.next();
+                outside |= attr >= limit;
+            }
+            out.push(Span {
+                start,
+                end,
+                corr: corr as u32,
+                attr: attr as u32,
+            });
+        }
+        self.start_col = c0;
+        if END {
+            self.dur_col = Some(c1);
+        }
+        if CORR {
+            self.corr_col = Some(cc);
+        }
+        if ATTR {
+            self.idx_col = Some(ci);
+        }
+        (self.start, self.corr) = (start, corr);
+        (wide, outside)
     }
 }
 

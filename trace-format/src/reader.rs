@@ -741,6 +741,15 @@ impl SpanCursor {
         self.rows.left()
     }
 
+    /// Stop reading the ends (`end`) and the dictionary indexes (`attr`)
+    /// of the events not read yet: their spans then have `end == start` and
+    /// `attr == 0` (not an index to use). A consumer that needs neither
+    /// (say, only starts and correlation ids) reads two varints per event
+    /// instead of four.
+    pub fn skip(&mut self, end: bool, attr: bool) {
+        self.rows.skip(end, attr);
+    }
+
     /// The chunk.
     pub fn chunk(&self) -> &EventChunk {
         &self.chunk
