@@ -26,7 +26,7 @@ use crate::classify::{is_peer_copy, Category, Classifier};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
-use crate::merge::{for_each_merged, for_each_merged_spans, for_each_of_kinds};
+use crate::merge::for_each_of_kinds;
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
@@ -924,13 +924,19 @@ fn device_pass(
             pieces.comm_started(w.start, w.end, w.label);
         }
     };
-    for_each_merged_spans(
-        file,
-        |c| {
-            matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device)
-                && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync)
-        },
-        |_, _| (),
+    let chunks = file.chunks();
+    let gpu_work: Vec<usize> = (0..chunks.len())
+        .filter(|&i| {
+            matches!(chunks[i].track, Track::Gpu { device: d, .. } if d.0 == device)
+                && matches!(
+                    chunks[i].kind,
+                    EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync
+                )
+        })
+        .collect();
+    file.for_each_span_merged(
+        gpu_work,
+        |_| (),
         |sp, _, templates| {
             // In range: the cursor checks every attribute index.
             if let Some(w) = convert(sp, &templates[sp.attr as usize]) {
@@ -1009,16 +1015,21 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
     let mut runs = vec![Runs::default(); file.string_count()];
     let mut last_end = 0u64;
     let mut anchor_starts: Vec<u64> = Vec::new();
-    let kernels_of_device =
-        |c: &EventChunk| c.kind == EventKind::Kernel && matches!(c.track, Track::Gpu { device: d, .. } if d.0 == device);
-    for_each_merged(
-        file,
-        kernels_of_device,
-        |ev| match ev {
-            Event::Kernel(k) => Some((k.start.0, k.end.0, k.name)),
-            _ => None,
-        },
-        |&(start, end, name)| {
+    let chunks = file.chunks();
+    let kernels_of_device: Vec<usize> = (0..chunks.len())
+        .filter(|&i| chunks[i].kind == EventKind::Kernel && matches!(chunks[i].track, Track::Gpu { device: d, .. } if d.0 == device))
+        .collect();
+    // In range: the cursor checks every attribute index.
+    let name_of = |sp: &Span, templates: &[Event]| match templates[sp.attr as usize] {
+        Event::Kernel(k) => Some(k.name),
+        _ => None,
+    };
+    file.for_each_span_merged(
+        kernels_of_device.clone(),
+        |_| (),
+        |sp, _, templates| {
+            let Some(name) = name_of(sp, templates) else { return };
+            let (start, end) = (sp.start, sp.end);
             last_end = last_end.max(end);
             if let Some(r) = runs.get_mut(name.0 as usize) {
                 if r.count == 0 {
@@ -1061,14 +1072,14 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
         return Ok((Vec::new(), None));
     };
     let anchor = StringId(anchor as u32);
-    for_each_merged(
-        file,
+    file.for_each_span_merged(
         kernels_of_device,
-        |ev| match ev {
-            Event::Kernel(k) if k.name == anchor => Some(k.start.0),
-            _ => None,
+        |_| (),
+        |sp, _, templates| {
+            if name_of(sp, templates) == Some(anchor) {
+                anchor_starts.push(sp.start);
+            }
         },
-        |&t| anchor_starts.push(t),
     )?;
     let windows = anchor_starts
         .iter()

@@ -486,6 +486,119 @@ impl TraceFile {
     }
 }
 
+/// One chunk being read by [`TraceFile::for_each_span_merged`]: its cursor,
+/// the block of spans decoded last and the next one's place in it (valid
+/// while the slot is live), and what `prepare` made of the chunk.
+struct SpanSlot<P> {
+    cursor: SpanCursor,
+    block: Vec<Span>,
+    at: usize,
+    prepared: P,
+}
+
+impl TraceFile {
+    /// Call `f(span, prepared, templates)` for every span of chunks `ids`
+    /// (kernel, copy, memset, synchronization, API and marker chunks) in
+    /// the order of [`Self::merge`]: by start, on equal starts the longer
+    /// first, then by chunk. `templates` is the span's chunk's dictionary
+    /// (`templates[span.attr]` is its entry unless indexes were skipped)
+    /// and `prepared` what `prepare` made of the chunk's cursor when it was
+    /// opened, before its first span was read: per-entry work such as
+    /// classifying a kernel name is done once per chunk, and `prepare` may
+    /// [`SpanCursor::skip`] columns it does not need (a skipped end counts
+    /// as the start in the order). The same merge as [`Self::merge`], a
+    /// block of spans at a time instead of an event at a time; memory is
+    /// bounded the same way. Stops at the first decoding error.
+    pub fn for_each_span_merged<P>(
+        &self,
+        mut ids: Vec<usize>,
+        mut prepare: impl FnMut(&mut SpanCursor) -> P,
+        mut f: impl FnMut(&Span, &P, &[Event]),
+    ) -> Result<()> {
+        let chunks = &self.chunks;
+        // Latest first, so that pop() yields the chunk that begins earliest.
+        ids.sort_by_key(|&i| Reverse((chunks.get(i).map(|c| c.t_min), i)));
+        let mut pending = ids;
+        let mut dec = self.decoder();
+        let mut active: Vec<Option<SpanSlot<P>>> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        // Blocks of finished slots, for the next ones.
+        let mut spare_blocks: Vec<Vec<Span>> = Vec::new();
+        // Key of each live slot's next span: start, the longer first, slot.
+        let key = |s: &Span, slot: usize| (s.start, Reverse(s.end), slot);
+        let mut heap: BinaryHeap<Reverse<(u64, Reverse<u64>, usize)>> = BinaryHeap::new();
+        loop {
+            // A pending chunk must be opened before any span that starts after its first.
+            while let Some(&idx) = pending.last() {
+                let t = chunks.get(idx).map_or(0, |c| c.t_min.0);
+                if matches!(heap.peek(), Some(Reverse((next, _, _))) if *next < t) {
+                    break;
+                }
+                pending.pop();
+                let mut cursor = dec.spans(idx)?;
+                let prepared = prepare(&mut cursor);
+                let mut block = spare_blocks.pop().unwrap_or_else(|| Vec::with_capacity(codec::SPAN_BLOCK));
+                cursor.fill(&mut block)?;
+                let Some(first) = block.first().copied() else {
+                    dec.recycle_spans(cursor);
+                    spare_blocks.push(block);
+                    continue;
+                };
+                let live = SpanSlot {
+                    cursor,
+                    block,
+                    at: 0,
+                    prepared,
+                };
+                let slot = match free.pop() {
+                    Some(slot) => {
+                        active[slot] = Some(live);
+                        slot
+                    }
+                    None => {
+                        active.push(Some(live));
+                        active.len() - 1
+                    }
+                };
+                heap.push(Reverse(key(&first, slot)));
+            }
+            let Some(Reverse((_, _, slot))) = heap.pop() else { break };
+            // This slot goes on while its next span comes before the heap's
+            // first and starts before the earliest pending chunk (neither
+            // changes meanwhile).
+            let top = heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k);
+            let pending_start = pending.last().and_then(|&i| chunks.get(i)).map_or(u64::MAX, |c| c.t_min.0);
+            let Some(s) = active[slot].as_mut() else { continue };
+            // The popped span is the first in order; the others are checked.
+            let mut first = true;
+            'run: loop {
+                // Invariant: `s.at < s.block.len()`.
+                while s.at < s.block.len() {
+                    let sp = &s.block[s.at];
+                    if !first && !(sp.start < pending_start && key(sp, slot) < top) {
+                        heap.push(Reverse(key(sp, slot)));
+                        break 'run;
+                    }
+                    first = false;
+                    f(sp, &s.prepared, s.cursor.templates());
+                    s.at += 1;
+                }
+                s.cursor.fill(&mut s.block)?;
+                s.at = 0;
+                if s.block.is_empty() {
+                    if let Some(done) = active[slot].take() {
+                        dec.recycle_spans(done.cursor);
+                        spare_blocks.push(done.block);
+                    }
+                    free.push(slot);
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Decodes chunk bodies of one file.
 pub struct ChunkDecoder<'a> {
     file: &'a TraceFile,

@@ -289,6 +289,24 @@ proptest! {
         // Spans and their templates give the same events as full decoding.
         let spans = read_spans(&t).unwrap();
         prop_assert_eq!(&spans, &read_span_kinds(&t));
+        // Merged spans come in the merge's order, ties included.
+        for s in t.tracks() {
+            let ids: Vec<usize> = (0..t.chunks().len())
+                .filter(|&i| t.chunks()[i].track == s.track && !matches!(t.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+                .collect();
+            let mut want = Vec::new();
+            let mut m = t.merge(ids.clone());
+            while let Some(e) = m.next_event().unwrap() {
+                let mut e = *e;
+                if let Event::Kernel(k) = &mut e {
+                    k.graph_node_id = 0;
+                }
+                want.push(e);
+            }
+            let mut got = Vec::new();
+            t.for_each_span_merged(ids, |_| (), |sp, _, templates| got.push(sp.event(&templates[sp.attr as usize]))).unwrap();
+            prop_assert_eq!(got, want);
+        }
         // Skipping ends and indexes leaves the starts and correlation ids.
         let lean = read_lean_spans(&t);
         prop_assert_eq!(lean.len(), spans.len());
@@ -325,6 +343,33 @@ proptest! {
             let full = t.chunks().iter().filter(|c| c.count as usize == chunk).count();
             prop_assert_eq!(full, events.len() / chunk);
         }
+    }
+
+    /// Calls and ranges of one thread that start together: merged spans
+    /// break ties as the event merge does (the longer first, then the chunk).
+    #[test]
+    fn merged_spans_break_ties_as_the_merge(evs in proptest::collection::vec((any::<bool>(), 0u64..12, 0u64..6, 0u32..3), 1..120), chunk in 1usize..6) {
+        let thread = ThreadId(7);
+        let events: Vec<Event> = evs.iter().enumerate().map(|(i, &(marker, s, d, name))| {
+            let (start, end) = (Nanos(s), Nanos(s + d));
+            if marker {
+                Event::Marker(Marker { start, end, thread, name: StringId(name), domain: StringId::EMPTY, kind: MarkerKind::RANGE, color: 0 })
+            } else {
+                Event::Api(ApiCall { start, end, thread, correlation: CorrelationId(i as u32 + 1), domain: ApiDomain::RUNTIME, cbid: 211, name: StringId(name), return_value: 0 })
+            }
+        }).collect();
+        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, ..WriterOptions::default() }, true);
+        let t = TraceFile::from_bytes("ties", bytes).unwrap();
+        let ids: Vec<usize> = (0..t.chunks().len()).collect();
+        let mut want = Vec::new();
+        let mut m = t.merge(ids.clone());
+        while let Some(e) = m.next_event().unwrap() {
+            want.push(*e);
+        }
+        let mut got = Vec::new();
+        t.for_each_span_merged(ids, |_| (), |sp, _, templates| got.push(sp.event(&templates[sp.attr as usize]))).unwrap();
+        prop_assert_eq!(got.len(), events.len());
+        prop_assert_eq!(got, want);
     }
 
     #[test]

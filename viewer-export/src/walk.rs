@@ -485,28 +485,47 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                     })
                     .collect();
                 let mut open: Vec<(u64, usize)> = Vec::new();
-                let mut events = trace.merge(ids);
-                while let Some(e) = events.next_event()? {
-                    let (s, t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
-                    if !in_window(s, t) {
-                        continue;
-                    }
-                    while open.last().is_some_and(|&(end, _)| end <= s) {
-                        open.pop();
-                    }
-                    match e {
-                        Event::Api(a) if a.correlation.0 != 0 => {
-                            let c = a.correlation.0;
-                            launches.insert(c);
-                            for &(_, i) in &open {
-                                let an = &mut annotations.all[i];
-                                (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
-                            }
+                // Calls and ranges as spans: a call needs only its times and
+                // correlation id, a range its times and name.
+                trace.for_each_span_merged(
+                    ids,
+                    |cursor| {
+                        // Every entry of an API chunk is a call: its indexes are not read.
+                        let calls_only = cursor.chunk().kind == EventKind::Api;
+                        if calls_only {
+                            cursor.skip(false, true);
                         }
-                        Event::Marker(m) if m.kind == MarkerKind::RANGE && annotations.all.len() < MAX_ANNOTATIONS => {
+                        let ranges: Vec<Option<StringId>> = cursor
+                            .templates()
+                            .iter()
+                            .map(|t| match t {
+                                Event::Marker(m) if m.kind == MarkerKind::RANGE => Some(m.name),
+                                _ => None,
+                            })
+                            .collect();
+                        (calls_only, ranges)
+                    },
+                    |sp, (calls_only, ranges), _| {
+                        let (s, t) = (apply_shift(sp.start, shift), apply_shift(sp.end, shift));
+                        if !in_window(s, t) {
+                            return;
+                        }
+                        while open.last().is_some_and(|&(end, _)| end <= s) {
+                            open.pop();
+                        }
+                        if *calls_only {
+                            let c = sp.corr;
+                            if c != 0 {
+                                launches.insert(c);
+                                for &(_, i) in &open {
+                                    let an = &mut annotations.all[i];
+                                    (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
+                                }
+                            }
+                        } else if let (Some(&Some(name)), true) = (ranges.get(sp.attr as usize), annotations.all.len() < MAX_ANNOTATIONS) {
                             let parent = open.last().map(|o| o.1);
                             annotations.all.push(Annotation {
-                                name: m.name,
+                                name,
                                 lo: u32::MAX,
                                 hi: 0,
                                 calls: 0,
@@ -516,9 +535,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                             });
                             open.push((t, annotations.all.len() - 1));
                         }
-                        _ => {}
-                    }
-                }
+                    },
+                )?;
             }
             annotations.finish(&launches);
         } else {
