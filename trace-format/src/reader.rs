@@ -575,7 +575,8 @@ impl TraceFile {
                 // Invariant: `s.at < s.block.len()`.
                 while s.at < s.block.len() {
                     let sp = &s.block[s.at];
-                    if !first && !(sp.start < pending_start && key(sp, slot) < top) {
+                    let goes_on = first || (sp.start < pending_start && key(sp, slot) < top);
+                    if !goes_on {
                         heap.push(Reverse(key(sp, slot)));
                         break 'run;
                     }
