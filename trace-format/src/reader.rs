@@ -568,6 +568,7 @@ impl TraceFile {
             // changes meanwhile).
             let top = heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k);
             let pending_start = pending.last().and_then(|&i| chunks.get(i)).map_or(u64::MAX, |c| c.t_min.0);
+            let bound = top.0.min(pending_start);
             let Some(s) = active[slot].as_mut() else { continue };
             // The popped span is the first in order; the others are checked.
             let mut first = true;
@@ -575,7 +576,10 @@ impl TraceFile {
                 // Invariant: `s.at < s.block.len()`.
                 while s.at < s.block.len() {
                     let sp = &s.block[s.at];
-                    let goes_on = first || (sp.start < pending_start && key(sp, slot) < top);
+                    // Usually settled by the start alone; an equal start compares the rest.
+                    let goes_on = first
+                        || sp.start < bound
+                        || (sp.start == top.0 && sp.start < pending_start && key(sp, slot) < top);
                     if !goes_on {
                         heap.push(Reverse(key(sp, slot)));
                         break 'run;
