@@ -234,6 +234,7 @@ fn writer_throughput(mix: Mix) {
         .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
 
+    let random_jitter = std::env::var("AGENT_BENCH_JITTER").is_ok_and(|v| v == "random");
     let mut offsets = Vec::new();
     let mut t = 1_790_000_000_000_000_000u64;
     let mut records = 0u64;
@@ -256,8 +257,18 @@ fn writer_throughput(mix: Mix) {
         let mut k = vec![0u8; ksize];
         use layout::kernel as o;
         put(&mut k, 0, kind::CONCURRENT_KERNEL);
-        put(&mut k, o::START, t + 9_000 + (i as u64 * 37) % 1000);
-        put(&mut k, o::END, t + 9_000 + 20_000 + (i as u64 * 7919) % 30_000);
+        // Timing jitter: a fixed pattern (the default), or with
+        // `AGENT_BENCH_JITTER=random` pseudo-random (more entropy than a
+        // training loop's kernels have, whose durations repeat within a few
+        // percent; zstd works harder).
+        let (j1, j2) = if random_jitter {
+            let r = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            ((r >> 20) % 1000, (r >> 40) % 30_000)
+        } else {
+            ((i as u64 * 37) % 1000, (i as u64 * 7919) % 30_000)
+        };
+        put(&mut k, o::START, t + 9_000 + j1);
+        put(&mut k, o::END, t + 9_000 + 20_000 + j2);
         put(&mut k, o::DEVICE_ID, 0u32);
         put(&mut k, o::CONTEXT_ID, 1u32);
         put(&mut k, o::STREAM_ID, 7u32);
@@ -312,7 +323,7 @@ fn writer_throughput(mix: Mix) {
         let t0 = Instant::now();
         let cpu0 = thread_cpu();
         let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
-        let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
+        let mut w = TraceWriter::new(f, &Header::default(), writer_options()).unwrap();
         let mut dec = Decoder::default();
         decode_all(&buf, &offsets, &mut dec, &mut w);
         let f = w.finish(Trailer::default()).unwrap();
@@ -343,7 +354,7 @@ fn writer_throughput(mix: Mix) {
 fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix, path: &std::path::Path) {
     let mut buf = buf.to_vec();
     let f = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
-    let mut w = TraceWriter::new(f, &Header::default(), WriterOptions::default()).unwrap();
+    let mut w = TraceWriter::new(f, &Header::default(), writer_options()).unwrap();
     let mut dec = Decoder::default();
     let reps: usize = std::env::var("AGENT_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
     let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
@@ -382,6 +393,15 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix
         records as f64 / best / 1e6,
         records as f64 / best_cpu / 1e6
     );
+}
+
+/// The writer's options: the agent's (the default), or with
+/// `AGENT_BENCH_HUFFMAN=1` zstd's literals Huffman-coded (for comparison).
+fn writer_options() -> WriterOptions {
+    WriterOptions {
+        huffman_literals: std::env::var("AGENT_BENCH_HUFFMAN").is_ok_and(|v| v == "1"),
+        ..WriterOptions::default()
+    }
 }
 
 /// The writer thread's work on the records at `offsets` of `buf` (each a

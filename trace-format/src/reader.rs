@@ -577,9 +577,7 @@ impl TraceFile {
                 while s.at < s.block.len() {
                     let sp = &s.block[s.at];
                     // Usually settled by the start alone; an equal start compares the rest.
-                    let goes_on = first
-                        || sp.start < bound
-                        || (sp.start == top.0 && sp.start < pending_start && key(sp, slot) < top);
+                    let goes_on = first || sp.start < bound || (sp.start == top.0 && sp.start < pending_start && key(sp, slot) < top);
                     if !goes_on {
                         heap.push(Reverse(key(sp, slot)));
                         break 'run;
