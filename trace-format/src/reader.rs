@@ -667,12 +667,9 @@ impl<'a> ChunkDecoder<'a> {
         Ok(raw)
     }
 
-    /// A cursor over chunk `index`, on its first event: the chunk is read
-    /// one event at a time, holding only its decompressed body (a varint per
-    /// column per event) rather than every event (112 bytes each). Give it
-    /// back with [`Self::recycle`] to reuse its buffers. Faults are found
-    /// as in [`Self::for_each`].
-    pub fn cursor(&mut self, index: usize) -> Result<ChunkCursor> {
+    /// Chunk `index`, its body in a buffer of its own (decompressed, or
+    /// copied), and template storage to reuse: what a cursor holds.
+    fn owned_body(&mut self, index: usize) -> Result<(&'a EventChunk, Vec<u8>, Vec<Event>)> {
         let file = self.file;
         let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
         let (mut raw, templates) = self.spare.pop().unwrap_or_default();
@@ -682,6 +679,17 @@ impl<'a> ChunkDecoder<'a> {
         } else {
             self.body(c, &mut raw)?;
         }
+        Ok((c, raw, templates))
+    }
+
+    /// A cursor over chunk `index`, on its first event: the chunk is read
+    /// one event at a time, holding only its decompressed body (a varint per
+    /// column per event) rather than every event (112 bytes each). Give it
+    /// back with [`Self::recycle`] to reuse its buffers. Faults are found
+    /// as in [`Self::for_each`].
+    pub fn cursor(&mut self, index: usize) -> Result<ChunkCursor> {
+        let (c, raw, templates) = self.owned_body(index)?;
+        let file = self.file;
         // Safety: the rows borrow `raw`'s heap buffer, which moves into the
         // cursor with them (moving a Vec does not move its buffer), outlives
         // them there and is never changed (see `ChunkCursor`).
@@ -707,19 +715,14 @@ impl<'a> ChunkDecoder<'a> {
     /// correlation id and attribute index, decoded a block at a time, and
     /// its attribute dictionary as event templates. For consumers that need
     /// only those (and work out per dictionary entry what they need of the
-    /// rest), this is about twice as fast as [`Self::cursor`]. Give it back
+    /// rest) this is cheaper than [`Self::cursor`], which fills in a
+    /// 112-byte event per event: the report's device sweep over a million
+    /// kernels went from 62 to 52 ms with it (`BENCHMARKS.md`). Give it back
     /// with [`Self::recycle_spans`]. Faults in the chunk's layout are found
     /// here, faults in events by [`SpanCursor::fill`].
     pub fn spans(&mut self, index: usize) -> Result<SpanCursor> {
+        let (c, raw, mut templates) = self.owned_body(index)?;
         let file = self.file;
-        let c = file.chunks.get(index).ok_or_else(|| no_chunk(file, index))?;
-        let (mut raw, mut templates) = self.spare.pop().unwrap_or_default();
-        if !c.compressed {
-            raw.clear();
-            raw.extend_from_slice(&file.data.bytes()[c.body_start..c.body_end]);
-        } else {
-            self.body(c, &mut raw)?;
-        }
         // Safety: as in `cursor`: the rows borrow `raw`'s heap buffer, which
         // moves into the cursor with them and outlives them there unchanged.
         let body: &'static [u8] = unsafe { &*(raw.as_slice() as *const [u8]) };
