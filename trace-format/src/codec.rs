@@ -1210,7 +1210,8 @@ pub struct Span {
 impl Span {
     /// The event this span is of: `template` (its entry in the chunk's
     /// dictionary, see [`crate::SpanCursor::templates`]) with the span's
-    /// start, end and correlation id.
+    /// start, end and correlation id. A kernel's graph node id, a per-event
+    /// column spans do not read, is the template's: 0.
     #[inline]
     pub fn event(&self, template: &Event) -> Event {
         let mut e = *template;
