@@ -30,7 +30,7 @@ pub struct WriterOptions {
     /// Huffman-code zstd's literals in events chunks (string chunks always
     /// are). Off by default: on a training-like mix the file is about 15%
     /// larger without it (4.3 instead of 3.7 bytes per event), but events
-    /// chunks decode about 1.45 times as fast and encode about 1.2 times as
+    /// chunks decode about 1.45 times as fast and encode about 1.15 times as
     /// fast (`cargo bench -p gputrace-format --bench format`). Column bytes
     /// are varints of deltas, which entropy coding shrinks only a little.
     pub huffman_literals: bool,
