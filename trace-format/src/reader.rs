@@ -506,7 +506,8 @@ impl TraceFile {
     /// opened, before its first span was read: per-entry work such as
     /// classifying a kernel name is done once per chunk, and `prepare` may
     /// [`SpanCursor::skip`] columns it does not need (a skipped end counts
-    /// as the start in the order). The same merge as [`Self::merge`], a
+    /// as the start in the order). `prepare` must not call
+    /// [`SpanCursor::fill`]: the spans it took would be missing. The same merge as [`Self::merge`], a
     /// block of spans at a time instead of an event at a time; memory is
     /// bounded the same way. Stops at the first decoding error.
     pub fn for_each_span_merged<P>(
@@ -733,7 +734,6 @@ impl<'a> ChunkDecoder<'a> {
             templates,
             raw,
             path: file.path.clone(),
-            index,
             chunk: *c,
         })
     }
@@ -836,7 +836,6 @@ pub struct SpanCursor {
     templates: Vec<Event>,
     raw: Vec<u8>,
     path: PathBuf,
-    index: usize,
     chunk: EventChunk,
 }
 
@@ -872,11 +871,6 @@ impl SpanCursor {
     /// The chunk.
     pub fn chunk(&self) -> &EventChunk {
         &self.chunk
-    }
-
-    /// The chunk's index in [`TraceFile::chunks`].
-    pub fn index(&self) -> usize {
-        self.index
     }
 }
 
