@@ -70,6 +70,33 @@ macro_rules! raw_args {
                     _ => None,
                 }
             }
+
+            /// The index of the field for member `key` (see [`Self::slot_at`]).
+            fn index(key: &str) -> Option<u8> {
+                let mut i = 0;
+                $(
+                    if key == $key {
+                        return Some(i);
+                    }
+                    i += 1;
+                )*
+                let _ = i;
+                None
+            }
+
+            /// The field with index `i` (see [`Self::index`]).
+            #[inline]
+            pub(crate) fn slot_at(&mut self, i: u8) -> Option<&mut Option<Raw<'a>>> {
+                let mut k = 0;
+                $(
+                    if k == i {
+                        return Some(&mut self.$field);
+                    }
+                    k += 1;
+                )*
+                let _ = k;
+                None
+            }
         }
     };
 }
@@ -166,6 +193,32 @@ const MEMBERS: [KnownMember; 8] = {
     ]
 };
 
+/// Where a member's value went, as [`Parser`] records it for
+/// `crate::skeleton`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Checked and skipped.
+    None,
+    /// Checked and skipped, a member of an object that is itself skipped
+    /// (the `args` of a category whose args are not read): nested one
+    /// level deeper than a member of the event.
+    Nested,
+    Ph,
+    Cat,
+    Name,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    /// The `args` field with this index ([`RawArgs::slot_at`]).
+    Arg(u8),
+    /// Read in a way a skeleton does not repeat (e.g. `"args": null`).
+    Unfit,
+}
+
+/// One value as the parser met it: its bytes' range and where it went.
+pub(crate) type Recorded = (usize, usize, Slot);
+
 /// Deepest nesting accepted (as serde_json's default recursion limit).
 const MAX_DEPTH: usize = 128;
 
@@ -174,10 +227,21 @@ const MAX_DEPTH: usize = 128;
 /// it took (meaningful on success and for a type problem, as the element
 /// was then read to its end).
 pub(crate) fn parse_prefix<'a>(bytes: &'a [u8], ev: &mut RawEvent<'a>) -> (Result<(), ParseError>, usize) {
+    crate::skeleton::parse_prefix(bytes, ev)
+}
+
+/// [`parse_prefix`] by the parser alone; with `record`, the range and
+/// destination of every member's value (of `args` members too) in order.
+pub(crate) fn parse_prefix_recording<'a>(
+    bytes: &'a [u8],
+    ev: &mut RawEvent<'a>,
+    record: Option<&mut Vec<Recorded>>,
+) -> (Result<(), ParseError>, usize) {
     let mut p = Parser {
         b: bytes,
         i: 0,
         problem: None,
+        record,
     };
     let result = p.event(ev).and_then(|()| match p.problem.take() {
         Some((at, what)) => Err(ParseError::Type { at, what }),
@@ -186,12 +250,67 @@ pub(crate) fn parse_prefix<'a>(bytes: &'a [u8], ev: &mut RawEvent<'a>) -> (Resul
     (result, p.i)
 }
 
+/// Check the value at `at` in `bytes` as a string, a number or any value
+/// (`kind`), for `crate::skeleton`: the index after it and, for a string,
+/// its content (unescaped). Any error is `None`.
+#[inline(always)]
+pub(crate) fn value_at(bytes: &[u8], at: usize, kind: ValueKind, nested: bool) -> Option<(usize, Option<Cow<'_, str>>)> {
+    let mut p = Parser {
+        b: bytes,
+        i: at,
+        problem: None,
+        record: None,
+    };
+    let content = match kind {
+        ValueKind::String => {
+            if p.peek() != Some(b'"') {
+                return None;
+            }
+            Some(p.string().ok()?)
+        }
+        ValueKind::Number => {
+            if !matches!(p.peek(), Some(b'-' | b'0'..=b'9')) {
+                return None;
+            }
+            p.number().ok()?;
+            None
+        }
+        ValueKind::Any => {
+            p.skip_value_within(MAX_DEPTH - usize::from(nested)).ok()?;
+            None
+        }
+    };
+    Some((p.i, content))
+}
+
+/// `bytes[from..to]` as text, for the bounds of a value [`value_at`]
+/// checked.
+#[inline(always)]
+pub(crate) fn value_text(bytes: &[u8], from: usize, to: usize) -> &str {
+    Parser {
+        b: bytes,
+        i: to,
+        problem: None,
+        record: None,
+    }
+    .text(from, to)
+}
+
+/// What [`value_at`] checks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ValueKind {
+    String,
+    Number,
+    Any,
+}
+
 /// The index of the first byte at or after `i` that is not JSON whitespace.
 pub(crate) fn skip_ws(bytes: &[u8], i: usize) -> usize {
     let mut p = Parser {
         b: bytes,
         i: i.min(bytes.len()),
         problem: None,
+        record: None,
     };
     p.ws();
     p.i
@@ -207,6 +326,7 @@ pub(crate) fn parse_event(element: &[u8]) -> Result<RawEvent<'_>, ParseError> {
         b: element,
         i: used,
         problem: None,
+        record: None,
     };
     p.ws();
     if p.i != element.len() {
@@ -218,11 +338,13 @@ pub(crate) fn parse_event(element: &[u8]) -> Result<RawEvent<'_>, ParseError> {
 /// Invariant: `i <= b.len()`, and every string passed over so far was
 /// checked to be UTF-8 (outside strings the grammar admits only ASCII), so
 /// any range of `b[..i]` that starts and ends at an ASCII byte is text.
-struct Parser<'a> {
+struct Parser<'a, 'r> {
     b: &'a [u8],
     i: usize,
     /// The first type problem (offset, message); syntax is still checked after it.
     problem: Option<(usize, String)>,
+    /// Where to record each member's value, if anywhere.
+    record: Option<&'r mut Vec<Recorded>>,
 }
 
 /// Bytes that stop the fast run through a string: the quote, the
@@ -238,7 +360,7 @@ const STRING_STOP: [bool; 256] = {
     t
 };
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_> {
     #[inline]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -319,6 +441,16 @@ impl<'a> Parser<'a> {
             let member = self.member()?;
             self.ws();
             let at = self.i;
+            let mut slot = match member {
+                Member::Ph => Slot::Ph,
+                Member::Cat => Slot::Cat,
+                Member::Name => Slot::Name,
+                Member::Pid => Slot::Pid,
+                Member::Tid => Slot::Tid,
+                Member::Ts => Slot::Ts,
+                Member::Dur => Slot::Dur,
+                Member::Args | Member::Other => Slot::None,
+            };
             match member {
                 Member::Ph => self.text_field(&mut ev.ph, "ph")?,
                 Member::Cat => self.text_field(&mut ev.cat, "cat")?,
@@ -330,21 +462,40 @@ impl<'a> Parser<'a> {
                 // Only some categories read their args: the others' are
                 // checked and skipped (when the category came first, as
                 // Kineto writes it).
-                Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => self.skip_value()?,
+                Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => {
+                    self.skip_value()?;
+                    if self.record.is_some() && self.b[at] == b'{' {
+                        // Recorded member by member (it was checked whole).
+                        slot = Slot::Unfit;
+                        self.record_skipped_object(at);
+                    }
+                }
                 Member::Args => match self.peek() {
                     Some(b'{') => {
                         if ev.args.is_some() {
                             self.problem(at, "duplicate field \"args\"".into());
                         }
                         self.args(ev.args.insert(RawArgs::default()))?;
+                        // Its members were recorded one by one.
+                        slot = Slot::Unfit;
                     }
-                    Some(b'n') => self.null()?,
+                    Some(b'n') => {
+                        self.null()?;
+                        slot = Slot::Unfit;
+                    }
                     _ => {
                         self.skip_value()?;
                         self.problem(at, "\"args\" is not an object".into());
                     }
                 },
                 _ => self.skip_value()?,
+            }
+            if let Some(record) = self.record.as_deref_mut() {
+                // An `args` object's members were recorded one by one.
+                let args_object = member == Member::Args && slot == Slot::Unfit && self.b[at] == b'{';
+                if !args_object {
+                    record.push((at, self.i, slot));
+                }
             }
             if !self.more_members()? {
                 return Ok(());
@@ -407,11 +558,54 @@ impl<'a> Parser<'a> {
                     if duplicate {
                         self.problem(at, format!("duplicate field \"{key}\" in \"args\""));
                     }
+                    if let Some(record) = self.record.as_deref_mut() {
+                        record.push((at, self.i, RawArgs::index(&key).map_or(Slot::Unfit, Slot::Arg)));
+                    }
                 }
-                None => self.skip_value()?,
+                None => {
+                    self.skip_value()?;
+                    if let Some(record) = self.record.as_deref_mut() {
+                        record.push((at, self.i, Slot::None));
+                    }
+                }
             }
             if !self.more_members()? {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Record the members of the object at `at`, already checked, as
+    /// [`Slot::Nested`] values.
+    #[cold]
+    fn record_skipped_object(&mut self, at: usize) {
+        let mut p = Parser {
+            b: self.b,
+            i: at,
+            problem: None,
+            record: None,
+        };
+        let mut values = Vec::new();
+        let ok = (|| -> Result<(), ParseError> {
+            if p.open_object() {
+                return Ok(());
+            }
+            loop {
+                p.ws();
+                p.key()?;
+                p.ws();
+                let from = p.i;
+                p.skip_value()?;
+                values.push((from, p.i, Slot::Nested));
+                if !p.more_members()? {
+                    return Ok(());
+                }
+            }
+        })();
+        if let Some(record) = self.record.as_deref_mut() {
+            match ok {
+                Ok(()) => record.extend(values),
+                Err(_) => record.push((at, self.i, Slot::Unfit)),
             }
         }
     }
@@ -655,7 +849,13 @@ impl<'a> Parser<'a> {
     }
 
     /// Check and skip one value of any kind, without recursion.
+    #[inline]
     fn skip_value(&mut self) -> Result<(), ParseError> {
+        self.skip_value_within(MAX_DEPTH)
+    }
+
+    /// [`Self::skip_value`], nesting at most `max_depth` containers.
+    fn skip_value_within(&mut self, max_depth: usize) -> Result<(), ParseError> {
         // Open containers: bit d of `objects` says whether the container
         // at depth d (from 0) is an object.
         let mut objects: u128 = 0;
@@ -672,7 +872,7 @@ impl<'a> Parser<'a> {
                 Some(b'f') => self.literal(b"false")?,
                 Some(b'n') => self.literal(b"null")?,
                 Some(open @ (b'{' | b'[')) => {
-                    if depth == MAX_DEPTH {
+                    if depth == max_depth {
                         return Err(self.syntax(format!("nesting deeper than {MAX_DEPTH} levels")));
                     }
                     self.i += 1;
@@ -971,6 +1171,7 @@ mod tests {
                         b: &w,
                         i: 0,
                         problem: None,
+                        record: None,
                     };
                     p.ws();
                     assert_eq!(p.i, run, "{pos} {v:#x}");

@@ -46,6 +46,7 @@ mod meta;
 pub mod number;
 mod parallel;
 mod scan;
+mod skeleton;
 
 pub use error::{KinetoError, Position};
 
