@@ -939,7 +939,7 @@ impl<'a> Parser<'a, '_> {
 
 /// The end of the run of ASCII digits at `j`.
 #[inline(always)]
-fn digit_run(b: &[u8], mut j: usize) -> usize {
+pub(crate) fn digit_run(b: &[u8], mut j: usize) -> usize {
     const HIGH_NIBBLES: u64 = u64::from_le_bytes([0xF0; 8]);
     const THREES: u64 = u64::from_le_bytes([0x30; 8]);
     const SIXES: u64 = u64::from_le_bytes([0x06; 8]);

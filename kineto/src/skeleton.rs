@@ -239,6 +239,20 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// The end of the integer at `at` (`-`, then `0` or digits not starting
+/// with `0`) when no fraction or exponent follows; otherwise `None`, for
+/// the parser's full check.
+#[inline(always)]
+fn integer_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let j = at + usize::from(bytes.get(at) == Some(&b'-'));
+    let end = match bytes.get(j) {
+        Some(b'0') => j + 1,
+        Some(b'1'..=b'9') => event::digit_run(bytes, j + 1),
+        _ => return None,
+    };
+    (!matches!(bytes.get(end), Some(b'.' | b'e' | b'E'))).then_some(end)
+}
+
 /// Whether a failed match changed the event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Touched {
@@ -286,7 +300,13 @@ fn fill<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Option<usiz
                 i += lit.len();
             }
             &Piece::Value { kind, slot } => {
-                let (end, content) = event::value_at(bytes, i, kind, slot == Slot::Nested)?;
+                let (end, content) = match kind {
+                    ValueKind::Number => match integer_end(bytes, i) {
+                        Some(end) => (end, None),
+                        None => event::value_at(bytes, i, kind, false)?,
+                    },
+                    _ => event::value_at(bytes, i, kind, slot == Slot::Nested)?,
+                };
                 let raw = || {
                     let text = event::value_text(bytes, i, end);
                     (text != "null").then_some(Raw::from_checked(text))
