@@ -3,7 +3,7 @@
 //! The importer buffers a window of the array ([`window_size`]) and cuts
 //! it into parts at guessed element starts (a `{` after `},`): a first,
 //! smaller part for this thread, which also reads (inflates) the next
-//! window meanwhile ([`mine_percent`]: 35% with one worker), then
+//! window meanwhile ([`mine_percent`]: two fifths with one worker), then
 //! one equal part per worker thread ([`workers`]).
 //! The guesses are checked, not trusted: a worker's results are used only
 //! if the part before it (this thread's own parse, element by element, then
@@ -59,15 +59,14 @@ pub(crate) fn workers(threads: usize) -> usize {
 }
 
 /// This thread's share of a window, in percent, with `workers` workers:
-/// it also reads (inflates) the next window, which takes about 0.3 of the
-/// time parsing a window takes (a fifth before events were matched against
-/// skeletons), so with `f = 0.3` both finish together when its share `m`
-/// satisfies `f + m = (1 - m) / workers`. 35% with one worker (measured
-/// against 40% on two cores: as fast or slightly faster), and never below
-/// a twentieth (from three workers on).
+/// it also reads (inflates) the next window, which takes about a fifth of
+/// the time parsing a window takes, so with `f = 1/5` both finish together
+/// when its share `m` satisfies `f + m = (1 - m) / workers`. Two fifths
+/// with one worker (measured best on two cores), a tenth with three, and
+/// never below a twentieth.
 fn mine_percent(workers: usize) -> usize {
     let k = workers as f64;
-    let m = (1.0 - 0.3 * k) / (k + 1.0);
+    let m = (1.0 - 0.2 * k) / (k + 1.0);
     ((m * 100.0).round() as usize).max(5)
 }
 
@@ -291,9 +290,9 @@ mod tests {
 
     #[test]
     fn shares_and_windows_follow_the_workers() {
-        // This thread's share: 35% with one worker (the two-core case),
-        // less with more, never below a twentieth.
-        assert_eq!([1, 2, 3, 7].map(mine_percent), [35, 13, 5, 5]);
+        // This thread's share: two fifths with one worker (the two-core
+        // case), less with more, never below a twentieth.
+        assert_eq!([1, 2, 3, 7].map(mine_percent), [40, 20, 10, 5]);
         assert_eq!([2, 8, 100].map(workers), [1, 7, MAX_WORKERS]);
         let big = 1 << 30;
         assert_eq!([1, 3, 7].map(|k| window_size(big, k) >> 20), [4, 8, 16]);
