@@ -219,6 +219,9 @@ pub(crate) enum Slot {
 /// One value as the parser met it: its bytes' range and where it went.
 pub(crate) type Recorded = (usize, usize, Slot);
 
+/// Most values recorded for one element (see `Parser::note`).
+const MAX_RECORDED: usize = 4096;
+
 /// Deepest nesting accepted (as serde_json's default recursion limit).
 const MAX_DEPTH: usize = 128;
 
@@ -490,12 +493,9 @@ impl<'a> Parser<'a, '_> {
                 },
                 _ => self.skip_value()?,
             }
-            if let Some(record) = self.record.as_deref_mut() {
-                // An `args` object's members were recorded one by one.
-                let args_object = member == Member::Args && slot == Slot::Unfit && self.b[at] == b'{';
-                if !args_object {
-                    record.push((at, self.i, slot));
-                }
+            // An `args` object's members were recorded one by one.
+            if !(member == Member::Args && slot == Slot::Unfit && self.b[at] == b'{') {
+                self.note((at, self.i, slot));
             }
             if !self.more_members()? {
                 return Ok(());
@@ -558,15 +558,13 @@ impl<'a> Parser<'a, '_> {
                     if duplicate {
                         self.problem(at, format!("duplicate field \"{key}\" in \"args\""));
                     }
-                    if let Some(record) = self.record.as_deref_mut() {
-                        record.push((at, self.i, RawArgs::index(&key).map_or(Slot::Unfit, Slot::Arg)));
+                    if self.record.is_some() {
+                        self.note((at, self.i, RawArgs::index(&key).map_or(Slot::Unfit, Slot::Arg)));
                     }
                 }
                 None => {
                     self.skip_value()?;
-                    if let Some(record) = self.record.as_deref_mut() {
-                        record.push((at, self.i, Slot::None));
-                    }
+                    self.note((at, self.i, Slot::None));
                 }
             }
             if !self.more_members()? {
@@ -602,10 +600,22 @@ impl<'a> Parser<'a, '_> {
                 }
             }
         })();
+        match ok {
+            Ok(()) => values.into_iter().for_each(|v| self.note(v)),
+            Err(_) => self.note((at, self.i, Slot::Unfit)),
+        }
+    }
+
+    /// Record one value, if recording: at most [`MAX_RECORDED`] (an
+    /// element with more values gets no skeleton, and the record stays
+    /// small whatever the element's size).
+    #[inline]
+    fn note(&mut self, value: Recorded) {
         if let Some(record) = self.record.as_deref_mut() {
-            match ok {
-                Ok(()) => record.extend(values),
-                Err(_) => record.push((at, self.i, Slot::Unfit)),
+            match record.len() {
+                n if n < MAX_RECORDED => record.push(value),
+                MAX_RECORDED => record.push((0, 0, Slot::Unfit)),
+                _ => {}
             }
         }
     }

@@ -469,6 +469,21 @@ mod tests {
     }
 
     #[test]
+    fn elements_with_very_many_values_get_no_skeleton() {
+        for cat in ["cpu_op", "kernel"] {
+            let members: Vec<String> = (0..5000).map(|k| format!("\"a{k}\": {k}")).collect();
+            let event = format!("{{\"ph\": \"X\", \"cat\": \"{cat}\", \"args\": {{{}}}}}", members.join(", "));
+            let misses = CACHE.with(|c| c.borrow().misses);
+            for _ in 0..2 {
+                let (slow, fast) = both(event.as_bytes());
+                assert_eq!(slow, fast);
+                CACHE.with(|c| assert!(c.borrow().record.len() <= 4097, "the record stays bounded"));
+            }
+            assert_eq!(CACHE.with(|c| c.borrow().misses) - misses, 2, "{cat}: no skeleton was kept");
+        }
+    }
+
+    #[test]
     fn kept_skeletons_are_bounded_and_predicted_in_turn() {
         let kinds: Vec<String> = (0..12)
             .map(|k| format!("{{\"ph\": \"X\", \"cat\": \"c{k}\", \"ts\": 1}}"))
