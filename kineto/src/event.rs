@@ -142,7 +142,7 @@ pub(crate) enum ParseError {
 
 /// The members of a trace event the importer reads.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Member {
+pub(crate) enum Member {
     Ph,
     Cat,
     Name,
@@ -203,13 +203,8 @@ pub(crate) enum Slot {
     /// (the `args` of a category whose args are not read): nested one
     /// level deeper than a member of the event.
     Nested,
-    Ph,
-    Cat,
-    Name,
-    Pid,
-    Tid,
-    Ts,
-    Dur,
+    /// The event's field of this member (never `Args` or `Other`).
+    Field(Member),
     /// The `args` field with this index ([`RawArgs::slot_at`]).
     Arg(u8),
     /// Read in a way a skeleton does not repeat (e.g. `"args": null`).
@@ -445,14 +440,8 @@ impl<'a> Parser<'a, '_> {
             self.ws();
             let at = self.i;
             let mut slot = match member {
-                Member::Ph => Slot::Ph,
-                Member::Cat => Slot::Cat,
-                Member::Name => Slot::Name,
-                Member::Pid => Slot::Pid,
-                Member::Tid => Slot::Tid,
-                Member::Ts => Slot::Ts,
-                Member::Dur => Slot::Dur,
                 Member::Args | Member::Other => Slot::None,
+                field => Slot::Field(field),
             };
             match member {
                 Member::Ph => self.text_field(&mut ev.ph, "ph")?,

@@ -28,7 +28,7 @@
 //! checks matches against the parser on every element of the shared
 //! traces and on every prefix and one-byte change of sample events.
 
-use crate::event::{self, ParseError, Raw, RawArgs, RawEvent, Recorded, Slot, ValueKind};
+use crate::event::{self, Member, ParseError, Raw, RawArgs, RawEvent, Recorded, Slot, ValueKind};
 use std::borrow::Cow;
 use std::cell::RefCell;
 
@@ -42,8 +42,7 @@ const MAX_ELEMENT: usize = 16 << 10;
 #[derive(Debug)]
 enum Piece {
     /// Bytes that must be there as they are; some of them are the content
-    /// of `ph` or `cat` (offset in `bytes`, length, [`Slot::Ph`] or
-    /// [`Slot::Cat`]).
+    /// of `ph` or `cat` (offset in `bytes`, length, and which).
     Literal {
         bytes: Box<[u8]>,
         captures: Vec<(usize, usize, Slot)>,
@@ -175,7 +174,7 @@ fn build(element: &[u8], record: &[Recorded], args: bool) -> Option<Skeleton> {
         let value = element.get(at..end)?;
         match slot {
             Slot::Unfit => return None,
-            Slot::Ph | Slot::Cat => {
+            Slot::Field(Member::Ph | Member::Cat) => {
                 // Kept as bytes: a plain string (its content captured).
                 if value.len() < 2 || value[0] != b'"' || value.contains(&b'\\') {
                     return None;
@@ -189,7 +188,7 @@ fn build(element: &[u8], record: &[Recorded], args: bool) -> Option<Skeleton> {
                     b'-' | b'0'..=b'9' => ValueKind::Number,
                     _ => ValueKind::Any,
                 };
-                if slot == Slot::Name && kind != ValueKind::String {
+                if slot == Slot::Field(Member::Name) && kind != ValueKind::String {
                     return None;
                 }
                 if !literal.is_empty() {
@@ -298,7 +297,7 @@ fn fill<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Option<usiz
                     // between quotes (ASCII).
                     let text = event::value_text(here, at, at + len);
                     match slot {
-                        Slot::Ph => ev.ph = Some(Cow::Borrowed(text)),
+                        Slot::Field(Member::Ph) => ev.ph = Some(Cow::Borrowed(text)),
                         _ => ev.cat = Some(Cow::Borrowed(text)),
                     }
                 }
@@ -318,13 +317,13 @@ fn fill<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Option<usiz
                 };
                 match slot {
                     Slot::None | Slot::Nested => {}
-                    Slot::Name => ev.name = content,
-                    Slot::Pid => ev.pid = raw(),
-                    Slot::Tid => ev.tid = raw(),
-                    Slot::Ts => ev.ts = raw(),
-                    Slot::Dur => ev.dur = raw(),
+                    Slot::Field(Member::Name) => ev.name = content,
+                    Slot::Field(Member::Pid) => ev.pid = raw(),
+                    Slot::Field(Member::Tid) => ev.tid = raw(),
+                    Slot::Field(Member::Ts) => ev.ts = raw(),
+                    Slot::Field(Member::Dur) => ev.dur = raw(),
                     Slot::Arg(k) => *ev.args.as_mut()?.slot_at(k)? = raw(),
-                    Slot::Ph | Slot::Cat | Slot::Unfit => return None,
+                    Slot::Field(_) | Slot::Unfit => return None,
                 }
                 i = end;
             }
