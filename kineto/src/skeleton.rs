@@ -268,39 +268,48 @@ enum Touched {
 /// (empty); the bytes taken. On failure, whether `ev` was changed.
 #[inline]
 fn matches<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Result<usize, Touched> {
-    // Most failures are at the first bytes: nothing is stored before them.
-    if let Some(Piece::Literal { bytes: lit, .. }) = s.pieces.first() {
-        if !bytes.get(..lit.len()).is_some_and(|here| same(here, lit)) {
+    // Most failures are at the first bytes: nothing is stored before them,
+    // and the rest starts after them.
+    let (mut i, mut rest) = (0, &s.pieces[..]);
+    if let Some((Piece::Literal { bytes: lit, captures }, tail)) = s.pieces.split_first() {
+        let Some(here) = bytes.get(..lit.len()).filter(|here| same(here, lit)) else {
             return Err(Touched::No);
-        }
+        };
+        capture(here, captures, ev);
+        (i, rest) = (lit.len(), tail);
     }
-    fill(s, bytes, ev).ok_or(Touched::Yes)
+    fill(s.args, rest, bytes, i, ev).ok_or(Touched::Yes)
 }
 
-/// [`matches`] past its quick check.
+/// Store the `ph` and `cat` contents that a literal holds: `here`, the
+/// input's bytes equal to it.
+#[inline(always)]
+fn capture<'a>(here: &'a [u8], captures: &[(usize, usize, Slot)], ev: &mut RawEvent<'a>) {
+    for &(at, len, slot) in captures {
+        // The same bytes as the skeleton's: the content of a string without
+        // escapes, which the parser checked, between quotes (ASCII).
+        let text = event::value_text(here, at, at + len);
+        match slot {
+            Slot::Field(Member::Ph) => ev.ph = Some(Cow::Borrowed(text)),
+            _ => ev.cat = Some(Cow::Borrowed(text)),
+        }
+    }
+}
+
+/// [`matches`] past its quick check: `pieces` from byte `i` of `bytes`.
 #[inline]
-fn fill<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Option<usize> {
-    if s.args {
+fn fill<'a>(args: bool, pieces: &[Piece], bytes: &'a [u8], mut i: usize, ev: &mut RawEvent<'a>) -> Option<usize> {
+    if args {
         ev.args = Some(RawArgs::default());
     }
-    let mut i = 0;
-    for piece in &s.pieces {
+    for piece in pieces {
         match piece {
             Piece::Literal { bytes: lit, captures } => {
                 let here = bytes.get(i..i + lit.len())?;
                 if !same(here, lit) {
                     return None;
                 }
-                for &(at, len, slot) in captures {
-                    // The same bytes as the skeleton's: the content of a
-                    // string without escapes, which the parser checked, and
-                    // between quotes (ASCII).
-                    let text = event::value_text(here, at, at + len);
-                    match slot {
-                        Slot::Field(Member::Ph) => ev.ph = Some(Cow::Borrowed(text)),
-                        _ => ev.cat = Some(Cow::Borrowed(text)),
-                    }
-                }
+                capture(here, captures, ev);
                 i += lit.len();
             }
             &Piece::Value { kind, slot } => {
@@ -311,9 +320,10 @@ fn fill<'a>(s: &Skeleton, bytes: &'a [u8], ev: &mut RawEvent<'a>) -> Option<usiz
                     },
                     _ => event::value_at(bytes, i, kind, slot == Slot::Nested)?,
                 };
+                // A number or a string is never `null`.
                 let raw = || {
                     let text = event::value_text(bytes, i, end);
-                    (text != "null").then_some(Raw::from_checked(text))
+                    (kind != ValueKind::Any || text != "null").then_some(Raw::from_checked(text))
                 };
                 match slot {
                     Slot::None | Slot::Nested => {}
