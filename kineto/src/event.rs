@@ -443,6 +443,8 @@ impl<'a> Parser<'a, '_> {
                 Member::Args | Member::Other => Slot::None,
                 field => Slot::Field(field),
             };
+            // An `args` object's members are recorded one by one, not it.
+            let mut members_recorded = false;
             match member {
                 Member::Ph => self.text_field(&mut ev.ph, "ph")?,
                 Member::Cat => self.text_field(&mut ev.cat, "cat")?,
@@ -457,9 +459,9 @@ impl<'a> Parser<'a, '_> {
                 Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => {
                     self.skip_value()?;
                     if self.record.is_some() && self.b[at] == b'{' {
-                        // Recorded member by member (it was checked whole).
-                        slot = Slot::Unfit;
+                        // Checked whole above.
                         self.record_skipped_object(at);
+                        members_recorded = true;
                     }
                 }
                 Member::Args => match self.peek() {
@@ -468,8 +470,7 @@ impl<'a> Parser<'a, '_> {
                             self.problem(at, "duplicate field \"args\"".into());
                         }
                         self.args(ev.args.insert(RawArgs::default()))?;
-                        // Its members were recorded one by one.
-                        slot = Slot::Unfit;
+                        members_recorded = true;
                     }
                     Some(b'n') => {
                         self.null()?;
@@ -482,8 +483,7 @@ impl<'a> Parser<'a, '_> {
                 },
                 _ => self.skip_value()?,
             }
-            // An `args` object's members were recorded one by one.
-            if !(member == Member::Args && slot == Slot::Unfit && self.b[at] == b'{') {
+            if !members_recorded {
                 self.note((at, self.i, slot));
             }
             if !self.more_members()? {
