@@ -73,6 +73,15 @@ pub fn open(path: &Path) -> Result<TraceFile, CliError> {
     open_with_threads(path, threads()?)
 }
 
+/// [`open`], with a Kineto trace's chunks compressed as `gputrace import`
+/// writes them, so that its size is the size of a converted file (for
+/// `info`). The other commands read the trace back at once and leave
+/// them uncompressed: compressing would only cost time (about 2 ms of a
+/// 0.1 s report on a 54 MB trace).
+pub fn open_as_imported(path: &Path) -> Result<TraceFile, CliError> {
+    open_kineto_with(path, threads()?, true)
+}
+
 /// The threads a command may use, from `GPUTRACE_THREADS`: 0 (unset or
 /// empty) for one per core.
 pub fn threads() -> Result<usize, CliError> {
@@ -98,10 +107,18 @@ fn threads_from(value: Option<std::ffi::OsString>) -> Result<usize, CliError> {
 /// [`open`], parsing a large Kineto trace on at most `threads` threads (0:
 /// one per core), for callers that open several traces at once.
 pub fn open_with_threads(path: &Path, threads: usize) -> Result<TraceFile, CliError> {
+    open_kineto_with(path, threads, false)
+}
+
+fn open_kineto_with(path: &Path, threads: usize, compress: bool) -> Result<TraceFile, CliError> {
     let h = head(path);
     if !h.starts_with(gputrace_format::chunk::MAGIC) && gputrace_kineto::is_kineto(&h) {
         let opts = gputrace_kineto::ImportOptions {
             threads,
+            writer: gputrace_format::WriterOptions {
+                compress,
+                ..Default::default()
+            },
             ..Default::default()
         };
         return Ok(gputrace_kineto::to_trace_with(path, &opts)?);

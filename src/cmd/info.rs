@@ -191,7 +191,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
     let mut failed = 0;
     let mut out = std::io::stdout().lock();
     for f in &files {
-        let described = inputs::open(f).and_then(|t| {
+        let described = inputs::open_as_imported(f).and_then(|t| {
             let mut i = describe(&t)?;
             if args.stats {
                 i.stats = Some(stats(&t)?);

@@ -34,6 +34,11 @@ pub struct WriterOptions {
     /// fast (`cargo bench -p gputrace-format --bench format`). Column bytes
     /// are varints of deltas, which entropy coding shrinks only a little.
     pub huffman_literals: bool,
+    /// zstd-compress chunk bodies (events and strings). Off, chunks are
+    /// stored as they are encoded (about 2.5 times the size): for a trace
+    /// that is read back at once in memory (a Kineto trace converted for
+    /// `report`), where compressing and decompressing buy nothing.
+    pub compress: bool,
 }
 
 impl Default for WriterOptions {
@@ -43,6 +48,7 @@ impl Default for WriterOptions {
             max_buffered_events: 256 * 1024,
             zstd_level: 1,
             huffman_literals: false,
+            compress: true,
         }
     }
 }
@@ -374,7 +380,7 @@ impl<W: Write> TraceWriter<W> {
         varint::put(&mut body, self.pending_count as u64);
         body.extend_from_slice(&self.pending_strings);
         self.literals(true)?;
-        self.write_chunk(ChunkKind::Strings as u16, FLAG_CRITICAL, &[], &body, true)?;
+        self.write_chunk(ChunkKind::Strings as u16, FLAG_CRITICAL, &[], &body, self.opts.compress)?;
         self.pending_first = self.next_string;
         self.pending_strings.clear();
         self.pending_count = 0;
@@ -402,7 +408,7 @@ impl<W: Write> TraceWriter<W> {
         *self.counts.entry(key.0.name().to_string()).or_default() += count as u64;
         let r = self
             .literals(self.opts.huffman_literals)
-            .and_then(|()| self.write_chunk(ChunkKind::Events as u16, 0, &meta, &raw, true));
+            .and_then(|()| self.write_chunk(ChunkKind::Events as u16, 0, &meta, &raw, self.opts.compress));
         self.raw = raw;
         r
     }

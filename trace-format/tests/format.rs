@@ -267,8 +267,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
     #[test]
-    fn round_trip_any_order(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, huffman_literals in any::<bool>()) {
-        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, zstd_level: 1, huffman_literals }, true);
+    fn round_trip_any_order(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, huffman_literals in any::<bool>(), compress in any::<bool>()) {
+        let bytes = write(&events, WriterOptions { chunk_events: chunk, max_buffered_events: 64, zstd_level: 1, huffman_literals, compress }, true);
         let t = TraceFile::from_bytes("rt", bytes).unwrap();
         prop_assert!(t.damage().is_none());
         prop_assert!(t.trailer().is_some());
@@ -651,6 +651,47 @@ fn huffman_literals_make_smaller_files_of_the_same_events() {
     assert!(huffman.len() < plain.len(), "{} against {}", huffman.len(), plain.len());
     for bytes in [plain, huffman] {
         let u = TraceFile::from_bytes("rewritten", bytes).unwrap();
+        let (mut a, mut b) = (read_all(&u), events.clone());
+        a.sort_by_key(sort_key);
+        b.sort_by_key(sort_key);
+        assert_eq!(a, b);
+    }
+}
+
+/// `WriterOptions::compress` off stores chunk bodies as encoded: a larger
+/// file of the same events, whose event columns can be found in it as they
+/// are.
+#[test]
+fn uncompressed_chunks_hold_the_same_events() {
+    let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
+    let events = read_all(&t);
+    let mut strings: Vec<String> = Vec::new();
+    for i in 1..t.string_count() as u32 {
+        strings.push(t.name(StringId(i)).into_owned());
+    }
+    let rewrite = |compress: bool| {
+        let opts = WriterOptions {
+            compress,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), t.header(), opts).unwrap();
+        for s in &strings {
+            w.intern(s);
+        }
+        for e in &events {
+            w.push_ref(e).unwrap();
+        }
+        w.finish(Trailer::default()).unwrap()
+    };
+    let (compressed, plain) = (rewrite(true), rewrite(false));
+    assert!(plain.len() > 2 * compressed.len(), "{} against {}", plain.len(), compressed.len());
+    // The longest string, stored as it is only when strings chunks are not compressed.
+    let longest = strings.iter().max_by_key(|s| s.len()).unwrap().as_bytes();
+    let holds = |bytes: &[u8]| bytes.windows(longest.len()).any(|w| w == longest);
+    assert!(holds(&plain) && !holds(&compressed));
+    for bytes in [compressed, plain] {
+        let u = TraceFile::from_bytes("rewritten", bytes).unwrap();
+        assert!(u.damage().is_none());
         let (mut a, mut b) = (read_all(&u), events.clone());
         a.sort_by_key(sort_key);
         b.sort_by_key(sort_key);
