@@ -622,79 +622,81 @@ fn a_garbled_communicators_chunk_is_damage_not_a_panic() {
     assert!(t.communicators().is_empty());
 }
 
-/// Huffman-coded literals (`WriterOptions::huffman_literals`) change the
-/// size, not the events.
-#[test]
-fn huffman_literals_make_smaller_files_of_the_same_events() {
-    let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
-    let events = read_all(&t);
-    assert!(events.len() > 300, "{}", events.len());
-    let mut strings: Vec<String> = Vec::new();
-    for i in 1..t.string_count() as u32 {
-        strings.push(t.name(StringId(i)).into_owned());
+/// The demo job's events and strings, and a function that writes them
+/// again with given writer options.
+struct Rewrite {
+    events: Vec<Event>,
+    strings: Vec<String>,
+    trace: TraceFile,
+}
+
+impl Rewrite {
+    fn demo() -> Rewrite {
+        let trace = TraceFile::from_bytes("demo", demo_trace()).unwrap();
+        let events = read_all(&trace);
+        assert!(events.len() > 300, "{}", events.len());
+        let strings = (1..trace.string_count() as u32)
+            .map(|i| trace.name(StringId(i)).into_owned())
+            .collect();
+        Rewrite { events, strings, trace }
     }
-    let rewrite = |huffman_literals: bool| {
-        let opts = WriterOptions {
-            huffman_literals,
-            ..WriterOptions::default()
-        };
-        let mut w = TraceWriter::new(Vec::new(), t.header(), opts).unwrap();
-        for s in &strings {
+
+    fn write(&self, opts: WriterOptions) -> Vec<u8> {
+        let mut w = TraceWriter::new(Vec::new(), self.trace.header(), opts).unwrap();
+        for s in &self.strings {
             w.intern(s);
         }
-        for e in &events {
+        for e in &self.events {
             w.push_ref(e).unwrap();
         }
         w.finish(Trailer::default()).unwrap()
-    };
-    let (plain, huffman) = (rewrite(false), rewrite(true));
-    assert!(huffman.len() < plain.len(), "{} against {}", huffman.len(), plain.len());
-    for bytes in [plain, huffman] {
+    }
+
+    /// `bytes` read back hold the demo's events.
+    fn check(&self, bytes: Vec<u8>) {
         let u = TraceFile::from_bytes("rewritten", bytes).unwrap();
-        let (mut a, mut b) = (read_all(&u), events.clone());
+        assert!(u.damage().is_none());
+        let (mut a, mut b) = (read_all(&u), self.events.clone());
         a.sort_by_key(sort_key);
         b.sort_by_key(sort_key);
         assert_eq!(a, b);
     }
 }
 
+/// Huffman-coded literals (`WriterOptions::huffman_literals`) change the
+/// size, not the events.
+#[test]
+fn huffman_literals_make_smaller_files_of_the_same_events() {
+    let r = Rewrite::demo();
+    let with = |huffman_literals| {
+        r.write(WriterOptions {
+            huffman_literals,
+            ..WriterOptions::default()
+        })
+    };
+    let (plain, huffman) = (with(false), with(true));
+    assert!(huffman.len() < plain.len(), "{} against {}", huffman.len(), plain.len());
+    r.check(plain);
+    r.check(huffman);
+}
+
 /// `WriterOptions::compress` off stores chunk bodies as encoded: a larger
-/// file of the same events, whose event columns can be found in it as they
-/// are.
+/// file of the same events, whose strings can be found in it as they are.
 #[test]
 fn uncompressed_chunks_hold_the_same_events() {
-    let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
-    let events = read_all(&t);
-    let mut strings: Vec<String> = Vec::new();
-    for i in 1..t.string_count() as u32 {
-        strings.push(t.name(StringId(i)).into_owned());
-    }
-    let rewrite = |compress: bool| {
-        let opts = WriterOptions {
+    let r = Rewrite::demo();
+    let with = |compress| {
+        r.write(WriterOptions {
             compress,
             ..WriterOptions::default()
-        };
-        let mut w = TraceWriter::new(Vec::new(), t.header(), opts).unwrap();
-        for s in &strings {
-            w.intern(s);
-        }
-        for e in &events {
-            w.push_ref(e).unwrap();
-        }
-        w.finish(Trailer::default()).unwrap()
+        })
     };
-    let (compressed, plain) = (rewrite(true), rewrite(false));
+    let (compressed, plain) = (with(true), with(false));
     assert!(plain.len() > 2 * compressed.len(), "{} against {}", plain.len(), compressed.len());
     // The longest string, stored as it is only when strings chunks are not compressed.
-    let longest = strings.iter().max_by_key(|s| s.len()).unwrap().as_bytes();
+    let longest = r.strings.iter().max_by_key(|s| s.len()).unwrap().as_bytes();
     let holds = |bytes: &[u8]| bytes.windows(longest.len()).any(|w| w == longest);
     assert!(holds(&plain) && !holds(&compressed));
-    for bytes in [compressed, plain] {
-        let u = TraceFile::from_bytes("rewritten", bytes).unwrap();
-        assert!(u.damage().is_none());
-        let (mut a, mut b) = (read_all(&u), events.clone());
-        a.sort_by_key(sort_key);
-        b.sort_by_key(sort_key);
-        assert_eq!(a, b);
-    }
+    r.check(compressed);
+    r.check(plain);
 }
