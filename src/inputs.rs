@@ -76,8 +76,8 @@ pub fn open(path: &Path) -> Result<TraceFile, CliError> {
 /// [`open`], with a Kineto trace's chunks compressed as `gputrace import`
 /// writes them, so that its size is the size of a converted file (for
 /// `info`). The other commands read the trace back at once and leave
-/// them uncompressed: compressing would only cost time (about 2 ms of a
-/// 0.1 s report on a 54 MB trace).
+/// them uncompressed: compressing would only cost time (measured in
+/// `BENCHMARKS.md`, "Kineto import").
 pub fn open_as_imported(path: &Path) -> Result<TraceFile, CliError> {
     open_kineto_with(path, threads()?, true)
 }
@@ -110,6 +110,8 @@ pub fn open_with_threads(path: &Path, threads: usize) -> Result<TraceFile, CliEr
     open_kineto_with(path, threads, false)
 }
 
+/// Open `path`; a Kineto trace is converted on at most `threads` threads,
+/// its chunks zstd-compressed iff `compress`.
 fn open_kineto_with(path: &Path, threads: usize, compress: bool) -> Result<TraceFile, CliError> {
     let h = head(path);
     if !h.starts_with(gputrace_format::chunk::MAGIC) && gputrace_kineto::is_kineto(&h) {

@@ -797,7 +797,8 @@ fn device_pass(
                 (s, e)
             }
         };
-        let work = match ev {
+        // What the sweep needs of the event besides its times and correlation.
+        let (kind, name, label, cat, d2h_bytes) = match ev {
             Event::Kernel(k) => {
                 let dur = end.saturating_sub(start);
                 kernels += 1;
@@ -817,16 +818,7 @@ fn device_pass(
                     Category::Communication => Links::label(link_table, corr).unwrap_or(LABEL_UNATTRIBUTED),
                     _ => LABEL_UNATTRIBUTED,
                 };
-                Work {
-                    start,
-                    end,
-                    d2h_bytes: 0,
-                    corr,
-                    name: k.name,
-                    label,
-                    kind: EventKind::Kernel,
-                    cat,
-                }
+                (EventKind::Kernel, k.name, label, cat, 0)
             }
             Event::Memcpy(m) => {
                 copies += 1;
@@ -842,46 +834,29 @@ fn device_pass(
                     (Category::Transfer, LABEL_UNATTRIBUTED)
                 };
                 let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
-                Work {
-                    start,
-                    end,
-                    d2h_bytes,
-                    corr,
-                    name: StringId::EMPTY,
-                    label,
-                    kind: EventKind::Memcpy,
-                    cat,
-                }
+                (EventKind::Memcpy, StringId::EMPTY, label, cat, d2h_bytes)
             }
             Event::Memset(m) => {
                 memsets += 1;
                 memset_agg.count += 1;
                 memset_agg.bytes += m.bytes;
                 memset_agg.total += end.saturating_sub(start);
-                Work {
-                    start,
-                    end,
-                    d2h_bytes: 0,
-                    corr,
-                    name: StringId::EMPTY,
-                    label: LABEL_UNATTRIBUTED,
-                    kind: EventKind::Memset,
-                    cat: Category::Transfer,
-                }
+                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, Category::Transfer, 0)
             }
             // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
             // "other" type: non-compute work. Otherwise they only explain idle time.
-            Event::Sync(s) if hta.is_some() => Work {
-                start,
-                end,
-                d2h_bytes: 0,
-                corr,
-                name: StringId::EMPTY,
-                label: LABEL_UNATTRIBUTED,
-                kind: EventKind::Sync,
-                cat: Category::Transfer,
-            },
+            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, Category::Transfer, 0),
             _ => return None,
+        };
+        let work = Work {
+            start,
+            end,
+            d2h_bytes,
+            corr,
+            name,
+            label,
+            kind,
+            cat,
         };
         // Empty and inverted intervals cover no time: they neither end a gap nor enter the
         // sweep, except in HTA-compatible mode, where they bound the span (as instants).

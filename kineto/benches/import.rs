@@ -45,8 +45,14 @@ fn main() {
     };
     // `KINETO_BENCH_THREADS=N`: read on N threads (1: parse and inflate on
     // this one only); unset: one per core.
+    // `KINETO_BENCH_UNCOMPRESSED=1`: chunks written without zstd, as the
+    // commands other than `import` and `info` convert a trace in memory.
     let opts = gputrace_kineto::ImportOptions {
         threads: std::env::var("KINETO_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(0),
+        writer: gputrace_format::WriterOptions {
+            compress: std::env::var("KINETO_BENCH_UNCOMPRESSED").as_deref() != Ok("1"),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let rss_before = peak_rss_kib().unwrap_or(0);

@@ -1239,8 +1239,8 @@ pub const SPAN_BLOCK: usize = 64;
 /// every column is). For kinds whose first series is the correlation id,
 /// and markers.
 ///
-/// Invariant: the columns read hold `left` more varints each; `corr` is
-/// `Some` iff the kind has a correlation series.
+/// Invariant: the columns read hold `left` more varints each; `corr_col`
+/// is `Some` iff the kind has a correlation series (until then `corr` is 0).
 pub(crate) struct SpanRows<'a> {
     start_col: Column<'a>,
     /// `None` once ends are skipped ([`SpanRows::skip`]).

@@ -507,9 +507,11 @@ impl TraceFile {
     /// classifying a kernel name is done once per chunk, and `prepare` may
     /// [`SpanCursor::skip`] columns it does not need (a skipped end counts
     /// as the start in the order). `prepare` must not call
-    /// [`SpanCursor::fill`]: the spans it took would be missing. The same merge as [`Self::merge`], a
-    /// block of spans at a time instead of an event at a time; memory is
-    /// bounded the same way. Stops at the first decoding error.
+    /// [`SpanCursor::fill`]: the spans it took would be missing.
+    ///
+    /// The same merge as [`Self::merge`], a block of spans at a time instead
+    /// of an event at a time; memory is bounded the same way. Stops at the
+    /// first decoding error.
     pub fn for_each_span_merged<P>(
         &self,
         mut ids: Vec<usize>,
@@ -740,18 +742,21 @@ impl<'a> ChunkDecoder<'a> {
 
     /// Keep a finished span cursor's buffers for the next cursor.
     pub fn recycle_spans(&mut self, c: SpanCursor) {
+        let SpanCursor { raw, templates, .. } = c;
+        self.keep_spare(raw, templates);
+    }
+
+    /// Keep a finished cursor's body buffer and template storage (a few at most).
+    fn keep_spare(&mut self, raw: Vec<u8>, templates: Vec<Event>) {
         if self.spare.len() < 16 {
-            let SpanCursor { raw, templates, .. } = c;
             self.spare.push((raw, templates));
         }
     }
 
     /// Keep a finished cursor's buffers for the next [`Self::cursor`].
     pub fn recycle(&mut self, c: ChunkCursor) {
-        if self.spare.len() < 16 {
-            let ChunkCursor { rows, raw, .. } = c;
-            self.spare.push((raw, rows.into_templates()));
-        }
+        let ChunkCursor { rows, raw, .. } = c;
+        self.keep_spare(raw, rows.into_templates());
     }
 }
 

@@ -35,9 +35,10 @@ pub struct WriterOptions {
     /// are varints of deltas, which entropy coding shrinks only a little.
     pub huffman_literals: bool,
     /// zstd-compress chunk bodies (events and strings). Off, chunks are
-    /// stored as they are encoded (about 2.5 times the size): for a trace
-    /// that is read back at once in memory (a Kineto trace converted for
-    /// `report`), where compressing and decompressing buy nothing.
+    /// stored as they are encoded (3.4 times the size on a converted Kineto
+    /// trace): for a trace that is read back at once in memory (a Kineto
+    /// trace converted for `report`), where compressing and decompressing
+    /// buy nothing.
     pub compress: bool,
 }
 

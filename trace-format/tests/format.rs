@@ -622,8 +622,8 @@ fn a_garbled_communicators_chunk_is_damage_not_a_panic() {
     assert!(t.communicators().is_empty());
 }
 
-/// The demo job's events and strings, and a function that writes them
-/// again with given writer options.
+/// The demo job's events and strings, to write again with other writer
+/// options and check the result against.
 struct Rewrite {
     events: Vec<Event>,
     strings: Vec<String>,
@@ -668,13 +668,11 @@ impl Rewrite {
 #[test]
 fn huffman_literals_make_smaller_files_of_the_same_events() {
     let r = Rewrite::demo();
-    let with = |huffman_literals| {
-        r.write(WriterOptions {
-            huffman_literals,
-            ..WriterOptions::default()
-        })
-    };
-    let (plain, huffman) = (with(false), with(true));
+    let plain = r.write(WriterOptions::default());
+    let huffman = r.write(WriterOptions {
+        huffman_literals: true,
+        ..WriterOptions::default()
+    });
     assert!(huffman.len() < plain.len(), "{} against {}", huffman.len(), plain.len());
     r.check(plain);
     r.check(huffman);
@@ -685,13 +683,11 @@ fn huffman_literals_make_smaller_files_of_the_same_events() {
 #[test]
 fn uncompressed_chunks_hold_the_same_events() {
     let r = Rewrite::demo();
-    let with = |compress| {
-        r.write(WriterOptions {
-            compress,
-            ..WriterOptions::default()
-        })
-    };
-    let (compressed, plain) = (with(true), with(false));
+    let compressed = r.write(WriterOptions::default());
+    let plain = r.write(WriterOptions {
+        compress: false,
+        ..WriterOptions::default()
+    });
     assert!(plain.len() > 2 * compressed.len(), "{} against {}", plain.len(), compressed.len());
     // The longest string, stored as it is only when strings chunks are not compressed.
     let longest = r.strings.iter().max_by_key(|s| s.len()).unwrap().as_bytes();
