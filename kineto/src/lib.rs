@@ -347,20 +347,22 @@ fn trace_events<R: Read, S: Sink>(
     // Where the next two-thread window may start (see `parallel`); after a
     // window that could not be split, half a window is parsed serially.
     let mut serial_until = 0u64;
-    let mut later: Vec<Held> = Vec::new();
+    let mut windows = parallel::Windows::default();
     let workers = parallel::workers(opts.threads);
     loop {
         if two_threads(opts, sc.size_hint()) && sc.offset() >= serial_until {
-            let parsed = parallel::window(sc, mapper, sink, tally, &mut later, workers)?;
+            let parsed = windows.window(sc, mapper, sink, tally, workers)?;
             summary.trace_events += parsed;
             if parsed == 0 {
                 serial_until = sc.offset() + parallel::window_size(sc.size_hint(), workers) as u64 / 2;
             } else if sc.comma_or(b']', "between trace events")? {
-                return Ok(());
+                return windows.flush(sink);
             } else {
                 continue;
             }
         }
+        // The last window's workers' events go first.
+        windows.flush(sink)?;
         summary.trace_events += 1;
         if sc.peek()? == Some(b'{') {
             sc.event(|parsed, start, here| map_element(mapper, parsed, start, here, sink, tally, strict))??;

@@ -113,6 +113,7 @@ pub(crate) enum Mapped {
 }
 
 /// Converts events of one trace; holds what every event needs.
+#[derive(Clone, Copy)]
 pub(crate) struct Mapper {
     /// `baseTimeNanoseconds` (0 when timestamps are absolute).
     pub base_ns: u64,

@@ -18,6 +18,15 @@
 //! loop, which reports it precisely: an element that is not an object, a
 //! syntax error, an element cut by the end of the window, the end of the
 //! array.
+//!
+//! Keeping both cores busy ([`Windows`]): the workers' events are handed to
+//! the sink by this thread, in order. That is done in the next window,
+//! before this thread parses its share of it, while the next workers parse
+//! theirs (into the other of two sets of scratch), not between windows,
+//! while they would wait. And this thread's share follows what the window
+//! before measured (its parse rate, the workers', the time reading and
+//! handing over took), so that all finish together ([`Balance`]). Neither
+//! changes the result: where the parts are cut never does.
 
 use crate::event::{parse_prefix, skip_ws, ParseError, RawEvent};
 use crate::held::{Held, Sink};
@@ -27,10 +36,11 @@ use crate::{map_element, Fail};
 use std::io::Read;
 
 /// Whether an input of about `size_hint` bytes is parsed on several
-/// threads: below 16 MiB, one thread (with inflating on another) is as
-/// fast on two cores.
+/// threads: below 4 MiB, one thread (with inflating on another) is as
+/// fast on two cores. (nccl_data, 9.8 MB of JSON: 31-33 ms on two, 36-41
+/// ms on one.)
 pub(crate) fn worth_it(size_hint: u64) -> bool {
-    size_hint >= 16 << 20
+    size_hint >= 4 << 20
 }
 
 /// Bytes buffered for one window with `workers` workers: an eighth of the
@@ -89,110 +99,360 @@ struct Run {
     stop: Stop,
 }
 
-/// Try one window at the element that starts at the scanner's next byte.
-/// Returns the number of elements parsed; when it is not 0 the scanner is
-/// just after the last of them (between elements), else nothing changed.
-/// `later` holds the workers' scratch (empty between calls; kept to reuse
-/// its memory); `workers` (at least one, see [`workers`]) is how many
-/// parse beside this thread.
-pub(crate) fn window<R: Read, S: Sink>(
-    sc: &mut Scanner<R>,
-    mapper: &Mapper,
-    sink: &mut S,
-    tally: &mut Tally,
-    later: &mut Vec<Held>,
-    workers: usize,
-) -> Result<u64, Fail> {
-    let window = window_size(sc.size_hint(), workers);
-    sc.fill_to(window)?;
-    let here = sc.here();
-    let (buf, pos, base, mut refill) = sc.lend();
-    // The scanner stops after a comma or a '[': the element follows whitespace.
-    let pos = skip_ws(buf, pos);
-    let len = buf.len() - pos;
-    // This thread also reads (inflates) the next window meanwhile: it
-    // parses the smaller share, then each worker an equal part of the rest,
-    // from a guessed element start.
-    let my_share = len * mine_percent(workers) / 100;
-    let mut splits: Vec<usize> = Vec::with_capacity(workers);
-    if len >= window / 2 {
-        for j in 0..workers {
-            let target = pos + my_share + j * (len - my_share) / workers;
-            let from = splits.last().map_or(target, |&s| target.max(s + 1));
-            match guess_element_start(buf, from) {
-                Some(s) => splits.push(s),
+/// What the windows so far measured, summed, to size this thread's share
+/// of the next ([`Balance::share`]): times in ns, sizes in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Balance {
+    /// This thread's shares: bytes and the time their parse took.
+    mine_bytes: f64,
+    mine_ns: f64,
+    /// The workers' parts: bytes and time, summed over the workers.
+    theirs_bytes: f64,
+    theirs_ns: f64,
+    /// This thread's other work (handing the window before's events to
+    /// the sink, reading the next window), and the windows measured.
+    other_ns: f64,
+    windows: f64,
+}
+
+impl Balance {
+    /// Fewest and most of a window this thread takes, in thousandths.
+    const MIN: usize = 20;
+    const MAX: usize = 800;
+
+    /// This thread's share, in thousandths of a window of `len` bytes,
+    /// with `workers` workers: the share `m` for which this thread (its
+    /// other work, then `m * len` at its rate) and each worker (an equal
+    /// part of the rest at theirs) finish together, at the rates measured
+    /// so far. Clamped to [`Self::MIN`]..=[`Self::MAX`]; [`mine_percent`]
+    /// until a window was measured.
+    pub(crate) fn share(&self, len: usize, workers: usize) -> usize {
+        let fallback = mine_percent(workers) * 10;
+        if self.windows < 1.0 || self.mine_bytes <= 0.0 || self.theirs_bytes <= 0.0 {
+            return fallback;
+        }
+        let mine = len as f64 * self.mine_ns / self.mine_bytes;
+        let theirs = len as f64 * self.theirs_ns / self.theirs_bytes / workers.max(1) as f64;
+        // m * mine + other = (1 - m) * theirs
+        let share = (theirs - self.other_ns / self.windows) / (mine + theirs);
+        if !share.is_finite() {
+            return fallback;
+        }
+        ((share * 1000.0).round().max(0.0) as usize).clamp(Self::MIN, Self::MAX)
+    }
+
+    /// Add one window's measurements.
+    fn add(&mut self, w: Balance) {
+        self.mine_bytes += w.mine_bytes;
+        self.mine_ns += w.mine_ns;
+        self.theirs_bytes += w.theirs_bytes;
+        self.theirs_ns += w.theirs_ns;
+        self.other_ns += w.other_ns;
+        self.windows += 1.0;
+    }
+}
+
+/// A window's bytes, lent to a worker thread: see [`Windows::window`] for
+/// why the worker never reads them after the window.
+#[derive(Clone, Copy)]
+struct Lent {
+    ptr: *const u8,
+    len: usize,
+}
+
+// Safety: the bytes are only read, and only while the lending thread waits
+// for the worker's answer (see `Windows::window`).
+unsafe impl Send for Lent {}
+
+/// One worker's part of a window.
+struct Job {
+    buf: Lent,
+    base: u64,
+    from: usize,
+    to: usize,
+    here: Here,
+    held: Held,
+}
+
+/// A worker's answer: the run (`None` if it panicked), and its scratch back.
+struct Done {
+    run: Option<Result<Run, Fail>>,
+    held: Held,
+    tally: Tally,
+    took: std::time::Duration,
+}
+
+/// A parse thread kept for the whole array, so that the scheduler places
+/// it once (a thread started per window was often run on the core of the
+/// thread that started it, the two taking turns).
+struct Worker {
+    jobs: std::sync::mpsc::Sender<Job>,
+    done: std::sync::mpsc::Receiver<Done>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn start(mapper: Mapper) -> Option<Worker> {
+        let (jobs, job_rx) = std::sync::mpsc::channel::<Job>();
+        let (done_tx, done) = std::sync::mpsc::channel::<Done>();
+        let thread = std::thread::Builder::new()
+            .name("gputrace-parse".into())
+            .spawn(move || {
+                for mut job in job_rx {
+                    let began = std::time::Instant::now();
+                    let mut tally = Tally::default();
+                    // Safety: see `Windows::window`: the bytes stay valid
+                    // and unchanged until the answer is received.
+                    let buf = unsafe { std::slice::from_raw_parts(job.buf.ptr, job.buf.len) };
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run(buf, job.base, job.from, job.to, &mapper, &mut job.held, &mut tally, job.here)
+                    }))
+                    .ok();
+                    let done = Done {
+                        run,
+                        held: job.held,
+                        tally,
+                        took: began.elapsed(),
+                    };
+                    if done_tx.send(done).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Worker {
+            jobs,
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Closing the job channel ends the thread.
+        let (closed, _) = std::sync::mpsc::channel();
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits, when dropped, for the answers still due for a lent window, so
+/// that no worker reads its bytes after they are released, whatever way
+/// the window ends.
+struct Answers<'w, 'b> {
+    workers: &'w [Worker],
+    due: usize,
+    _bytes: std::marker::PhantomData<&'b [u8]>,
+}
+
+impl Answers<'_, '_> {
+    /// The next answer due, in order (`None` if the worker is gone).
+    fn next(&mut self) -> Option<Done> {
+        let j = self.workers.len() - self.due;
+        self.due -= 1;
+        self.workers[j].done.recv().ok()
+    }
+}
+
+impl Drop for Answers<'_, '_> {
+    fn drop(&mut self) {
+        while self.due > 0 {
+            let _ = self.next();
+        }
+    }
+}
+
+/// Parsing threads, their scratch, and the state kept from window to
+/// window.
+///
+/// Invariant: `pending` holds the accepted parts of the last window, in
+/// order, not yet handed to the sink; `spare` holds empty scratch.
+#[derive(Default)]
+pub(crate) struct Windows {
+    workers: Vec<Worker>,
+    pending: Vec<Held>,
+    spare: Vec<Held>,
+    balance: Balance,
+}
+
+impl Windows {
+    /// Hand the last window's accepted parts to `sink`, if not done yet.
+    /// Called before anything else goes to the sink and at the end.
+    pub(crate) fn flush<S: Sink>(&mut self, sink: &mut S) -> Result<(), Fail> {
+        let result = drain_all(&mut self.pending, sink);
+        self.spare.extend(self.pending.drain(..).map(|mut h| {
+            h.clear();
+            h
+        }));
+        result
+    }
+
+    /// Try one window at the element that starts at the scanner's next
+    /// byte. Returns the number of elements parsed; when it is not 0 the
+    /// scanner is just after the last of them (between elements), else
+    /// nothing changed. The last window's workers' events go to the sink
+    /// first; this window's accepted workers' events are kept, for the
+    /// next window or [`Self::flush`]. `workers` (at least one, see
+    /// [`workers`]) is how many parse beside this thread.
+    pub(crate) fn window<R: Read, S: Sink>(
+        &mut self,
+        sc: &mut Scanner<R>,
+        mapper: &Mapper,
+        sink: &mut S,
+        tally: &mut Tally,
+        workers: usize,
+    ) -> Result<u64, Fail> {
+        while self.workers.len() < workers {
+            match Worker::start(*mapper) {
+                Some(w) => self.workers.push(w),
                 None => break,
             }
         }
-    }
-    if splits.is_empty() {
-        let error = refill.into_error();
-        // Nothing consumed (consuming never moves back).
-        sc.give_back(0, error);
-        return Ok(0);
-    }
-    let k = splits.len();
-    if later.len() < k {
-        later.resize_with(k, Held::default);
-    }
-    let mut tallies: Vec<Tally> = (0..k).map(|_| Tally::default()).collect();
-    let (mine, theirs, error) = std::thread::scope(|scope| {
-        let splits = &splits;
-        let handles: Vec<_> = later[..k]
-            .iter_mut()
-            .zip(tallies.iter_mut())
-            .enumerate()
-            .map(|(j, (held, t))| {
-                // Each worker stops where the next one starts; the last at
-                // the window's end.
-                let (from, to) = (splits[j], splits.get(j + 1).copied().unwrap_or(usize::MAX));
-                std::thread::Builder::new()
-                    .name("gputrace-parse".into())
-                    .spawn_scoped(scope, move || run(buf, base, from, to, mapper, held, t, here))
-            })
-            .collect();
-        refill.fill(window);
-        let mine = run(buf, base, pos, splits[0], mapper, sink, tally, here);
-        // A worker that could not start, failed or panicked is simply not used.
-        let theirs: Vec<Option<Run>> = handles
-            .into_iter()
-            .map(|h| h.ok().and_then(|h| h.join().ok()).and_then(Result::ok))
-            .collect();
-        (mine, theirs, refill.into_error())
-    });
-    let mine = match mine {
-        Ok(mine) => mine,
-        Err(f) => {
-            // The import stops here (or starts again from the file).
-            later.iter_mut().for_each(Held::clear);
-            return Err(f);
-        }
-    };
-    let mut parsed = mine.parsed;
-    let mut next = mine.next;
-    // A worker's part is used only if the part before it (this thread's,
-    // then each accepted worker's) ended exactly where it started.
-    let mut landed = mine.stop == Stop::Landed;
-    for (j, (theirs, t)) in theirs.into_iter().zip(tallies).enumerate() {
-        match theirs {
-            Some(theirs) if landed && theirs.parsed > 0 => {
-                if let Err(f) = later[j].drain_into(sink) {
-                    later.iter_mut().for_each(Held::clear);
-                    return Err(f);
+        let window = window_size(sc.size_hint(), self.workers.len().max(1));
+        sc.fill_to(window)?;
+        let here = sc.here();
+        let (buf, pos, base, mut refill) = sc.lend();
+        // The scanner stops after a comma or a '[': the element follows whitespace.
+        let pos = skip_ws(buf, pos);
+        let len = buf.len() - pos;
+        // This thread also hands over the last window's events and reads
+        // (inflates) the next window meanwhile: it parses the share that
+        // `Balance` gives, then each worker an equal part of the rest,
+        // from a guessed element start.
+        let n = self.workers.len();
+        let my_share = len * self.balance.share(len, n) / 1000;
+        let mut splits: Vec<usize> = Vec::with_capacity(n);
+        if len >= window / 2 {
+            for j in 0..n {
+                let target = pos + my_share + j * (len - my_share) / n;
+                let from = splits.last().map_or(target, |&s| target.max(s + 1));
+                match guess_element_start(buf, from) {
+                    Some(s) => splits.push(s),
+                    None => break,
                 }
-                tally.absorb(t);
-                parsed += theirs.parsed;
-                next = theirs.next;
-                landed = theirs.stop == Stop::Landed;
-            }
-            _ => {
-                landed = false;
-                later[j].clear();
             }
         }
+        if splits.is_empty() {
+            let error = refill.into_error();
+            // Nothing consumed (consuming never moves back).
+            sc.give_back(0, error);
+            self.flush(sink)?;
+            return Ok(0);
+        }
+        let k = splits.len();
+        // Safety of lending `buf`: `answers` borrows it for as long as it
+        // lives, and waits (when dropped, at the latest) for every answer
+        // due; a worker reads the bytes only between taking a job and
+        // answering it (or dying, which closes its channel). So no worker
+        // reads them once this function has released them.
+        let mut answers = Answers {
+            workers: &self.workers[..k],
+            due: 0,
+            _bytes: std::marker::PhantomData::<&[u8]>,
+        };
+        let lent = Lent {
+            ptr: buf.as_ptr(),
+            len: buf.len(),
+        };
+        let mut lost = None;
+        for (j, w) in self.workers[..k].iter().enumerate() {
+            // Each worker stops where the next one starts; the last at
+            // the window's end.
+            let job = Job {
+                buf: lent,
+                base,
+                from: splits[j],
+                to: splits.get(j + 1).copied().unwrap_or(usize::MAX),
+                here,
+                held: self.spare.pop().unwrap_or_default(),
+            };
+            if w.jobs.send(job).is_err() {
+                lost = Some(j);
+                break;
+            }
+            answers.due += 1;
+        }
+        let began = std::time::Instant::now();
+        let mut pending = std::mem::take(&mut self.pending);
+        let drained = drain_all(&mut pending, sink);
+        for mut h in pending {
+            h.clear();
+            self.spare.push(h);
+        }
+        refill.fill(window);
+        let other = began.elapsed();
+        // Nothing of this window goes to the sink before the last one's events.
+        let mine = drained.and_then(|()| run(buf, base, pos, splits[0], mapper, sink, tally, here));
+        let mine_ns = began.elapsed() - other;
+        let mut theirs: Vec<Option<Done>> = (0..answers.due).map(|_| answers.next()).collect();
+        drop(answers);
+        theirs.resize_with(k, || None);
+        let error = refill.into_error();
+        let mine = match mine {
+            Ok(mine) => mine,
+            Err(f) => {
+                // The import stops here (or starts again from the file).
+                self.spare.extend(theirs.into_iter().flatten().map(|mut d| {
+                    d.held.clear();
+                    d.held
+                }));
+                return Err(f);
+            }
+        };
+        let mut measured = Balance {
+            mine_bytes: (mine.next - pos) as f64,
+            mine_ns: mine_ns.as_nanos() as f64,
+            other_ns: other.as_nanos() as f64,
+            ..Balance::default()
+        };
+        let mut parsed = mine.parsed;
+        let mut next = mine.next;
+        // A worker's part is used only if the part before it (this
+        // thread's, then each accepted worker's) ended exactly where it
+        // started.
+        let mut landed = mine.stop == Stop::Landed;
+        for (j, done) in theirs.into_iter().enumerate() {
+            let Some(mut done) = done else {
+                landed = false;
+                continue;
+            };
+            match done.run {
+                Some(Ok(run)) if landed && run.parsed > 0 => {
+                    tally.absorb(done.tally);
+                    measured.theirs_bytes += (run.next - splits[j]) as f64;
+                    measured.theirs_ns += done.took.as_nanos() as f64;
+                    parsed += run.parsed;
+                    next = run.next;
+                    landed = run.stop == Stop::Landed;
+                    self.pending.push(done.held);
+                }
+                _ => {
+                    landed = false;
+                    done.held.clear();
+                    self.spare.push(done.held);
+                }
+            }
+        }
+        // Rates from a window cut short (a part not accepted) mislead.
+        let all = self.pending.len() == k && lost.is_none();
+        if all {
+            self.balance.add(measured);
+        }
+        sc.give_back(if parsed > 0 { next } else { 0 }, error);
+        if !all {
+            // The rest is parsed serially, after these.
+            self.flush(sink)?;
+        }
+        Ok(parsed)
     }
-    sc.give_back(if parsed > 0 { next } else { 0 }, error);
-    Ok(parsed)
+}
+
+/// Hand `sets` to `sink` in order.
+fn drain_all<S: Sink>(sets: &mut [Held], sink: &mut S) -> Result<(), Fail> {
+    sets.iter_mut().try_for_each(|h| h.drain_into(sink))
 }
 
 /// Parse and map the elements of `buf` from index `at` (an element start),
@@ -297,5 +557,41 @@ mod tests {
         let big = 1 << 30;
         assert_eq!([1, 3, 7].map(|k| window_size(big, k) >> 20), [4, 8, 16]);
         assert_eq!(window_size(20 << 20, 1) >> 20, 2, "small inputs, small windows");
+    }
+
+    #[test]
+    fn the_share_lets_every_thread_finish_together() {
+        let mut b = Balance::default();
+        assert_eq!(b.share(1 << 20, 1), 400, "the static share until a window is measured");
+        // Equal rates, nothing else to do: half with one worker, a quarter with three.
+        let even = Balance {
+            mine_bytes: 1000.0,
+            mine_ns: 2000.0,
+            theirs_bytes: 1000.0,
+            theirs_ns: 2000.0,
+            ..Balance::default()
+        };
+        b.add(even);
+        assert_eq!(b.share(1 << 20, 1), 500);
+        assert_eq!(b.share(1 << 20, 3), 250);
+        // Other work worth a fifth of the window's parse on one thread:
+        // m * 2L + 0.4L = (1 - m) * 2L, so m = 0.4.
+        let mut busy = Balance::default();
+        busy.add(Balance {
+            other_ns: 0.2 * 1000.0 * 2.0,
+            ..even
+        });
+        assert_eq!(busy.share(1000, 1), 400);
+        // Rates are summed over the windows: a second, slower window for
+        // this thread moves the share the way of the workers.
+        busy.add(Balance { mine_ns: 4000.0, ..even });
+        assert!(busy.share(1000, 1) < 400);
+        // Never all, never nothing.
+        let mut lopsided = Balance::default();
+        lopsided.add(Balance { other_ns: 1e12, ..even });
+        assert_eq!(lopsided.share(1000, 1), Balance::MIN);
+        let mut fast = Balance::default();
+        fast.add(Balance { mine_ns: 1.0, ..even });
+        assert_eq!(fast.share(1000, 1), Balance::MAX);
     }
 }

@@ -77,8 +77,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &c).map_err(|e| CliError::Output(e.into()))?;
-        writeln!(out).map_err(CliError::Output)?;
+        super::write_json(&mut out, &c)?;
     } else {
         out.write_all(render_text(&c).as_bytes()).map_err(CliError::Output)?;
         if let Some(path) = &args.heatmap {

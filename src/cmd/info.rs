@@ -215,8 +215,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
         }
     }
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": infos })).map_err(|e| CliError::Output(e.into()))?;
-        writeln!(out).map_err(CliError::Output)?;
+        super::write_json(&mut out, &serde_json::json!({ "files": infos }))?;
     }
     if failed > 0 {
         return Err(CliError::SomeInputsFailed {

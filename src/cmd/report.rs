@@ -90,8 +90,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     })?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report).map_err(|e| CliError::Output(e.into()))?;
-        writeln!(out).map_err(CliError::Output)?;
+        super::write_json(&mut out, &report)?;
     } else {
         let color = use_color(out.is_terminal(), std::env::var_os("NO_COLOR"));
         out.write_all(render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
