@@ -19,14 +19,16 @@
 //! syntax error, an element cut by the end of the window, the end of the
 //! array.
 //!
-//! Keeping both cores busy ([`Windows`]): the workers' events are handed to
-//! the sink by this thread, in order. That is done in the next window,
-//! before this thread parses its share of it, while the next workers parse
-//! theirs (into the other of two sets of scratch), not between windows,
-//! while they would wait. And this thread's share follows what the window
-//! before measured (its parse rate, the workers', the time reading and
-//! handing over took), so that all finish together ([`Balance`]). Neither
-//! changes the result: where the parts are cut never does.
+//! Keeping both cores busy ([`Windows`]): the workers are started once
+//! and kept for the whole array (a thread started per window was often run
+//! on the core of the thread that started it, the two taking turns). Their
+//! events are handed to the sink by this thread, in order, in the next
+//! window, before this thread parses its share of it, while the next
+//! window's parts are parsed (not between windows, while the workers would
+//! wait). And this thread's share follows the rates measured so far (its
+//! parse, the workers', and its time reading and handing over), so that
+//! all finish together ([`Balance`]). Neither changes the result: where
+//! the parts are cut never does.
 
 use crate::event::{parse_prefix, skip_ws, ParseError, RawEvent};
 use crate::held::{Held, Sink};
@@ -186,7 +188,8 @@ struct Done {
 /// it once (a thread started per window was often run on the core of the
 /// thread that started it, the two taking turns).
 struct Worker {
-    jobs: std::sync::mpsc::Sender<Job>,
+    /// `None` once closing (which ends the thread).
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
     done: std::sync::mpsc::Receiver<Done>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -221,7 +224,7 @@ impl Worker {
             })
             .ok()?;
         Some(Worker {
-            jobs,
+            jobs: Some(jobs),
             done,
             thread: Some(thread),
         })
@@ -231,35 +234,69 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         // Closing the job channel ends the thread.
-        let (closed, _) = std::sync::mpsc::channel();
-        drop(std::mem::replace(&mut self.jobs, closed));
+        self.jobs = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Waits, when dropped, for the answers still due for a lent window, so
-/// that no worker reads its bytes after they are released, whatever way
-/// the window ends.
+/// The jobs of one window: lends its bytes to the workers and, when
+/// dropped, waits for every answer still due, so that no worker reads the
+/// bytes after they are released, whatever way the window ends. It
+/// borrows the bytes for as long as it lives, so they cannot be released
+/// (the scanner given back) before.
 struct Answers<'w, 'b> {
     workers: &'w [Worker],
-    due: usize,
-    _bytes: std::marker::PhantomData<&'b [u8]>,
+    /// Jobs sent (to `workers[..sent]`) and answers taken, in order.
+    sent: usize,
+    taken: usize,
+    bytes: &'b [u8],
 }
 
-impl Answers<'_, '_> {
-    /// The next answer due, in order (`None` if the worker is gone).
+impl<'w, 'b> Answers<'w, 'b> {
+    fn new(workers: &'w [Worker], bytes: &'b [u8]) -> Self {
+        Answers {
+            workers,
+            sent: 0,
+            taken: 0,
+            bytes,
+        }
+    }
+
+    /// Send the next worker its part of the bytes; `false` if it is gone.
+    fn send(&mut self, base: u64, from: usize, to: usize, here: Here, held: Held) -> bool {
+        let Some(w) = self.workers.get(self.sent) else { return false };
+        let buf = Lent {
+            ptr: self.bytes.as_ptr(),
+            len: self.bytes.len(),
+        };
+        let job = Job {
+            buf,
+            base,
+            from,
+            to,
+            here,
+            held,
+        };
+        let sent = w.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
+        self.sent += usize::from(sent);
+        sent
+    }
+
+    /// The next answer, in order (`None` if the worker is gone, or none is due).
     fn next(&mut self) -> Option<Done> {
-        let j = self.workers.len() - self.due;
-        self.due -= 1;
-        self.workers[j].done.recv().ok()
+        if self.taken >= self.sent {
+            return None;
+        }
+        self.taken += 1;
+        self.workers[self.taken - 1].done.recv().ok()
     }
 }
 
 impl Drop for Answers<'_, '_> {
     fn drop(&mut self) {
-        while self.due > 0 {
+        while self.taken < self.sent {
             let _ = self.next();
         }
     }
@@ -348,33 +385,17 @@ impl Windows {
         // due; a worker reads the bytes only between taking a job and
         // answering it (or dying, which closes its channel). So no worker
         // reads them once this function has released them.
-        let mut answers = Answers {
-            workers: &self.workers[..k],
-            due: 0,
-            _bytes: std::marker::PhantomData::<&[u8]>,
-        };
-        let lent = Lent {
-            ptr: buf.as_ptr(),
-            len: buf.len(),
-        };
-        let mut lost = None;
-        for (j, w) in self.workers[..k].iter().enumerate() {
+        let mut answers = Answers::new(&self.workers[..k], buf);
+        for j in 0..k {
             // Each worker stops where the next one starts; the last at
             // the window's end.
-            let job = Job {
-                buf: lent,
-                base,
-                from: splits[j],
-                to: splits.get(j + 1).copied().unwrap_or(usize::MAX),
-                here,
-                held: self.spare.pop().unwrap_or_default(),
-            };
-            if w.jobs.send(job).is_err() {
-                lost = Some(j);
+            let to = splits.get(j + 1).copied().unwrap_or(usize::MAX);
+            let held = self.spare.pop().unwrap_or_default();
+            if !answers.send(base, splits[j], to, here, held) {
                 break;
             }
-            answers.due += 1;
         }
+        let lost = answers.sent < k;
         let began = std::time::Instant::now();
         let mut pending = std::mem::take(&mut self.pending);
         let drained = drain_all(&mut pending, sink);
@@ -387,7 +408,7 @@ impl Windows {
         // Nothing of this window goes to the sink before the last one's events.
         let mine = drained.and_then(|()| run(buf, base, pos, splits[0], mapper, sink, tally, here));
         let mine_ns = began.elapsed() - other;
-        let mut theirs: Vec<Option<Done>> = (0..answers.due).map(|_| answers.next()).collect();
+        let mut theirs: Vec<Option<Done>> = (0..answers.sent).map(|_| answers.next()).collect();
         drop(answers);
         theirs.resize_with(k, || None);
         let error = refill.into_error();
@@ -437,7 +458,7 @@ impl Windows {
             }
         }
         // Rates from a window cut short (a part not accepted) mislead.
-        let all = self.pending.len() == k && lost.is_none();
+        let all = self.pending.len() == k && !lost;
         if all {
             self.balance.add(measured);
         }
