@@ -114,7 +114,7 @@ pub(crate) struct Balance {
     /// This thread's other work (handing the window before's events to
     /// the sink, reading the next window), and the windows measured.
     other_ns: f64,
-    windows: f64,
+    windows: u32,
 }
 
 impl Balance {
@@ -130,13 +130,13 @@ impl Balance {
     /// until a window was measured.
     pub(crate) fn share(&self, len: usize, workers: usize) -> usize {
         let fallback = mine_percent(workers) * 10;
-        if self.windows < 1.0 || self.mine_bytes <= 0.0 || self.theirs_bytes <= 0.0 {
+        if self.windows == 0 || self.mine_bytes <= 0.0 || self.theirs_bytes <= 0.0 {
             return fallback;
         }
         let mine = len as f64 * self.mine_ns / self.mine_bytes;
         let theirs = len as f64 * self.theirs_ns / self.theirs_bytes / workers.max(1) as f64;
         // m * mine + other = (1 - m) * theirs
-        let share = (theirs - self.other_ns / self.windows) / (mine + theirs);
+        let share = (theirs - self.other_ns / f64::from(self.windows)) / (mine + theirs);
         if !share.is_finite() {
             return fallback;
         }
@@ -150,7 +150,7 @@ impl Balance {
         self.theirs_bytes += w.theirs_bytes;
         self.theirs_ns += w.theirs_ns;
         self.other_ns += w.other_ns;
-        self.windows += 1.0;
+        self.windows += 1;
     }
 }
 
@@ -306,7 +306,8 @@ impl Drop for Answers<'_, '_> {
 /// window.
 ///
 /// Invariant: `pending` holds the accepted parts of the last window, in
-/// order, not yet handed to the sink; `spare` holds empty scratch.
+/// order, not yet handed to the sink; `spare` holds scratch to reuse
+/// (cleared when taken).
 #[derive(Default)]
 pub(crate) struct Windows {
     workers: Vec<Worker>,
@@ -319,12 +320,7 @@ impl Windows {
     /// Hand the last window's accepted parts to `sink`, if not done yet.
     /// Called before anything else goes to the sink and at the end.
     pub(crate) fn flush<S: Sink>(&mut self, sink: &mut S) -> Result<(), Fail> {
-        let result = drain_all(&mut self.pending, sink);
-        self.spare.extend(self.pending.drain(..).map(|mut h| {
-            h.clear();
-            h
-        }));
-        result
+        hand_over(&mut self.pending, &mut self.spare, sink)
     }
 
     /// Try one window at the element that starts at the scanner's next
@@ -390,19 +386,14 @@ impl Windows {
             // Each worker stops where the next one starts; the last at
             // the window's end.
             let to = splits.get(j + 1).copied().unwrap_or(usize::MAX);
-            let held = self.spare.pop().unwrap_or_default();
+            let mut held = self.spare.pop().unwrap_or_default();
+            held.clear();
             if !answers.send(base, splits[j], to, here, held) {
                 break;
             }
         }
-        let lost = answers.sent < k;
         let began = std::time::Instant::now();
-        let mut pending = std::mem::take(&mut self.pending);
-        let drained = drain_all(&mut pending, sink);
-        for mut h in pending {
-            h.clear();
-            self.spare.push(h);
-        }
+        let drained = hand_over(&mut self.pending, &mut self.spare, sink);
         refill.fill(window);
         let other = began.elapsed();
         // Nothing of this window goes to the sink before the last one's events.
@@ -416,10 +407,7 @@ impl Windows {
             Ok(mine) => mine,
             Err(f) => {
                 // The import stops here (or starts again from the file).
-                self.spare.extend(theirs.into_iter().flatten().map(|mut d| {
-                    d.held.clear();
-                    d.held
-                }));
+                self.spare.extend(theirs.into_iter().flatten().map(|d| d.held));
                 return Err(f);
             }
         };
@@ -436,7 +424,7 @@ impl Windows {
         // started.
         let mut landed = mine.stop == Stop::Landed;
         for (j, done) in theirs.into_iter().enumerate() {
-            let Some(mut done) = done else {
+            let Some(done) = done else {
                 landed = false;
                 continue;
             };
@@ -452,13 +440,12 @@ impl Windows {
                 }
                 _ => {
                     landed = false;
-                    done.held.clear();
                     self.spare.push(done.held);
                 }
             }
         }
-        // Rates from a window cut short (a part not accepted) mislead.
-        let all = self.pending.len() == k && !lost;
+        // Rates from a window cut short (a part not sent or not accepted) mislead.
+        let all = self.pending.len() == k;
         if all {
             self.balance.add(measured);
         }
@@ -471,9 +458,11 @@ impl Windows {
     }
 }
 
-/// Hand `sets` to `sink` in order.
-fn drain_all<S: Sink>(sets: &mut [Held], sink: &mut S) -> Result<(), Fail> {
-    sets.iter_mut().try_for_each(|h| h.drain_into(sink))
+/// Hand `pending` to `sink` in order, and keep its scratch in `spare`.
+fn hand_over<S: Sink>(pending: &mut Vec<Held>, spare: &mut Vec<Held>, sink: &mut S) -> Result<(), Fail> {
+    let result = pending.iter_mut().try_for_each(|h| h.drain_into(sink));
+    spare.append(pending);
+    result
 }
 
 /// Parse and map the elements of `buf` from index `at` (an element start),
