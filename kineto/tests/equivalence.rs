@@ -99,7 +99,7 @@ fn synthetic(events: usize) -> String {
 fn every_way_through_a_large_synthetic_trace_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let text = synthetic(EVENTS);
-    // Two threads parse inputs of 4 MiB or more, in windows of 2-4 MiB: several here.
+    // Two threads parse inputs of 4 MiB or more, in windows of up to 1 MiB: many here.
     assert!(text.len() > 17 << 20, "{} bytes: too small for two-thread parsing", text.len());
     let p = dir.path().join("big.json");
     std::fs::write(&p, &text).unwrap();
