@@ -434,9 +434,14 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         .iter()
         .map(|p| {
             let mut idx: Vec<usize> = (0..p.gaps.len()).collect();
-            idx.sort_by_key(|&i| (std::cmp::Reverse(p.gaps[i].end - p.gaps[i].start), i));
-            idx.truncate(opts.top_gaps);
-            idx.sort_by_key(|&i| p.gaps[i].start);
+            // The longest (ties: the earliest), chosen without sorting them
+            // all: the key is unique, so the set is the one a sort gives.
+            let key = |&i: &usize| (std::cmp::Reverse(p.gaps[i].end - p.gaps[i].start), i);
+            if opts.top_gaps < idx.len() {
+                idx.select_nth_unstable_by_key(opts.top_gaps, key);
+                idx.truncate(opts.top_gaps);
+            }
+            idx.sort_unstable_by_key(|&i| (p.gaps[i].start, i));
             idx
         })
         .collect();

@@ -1,34 +1,33 @@
 //! Parsing `traceEvents` on several threads (two on a two-core machine).
 //!
 //! The importer buffers a window of the array ([`window_size`]) and cuts
-//! it into parts at guessed element starts (a `{` after `},`): a first,
-//! smaller part for this thread, which also reads (inflates) the next
-//! window meanwhile ([`mine_percent`]: two fifths with one worker), then
-//! one equal part per worker thread ([`workers`]).
-//! The guesses are checked, not trusted: a worker's results are used only
-//! if the part before it (this thread's own parse, element by element, then
-//! each worker's accepted in turn) ended exactly at its guessed start.
-//! Otherwise they are dropped, with every later worker's, and the rest is
-//! parsed again here, in order. So the result is the one a serial parse
-//! gives, including string ids (each worker's strings are interned in the
-//! order it met them, workers in order) and which entry dates each loss
-//! bucket.
+//! it into equal parts ([`PARTS_PER_THREAD`] per thread), each but the
+//! first from a guessed element start (a `{` after `},`). This thread and
+//! the workers ([`workers`]) take the parts in turn from a shared counter;
+//! this thread first hands the last window's events to the sink and reads
+//! (inflates) the next window. Taking parts in turn keeps every thread busy
+//! until the window's end, whatever each one's speed, with nothing to
+//! estimate (an earlier version gave this thread a share from measured
+//! rates, and one thread often waited for the other).
+//! The guesses are checked, not trusted: a part's results are used only if
+//! every part before it was, and the one just before ended exactly at its
+//! guessed start. Otherwise they are dropped, with every later part's,
+//! and the rest is parsed again here, in order. So the result is the one a
+//! serial parse gives, including string ids (each part's strings are
+//! interned in the order it met them, parts in order) and which entry
+//! dates each loss bucket.
 //!
-//! Anything unusual ends a run early and leaves the rest to the serial
+//! Anything unusual ends a part early and leaves the rest to the serial
 //! loop, which reports it precisely: an element that is not an object, a
 //! syntax error, an element cut by the end of the window, the end of the
 //! array.
 //!
-//! Keeping both cores busy ([`Windows`]): the workers are started once
-//! and kept for the whole array (a thread started per window was often run
-//! on the core of the thread that started it, the two taking turns). Their
-//! events are handed to the sink by this thread, in order, in the next
-//! window, before this thread parses its share of it, while the next
-//! window's parts are parsed (not between windows, while the workers would
-//! wait). And this thread's share follows the rates measured so far (its
-//! parse, the workers', and its time reading and handing over), so that
-//! all finish together ([`Balance`]). Neither changes the result: where
-//! the parts are cut never does.
+//! The workers are started once and kept for the whole array (a thread
+//! started per window was often run on the core of the thread that started
+//! it, the two taking turns). Their events are handed to the sink by this
+//! thread, in order, in the next window while the workers parse it (not
+//! between windows, while they would wait). Neither changes the result:
+//! where the parts are cut and who parses them never does.
 
 use crate::event::{parse_prefix, skip_ws, ParseError, RawEvent};
 use crate::held::{Held, Sink};
@@ -36,6 +35,8 @@ use crate::map::{Mapper, Tally};
 use crate::scan::{Here, Scanner};
 use crate::{map_element, Fail};
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Whether an input of about `size_hint` bytes is parsed on several
 /// threads: below 4 MiB, one thread (with inflating on another) is as
@@ -82,17 +83,12 @@ pub(crate) fn workers(threads: usize) -> usize {
     all.saturating_sub(1).clamp(1, MAX_WORKERS)
 }
 
-/// This thread's share of a window, in percent, with `workers` workers:
-/// it also reads (inflates) the next window, which takes about a fifth of
-/// the time parsing a window takes, so with `f = 1/5` both finish together
-/// when its share `m` satisfies `f + m = (1 - m) / workers`. Two fifths
-/// with one worker (measured best on two cores), a tenth with three, and
-/// never below a twentieth.
-fn mine_percent(workers: usize) -> usize {
-    let k = workers as f64;
-    let m = (1.0 - 0.2 * k) / (k + 1.0);
-    ((m * 100.0).round() as usize).max(5)
-}
+/// Parts a window is cut into per parsing thread (this one included).
+/// The threads take the parts in turn from a shared counter, so they end
+/// a window within about a part of each other, whatever their speeds and
+/// this thread's other work (handing the last window's events over and
+/// reading the next window), without estimating any of them.
+const PARTS_PER_THREAD: usize = 8;
 
 /// Why a run stopped.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -113,61 +109,8 @@ struct Run {
     stop: Stop,
 }
 
-/// What the windows so far measured, summed, to size this thread's share
-/// of the next ([`Balance::share`]): times in ns, sizes in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Balance {
-    /// This thread's shares: bytes and the time their parse took.
-    mine_bytes: f64,
-    mine_ns: f64,
-    /// The workers' parts: bytes and time, summed over the workers.
-    theirs_bytes: f64,
-    theirs_ns: f64,
-    /// This thread's other work (handing the window before's events to
-    /// the sink, reading the next window), and the windows measured.
-    other_ns: f64,
-    windows: u32,
-}
-
-impl Balance {
-    /// Fewest and most of a window this thread takes, in thousandths.
-    const MIN: usize = 20;
-    const MAX: usize = 800;
-
-    /// This thread's share, in thousandths of a window of `len` bytes,
-    /// with `workers` workers: the share `m` for which this thread (its
-    /// other work, then `m * len` at its rate) and each worker (an equal
-    /// part of the rest at theirs) finish together, at the rates measured
-    /// so far. Clamped to [`Self::MIN`]..=[`Self::MAX`]; [`mine_percent`]
-    /// until a window was measured.
-    pub(crate) fn share(&self, len: usize, workers: usize) -> usize {
-        let fallback = mine_percent(workers) * 10;
-        if self.windows == 0 || self.mine_bytes <= 0.0 || self.theirs_bytes <= 0.0 {
-            return fallback;
-        }
-        let mine = len as f64 * self.mine_ns / self.mine_bytes;
-        let theirs = len as f64 * self.theirs_ns / self.theirs_bytes / workers.max(1) as f64;
-        // m * mine + other = (1 - m) * theirs
-        let share = (theirs - self.other_ns / f64::from(self.windows)) / (mine + theirs);
-        if !share.is_finite() {
-            return fallback;
-        }
-        ((share * 1000.0).round().max(0.0) as usize).clamp(Self::MIN, Self::MAX)
-    }
-
-    /// Add one window's measurements.
-    fn add(&mut self, w: Balance) {
-        self.mine_bytes += w.mine_bytes;
-        self.mine_ns += w.mine_ns;
-        self.theirs_bytes += w.theirs_bytes;
-        self.theirs_ns += w.theirs_ns;
-        self.other_ns += w.other_ns;
-        self.windows += 1;
-    }
-}
-
-/// A window's bytes, lent to a worker thread: see [`Windows::window`] for
-/// why the worker never reads them after the window.
+/// A window's bytes, lent to the parsing threads: see [`Windows::window`]
+/// for why no worker reads them after the window.
 #[derive(Clone, Copy)]
 struct Lent {
     ptr: *const u8,
@@ -175,25 +118,68 @@ struct Lent {
 }
 
 // Safety: the bytes are only read, and only while the lending thread waits
-// for the worker's answer (see `Windows::window`).
+// for the workers' answers (see `Windows::window`).
 unsafe impl Send for Lent {}
+unsafe impl Sync for Lent {}
 
-/// One worker's part of a window.
-struct Job {
+/// The parts of one window, shared by the threads that parse it.
+struct Parts {
     buf: Lent,
+    /// Stream offset of the bytes' first byte.
     base: u64,
-    from: usize,
-    to: usize,
     here: Here,
-    held: Held,
+    /// Where each part starts: the first at an element start, the others
+    /// at guessed ones. A part ends where the next starts, the last at the
+    /// end of the bytes.
+    starts: Vec<usize>,
+    /// The next part to take (past the last: none left).
+    next: AtomicUsize,
 }
 
-/// A worker's answer: the run (`None` if it panicked), and its scratch back.
-struct Done {
+impl Parts {
+    /// Take parts until none is left, parsing each into scratch from
+    /// `spare`, and add them to `out`. `buf` is the lent bytes.
+    fn take(&self, buf: &[u8], mapper: &Mapper, spare: &mut Vec<Held>, out: &mut Vec<Part>) {
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&from) = self.starts.get(index) else { return };
+            let to = self.starts.get(index + 1).copied().unwrap_or(usize::MAX);
+            let mut held = spare.pop().unwrap_or_default();
+            held.clear();
+            let mut tally = Tally::default();
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(buf, self.base, from, to, mapper, &mut held, &mut tally, self.here)
+            }))
+            .ok();
+            out.push(Part { index, run, held, tally });
+        }
+    }
+
+    /// Leave no part for anyone to take.
+    fn close(&self) {
+        self.next.store(self.starts.len(), Ordering::Relaxed);
+    }
+}
+
+/// One part, parsed: its run (`None` if the parse panicked), its events
+/// and strings, and its tally.
+struct Part {
+    index: usize,
     run: Option<Result<Run, Fail>>,
     held: Held,
     tally: Tally,
-    took: std::time::Duration,
+}
+
+/// A worker's job: take parts of a window, with scratch to parse them into.
+struct Job {
+    parts: Arc<Parts>,
+    spare: Vec<Held>,
+}
+
+/// A worker's answer: the parts it parsed, and the scratch it did not use.
+struct Done {
+    parts: Vec<Part>,
+    spare: Vec<Held>,
 }
 
 /// A parse thread kept for the whole array, so that the scheduler places
@@ -214,22 +200,13 @@ impl Worker {
             .name("gputrace-parse".into())
             .spawn(move || {
                 for mut job in job_rx {
-                    let began = std::time::Instant::now();
-                    let mut tally = Tally::default();
+                    let lent = job.parts.buf;
                     // Safety: see `Windows::window`: the bytes stay valid
                     // and unchanged until the answer is received.
-                    let buf = unsafe { std::slice::from_raw_parts(job.buf.ptr, job.buf.len) };
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run(buf, job.base, job.from, job.to, &mapper, &mut job.held, &mut tally, job.here)
-                    }))
-                    .ok();
-                    let done = Done {
-                        run,
-                        held: job.held,
-                        tally,
-                        took: began.elapsed(),
-                    };
-                    if done_tx.send(done).is_err() {
+                    let buf = unsafe { std::slice::from_raw_parts(lent.ptr, lent.len) };
+                    let mut parts = Vec::new();
+                    job.parts.take(buf, &mapper, &mut job.spare, &mut parts);
+                    if done_tx.send(Done { parts, spare: job.spare }).is_err() {
                         return;
                     }
                 }
@@ -276,21 +253,17 @@ impl<'w, 'b> Answers<'w, 'b> {
         }
     }
 
-    /// Send the next worker its part of the bytes; `false` if it is gone.
-    fn send(&mut self, base: u64, from: usize, to: usize, here: Here, held: Held) -> bool {
-        let Some(w) = self.workers.get(self.sent) else { return false };
-        let buf = Lent {
+    /// The lent bytes, for [`Parts::buf`].
+    fn lent(&self) -> Lent {
+        Lent {
             ptr: self.bytes.as_ptr(),
             len: self.bytes.len(),
-        };
-        let job = Job {
-            buf,
-            base,
-            from,
-            to,
-            here,
-            held,
-        };
+        }
+    }
+
+    /// Send the next worker its job; `false` if it is gone.
+    fn send(&mut self, job: Job) -> bool {
+        let Some(w) = self.workers.get(self.sent) else { return false };
         let sent = w.jobs.as_ref().is_some_and(|j| j.send(job).is_ok());
         self.sent += usize::from(sent);
         sent
@@ -325,7 +298,8 @@ pub(crate) struct Windows {
     workers: Vec<Worker>,
     pending: Vec<Held>,
     spare: Vec<Held>,
-    balance: Balance,
+    /// The parts of the window, parsed (reused).
+    parsed: Vec<Part>,
     /// The next window's size (0 before the first; see [`first_window`]).
     next_size: usize,
 }
@@ -340,10 +314,10 @@ impl Windows {
     /// Try one window at the element that starts at the scanner's next
     /// byte. Returns the number of elements parsed; when it is not 0 the
     /// scanner is just after the last of them (between elements), else
-    /// nothing changed. The last window's workers' events go to the sink
-    /// first; this window's accepted workers' events are kept, for the
-    /// next window or [`Self::flush`]. `workers` (at least one, see
-    /// [`workers`]) is how many parse beside this thread.
+    /// nothing changed. The last window's events go to the sink first;
+    /// this window's accepted parts are kept, for the next window or
+    /// [`Self::flush`]. `workers` (at least one, see [`workers`]) is how
+    /// many parse beside this thread.
     pub(crate) fn window<R: Read, S: Sink>(
         &mut self,
         sc: &mut Scanner<R>,
@@ -358,10 +332,11 @@ impl Windows {
                 None => break,
             }
         }
-        let full = window_size(sc.size_hint(), self.workers.len().max(1));
+        let n = self.workers.len();
+        let full = window_size(sc.size_hint(), n.max(1));
         let window = match self.next_size {
             0 => first_window(full),
-            n => n.min(full),
+            size => size.min(full),
         };
         let next_window = (window * 2).min(full);
         sc.fill_to(window)?;
@@ -370,112 +345,103 @@ impl Windows {
         // The scanner stops after a comma or a '[': the element follows whitespace.
         let pos = skip_ws(buf, pos);
         let len = buf.len() - pos;
-        // This thread also hands over the last window's events and reads
-        // (inflates) the next window meanwhile: it parses the share that
-        // `Balance` gives, then each worker an equal part of the rest,
-        // from a guessed element start.
-        let n = self.workers.len();
-        let my_share = len * self.balance.share(len, n) / 1000;
-        let mut splits: Vec<usize> = Vec::with_capacity(n);
+        // Equal parts, each from a guessed element start but the first.
+        let count = (n + 1) * PARTS_PER_THREAD;
+        let mut starts = Vec::with_capacity(count);
+        starts.push(pos);
         if len >= window / 2 {
-            for j in 0..n {
-                let target = pos + my_share + j * (len - my_share) / n;
-                let from = splits.last().map_or(target, |&s| target.max(s + 1));
+            for j in 1..count {
+                let from = (pos + j * len / count).max(starts[starts.len() - 1] + 1);
                 match guess_element_start(buf, from) {
-                    Some(s) => splits.push(s),
+                    Some(s) => starts.push(s),
                     None => break,
                 }
             }
         }
-        if splits.is_empty() {
+        if starts.len() < 2 {
             let error = refill.into_error();
             // Nothing consumed (consuming never moves back).
             sc.give_back(0, error);
             self.flush(sink)?;
             return Ok(0);
         }
-        let k = splits.len();
+        let count = starts.len();
         // Safety of lending `buf`: `answers` borrows it for as long as it
         // lives, and waits (when dropped, at the latest) for every answer
         // due; a worker reads the bytes only between taking a job and
         // answering it (or dying, which closes its channel). So no worker
         // reads them once this function has released them.
-        let mut answers = Answers::new(&self.workers[..k], buf);
-        for j in 0..k {
-            // Each worker stops where the next one starts; the last at
-            // the window's end.
-            let to = splits.get(j + 1).copied().unwrap_or(usize::MAX);
-            let mut held = self.spare.pop().unwrap_or_default();
-            held.clear();
-            if !answers.send(base, splits[j], to, here, held) {
+        let mut answers = Answers::new(&self.workers, buf);
+        let parts = Arc::new(Parts {
+            buf: answers.lent(),
+            base,
+            here,
+            starts,
+            next: AtomicUsize::new(0),
+        });
+        for j in 0..n {
+            // Each thread gets an equal share of the scratch.
+            let give = self.spare.len() / (n + 1 - j);
+            let spare = self.spare.split_off(self.spare.len() - give);
+            if !answers.send(Job {
+                parts: Arc::clone(&parts),
+                spare,
+            }) {
                 break;
             }
         }
-        let began = std::time::Instant::now();
+        // While the workers start on the parts: the last window's events
+        // to the sink (nothing of this window goes there before them), and
+        // the next window read ahead. Then this thread takes parts too.
         let drained = hand_over(&mut self.pending, &mut self.spare, sink);
         refill.fill(next_window);
-        let other = began.elapsed();
-        // Nothing of this window goes to the sink before the last one's events.
-        let mine = drained.and_then(|()| run(buf, base, pos, splits[0], mapper, sink, tally, here));
-        let mine_ns = began.elapsed() - other;
-        let mut theirs: Vec<Option<Done>> = (0..answers.sent).map(|_| answers.next()).collect();
+        let mut parsed = std::mem::take(&mut self.parsed);
+        parsed.clear();
+        match drained {
+            Ok(()) => parts.take(buf, mapper, &mut self.spare, &mut parsed),
+            Err(_) => parts.close(),
+        }
+        while let Some(done) = answers.next() {
+            parsed.extend(done.parts);
+            self.spare.extend(done.spare);
+        }
         drop(answers);
-        theirs.resize_with(k, || None);
         let error = refill.into_error();
-        let mine = match mine {
-            Ok(mine) => mine,
-            Err(f) => {
-                // The import stops here (or starts again from the file).
-                self.spare.extend(theirs.into_iter().flatten().map(|d| d.held));
-                return Err(f);
-            }
-        };
-        let mut measured = Balance {
-            mine_bytes: (mine.next - pos) as f64,
-            mine_ns: mine_ns.as_nanos() as f64,
-            other_ns: other.as_nanos() as f64,
-            ..Balance::default()
-        };
-        let mut parsed = mine.parsed;
-        let mut next = mine.next;
-        // A worker's part is used only if the part before it (this
-        // thread's, then each accepted worker's) ended exactly where it
-        // started.
-        let mut landed = mine.stop == Stop::Landed;
-        for (j, done) in theirs.into_iter().enumerate() {
-            let Some(done) = done else {
-                landed = false;
-                continue;
-            };
-            match done.run {
-                Some(Ok(run)) if landed && run.parsed > 0 => {
-                    tally.absorb(done.tally);
-                    measured.theirs_bytes += (run.next - splits[j]) as f64;
-                    measured.theirs_ns += done.took.as_nanos() as f64;
-                    parsed += run.parsed;
+        if let Err(f) = drained {
+            // The import stops here (or starts again from the file).
+            self.spare.extend(parsed.drain(..).map(|p| p.held));
+            self.parsed = parsed;
+            return Err(f);
+        }
+        // A part is used only if every part before it was, and the one
+        // just before ended exactly where it starts (the first starts at
+        // an element). The rest is parsed again serially, in order.
+        parsed.sort_unstable_by_key(|p| p.index);
+        let (mut elements, mut next, mut landed, mut accepted) = (0, pos, true, 0);
+        for part in parsed.drain(..) {
+            match part.run {
+                Some(Ok(run)) if landed && part.index == accepted && run.parsed > 0 => {
+                    tally.absorb(part.tally);
+                    elements += run.parsed;
                     next = run.next;
                     landed = run.stop == Stop::Landed;
-                    self.pending.push(done.held);
+                    accepted += 1;
+                    self.pending.push(part.held);
                 }
                 _ => {
                     landed = false;
-                    self.spare.push(done.held);
+                    self.spare.push(part.held);
                 }
             }
         }
-        // Rates from a window cut short (a part not sent or not accepted)
-        // mislead, and so does the time reading ahead a larger window.
-        let all = self.pending.len() == k;
-        if all && next_window == window {
-            self.balance.add(measured);
-        }
+        self.parsed = parsed;
         self.next_size = next_window;
-        sc.give_back(if parsed > 0 { next } else { 0 }, error);
-        if !all {
+        sc.give_back(if elements > 0 { next } else { 0 }, error);
+        if accepted < count {
             // The rest is parsed serially, after these.
             self.flush(sink)?;
         }
-        Ok(parsed)
+        Ok(elements)
     }
 }
 
@@ -580,51 +546,12 @@ mod tests {
     }
 
     #[test]
-    fn shares_and_windows_follow_the_workers() {
-        // This thread's share: two fifths with one worker (the two-core
-        // case), less with more, never below a twentieth.
-        assert_eq!([1, 2, 3, 7].map(mine_percent), [40, 20, 10, 5]);
+    fn windows_follow_the_workers() {
         assert_eq!([2, 8, 100].map(workers), [1, 7, MAX_WORKERS]);
         let big = 1 << 30;
         assert_eq!([1, 3, 7].map(|k| window_size(big, k) >> 20), [1, 2, 4]);
         assert_eq!(window_size(10 << 20, 1) >> 10, 640, "small inputs, small windows");
         assert_eq!(window_size(1 << 20, 1) >> 10, 512);
         assert_eq!(first_window(window_size(big, 1)) >> 10, 128);
-    }
-
-    #[test]
-    fn the_share_lets_every_thread_finish_together() {
-        let mut b = Balance::default();
-        assert_eq!(b.share(1 << 20, 1), 400, "the static share until a window is measured");
-        // Equal rates, nothing else to do: half with one worker, a quarter with three.
-        let even = Balance {
-            mine_bytes: 1000.0,
-            mine_ns: 2000.0,
-            theirs_bytes: 1000.0,
-            theirs_ns: 2000.0,
-            ..Balance::default()
-        };
-        b.add(even);
-        assert_eq!(b.share(1 << 20, 1), 500);
-        assert_eq!(b.share(1 << 20, 3), 250);
-        // Other work worth a fifth of the window's parse on one thread:
-        // m * 2L + 0.4L = (1 - m) * 2L, so m = 0.4.
-        let mut busy = Balance::default();
-        busy.add(Balance {
-            other_ns: 0.2 * 1000.0 * 2.0,
-            ..even
-        });
-        assert_eq!(busy.share(1000, 1), 400);
-        // Rates are summed over the windows: a second, slower window for
-        // this thread moves the share the way of the workers.
-        busy.add(Balance { mine_ns: 4000.0, ..even });
-        assert!(busy.share(1000, 1) < 400);
-        // Never all, never nothing.
-        let mut lopsided = Balance::default();
-        lopsided.add(Balance { other_ns: 1e12, ..even });
-        assert_eq!(lopsided.share(1000, 1), Balance::MIN);
-        let mut fast = Balance::default();
-        fast.add(Balance { mine_ns: 1.0, ..even });
-        assert_eq!(fast.share(1000, 1), Balance::MAX);
     }
 }
