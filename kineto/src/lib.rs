@@ -52,8 +52,8 @@ pub use error::{KinetoError, Position};
 
 use error::Fail;
 use event::{ParseError, RawEvent};
-use gputrace_format::{Event, Loss, LossSource, Nanos, TraceFile, TraceWriter, Trailer, WriterOptions};
-use held::{Held, Sink, PROVISIONAL_BASE};
+use gputrace_format::{Event, Header, Loss, LossSource, Nanos, StringId, TraceFile, TraceWriter, Trailer, WriterOptions};
+use held::{Sink, PROVISIONAL_BASE};
 use map::{Mapped, Mapper, Tally};
 use meta::TraceMeta;
 use scan::{CountingReader, Here, ReadAhead, Scanner, Shape};
@@ -79,9 +79,9 @@ pub struct ImportOptions {
     /// 1 for the calling thread only. The result is the same byte for byte
     /// whatever the number. Strict imports parse on one thread.
     pub threads: usize,
-    /// Mapped events held in memory while the metadata after
+    /// Mapped events written in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
-    /// read twice instead. Default 262,144 (about 30 MiB).
+    /// read twice instead. Default 2,097,152 (some 15 MiB written).
     pub max_held_events: usize,
 }
 
@@ -91,7 +91,7 @@ impl Default for ImportOptions {
             strict: false,
             writer: WriterOptions::default(),
             threads: 0,
-            max_held_events: held::HELD_EVENTS,
+            max_held_events: held::ONE_PASS_EVENTS,
         }
     }
 }
@@ -184,76 +184,86 @@ fn looks_like_kineto_json(text: &[u8], complete: bool) -> bool {
 /// Import the Kineto trace at `path` (`.json` or gzip, detected by content)
 /// and write it to `out` in the gputrace format.
 ///
-/// The file is read once: the events are mapped as they are parsed and
-/// held in memory until the metadata that may follow `traceEvents`
-/// (`baseTimeNanoseconds`, which every time is relative to) has been read,
-/// since the gputrace header is written first. A trace with more events
-/// than that memory is meant for (about 262,000 mapped events, 30 MiB) is
-/// read twice instead: once for the metadata, then for the events, which
-/// then go straight to the writer. Either way no more than one trace
-/// event's text is in memory at a time.
-pub fn import<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
-    let mut held = Held::with_limit(opts.max_held_events);
-    let mut tally = Tally::default();
-    let mut summary = ImportSummary::default();
-    let meta = match one_pass(path, &mut held, &mut tally, &mut summary, opts) {
-        Ok(meta) => meta,
-        Err(Restart) => return two_passes(path, out, opts),
-    }?;
-    let (mut writer, source_name) = start_writer(path, &meta, out, opts)?;
-    let ids = held.strings_into(&mut writer as &mut dyn map::Interner);
-    let here = |offset| Position {
-        offset,
-        compressed_offset: None,
-    };
-    let lost = |e: &Event| {
-        format!(
-            "{} event: \"ts\" outside the representable time range (before 1970 or after 2554)",
-            e.kind().name()
-        )
-    };
-    for (mut event, offset) in std::mem::take(&mut held.events) {
-        if held::fix(&mut event, meta.base_ns, &ids).is_some() {
-            writer.push(event).map_err(|e| Fail::Write(e).with_path(path.to_path_buf()))?;
-            continue;
+/// The file is read once: the events are mapped and written as they are
+/// parsed, into memory, timed against a provisional base, since
+/// `baseTimeNanoseconds` (which every time is relative to) may follow
+/// `traceEvents`, and the gputrace header comes first. Once the file is
+/// read, the header is put in front and every time moved to the real base
+/// ([`gputrace_format::retime`]), and the result written to `out`. A trace
+/// with more events than that memory is meant for (about 2 million events,
+/// some 15 MiB) is read twice instead: once for the metadata, then for the
+/// events, which then go straight to `out`. Either way no more than one
+/// trace event's text is in memory at a time.
+pub fn import<W: Write>(path: &Path, mut out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
+    match one_pass(path, opts) {
+        Ok(done) => {
+            let (bytes, summary) = done?;
+            out.write_all(&bytes).and_then(|()| out.flush()).map_err(|e| KinetoError::Write {
+                path: path.to_path_buf(),
+                source: gputrace_format::FormatError::Write(e),
+            })?;
+            Ok(summary)
         }
-        if opts.strict {
-            return Err(Fail::WrongType {
-                at: here(offset),
-                what: lost(&event),
-            }
-            .with_path(path.to_path_buf()));
-        }
-        *tally.written.entry(event.kind().name()).or_insert(0) -= 1;
-        tally.lose(&format!("kineto: {}", lost(&event)), || None);
+        Err(Restart) => two_passes(path, out, opts),
     }
-    // The earliest start and the loss times were provisional too.
-    tally.earliest = tally.earliest.and_then(|t| held::rebase(t, meta.base_ns));
-    for bucket in tally.losses.values_mut() {
-        if bucket.first_time != Nanos::ZERO {
-            bucket.first_time = held::rebase(bucket.first_time, meta.base_ns).unwrap_or(Nanos::ZERO);
-        }
-    }
-    finish(path, writer, tally, summary, source_name)
 }
 
-/// The one-pass import gave up (too many events to hold, or the rank came
-/// after the events it applies to); read the file twice instead.
+/// The one-pass import gave up (too many events to hold, the rank came
+/// after the events it applies to, or a time cannot be moved to the real
+/// base); read the file twice instead.
 struct Restart;
 
-/// Read the whole file, holding the mapped events (see [`import`]).
-fn one_pass(
-    path: &Path,
-    held: &mut Held,
-    tally: &mut Tally,
-    summary: &mut ImportSummary,
-    opts: &ImportOptions,
-) -> Result<Result<TraceMeta, KinetoError>, Restart> {
+/// The writer of a one-pass import, counting the events it takes.
+struct Direct<W: Write> {
+    writer: TraceWriter<W>,
+    events: usize,
+    /// Most events taken (0: no limit).
+    limit: usize,
+}
+
+impl<W: Write> map::Interner for Direct<W> {
+    fn intern(&mut self, s: &str) -> StringId {
+        self.writer.intern(s)
+    }
+}
+
+impl<W: Write> Sink for Direct<W> {
+    fn put(&mut self, event: Event) -> Result<(), Fail> {
+        if self.limit > 0 && self.events >= self.limit {
+            return Err(Fail::TooManyToHold);
+        }
+        self.events += 1;
+        self.writer.push(event).map_err(Fail::Write)
+    }
+}
+
+/// Read the whole file once, writing the mapped events in memory against
+/// the provisional base; then the trace, moved to the real base, and what
+/// was done (see [`import`]).
+fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, ImportSummary), KinetoError>, Restart> {
     let (mut sc, input_bytes) = match open(path, |size| inflate_apart(opts, size)) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
-    summary.input_bytes = input_bytes;
+    let mut summary = ImportSummary {
+        input_bytes,
+        ..ImportSummary::default()
+    };
+    let mut tally = Tally::default();
+    let out = CountingWriter {
+        inner: Vec::new(),
+        count: 0,
+    };
+    // The header is put in front at the end (`retime` replaces this one).
+    let writer = match TraceWriter::new(out, &Header::default(), opts.writer.clone()) {
+        Ok(w) => w,
+        Err(e) => return Ok(Err(Fail::Write(e).with_path(path.to_path_buf()))),
+    };
+    let mut sink = Direct {
+        writer,
+        events: 0,
+        limit: opts.max_held_events,
+    };
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
     // The rank the collectives were mapped with, once events were.
@@ -268,7 +278,7 @@ fn one_pass(
             rank: meta.rank,
         };
         rank_used = Some(meta.rank);
-        trace_events(sc, &mapper, held, tally, summary, opts)
+        trace_events(sc, &mapper, &mut sink, &mut tally, &mut summary, opts)
     });
     match result {
         Err(Fail::TooManyToHold) => return Err(Restart),
@@ -282,7 +292,27 @@ fn one_pass(
         return Ok(Err(no_events().with_path(path.to_path_buf())));
     }
     summary.json_bytes = sc.offset();
-    Ok(Ok(meta))
+    // Every time written is provisional, the loss records' too: a loss
+    // without a time is dated 0 once moved.
+    let shift = i128::from(meta.base_ns) - i128::from(PROVISIONAL_BASE);
+    let (Ok(shift), Some(zero)) = (i64::try_from(shift), PROVISIONAL_BASE.checked_sub(meta.base_ns)) else {
+        return Err(Restart);
+    };
+    for bucket in tally.losses.values_mut() {
+        if bucket.first_time == Nanos::ZERO {
+            bucket.first_time = Nanos(zero);
+        }
+    }
+    let source_name = source_name(path);
+    let (mut summary, written) = match finish(path, sink.writer, tally, summary, &source_name) {
+        Ok(x) => x,
+        Err(e) => return Ok(Err(e)),
+    };
+    // A time that cannot be moved (before 1970 or after 2554 once the base
+    // is known): the two-pass import counts those events as losses.
+    let bytes = gputrace_format::retime(&written.inner, &meta.header(&source_name), shift, &opts.writer).map_err(|_| Restart)?;
+    summary.output_bytes = bytes.len() as u64;
+    Ok(Ok((bytes, summary)))
 }
 
 /// Read the metadata first, then the events straight into the writer.
@@ -306,7 +336,12 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     });
     result.map_err(|f| f.with_path(path.to_path_buf()))?;
     summary.json_bytes = sc.offset();
-    finish(path, writer, tally, summary, source_name)
+    finish(path, writer, tally, summary, &source_name).map(|(summary, _)| summary)
+}
+
+/// The file's name, for the header and the trailer.
+fn source_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// The writer, with the header made from `meta`; and the file's name.
@@ -316,7 +351,7 @@ fn start_writer<W: Write>(
     out: W,
     opts: &ImportOptions,
 ) -> Result<(TraceWriter<CountingWriter<W>>, String), KinetoError> {
-    let source_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let source_name = source_name(path);
     let header = meta.header(&source_name);
     let out = CountingWriter { inner: out, count: 0 };
     let writer = TraceWriter::new(out, &header, opts.writer.clone()).map_err(|e| Fail::Write(e).with_path(path.to_path_buf()))?;
@@ -381,14 +416,14 @@ fn trace_events<R: Read, S: Sink>(
     }
 }
 
-/// Write the loss records and the trailer.
+/// Write the loss records and the trailer; what was done, and the output.
 fn finish<W: Write>(
     path: &Path,
     mut writer: TraceWriter<CountingWriter<W>>,
     mut tally: Tally,
     mut summary: ImportSummary,
-    source_name: String,
-) -> Result<ImportSummary, KinetoError> {
+    source_name: &str,
+) -> Result<(ImportSummary, CountingWriter<W>), KinetoError> {
     let write_err = |source| KinetoError::Write {
         path: path.to_path_buf(),
         source,
@@ -419,14 +454,14 @@ fn finish<W: Write>(
         .map(|(k, v)| (k.to_string(), *v))
         .collect();
     let mut trailer = Trailer::default();
-    trailer.extra.insert("import.source".into(), source_name);
+    trailer.extra.insert("import.source".into(), source_name.to_string());
     trailer.extra.insert("import.trace_events".into(), summary.trace_events.to_string());
     trailer.extra.insert("import.flows".into(), summary.flows.to_string());
     trailer.extra.insert("import.unmapped".into(), summary.unmapped_total().to_string());
     trailer.extra.insert("import.json_bytes".into(), summary.json_bytes.to_string());
     let counted = writer.finish(trailer).map_err(write_err)?;
     summary.output_bytes = counted.count;
-    Ok(summary)
+    Ok((summary, counted))
 }
 
 /// Counts the bytes the trace writer produces (for the size ratio).
@@ -456,8 +491,14 @@ pub fn to_trace(path: impl AsRef<Path>) -> Result<TraceFile, KinetoError> {
 /// traces are read at once).
 pub fn to_trace_with(path: impl AsRef<Path>, opts: &ImportOptions) -> Result<TraceFile, KinetoError> {
     let path = path.as_ref();
-    let mut bytes = Vec::new();
-    import(path, &mut bytes, opts)?;
+    let bytes = match one_pass(path, opts) {
+        Ok(done) => done?.0,
+        Err(Restart) => {
+            let mut bytes = Vec::new();
+            two_passes(path, &mut bytes, opts)?;
+            bytes
+        }
+    };
     Ok(TraceFile::from_bytes(path, bytes)?)
 }
 
@@ -500,7 +541,7 @@ fn map_element<S: Sink>(
             for event in std::iter::once(first).chain(second) {
                 *tally.written.entry(event.kind().name()).or_insert(0) += 1;
                 tally.earliest = Some(tally.earliest.map_or(event.start(), |t| t.min(event.start())));
-                sink.put(event, start)?;
+                sink.put(event)?;
             }
         }
         Ok(Mapped::Flow) => tally.flows += 1,

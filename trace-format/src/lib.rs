@@ -35,6 +35,7 @@ mod error;
 mod header;
 mod model;
 mod reader;
+mod retime;
 mod units;
 pub mod varint;
 mod writer;
@@ -44,6 +45,7 @@ pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
 pub use reader::{ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, TraceFile, TrackEvents, TrackSummary};
+pub use retime::retime;
 pub use units::*;
 pub use writer::{TraceWriter, WriterOptions};
 

@@ -417,11 +417,7 @@ impl<W: Write> TraceWriter<W> {
     /// Set whether the next compressed chunks Huffman-code their literals.
     fn literals(&mut self, huffman: bool) -> Result<()> {
         if self.huffman != huffman {
-            use zstd::zstd_safe::{CParameter, ParamSwitch};
-            let mode = if huffman { ParamSwitch::Auto } else { ParamSwitch::Disable };
-            self.compressor
-                .set_parameter(CParameter::LiteralCompressionMode(mode))
-                .map_err(FormatError::Write)?;
+            set_literals(&mut self.compressor, huffman).map_err(FormatError::Write)?;
             self.huffman = huffman;
         }
         Ok(())
@@ -468,6 +464,14 @@ impl<W: Write> TraceWriter<W> {
         self.payload = payload;
         r
     }
+}
+
+/// Set whether `compressor` Huffman-codes literals (zstd's default) or
+/// leaves them raw (see [`WriterOptions::huffman_literals`]).
+pub(crate) fn set_literals(compressor: &mut zstd::bulk::Compressor<'static>, huffman: bool) -> std::io::Result<()> {
+    use zstd::zstd_safe::{CParameter, ParamSwitch};
+    let mode = if huffman { ParamSwitch::Auto } else { ParamSwitch::Disable };
+    compressor.set_parameter(CParameter::LiteralCompressionMode(mode))
 }
 
 pub(crate) fn encode_track(out: &mut Vec<u8>, t: &Track) {

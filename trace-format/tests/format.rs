@@ -324,6 +324,75 @@ proptest! {
     }
 
     #[test]
+    fn retimed_bytes_are_the_bytes_of_moved_times(events in proptest::collection::vec(arb_event(), 0..300), chunk in 1usize..40, shift in -(1i64 << 30)..(1i64 << 50), compress in any::<bool>(), finish in any::<bool>()) {
+        // Half the collectives with an unknown enqueue, which `start -
+        // enqueue` stores as the start itself.
+        let events: Vec<Event> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut e)| {
+                if let Event::Collective(c) = &mut e {
+                    if i % 2 == 0 {
+                        c.enqueue = Nanos::ZERO;
+                    }
+                }
+                e
+            })
+            .collect();
+        // Times at least 2^30, so that every move stays representable.
+        let lift = |t: Nanos| Nanos(t.0 + (1 << 30));
+        let moved = |t: Nanos, by: i64| Nanos((t.0 as i64 + by) as u64);
+        let shifted = |by: i64| -> Vec<Event> {
+            events
+                .iter()
+                .map(|e| {
+                    let mut e = *e;
+                    let span = |s: &mut Nanos, t: &mut Nanos| {
+                        *s = moved(lift(*s), by);
+                        *t = moved(lift(*t), by);
+                    };
+                    match &mut e {
+                        Event::Kernel(k) => span(&mut k.start, &mut k.end),
+                        Event::Memcpy(m) => span(&mut m.start, &mut m.end),
+                        Event::Memset(m) => span(&mut m.start, &mut m.end),
+                        Event::Sync(y) => span(&mut y.start, &mut y.end),
+                        Event::Api(a) => span(&mut a.start, &mut a.end),
+                        Event::Marker(m) => span(&mut m.start, &mut m.end),
+                        Event::Collective(c) => {
+                            span(&mut c.start, &mut c.end);
+                            if c.enqueue != Nanos::ZERO {
+                                c.enqueue = moved(lift(c.enqueue), by);
+                            }
+                        }
+                        Event::Loss(l) => l.time = moved(lift(l.time), by),
+                    }
+                    e
+                })
+                .collect()
+        };
+        let opts = WriterOptions { chunk_events: chunk, max_buffered_events: 64, compress, ..WriterOptions::default() };
+        let header = Header { hostname: "final".into(), pid: 7, ..Header::default() };
+        let written = |evs: &[Event], h: &Header| {
+            let mut w = TraceWriter::new(Vec::new(), h, opts.clone()).unwrap();
+            for i in 0..60 {
+                w.intern(&format!("name-{i}"));
+            }
+            for e in evs {
+                w.push(*e).unwrap();
+            }
+            if finish {
+                w.finish(Trailer::default()).unwrap()
+            } else {
+                w.flush().unwrap();
+                std::mem::take(w.get_mut())
+            }
+        };
+        let provisional = written(&shifted(0), &Header::default());
+        let retimed = retime(&provisional, &header, shift, &opts).unwrap();
+        prop_assert!(retimed == written(&shifted(shift), &header), "retimed bytes differ from a trace written with the moved times");
+    }
+
+    #[test]
     fn limits_hold_at_every_push(events in proptest::collection::vec(arb_event(), 0..400), chunk in 1usize..50, max in 1usize..80) {
         let opts = WriterOptions { chunk_events: chunk, max_buffered_events: max, ..WriterOptions::default() };
         let mut w = TraceWriter::new(Vec::new(), &Header::default(), opts).unwrap();
@@ -398,6 +467,25 @@ fn demo_trace() -> Vec<u8> {
     };
     let s = gputrace_synth::schedule(&cfg);
     gputrace_synth::write_rank(&cfg, &s, 0, Vec::new()).unwrap().0
+}
+
+#[test]
+fn retiming_refuses_times_it_cannot_represent_and_foreign_bytes() {
+    let bytes = demo_trace();
+    let t = TraceFile::from_bytes("demo", bytes.clone()).unwrap();
+    let (first, _) = t.time_span().unwrap();
+    let opts = WriterOptions::default();
+    // Moving the earliest start to 0 is fine; one nanosecond further is not.
+    let to_zero = retime(&bytes, t.header(), -(first.0 as i64), &opts).unwrap();
+    let moved = TraceFile::from_bytes("moved", to_zero).unwrap();
+    assert_eq!(moved.time_span().unwrap().0, Nanos(0));
+    assert_eq!(moved.event_total(), t.event_total());
+    let err = retime(&bytes, t.header(), -(first.0 as i64) - 1, &opts).unwrap_err();
+    assert!(err.to_string().contains("before 0"), "{err}");
+    let err = retime(b"not a trace at all", t.header(), 0, &opts).unwrap_err();
+    assert!(err.to_string().contains("not a trace"), "{err}");
+    let err = retime(&bytes[..bytes.len() - 3], t.header(), 0, &opts).unwrap_err();
+    assert!(err.to_string().contains("cut off"), "{err}");
 }
 
 #[test]
