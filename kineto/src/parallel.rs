@@ -595,6 +595,47 @@ mod tests {
         assert_eq!(guess_element_start(text, after + 1), None);
     }
 
+    /// The CPUs this thread may run on.
+    #[cfg(target_os = "linux")]
+    fn allowed() -> Vec<usize> {
+        // Safety: as in `keep_off`.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+            (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_worker_keeps_off_the_cpu_it_is_told_to_unless_it_is_the_only_one() {
+        let before = allowed();
+        let cpu = current_cpu().expect("sched_getcpu works on Linux");
+        assert!(before.contains(&cpu));
+        let after = std::thread::spawn(move || {
+            keep_off(cpu);
+            allowed()
+        })
+        .join()
+        .unwrap();
+        if before.len() > 1 {
+            let want: Vec<usize> = before.iter().copied().filter(|&c| c != cpu).collect();
+            assert_eq!(after, want);
+        } else {
+            assert_eq!(after, before, "the only CPU allowed is kept");
+        }
+        // A CPU past the set's size changes nothing.
+        let same = std::thread::spawn(|| {
+            keep_off(usize::MAX);
+            allowed()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(same, before);
+        // This thread's own CPUs are untouched.
+        assert_eq!(allowed(), before);
+    }
+
     #[test]
     fn windows_follow_the_workers() {
         assert_eq!([2, 8, 100].map(workers), [1, 7, MAX_WORKERS]);

@@ -179,6 +179,34 @@ fn a_rank_after_the_events_is_applied_to_them() {
 }
 
 #[test]
+fn times_the_base_moves_before_1970_are_losses_every_way() {
+    // The one-pass import writes against a provisional base; here moving
+    // to the real one would put the first kernel before 1970, so it reads
+    // the file again, and that kernel becomes a loss, as in two passes.
+    let dir = tempfile::tempdir().unwrap();
+    let doc = r#"{"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "early", "pid": 0, "tid": 7, "ts": -2000000, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "late", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 2}},
+        {"ph": "f", "cat": "ac2g", "id": 2, "pid": 0, "tid": 7, "ts": 5}
+    ], "baseTimeNanoseconds": 1000000000}"#;
+    let p = dir.path().join("early.json");
+    std::fs::write(&p, doc).unwrap();
+    let s = assert_same_every_way(&p);
+    assert_eq!(s.events.get("kernel"), Some(&1), "{s:?}");
+    assert_eq!(s.unmapped_total(), 1, "{:?}", s.unmapped);
+    let (bytes, _) = run(&p, &ImportOptions::default());
+    let t = TraceFile::from_bytes("x", bytes).unwrap();
+    let kernels: Vec<u64> = t
+        .events()
+        .filter_map(|e| match e.unwrap() {
+            Event::Kernel(k) => Some(k.start.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kernels, [1_000_005_000]);
+}
+
+#[test]
 fn every_way_through_the_shared_traces_gives_the_same_bytes() {
     let mut all = Vec::new();
     let root = Path::new(TRACES);
