@@ -122,15 +122,16 @@ fn sort_key(e: &Event) -> String {
 }
 
 fn write(events: &[Event], opts: WriterOptions, finish: bool) -> Vec<u8> {
-    let mut w = TraceWriter::new(
-        Vec::new(),
-        &Header {
-            hostname: "h".into(),
-            ..Header::default()
-        },
-        opts,
-    )
-    .unwrap();
+    let header = Header {
+        hostname: "h".into(),
+        ..Header::default()
+    };
+    write_with(&header, events, opts, finish)
+}
+
+/// [`write`], with `header`.
+fn write_with(header: &Header, events: &[Event], opts: WriterOptions, finish: bool) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), header, opts).unwrap();
     for i in 0..60 {
         w.intern(&format!("name-{i}"));
     }
@@ -372,21 +373,7 @@ proptest! {
         };
         let opts = WriterOptions { chunk_events: chunk, max_buffered_events: 64, compress, ..WriterOptions::default() };
         let header = Header { hostname: "final".into(), pid: 7, ..Header::default() };
-        let written = |evs: &[Event], h: &Header| {
-            let mut w = TraceWriter::new(Vec::new(), h, opts.clone()).unwrap();
-            for i in 0..60 {
-                w.intern(&format!("name-{i}"));
-            }
-            for e in evs {
-                w.push(*e).unwrap();
-            }
-            if finish {
-                w.finish(Trailer::default()).unwrap()
-            } else {
-                w.flush().unwrap();
-                std::mem::take(w.get_mut())
-            }
-        };
+        let written = |evs: &[Event], h: &Header| write_with(h, evs, opts.clone(), finish);
         let provisional = written(&shifted(0), &Header::default());
         let retimed = retime(&provisional, &header, shift, &opts).unwrap();
         prop_assert!(retimed == written(&shifted(shift), &header), "retimed bytes differ from a trace written with the moved times");
