@@ -52,7 +52,7 @@ pub use error::{KinetoError, Position};
 
 use error::Fail;
 use event::{ParseError, RawEvent};
-use gputrace_format::{Event, Header, Loss, LossSource, Nanos, StringId, TraceFile, TraceWriter, Trailer, WriterOptions};
+use gputrace_format::{Event, EventKind, Header, Loss, LossSource, Nanos, StringId, TraceFile, TraceWriter, Trailer, WriterOptions};
 use held::{Sink, PROVISIONAL_BASE};
 use map::{Mapped, Mapper, Tally};
 use meta::TraceMeta;
@@ -443,15 +443,15 @@ fn finish<W: Write>(
             }))
             .map_err(write_err)?;
         summary.unmapped.insert(detail.clone(), bucket.count);
-        *tally.written.entry("loss").or_insert(0) += 1;
+        tally.written[EventKind::Loss as usize - 1] += 1;
     }
     summary.flows = tally.flows;
     // The writer's own counts only cover flushed chunks until it finishes.
-    summary.events = tally
-        .written
+    summary.events = EventKind::ALL
         .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| (k.to_string(), *v))
+        .zip(tally.written)
+        .filter(|&(_, n)| n > 0)
+        .map(|(k, n)| (k.name().to_string(), n))
         .collect();
     let mut trailer = Trailer::default();
     trailer.extra.insert("import.source".into(), source_name.to_string());
@@ -539,7 +539,7 @@ fn map_element<S: Sink>(
     match mapper.map(ev, sink) {
         Ok(Mapped::Events(first, second)) => {
             for event in std::iter::once(first).chain(second) {
-                *tally.written.entry(event.kind().name()).or_insert(0) += 1;
+                tally.written[event.kind() as usize - 1] += 1;
                 tally.earliest = Some(tally.earliest.map_or(event.start(), |t| t.min(event.start())));
                 sink.put(event)?;
             }
