@@ -503,22 +503,8 @@ fn id_of(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
 fn dim3(v: Option<Raw<'_>>, field: &str) -> Result<[u32; 3], Problem> {
     let Some(v) = v else { return Ok([0; 3]) };
     // The usual shape, `[1, 2, 3]` of plain integers, without allocating.
-    if let Some(inner) = v.get().strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-        let mut out = [1u32; 3];
-        let mut n = 0;
-        let plain = inner.split(',').all(|p| {
-            let parsed = p.trim().parse::<u32>().ok();
-            if let (Some(x), true) = (parsed, n < 3) {
-                out[n] = x;
-                n += 1;
-                true
-            } else {
-                false
-            }
-        });
-        if plain && n > 0 {
-            return Ok(out);
-        }
+    if let Some(out) = v.get().strip_prefix('[').and_then(|t| t.strip_suffix(']')).and_then(plain_dim3) {
+        return Ok(out);
     }
     let parts: Vec<&serde_json::value::RawValue> = serde_json::from_str(v.get()).map_err(|_| format!("\"{field}\" is not an array"))?;
     let mut out = [1u32; 3];
@@ -529,6 +515,42 @@ fn dim3(v: Option<Raw<'_>>, field: &str) -> Result<[u32; 3], Problem> {
         out[i] = u32_arg(Some(Raw::from_checked(p.get())), field)?.unwrap_or(1);
     }
     Ok(out)
+}
+
+/// The inside of `[1, 2, 3]`: one to three integers that fit a `u32`,
+/// digits only, separated by commas, with JSON whitespace around them (the
+/// text is valid JSON); missing dimensions are 1. `None` for anything else
+/// (then read as JSON, which says what is wrong).
+fn plain_dim3(inner: &str) -> Option<[u32; 3]> {
+    let b = inner.as_bytes();
+    let ws = |i: &mut usize| {
+        while b.get(*i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
+            *i += 1;
+        }
+    };
+    let mut out = [1u32; 3];
+    let mut i = 0;
+    for slot in &mut out {
+        ws(&mut i);
+        let start = i;
+        let mut x: u32 = 0;
+        while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            x = x.checked_mul(10)?.checked_add(u32::from(d - b'0'))?;
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        *slot = x;
+        ws(&mut i);
+        match b.get(i) {
+            None => return Some(out),
+            Some(b',') => i += 1,
+            Some(_) => return None,
+        }
+    }
+    // A comma after the third: more than three.
+    None
 }
 
 /// Direction and memory kinds from `Memcpy HtoD (Pinned -> Device)`; ROCm
@@ -642,6 +664,55 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_dims_read_as_the_split_and_parse_reading_did() {
+        // The reading `plain_dim3` replaced, for comparison.
+        fn split(inner: &str) -> Option<[u32; 3]> {
+            let mut out = [1u32; 3];
+            let mut n = 0;
+            let plain = inner.split(',').all(|p| match (p.trim().parse::<u32>().ok(), n < 3) {
+                (Some(x), true) => {
+                    out[n] = x;
+                    n += 1;
+                    true
+                }
+                _ => false,
+            });
+            (plain && n > 0).then_some(out)
+        }
+        let cases = [
+            "1, 2, 3",
+            "24,1,1",
+            " 7 ",
+            "128, 1",
+            "",
+            " ",
+            ",",
+            "1,",
+            ",1",
+            "1,,2",
+            "1, 2, 3, 4",
+            "4294967295, 0, 1",
+            "4294967296",
+            "-1, 2",
+            "1.0, 2",
+            "1e3",
+            "\n  2,\t3\r",
+            "[1]",
+            "\"1\"",
+            "1 2",
+            "0, 0, 0",
+            "99999999999999999999",
+        ];
+        for c in cases {
+            assert_eq!(plain_dim3(c), split(c), "{c:?}");
+        }
+        for a in 0..40u32 {
+            let text = format!("{a}, {}, {}", a * 7919 % 1001, u32::MAX - a);
+            assert_eq!(plain_dim3(&text), split(&text), "{text:?}");
+        }
+    }
 
     #[test]
     fn ids_come_from_labels_in_any_script() {
