@@ -331,7 +331,7 @@ impl Windows {
         tally: &mut Tally,
         workers: usize,
     ) -> Result<u64, Fail> {
-        let avoid = current_cpu();
+        let avoid = if self.workers.len() < workers { current_cpu() } else { None };
         while self.workers.len() < workers {
             match Worker::start(*mapper, avoid) {
                 Some(w) => self.workers.push(w),

@@ -56,6 +56,9 @@ pub fn retime(trace: &[u8], header: &Header, shift: i64, opts: &WriterOptions) -
         let payload = trace
             .get(start..start + frame.payload_len as usize)
             .ok_or_else(|| bad(at, "cut off inside a chunk"))?;
+        if crc32fast::hash(payload) != frame.payload_crc {
+            return Err(bad(at, "chunk checksum mismatch"));
+        }
         let whole = &trace[at..start + payload.len()];
         at = start + payload.len();
         if std::mem::take(&mut first) {
@@ -69,6 +72,9 @@ pub fn retime(trace: &[u8], header: &Header, shift: i64, opts: &WriterOptions) -
             continue;
         }
         let (moved, raw_len) = move_events(payload, frame, shift, opts, &mut compressor).map_err(|what| bad(start - FRAME_LEN, what))?;
+        if moved.len() > MAX_PAYLOAD as usize {
+            return Err(bad(start - FRAME_LEN, "a moved chunk grows past the format's limit"));
+        }
         put_chunk(&mut out, frame.kind, frame.flags, &moved, raw_len);
     }
     Ok(out)

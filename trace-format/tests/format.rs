@@ -473,6 +473,12 @@ fn retiming_refuses_times_it_cannot_represent_and_foreign_bytes() {
     assert!(err.to_string().contains("not a trace"), "{err}");
     let err = retime(&bytes[..bytes.len() - 3], t.header(), 0, &opts).unwrap_err();
     assert!(err.to_string().contains("cut off"), "{err}");
+    // A damaged payload is refused, not given a fresh checksum.
+    let mut damaged = bytes.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x40;
+    let err = retime(&damaged, t.header(), 0, &opts).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
 }
 
 #[test]
