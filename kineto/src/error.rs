@@ -117,9 +117,9 @@ pub(crate) enum Fail {
     NotKineto(String),
     /// The gputrace writer failed.
     Write(gputrace_format::FormatError),
-    /// More events than the one-pass import holds in memory; the import
+    /// More events than the one-pass import writes in memory; the import
     /// starts again in two passes (never reaches the user).
-    TooManyToHold,
+    TooManyForOnePass,
 }
 
 impl Fail {
@@ -131,9 +131,9 @@ impl Fail {
             Fail::WrongType { at, what } => KinetoError::WrongType { path, at, what },
             Fail::NotKineto(why) => KinetoError::NotKineto { path, why },
             Fail::Write(source) => KinetoError::Write { path, source },
-            Fail::TooManyToHold => KinetoError::Io {
+            Fail::TooManyForOnePass => KinetoError::Io {
                 path,
-                source: io::Error::other("internal: too many events to hold (the importer retries in two passes)"),
+                source: io::Error::other("internal: too many events for one pass (the importer retries in two passes)"),
             },
         }
     }

@@ -6,9 +6,10 @@
 //! in place, in windows of the read buffer (on several threads for a
 //! large file: see `parallel`), with a validating parser that keeps only the
 //! fields it maps (`event`), and writes a [`gputrace_format::TraceWriter`].
-//! Memory stays bounded by the window, the mapped events held until the
-//! header can be written (see `held`), the string table and the largest
-//! single event, whatever the size of the file. [`to_trace`] does the same
+//! Memory stays bounded by the window, the mapped events written in memory
+//! until the time base is known (at most [`ImportOptions::max_one_pass_events`];
+//! beyond, the file is read twice), the string table and the largest single
+//! event, whatever the size of the file. [`to_trace`] does the same
 //! into memory and opens the result as a [`gputrace_format::TraceFile`].
 //!
 //! Both schemas are read: the current one (`kernel`, `gpu_memcpy`,
@@ -82,7 +83,7 @@ pub struct ImportOptions {
     /// Mapped events written in memory while the metadata after
     /// `traceEvents` is not yet read (see [`import`]); a trace with more is
     /// read twice instead. Default 2,097,152 (some 15 MiB written).
-    pub max_held_events: usize,
+    pub max_one_pass_events: usize,
 }
 
 impl Default for ImportOptions {
@@ -91,7 +92,7 @@ impl Default for ImportOptions {
             strict: false,
             writer: WriterOptions::default(),
             threads: 0,
-            max_held_events: held::ONE_PASS_EVENTS,
+            max_one_pass_events: held::ONE_PASS_EVENTS,
         }
     }
 }
@@ -230,7 +231,7 @@ impl<W: Write> map::Interner for Direct<W> {
 impl<W: Write> Sink for Direct<W> {
     fn put(&mut self, event: Event) -> Result<(), Fail> {
         if self.limit > 0 && self.events >= self.limit {
-            return Err(Fail::TooManyToHold);
+            return Err(Fail::TooManyForOnePass);
         }
         self.events += 1;
         self.writer.push(event).map_err(Fail::Write)
@@ -262,7 +263,7 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
     let mut sink = Direct {
         writer,
         events: 0,
-        limit: opts.max_held_events,
+        limit: opts.max_one_pass_events,
     };
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
@@ -281,7 +282,7 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
         trace_events(sc, &mapper, &mut sink, &mut tally, &mut summary, opts)
     });
     match result {
-        Err(Fail::TooManyToHold) => return Err(Restart),
+        Err(Fail::TooManyForOnePass) => return Err(Restart),
         Err(f) => return Ok(Err(f.with_path(path.to_path_buf()))),
         Ok(()) => {}
     }

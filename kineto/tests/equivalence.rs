@@ -42,7 +42,7 @@ fn assert_same_every_way(path: &Path) -> ImportSummary {
         assert!(many == serial, "{}: bytes differ, {threads} threads vs one", path.display());
     }
     let two_passes = ImportOptions {
-        max_held_events: 3,
+        max_one_pass_events: 3,
         ..Default::default()
     };
     let (twice, s2) = run(path, &two_passes);

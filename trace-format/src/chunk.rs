@@ -82,6 +82,19 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The frame of a chunk of `kind` with `flags` whose payload (as
+    /// stored) is `payload` and whose body is `raw_len` bytes once
+    /// decompressed.
+    pub fn of(kind: u16, flags: u16, payload: &[u8], raw_len: usize) -> Frame {
+        Frame {
+            kind,
+            flags,
+            payload_len: payload.len() as u32,
+            raw_len: raw_len as u32,
+            payload_crc: crc32fast::hash(payload),
+        }
+    }
+
     /// Serialize with its own checksum.
     pub fn encode(&self) -> [u8; FRAME_LEN] {
         let mut b = [0u8; FRAME_LEN];

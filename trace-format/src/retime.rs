@@ -206,13 +206,6 @@ fn move_collective_waits(body: &[u8], t_min: u64, shift: i64) -> Result<Vec<u8>,
 /// Append a chunk: its frame, then `payload` (`raw_len`: the body's
 /// length once decompressed).
 fn put_chunk(out: &mut Vec<u8>, kind: u16, flags: u16, payload: &[u8], raw_len: usize) {
-    let frame = Frame {
-        kind,
-        flags,
-        payload_len: payload.len() as u32,
-        raw_len: raw_len as u32,
-        payload_crc: crc32fast::hash(payload),
-    };
-    out.extend_from_slice(&frame.encode());
+    out.extend_from_slice(&Frame::of(kind, flags, payload, raw_len).encode());
     out.extend_from_slice(payload);
 }

@@ -448,13 +448,7 @@ impl<W: Write> TraceWriter<W> {
         if payload.len() > MAX_PAYLOAD as usize {
             return Err(FormatError::Write(std::io::Error::other("chunk payload exceeds the format limit")));
         }
-        let frame = Frame {
-            kind,
-            flags,
-            payload_len: payload.len() as u32,
-            raw_len: body.len() as u32,
-            payload_crc: crc32fast::hash(&payload),
-        };
+        let frame = Frame::of(kind, flags, &payload, body.len());
         let r = self
             .out
             .write_all(&frame.encode())
