@@ -977,7 +977,7 @@ fn not_ws(w: u64) -> u64 {
 
 /// The end of the run of plain string bytes (not [`STRING_STOP`]) at `j`.
 #[inline(always)]
-fn plain_run(b: &[u8], mut j: usize) -> usize {
+pub(crate) fn plain_run(b: &[u8], mut j: usize) -> usize {
     const ONES: u64 = u64::from_le_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
     const QUOTE: u64 = u64::from_le_bytes([b'"'; 8]);
