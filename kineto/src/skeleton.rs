@@ -379,7 +379,7 @@ const MASKS: [u128; 17] = {
 fn literal_at(s: &Skeleton, op: &Op, bytes: &[u8], i: usize) -> bool {
     let len = op.len as usize;
     let w = |b: &[u8], j: usize| u128::from_le_bytes(b[j..j + 16].try_into().unwrap_or([0; 16]));
-    let Some(here) = bytes.get(i..i + len.max(16 - PAD) + PAD) else {
+    let Some(here) = bytes.get(i..i + len + PAD) else {
         // Near the end of the bytes: exactly.
         return bytes.get(i..i + len).is_some_and(|here| here == s.literal(op));
     };
