@@ -28,7 +28,8 @@ pub(crate) struct LossBucket {
 /// Counts kept across the whole file.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
-    /// Unmapped entries by detail text.
+    /// Unmapped entries by detail text; those of unmapped categories only
+    /// after [`Tally::settle`].
     pub losses: BTreeMap<String, LossBucket>,
     /// `ac2g` flow endpoints (links already carried by correlation ids).
     pub flows: u64,
@@ -37,9 +38,24 @@ pub(crate) struct Tally {
     pub written: [u64; EventKind::ALL.len()],
     /// Earliest start among the events written.
     pub earliest: Option<Nanos>,
-    /// Loss detail by (category, phase) for the unmapped categories seen,
-    /// so that the detail text is made once per category, not per entry.
-    details: Vec<(String, String, String)>,
+    /// Entries of the unmapped categories seen, counted by (category,
+    /// phase) and moved into `losses` by [`Tally::settle`]: most entries
+    /// of a trace are of these, so each is counted without making or
+    /// looking up its detail text.
+    details: Vec<Detail>,
+    /// The entry of `details` counted last.
+    last: usize,
+}
+
+/// Unmapped entries of one (category, phase) not yet in [`Tally::losses`]
+/// (their detail text: [`unmapped_detail`]).
+#[derive(Debug)]
+struct Detail {
+    cat: String,
+    ph: String,
+    count: u64,
+    /// Time of the first that had one (0 if none did).
+    first_time: Nanos,
 }
 
 impl Tally {
@@ -63,7 +79,9 @@ impl Tally {
 
     /// Add the counts of `later`, kept for the entries that follow this
     /// tally's in the file.
-    pub(crate) fn absorb(&mut self, later: Tally) {
+    pub(crate) fn absorb(&mut self, mut later: Tally) {
+        self.settle();
+        later.settle();
         for (detail, b) in later.losses {
             let mine = self.losses.entry(detail).or_insert(LossBucket {
                 count: 0,
@@ -85,17 +103,54 @@ impl Tally {
     }
 
     /// Count one entry of a category the model has no place for.
+    #[inline]
     pub(crate) fn lose_category(&mut self, cat: &str, ph: &str, time: impl FnOnce() -> Option<Nanos>) {
-        let i = match self.details.iter().position(|(c, p, _)| c == cat && p == ph) {
-            Some(i) => i,
-            None => {
-                self.details.push((cat.to_string(), ph.to_string(), unmapped_detail(cat, ph)));
-                self.details.len() - 1
-            }
+        let i = match self.details.get(self.last) {
+            Some(d) if d.cat == cat && d.ph == ph => self.last,
+            _ => self.detail_of(cat, ph),
         };
-        let detail = std::mem::take(&mut self.details[i].2);
-        self.lose(&detail, time);
-        self.details[i].2 = detail;
+        let d = &mut self.details[i];
+        d.count += 1;
+        if d.first_time == Nanos::ZERO {
+            if let Some(t) = time() {
+                d.first_time = t;
+            }
+        }
+        self.last = i;
+    }
+
+    #[inline(never)]
+    fn detail_of(&mut self, cat: &str, ph: &str) -> usize {
+        if let Some(i) = self.details.iter().position(|d| d.cat == cat && d.ph == ph) {
+            return i;
+        }
+        self.details.push(Detail {
+            cat: cat.to_string(),
+            ph: ph.to_string(),
+            count: 0,
+            first_time: Nanos::ZERO,
+        });
+        self.details.len() - 1
+    }
+
+    /// Move the entries counted by [`Tally::lose_category`] into `losses`,
+    /// which holds every unmapped entry after this.
+    pub(crate) fn settle(&mut self) {
+        for d in &mut self.details {
+            if d.count == 0 {
+                continue;
+            }
+            let b = self.losses.entry(unmapped_detail(&d.cat, &d.ph)).or_insert(LossBucket {
+                count: 0,
+                first_time: Nanos::ZERO,
+            });
+            b.count += d.count;
+            if b.first_time == Nanos::ZERO {
+                b.first_time = d.first_time;
+            }
+            d.count = 0;
+            d.first_time = Nanos::ZERO;
+        }
     }
 }
 
