@@ -43,6 +43,9 @@ pub(crate) struct RawEvent<'a> {
     pub ts: Option<Raw<'a>>,
     pub dur: Option<Raw<'a>>,
     pub args: Option<RawArgs<'a>>,
+    /// What `ph` and `cat` make the event, when already known (a skeleton
+    /// works it out once); else the mapper works it out.
+    pub class: Option<crate::map::Class>,
 }
 
 impl RawEvent<'_> {

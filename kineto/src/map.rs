@@ -192,23 +192,18 @@ impl Mapper {
     /// Map one event. `Err` is a problem with a mappable event (wrong type,
     /// missing time); the caller turns it into a loss or, in strict mode, an error.
     pub(crate) fn map<'a>(&self, ev: &RawEvent<'a>, strings: &mut dyn Interner) -> Result<Mapped, Problem> {
-        let ph = ev.ph.as_deref().unwrap_or("");
-        let cat = ev.cat.as_deref().unwrap_or("");
         let name = ev.name.as_deref().unwrap_or("");
-        if matches!(ph, "s" | "f" | "t") && matches!(cat, "ac2g" | "async_cpu_to_gpu" | "async") {
-            return Ok(Mapped::Flow);
-        }
-        let what = match (ph, cat) {
-            ("M", _) => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)")),
-            (_, "kernel" | "Kernel") => Kind::Kernel,
-            (_, "gpu_memcpy" | "Memcpy") => Kind::Memcpy,
-            (_, "gpu_memset" | "Memset") => Kind::Memset,
-            (_, "cuda_sync") => Kind::Sync,
-            (_, "cuda_runtime" | "Runtime") => Kind::Api(ApiDomain::RUNTIME),
-            (_, "cuda_driver" | "Driver") => Kind::Api(ApiDomain::DRIVER),
-            (_, "user_annotation" | "gpu_user_annotation") => Kind::Marker,
-            (_, "cpu_op" | "Operator") if name.starts_with("ProfilerStep#") => Kind::Marker,
-            _ => return Ok(Mapped::Category),
+        let (ph, cat) = (ev.ph.as_deref().unwrap_or(""), ev.cat.as_deref().unwrap_or(""));
+        let class = match ev.class {
+            Some(c) => c,
+            None => Class::of(ph, cat),
+        };
+        let what = match class {
+            Class::Flow => return Ok(Mapped::Flow),
+            Class::Metadata => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)")),
+            Class::Kind(k) => k,
+            Class::Operator if name.starts_with("ProfilerStep#") => Kind::Marker,
+            Class::Operator | Class::Other => return Ok(Mapped::Category),
         };
         let args = ev.args.as_ref();
         let arg = |f: fn(&RawArgs<'a>) -> Option<Raw<'a>>| args.and_then(f);
@@ -479,14 +474,52 @@ pub(crate) fn reads_args(cat: &str) -> bool {
     )
 }
 
-#[derive(Clone, Copy)]
-enum Kind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
     Kernel,
     Memcpy,
     Memset,
     Sync,
     Api(ApiDomain),
     Marker,
+}
+
+/// What an element's `ph` and `cat` make it, before its other fields are
+/// read: worked out once per skeleton (its `ph` and `cat` are fixed), or
+/// per element read by the parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// An `ac2g` flow endpoint.
+    Flow,
+    /// `ph` "M".
+    Metadata,
+    /// One of the kinds mapped.
+    Kind(Kind),
+    /// A CPU operator: a step marker if named `ProfilerStep#…`, else
+    /// unmapped.
+    Operator,
+    /// A category the model has no place for.
+    Other,
+}
+
+impl Class {
+    pub(crate) fn of(ph: &str, cat: &str) -> Class {
+        if matches!(ph, "s" | "f" | "t") && matches!(cat, "ac2g" | "async_cpu_to_gpu" | "async") {
+            return Class::Flow;
+        }
+        match (ph, cat) {
+            ("M", _) => Class::Metadata,
+            (_, "kernel" | "Kernel") => Class::Kind(Kind::Kernel),
+            (_, "gpu_memcpy" | "Memcpy") => Class::Kind(Kind::Memcpy),
+            (_, "gpu_memset" | "Memset") => Class::Kind(Kind::Memset),
+            (_, "cuda_sync") => Class::Kind(Kind::Sync),
+            (_, "cuda_runtime" | "Runtime") => Class::Kind(Kind::Api(ApiDomain::RUNTIME)),
+            (_, "cuda_driver" | "Driver") => Class::Kind(Kind::Api(ApiDomain::DRIVER)),
+            (_, "user_annotation" | "gpu_user_annotation") => Class::Kind(Kind::Marker),
+            (_, "cpu_op" | "Operator") => Class::Operator,
+            _ => Class::Other,
+        }
+    }
 }
 
 /// The loss detail for a category the model has no place for.

@@ -29,6 +29,7 @@
 //! traces and on every prefix and one-byte change of sample events.
 
 use crate::event::{self, Member, ParseError, Raw, RawArgs, RawEvent, Recorded, Slot, ValueKind};
+use crate::map::Class;
 use std::borrow::Cow;
 use std::cell::RefCell;
 
@@ -81,6 +82,8 @@ struct Skeleton {
     captures: Vec<(usize, usize, usize, Member)>,
     /// The event has an `args` object that is read (not skipped).
     args: bool,
+    /// What its `ph` and `cat` make an event.
+    class: Class,
     /// The skeleton the event after the last one matched here matched
     /// (an index in [`Cache::kept`]): tried first next time, as a profiler
     /// often writes its kinds of events in a repeating order.
@@ -171,6 +174,7 @@ impl Cache {
             self.tries += 1;
             match matches(s, bytes, from, ev) {
                 Ok(used) => {
+                    ev.class = Some(s.class);
                     self.clock += 1;
                     self.kept[k].used = self.clock;
                     if let Some(last) = self.kept.get_mut(self.last) {
@@ -336,7 +340,16 @@ fn build(element: &[u8], record: &[Recorded], args: bool) -> Option<Skeleton> {
         op.head = u128::from_le_bytes(bytes);
         op.mask = MASKS[n];
     }
+    let captured = |which: Member| {
+        captures.iter().find(|c| c.3 == which).map_or("", |&(k, at, len, _)| {
+            let from = ops[k].at as usize + at;
+            // The content of a plain string (no escape), checked by the parser.
+            std::str::from_utf8(&text[from..from + len]).unwrap_or("")
+        })
+    };
+    let class = Class::of(captured(Member::Ph), captured(Member::Cat));
     Some(Skeleton {
+        class,
         text: text.into_boxed_slice(),
         ops: ops.into_boxed_slice(),
         captures,
@@ -511,6 +524,11 @@ mod tests {
         let slow = format!("{r:?} {used} {ev:?}");
         let mut ev = RawEvent::default();
         let (r, used) = parse_prefix(bytes, &mut ev);
+        // A skeleton's class is what the event's `ph` and `cat` make it.
+        if let Some(class) = ev.class.take() {
+            assert!(r.is_ok());
+            assert_eq!(class, Class::of(ev.ph.as_deref().unwrap_or(""), ev.cat.as_deref().unwrap_or("")));
+        }
         (slow, format!("{r:?} {used} {ev:?}"))
     }
 
