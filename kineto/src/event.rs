@@ -59,46 +59,49 @@ impl RawEvent<'_> {
 /// cannot disagree.
 macro_rules! raw_args {
     ($($field:ident = $key:literal),* $(,)?) => {
-        /// The `args` members the importer reads (others are validated and skipped).
+        /// The indices of the fields of [`RawArgs`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        enum ArgField {
+            $($field,)*
+        }
+
+        /// How many fields [`RawArgs`] has.
+        const ARG_FIELDS: usize = [$(ArgField::$field),*].len();
+
+        /// The `args` members the importer reads (others are validated and
+        /// skipped), by [`ArgField`] index: an array, so that storing one
+        /// by index is one store.
         #[derive(Default, Debug)]
         pub(crate) struct RawArgs<'a> {
-            $(pub $field: Option<Raw<'a>>,)*
+            slots: [Option<Raw<'a>>; ARG_FIELDS],
         }
 
         impl<'a> RawArgs<'a> {
+            $(
+                /// The member's value, if present and not `null`.
+                pub(crate) fn $field(&self) -> Option<Raw<'a>> {
+                    self.slots[ArgField::$field as usize]
+                }
+            )*
+
             /// The field for member `key`, if the importer reads it.
             fn slot(&mut self, key: &str) -> Option<&mut Option<Raw<'a>>> {
-                match key {
-                    $($key => Some(&mut self.$field),)*
-                    _ => None,
-                }
+                Self::index(key).and_then(|i| self.slot_at(i))
             }
 
             /// The index of the field for member `key` (see [`Self::slot_at`]).
             fn index(key: &str) -> Option<u8> {
-                let mut i = 0;
-                $(
-                    if key == $key {
-                        return Some(i);
-                    }
-                    i += 1;
-                )*
-                let _ = i;
-                None
+                match key {
+                    $($key => Some(ArgField::$field as u8),)*
+                    _ => None,
+                }
             }
 
             /// The field with index `i` (see [`Self::index`]).
             #[inline]
             pub(crate) fn slot_at(&mut self, i: u8) -> Option<&mut Option<Raw<'a>>> {
-                let mut k = 0;
-                $(
-                    if k == i {
-                        return Some(&mut self.$field);
-                    }
-                    k += 1;
-                )*
-                let _ = k;
-                None
+                self.slots.get_mut(usize::from(i))
             }
         }
     };
@@ -1096,10 +1099,10 @@ mod tests {
         assert_eq!(ev.ts.map(Raw::get), Some("1712195495519689.047"));
         assert_eq!(ev.dur.map(Raw::get), Some("2.5e0"));
         let a = ev.args.unwrap();
-        assert_eq!(a.device.map(Raw::get), Some("1"));
-        assert_eq!(a.grid.map(Raw::get), Some("[1, 2, 3]"));
-        assert_eq!(a.collective.map(Raw::get), Some("\"allreduce\""));
-        assert_eq!(a.seq, None);
+        assert_eq!(a.device().map(Raw::get), Some("1"));
+        assert_eq!(a.grid().map(Raw::get), Some("[1, 2, 3]"));
+        assert_eq!(a.collective().map(Raw::get), Some("\"allreduce\""));
+        assert_eq!(a.seq(), None);
         assert!(matches!(ok(r#"{"name": "plain"}"#).name, Some(Cow::Borrowed("plain"))));
         // The args of categories that do not read them are only checked.
         assert!(ok(r#"{"cat": "cpu_op", "args": {"device": 1}}"#).args.is_none());

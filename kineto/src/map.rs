@@ -208,24 +208,24 @@ impl Mapper {
         let args = ev.args.as_ref();
         let arg = |f: fn(&RawArgs<'a>) -> Option<Raw<'a>>| args.and_then(f);
         let (start, end) = self.times(ev)?;
-        let correlation = CorrelationId(u32_arg(arg(|a| a.correlation), "correlation")?.unwrap_or(0));
+        let correlation = CorrelationId(u32_arg(arg(|a| a.correlation()), "correlation")?.unwrap_or(0));
         match what {
             Kind::Kernel | Kind::Memcpy | Kind::Memset | Kind::Sync => {
-                let device = match u32_arg(arg(|a| a.device), "device")? {
+                let device = match u32_arg(arg(|a| a.device()), "device")? {
                     Some(d) => DeviceId(d),
                     None => DeviceId(id_of(ev.pid, "pid")?.unwrap_or(0)),
                 };
-                let context = ContextId(u32_arg(arg(|a| a.context), "context")?.unwrap_or(0));
+                let context = ContextId(u32_arg(arg(|a| a.context()), "context")?.unwrap_or(0));
                 // ROCm writes the stream as a pointer string ("0x0") on API calls only; GPU
                 // events carry a number. Fall back to the tid ("stream 7" in the old schema).
-                let stream = match u32_arg(arg(|a| a.stream), "stream")? {
+                let stream = match u32_arg(arg(|a| a.stream()), "stream")? {
                     Some(s) => StreamId(s),
                     None => StreamId(id_of(ev.tid, "tid")?.unwrap_or(0)),
                 };
                 let event = match what {
                     Kind::Kernel => {
-                        let grid = dim3(arg(|a| a.grid), "grid")?;
-                        let block = dim3(arg(|a| a.block), "block")?;
+                        let grid = dim3(arg(|a| a.grid()), "grid")?;
+                        let block = dim3(arg(|a| a.block()), "block")?;
                         let kernel = Kernel {
                             start,
                             end,
@@ -238,19 +238,19 @@ impl Mapper {
                             block,
                             // Kineto reports static + dynamic shared memory as one number.
                             static_shared_mem: 0,
-                            dynamic_shared_mem: u32_arg(arg(|a| a.shared_memory), "shared memory")?.unwrap_or(0),
-                            registers: u32_arg(arg(|a| a.registers), "registers per thread")?.unwrap_or(0),
+                            dynamic_shared_mem: u32_arg(arg(|a| a.shared_memory()), "shared memory")?.unwrap_or(0),
+                            registers: u32_arg(arg(|a| a.registers()), "registers per thread")?.unwrap_or(0),
                             graph_id: 0,
                             graph_node_id: 0,
                         };
                         let collective = match args {
-                            Some(a) if a.collective.is_some() => Some(Event::Collective(self.collective(&kernel, name, a, strings)?)),
+                            Some(a) if a.collective().is_some() => Some(Event::Collective(self.collective(&kernel, name, a, strings)?)),
                             _ => None,
                         };
                         return Ok(Mapped::Events(Event::Kernel(kernel), collective));
                     }
                     Kind::Memcpy => {
-                        let (kind, src_kind, dst_kind) = copy_kind(name, arg(|a| a.kind));
+                        let (kind, src_kind, dst_kind) = copy_kind(name, arg(|a| a.kind()));
                         Event::Memcpy(Memcpy {
                             start,
                             end,
@@ -259,7 +259,7 @@ impl Mapper {
                             stream,
                             correlation,
                             kind,
-                            bytes: u64_arg(arg(|a| a.bytes), "bytes")?.unwrap_or(0),
+                            bytes: u64_arg(arg(|a| a.bytes()), "bytes")?.unwrap_or(0),
                             src_kind,
                             dst_kind,
                             src_device: device,
@@ -273,12 +273,12 @@ impl Mapper {
                         context,
                         stream,
                         correlation,
-                        bytes: u64_arg(arg(|a| a.bytes), "bytes")?.unwrap_or(0),
+                        bytes: u64_arg(arg(|a| a.bytes()), "bytes")?.unwrap_or(0),
                         value: 0,
                         memory_kind: paren_kinds(name).0,
                     }),
                     _ => {
-                        let kind_text = str_arg(arg(|a| a.cuda_sync_kind)).unwrap_or(Cow::Borrowed(name));
+                        let kind_text = str_arg(arg(|a| a.cuda_sync_kind())).unwrap_or(Cow::Borrowed(name));
                         Event::Sync(Sync {
                             start,
                             end,
@@ -295,9 +295,9 @@ impl Mapper {
                 Ok(Mapped::Events(event, None))
             }
             Kind::Api(domain) => {
-                let cbid = match u32_arg(arg(|a| a.cbid), "cbid")? {
+                let cbid = match u32_arg(arg(|a| a.cbid()), "cbid")? {
                     Some(c) => c,
-                    None => u32_arg(arg(|a| a.cid), "cid")?.unwrap_or(0),
+                    None => u32_arg(arg(|a| a.cid()), "cid")?.unwrap_or(0),
                 };
                 Ok(Mapped::Events(
                     Event::Api(ApiCall {
@@ -360,12 +360,12 @@ impl Mapper {
 
     /// NCCL metadata on a kernel (`Collective name`, `In msg nelems`, ...).
     fn collective(&self, k: &Kernel, kernel_name: &str, a: &RawArgs<'_>, strings: &mut dyn Interner) -> Result<Collective, Problem> {
-        let raw_op = str_arg(a.collective).unwrap_or_default();
+        let raw_op = str_arg(a.collective()).unwrap_or_default();
         let op = nccl_op_name(&raw_op);
-        let dtype = str_arg(a.dtype).unwrap_or_default();
-        let in_n = u64_arg(a.in_nelems, "In msg nelems")?.unwrap_or(0);
-        let out_n = u64_arg(a.out_nelems, "Out msg nelems")?.unwrap_or(0);
-        let nranks = u32_arg(a.group_size, "Group size")?.unwrap_or(0);
+        let dtype = str_arg(a.dtype()).unwrap_or_default();
+        let in_n = u64_arg(a.in_nelems(), "In msg nelems")?.unwrap_or(0);
+        let out_n = u64_arg(a.out_nelems(), "Out msg nelems")?.unwrap_or(0);
+        let nranks = u32_arg(a.group_size(), "Group size")?.unwrap_or(0);
         // NCCL's count is per rank: AllGather's send count (PyTorch's "In"),
         // ReduceScatter's receive count (PyTorch's "Out"), AlltoAll's count per
         // peer; PyTorch records whole buffers. The smaller of In and Out is
@@ -377,7 +377,7 @@ impl Mapper {
         };
         // The communicator is only known by its process-group name; numeric names are
         // used as is, others hashed (FNV-1a), so equal names give equal ids across ranks.
-        let comm = match str_arg(a.pg_name) {
+        let comm = match str_arg(a.pg_name()) {
             // gputrace's own export writes NCCL's communicator id as 16 hex digits.
             Some(n) => CommId(n.parse::<u64>().unwrap_or_else(|_| {
                 if n.len() == 16 && n.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -389,7 +389,7 @@ impl Mapper {
             None => CommId(0),
         };
         // Rank within the group: our global rank's index in "Process Group Ranks" ("[0, 1]").
-        let rank = match (self.rank, str_arg(a.pg_ranks)) {
+        let rank = match (self.rank, str_arg(a.pg_ranks())) {
             (Some(r), Some(list)) => list
                 .trim_matches(|c| c == '[' || c == ']')
                 .split(',')
@@ -399,9 +399,9 @@ impl Mapper {
             (Some(r), None) => r,
             _ => 0,
         };
-        let seq = match u64_arg(a.seq_upper, "Seq")? {
+        let seq = match u64_arg(a.seq_upper(), "Seq")? {
             Some(s) => s,
-            None => u64_arg(a.seq, "seq")?.unwrap_or(0),
+            None => u64_arg(a.seq(), "seq")?.unwrap_or(0),
         };
         let (algorithm, protocol) = nccl_algo_proto(kernel_name);
         Ok(Collective {
