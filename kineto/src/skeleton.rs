@@ -183,9 +183,18 @@ impl Cache {
                     self.last = k;
                     return Some(used);
                 }
+                Err(failed) if failed.piece == 0 => {
+                    // In the first literal, the usual miss: nothing stored,
+                    // nothing to go on from. The next untried, in turn.
+                    let untried = !tried & ((1u32 << n) - 1);
+                    if untried == 0 {
+                        break;
+                    }
+                    k = untried.trailing_zeros() as usize;
+                }
                 Err(failed) => {
                     self.wasted += (failed.piece - from.piece) as u64;
-                    touched |= failed.piece > 0;
+                    touched = true;
                     // Those with more pieces in common fail where this one did.
                     for u in 0..n {
                         if usize::from(s.common[u]) > failed.piece {
@@ -205,11 +214,19 @@ impl Cache {
                         *ev = RawEvent::default();
                         touched = false;
                     }
-                    k = (0..n).find(|&u| tried & (1 << u) == 0)?;
+                    let untried = !tried & ((1u32 << n) - 1);
+                    if untried == 0 {
+                        break;
+                    }
+                    k = untried.trailing_zeros() as usize;
                     from = Failed { piece: 0, at: 0 };
                 }
             }
         }
+        if touched {
+            *ev = RawEvent::default();
+        }
+        None
     }
 
     /// Keep `s` (made from the element read last), in place of the one
