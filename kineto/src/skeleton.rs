@@ -10,11 +10,16 @@
 //! value its kind (string, number or any value) and where it goes in a
 //! [`RawEvent`]. The next event is first matched against the skeletons
 //! kept (up to [`KEPT`] per thread, the one predicted by the event before
-//! first): the bytes between values are compared eight or sixteen at a
-//! time, each value is checked by the parser's own code for its kind, and
-//! the values are stored where the skeleton says. Member names are not
-//! read, nor whitespace passed byte by byte: a trace event is read in
-//! about 0.7 of the parser's time (measured in `BENCHMARKS.md`).
+//! first), op by op: an op's literal (the bytes before a value) is
+//! compared sixteen bytes at a time, the value is checked for its kind
+//! (plain integers and strings inline, the rest by the parser's own code),
+//! and stored where the skeleton says. Member names are not read, nor
+//! whitespace passed byte by byte: a trace event is read in about 0.6 of
+//! the parser's time (measured in `BENCHMARKS.md`). A match that fails in
+//! op `p` goes on from there with a kept skeleton that has exactly `p` ops
+//! in common with it (events of one kind that differ in their last members
+//! are not read twice), and each skeleton works out once what its `ph` and
+//! `cat` make an event ([`Class`]).
 //!
 //! Why a match reads exactly what the parser reads: the skeleton's event
 //! was valid JSON, read without a type problem; a matching event differs
@@ -172,7 +177,11 @@ impl Cache {
             let s = self.kept.get(k)?;
             tried |= 1 << k;
             self.tries += 1;
-            match matches(s, bytes, from, ev) {
+            // The usual miss, in the first literal, checked here: a call
+            // to `matches` sets up more than this compare costs.
+            let first_differs = from.piece == 0 && s.ops.first().is_none_or(|op| !literal_at(s, op, bytes, 0));
+            let result = if first_differs { Err(from) } else { matches(s, bytes, from, ev) };
+            match result {
                 Ok(used) => {
                     ev.class = Some(s.class);
                     self.clock += 1;
