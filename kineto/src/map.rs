@@ -833,6 +833,37 @@ mod tests {
     }
 
     #[test]
+    fn unmapped_categories_are_counted_by_category_and_phase() {
+        let mut a = Tally::default();
+        let t = |n: u64| move || Some(Nanos(n));
+        a.lose_category("cpu_op", "X", || None);
+        a.lose_category("cpu_op", "X", t(5));
+        a.lose_category("ac2g", "s", t(7));
+        a.lose_category("cpu_op", "X", t(9));
+        a.lose_category("cpu_op", "i", t(11));
+        a.lose("metadata", t(1));
+        assert_eq!(a.losses.len(), 1, "counted in place until settled");
+        a.settle();
+        a.settle();
+        let bucket = |t: &Tally, cat: &str, ph: &str| {
+            let b = &t.losses[&unmapped_detail(cat, ph)];
+            (b.count, b.first_time.0)
+        };
+        assert_eq!(bucket(&a, "cpu_op", "X"), (3, 5), "the first time there was");
+        assert_eq!(bucket(&a, "cpu_op", "i"), (1, 11));
+        assert_eq!(bucket(&a, "ac2g", "s"), (1, 7));
+        assert_eq!(a.losses.len(), 4);
+        // A later tally's entries add up; the earlier first time stays.
+        let mut b = Tally::default();
+        b.lose_category("cpu_op", "X", t(2));
+        b.lose_category("python_function", "X", t(3));
+        a.lose_category("cpu_op", "X", t(4));
+        a.absorb(b);
+        assert_eq!(bucket(&a, "cpu_op", "X"), (5, 5));
+        assert_eq!(bucket(&a, "python_function", "X"), (1, 3));
+    }
+
+    #[test]
     fn copy_names() {
         assert_eq!(
             copy_kind("Memcpy HtoD (Pinned -> Device)", None),
