@@ -299,8 +299,7 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
     let (Ok(shift), Some(zero)) = (i64::try_from(shift), PROVISIONAL_BASE.checked_sub(meta.base_ns)) else {
         return Err(Restart);
     };
-    tally.settle();
-    for bucket in tally.losses.values_mut() {
+    for bucket in tally.losses().values_mut() {
         if bucket.first_time == Nanos::ZERO {
             bucket.first_time = Nanos(zero);
         }
@@ -430,12 +429,12 @@ fn finish<W: Write>(
         path: path.to_path_buf(),
         source,
     };
-    tally.settle();
     // One loss record per kind of unmapped entry, so nothing disappears
     // silently. They are dated at the earliest mapped event, so that they
     // never widen the trace's time span (CPU-only entries such as the
     // profiler session span often start well before any GPU work).
-    for (detail, bucket) in &tally.losses {
+    let losses = std::mem::take(tally.losses());
+    for (detail, bucket) in &losses {
         let detail_id = writer.intern(detail);
         writer
             .push(Event::Loss(Loss {

@@ -29,8 +29,8 @@ pub(crate) struct LossBucket {
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     /// Unmapped entries by detail text; those of unmapped categories only
-    /// after [`Tally::settle`].
-    pub losses: BTreeMap<String, LossBucket>,
+    /// after [`Tally::settle`] (read through [`Tally::losses`], which does).
+    losses: BTreeMap<String, LossBucket>,
     /// `ac2g` flow endpoints (links already carried by correlation ids).
     pub flows: u64,
     /// gputrace events written, by kind (its number - 1: an array, not a
@@ -133,9 +133,15 @@ impl Tally {
         self.details.len() - 1
     }
 
+    /// Every unmapped entry, by detail text.
+    pub(crate) fn losses(&mut self) -> &mut BTreeMap<String, LossBucket> {
+        self.settle();
+        &mut self.losses
+    }
+
     /// Move the entries counted by [`Tally::lose_category`] into `losses`,
     /// which holds every unmapped entry after this.
-    pub(crate) fn settle(&mut self) {
+    fn settle(&mut self) {
         for d in &mut self.details {
             if d.count == 0 {
                 continue;
