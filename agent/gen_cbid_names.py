@@ -16,7 +16,7 @@ src = (root / "cupti-sys/src/bindings_v13.rs").read_text()
 
 KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|StreamWaitEvent|EventRecord|GraphLaunch|Malloc|Free|"
                   r"MemAlloc|MemFree|cuCtxSynchronize|HostAlloc|MemPrefetch|StreamBeginCapture|StreamEndCapture")
-DROP = re.compile(r"Get|Peek|Query|Attribute|SetDevice|IsCapturing|ThreadExchange")
+DROP = re.compile(r"Get|Peek|Query|(?<!With)Attribute|SetDevice|IsCapturing|ThreadExchange")
 
 
 def table(prefix):

@@ -1,47 +1,71 @@
 #!/usr/bin/env bash
 # GPU check: capture fidelity and overhead on a real GPU, side by side with
-# torch.profiler. Runs on the device machine from the repository root with
-# the release binaries carried along (target/release/gputrace and
-# target/release/libgputrace_agent.so); writes results under $OUT (or
-# ./gpu-check-out). Budget: well under 10 minutes.
+# torch.profiler. Runs from the repository root on a GPU machine, with the
+# release binaries: `$GPUTRACE` (default target/release/gputrace) and the
+# agent library next to it. Writes a handful of files under $OUT (or
+# ./gpu-check-out): summary.txt, result.json, logs.tar.gz, traces.tar.gz.
+# Budget: about 4 minutes; every step has its own timeout.
 #
 #   scripts/gpu-check.sh
 #
 # 1. bare: median step time of scripts/gpu/train_small.py
 # 2. under gputrace run: step time, and the trace's totals (info --stats)
+#    2b. NCCL: collectives recorded through the agent's NCCL profiler plugin
+#    2c. report, both exports, compare of the real trace
 # 3. under torch.profiler (CUDA activities): step time, and its totals
-# 2b. NCCL: the collectives from gputrace's NCCL profiler plugin, linked count
 # 4. the comparison: kernel count, kernel time, H2D bytes (want within 1%),
-#    losses (want none), and the overheads vs bare.
+#    losses (want none), and the overheads vs bare
+# 5. torch.profiler inside gputrace run: the job still exits 0, and
+#    gputrace says who holds CUPTI
+# 6. JAX under gputrace run (skipped when JAX is missing)
+# 7. overhead, alternating bare / gputrace / --no-api (scripts/gpu/overhead.sh;
+#    ROUNDS=0 skips it, ONLY=overhead runs nothing else)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
-G=target/release/gputrace
+W=$(mktemp -d /tmp/gpu-check.XXXXXX)
+G=${GPUTRACE:-target/release/gputrace}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-60}
-log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+S="$OUT/summary.txt"
+log() { echo "== $*" | tee -a "$S"; }
+finish() {
+    (cd "$W" && tar czf "$OUT/logs.tar.gz" --exclude=traces --exclude='*.pftrace' --exclude=torchprof.json --exclude=ovh-traces . 2>/dev/null)
+    (cd "$W" && tar czf "$OUT/traces.tar.gz" traces 2>/dev/null)
+    cp "$W/overhead.json" "$OUT/" 2>/dev/null
+    log "done; results in $OUT"
+}
+trap finish EXIT
 
 log "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$OUT/summary.txt"
-$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$OUT/summary.txt"
-$G version 2>&1 | tee -a "$OUT/summary.txt"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  $G version; uname -r; ldd --version | head -1
+  echo "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  $PY -c 'import time; n=200000; t=time.perf_counter_ns(); [time.perf_counter_ns() for _ in range(n)]; print(f"clock read from Python: {(time.perf_counter_ns()-t)/n:.0f} ns")'
+  nproc; } 2>&1 | tee -a "$S"
+
+if [ "${ONLY:-}" = overhead ]; then
+    log "7. overhead only (ONLY=overhead)"
+    GPUTRACE=$G scripts/gpu/overhead.sh "$W" 2>&1 | tee -a "$S"
+    exit 0
+fi
 
 log "1. bare"
-timeout 180 $PY scripts/gpu/train_small.py --steps "$STEPS" > "$OUT/bare.json" 2> "$OUT/bare.err"; echo "rc=$?" >> "$OUT/summary.txt"
-cat "$OUT/bare.json" | tee -a "$OUT/summary.txt"
+timeout 100 $PY scripts/gpu/train_small.py --steps "$STEPS" > "$W/bare.json" 2> "$W/bare.err"; echo "rc=$?" | tee -a "$S"
+tail -n1 "$W/bare.json" | tee -a "$S"
 
 log "2. gputrace run"
-rm -rf "$OUT/traces"
-timeout 180 $G run -o "$OUT/traces" -- $PY scripts/gpu/train_small.py --steps "$STEPS" > "$OUT/gputrace.json" 2> "$OUT/gputrace.err"; echo "rc=$?" >> "$OUT/summary.txt"
-cat "$OUT/gputrace.json" | tee -a "$OUT/summary.txt"
-grep '^gputrace' "$OUT/gputrace.err" | tee -a "$OUT/summary.txt"
-$G info --json --stats "$OUT/traces" > "$OUT/gputrace-info.json" 2>> "$OUT/gputrace.err"
-$G info --stats "$OUT/traces" | tee -a "$OUT/summary.txt"
+timeout 120 $G run -o "$W/traces" -- $PY scripts/gpu/train_small.py --steps "$STEPS" > "$W/gputrace.json" 2> "$W/gputrace.err"; echo "rc=$?" | tee -a "$S"
+tail -n1 "$W/gputrace.json" | tee -a "$S"
+grep -a '^gputrace' "$W/gputrace.err" | head -40 | tee -a "$S"
+$G info --json --stats "$W/traces" > "$W/gputrace-info.json" 2>> "$W/gputrace.err"
+$G info --stats "$W/traces" 2>&1 | head -80 | tee -a "$S"
 
 log "2b. NCCL: the single-rank all-reduces carry NCCL's metadata and link to their kernels"
-$G report --json "$OUT/traces" > "$OUT/gputrace-report.json" 2>> "$OUT/gputrace.err"
-$PY - "$OUT/gputrace-report.json" <<'PY' | tee -a "$OUT/summary.txt"
+$G report --json "$W/traces" > "$W/gputrace-report.json" 2>> "$W/gputrace.err"
+$PY - "$W/gputrace-report.json" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows = r.get("collectives") or []
@@ -51,25 +75,39 @@ count = sum(x.get("count", 0) for x in rows)
 print(f"nccl: {count} collectives recorded through the plugin, {linked} linked to their kernels")
 PY
 
+log "2c. report, exports and compare of the real trace"
+NO_COLOR=1 timeout 60 $G report "$W/traces" > "$W/report.txt" 2>&1; echo "report rc=$?" | tee -a "$S"
+head -120 "$W/report.txt" | tee -a "$S"
+timeout 60 $G export --format perfetto -o "$W/gt.pftrace" "$W/traces" 2>&1 | tail -3 | tee -a "$S"
+timeout 60 $G export --format chrome -o "$W/gt.json" "$W/traces" 2>&1 | tail -3 | tee -a "$S"
+ls -la "$W"/gt.* 2>&1 | tee -a "$S"
+timeout 60 $G compare "$W/traces" > "$W/compare.txt" 2>&1; echo "compare rc=$?" | tee -a "$S"
+$PY scripts/gpu/kineto_totals.py "$W/gt.json" 2>&1 | sed 's/^/our chrome export totals: /' | tee -a "$S"
+
 log "3. torch.profiler"
-timeout 240 $PY scripts/gpu/train_small.py --steps "$STEPS" --profile "$OUT/torchprof.json" > "$OUT/torchprof.json.out" 2> "$OUT/torchprof.err"; echo "rc=$?" >> "$OUT/summary.txt"
-cat "$OUT/torchprof.json.out" | tee -a "$OUT/summary.txt"
-$PY scripts/gpu/kineto_totals.py "$OUT/torchprof.json" > "$OUT/torchprof-totals.json"
+timeout 150 $PY scripts/gpu/train_small.py --steps "$STEPS" --profile "$W/torchprof.json" > "$W/torchprof.out" 2> "$W/torchprof.err"; echo "rc=$?" | tee -a "$S"
+tail -n1 "$W/torchprof.out" | tee -a "$S"
+$PY scripts/gpu/kineto_totals.py "$W/torchprof.json" > "$W/torchprof-totals.json"
+cat "$W/torchprof-totals.json" | tee -a "$S"
+timeout 60 $G report "$W/torchprof.json" > "$W/torchprof-report.txt" 2>&1; echo "report of torch.profiler's trace rc=$?" | tee -a "$S"
 
 log "4. comparison"
-$PY - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
+$PY - "$W" "$OUT/result.json" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
-out = sys.argv[1]
-def load(p):
+w, dst = sys.argv[1], sys.argv[2]
+def last_line(p):
     try:
-        with open(f"{out}/{p}") as f:
-            return json.loads(f.read().strip().splitlines()[-1]) if p.endswith(".out") or p in ("bare.json", "gputrace.json") else json.load(f)
+        return json.loads(open(f"{w}/{p}").read().strip().splitlines()[-1])
     except Exception as e:
         return {"error": str(e)}
-bare, gt, tp = load("bare.json"), load("gputrace.json"), load("torchprof.json.out")
-info = load("gputrace-info.json")
-tpt = load("torchprof-totals.json")
-files = info.get("files", [])
+def load(p):
+    try:
+        return json.load(open(f"{w}/{p}"))
+    except Exception as e:
+        return {"error": str(e)}
+bare, gt, tp = last_line("bare.json"), last_line("gputrace.json"), last_line("torchprof.out")
+info, tpt = load("gputrace-info.json"), load("torchprof-totals.json")
+files = info.get("files", []) if isinstance(info, dict) else []
 # The training process is the file with the most kernels.
 f = max(files, key=lambda x: (x.get("stats") or {}).get("kernels", 0)) if files else {}
 s = f.get("stats") or {}
@@ -85,7 +123,30 @@ res = {
 b = bare.get("median_step_s")
 res["overhead_pct"] = {k: pct(v, b) for k, v in res["median_step_s"].items() if k != "bare"}
 print(json.dumps(res, indent=1))
-with open(f"{out}/result.json", "w") as fh:
-    json.dump(res, fh, indent=1)
+json.dump(res, open(dst, "w"), indent=1)
 PY
-log "done; results in $OUT"
+
+log "5. torch.profiler inside gputrace run"
+timeout 120 $G run -o "$W/traces-both" -- $PY scripts/gpu/train_small.py --steps 10 --profile "$W/both.json" > "$W/both.out" 2> "$W/both.err"; echo "rc=$?" | tee -a "$S"
+grep -a '^gputrace' "$W/both.err" | head -20 | tee -a "$S"
+$PY scripts/gpu/kineto_totals.py "$W/both.json" 2>&1 | sed 's/^/torch.profiler saw: /' | tee -a "$S"
+
+log "6. JAX under gputrace run"
+if $PY -c 'import jax' 2>/dev/null; then
+    timeout 90 $G run -o "$W/traces-jax" -- $PY -c '
+import jax, jax.numpy as jnp
+x = jnp.ones((2048, 2048))
+for _ in range(20):
+    x = jnp.tanh(x @ x / 2048)
+print("jax", jax.__version__, jax.devices(), float(x.sum()))' > "$W/jax.out" 2> "$W/jax.err"; echo "rc=$?" | tee -a "$S"
+    tail -n2 "$W/jax.out" | tee -a "$S"
+    grep -a '^gputrace' "$W/jax.err" | head -20 | tee -a "$S"
+    $G info --stats "$W/traces-jax" 2>&1 | head -40 | tee -a "$S"
+else
+    echo "jax not installed: skipped" | tee -a "$S"
+fi
+
+log "7. overhead (alternating runs)"
+if [ "${ROUNDS:-3}" != 0 ]; then
+    GPUTRACE=$G scripts/gpu/overhead.sh "$W" 2>&1 | tee -a "$S"
+fi

@@ -293,6 +293,8 @@ fn every_cupti_call_failing_in_turn_leaves_the_job_alone() {
         "cuptiActivityGetNumDroppedRecords",
         "cuptiGetTimestamp",
         "cuptiSetThreadIdType",
+        "cuptiActivityEnableRuntimeApi",
+        "cuptiActivityEnableDriverApi",
     ] {
         for code in [1, 999] {
             let run = run_scenario(
@@ -505,6 +507,65 @@ fn devices_come_from_cupti_records_when_the_driver_lists_none() {
     assert_eq!(t.header().devices[0].name, "Fake GPU");
     assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(25));
     assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(25));
+}
+
+#[test]
+fn query_calls_are_switched_off_in_cupti_where_it_can() {
+    // cudaGetDevice (runtime cbid 17) and cuCtxGetCurrent (driver 304):
+    // PyTorch makes many times more of these than launches. From CUPTI 12.6
+    // the agent asks CUPTI not to record them at all.
+    let scenario = "kernels 10 1000 1000\napi 10\napi_call 500 17\napi_call 300 304 driver\n";
+    let filter = |t: &TraceFile| t.header().extra.get("agent.api_filter").cloned().unwrap_or_default();
+    let filtered = |t: &TraceFile| t.trailer().unwrap().extra.get("agent.api_calls_filtered").cloned();
+    for version in ["12.6", "12.9"] {
+        let run = run_scenario(12, &format!("version {version}\n{scenario}"), &[], &["--ms", "300", "exit", "0"]);
+        assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+        assert_eq!(run.n("skipped_cbid.runtime"), 500, "{version}: {:?}", run.report);
+        assert_eq!(run.n("skipped_cbid.driver"), 300);
+        assert!(run.n("api_cbids_off.runtime") > 100 && run.n("api_cbids_off.driver") > 100);
+        let t = run.trace();
+        assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(10), "the launches stay");
+        assert!(filter(&t).starts_with("in CUPTI: "), "{}", filter(&t));
+        assert_eq!(filtered(&t).as_deref(), Some("0"));
+    }
+    // A CUPTI older than our callback-id table refuses the newer ids (the
+    // real 13.0 does): those are counted, the others still switched off.
+    let run = run_scenario(
+        13,
+        &format!("version 13.0\napi_cbid_limit 400 600\n{scenario}"),
+        &[],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.n("skipped_cbid.runtime"), 500, "{:?}", run.report);
+    assert_eq!(run.n("skipped_cbid.driver"), 300);
+    let t = run.trace();
+    assert!(
+        filter(&t).starts_with("in CUPTI: ") && filter(&t).contains(" refused: "),
+        "{}",
+        filter(&t)
+    );
+    assert_eq!(filtered(&t).as_deref(), Some("0"));
+    // Before 12.6 (no switch): recorded by CUPTI, dropped by the decoder.
+    let run = run_scenario(12, &format!("version 12.4\n{scenario}"), &[], &["--ms", "300", "exit", "0"]);
+    assert_eq!(run.n("skipped_cbid.runtime") + run.n("skipped_cbid.driver"), 0);
+    let t = run.trace();
+    assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(10));
+    assert!(filter(&t).starts_with("after capture"), "{}", filter(&t));
+    assert_eq!(filtered(&t).as_deref(), Some("800"));
+    // Subscriber-scoped (v2) mode: no global-scope call, filtered after.
+    let run = run_scenario(
+        13,
+        &format!("version 13.5\nother_subscriber multi\n{scenario}"),
+        &[],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.report.get("subscriber.mode").map(String::as_str), Some("v2"));
+    assert_eq!(run.n("mixed_calls"), 0);
+    assert_eq!(filtered(&run.trace()).as_deref(), Some("800"));
+    // No API records asked for: no switch touched.
+    let run = run_scenario(12, scenario, &[("GPUTRACE_API", "0")], &["--ms", "300", "exit", "0"]);
+    assert_eq!(run.n("api_cbids_off.runtime") + run.n("api_cbids_off.driver"), 0);
+    assert_eq!(run.trace().header().extra.get("agent.api_filter"), None);
 }
 
 #[test]

@@ -69,6 +69,17 @@ fn check(call: &'static str, code: u32) -> Result<(), CuptiError> {
     }
 }
 
+/// What [`Cupti::disable_api_calls`] did.
+#[derive(Debug, Default)]
+pub struct ApiSwitches {
+    /// Calls switched off.
+    pub off: usize,
+    /// Calls CUPTI refused to switch (unknown to this version, usually).
+    pub refused: usize,
+    /// The first refusal.
+    pub first_error: Option<CuptiError>,
+}
+
 /// The subscriber-scoped ("v2", multi-subscriber) entry points, present in
 /// CUPTI 13.3 and later.
 struct V2 {
@@ -110,6 +121,9 @@ pub struct Cupti {
     set_thread_id_type: sys::cuptiSetThreadIdType_t,
     push_external: Option<sys::cuptiActivityPushExternalCorrelationId_t>,
     pop_external: Option<sys::cuptiActivityPopExternalCorrelationId_t>,
+    /// Per-call switches for API records (CUPTI 12.6+; global scope only).
+    runtime_api: Option<sys::cuptiActivityEnableRuntimeApi_t>,
+    driver_api: Option<sys::cuptiActivityEnableDriverApi_t>,
 }
 
 macro_rules! resolve_opt {
@@ -187,6 +201,8 @@ impl Cupti {
                 "cuptiActivityPopExternalCorrelationId",
                 sys::cuptiActivityPopExternalCorrelationId_t
             ),
+            runtime_api: resolve_opt!(lib, "cuptiActivityEnableRuntimeApi", sys::cuptiActivityEnableRuntimeApi_t),
+            driver_api: resolve_opt!(lib, "cuptiActivityEnableDriverApi", sys::cuptiActivityEnableDriverApi_t),
         })
     }
 
@@ -273,6 +289,38 @@ impl Cupti {
         }
         // Safety: plain value call.
         check("cuptiActivityDisable", unsafe { (self.disable)(kind) })
+    }
+
+    /// Switch off the API records of the calls in `runtime` and `driver`
+    /// (callback ids), so CUPTI does not record them at all. Call after
+    /// enabling the RUNTIME and DRIVER kinds: enabling a kind resets these
+    /// switches. Only in the global (legacy) scope; `None` when this CUPTI
+    /// cannot (before 12.6, or subscriber-scoped), and then the decoder's
+    /// filter drops those records after the fact. A cbid this CUPTI does not
+    /// know (our table comes from newer headers) is refused with
+    /// INVALID_PARAMETER: counted, and the rest still switched off.
+    pub fn disable_api_calls(&self, runtime: impl Iterator<Item = u32>, driver: impl Iterator<Item = u32>) -> Option<ApiSwitches> {
+        if self.v2().is_some() {
+            return None;
+        }
+        let (rt, drv) = (self.runtime_api?, self.driver_api?);
+        let mut out = ApiSwitches::default();
+        let mut note = |r: Result<(), CuptiError>| match r {
+            Ok(()) => out.off += 1,
+            Err(e) => {
+                out.refused += 1;
+                out.first_error.get_or_insert(e);
+            }
+        };
+        for cbid in runtime {
+            // Safety: plain value call.
+            note(check("cuptiActivityEnableRuntimeApi", unsafe { rt(cbid, 0) }));
+        }
+        for cbid in driver {
+            // Safety: plain value call.
+            note(check("cuptiActivityEnableDriverApi", unsafe { drv(cbid, 0) }));
+        }
+        Some(out)
     }
 
     /// `cuptiActivityFlushAll(flag)`. Never call from a CUPTI callback, and

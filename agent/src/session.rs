@@ -12,6 +12,7 @@
 //! `flush_lock` serializes the two flush callers: CUPTI deadlocks if two
 //! threads flush at once. It is never held by a CUPTI callback.
 
+use crate::cbid_names;
 use crate::config::Config;
 use crate::cupti::{Cupti, CuptiError, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
 use crate::decode::{kind, Decoder};
@@ -171,6 +172,7 @@ pub fn start() -> Result<(), String> {
         .into_iter()
         .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
         .collect();
+    let api_filter = if s.config.api_calls { filter_api_calls(&c.api) } else { None };
     // For the NCCL plugin's collective → kernel links (see nccl/link.rs).
     if s.config.api_calls && crate::nccl::enabled_by_env() && c.api.has_external_correlation() {
         match c.api.enable(kind::EXTERNAL_CORRELATION) {
@@ -178,7 +180,34 @@ pub fn start() -> Result<(), String> {
             Err(e) => failed.push(format!("kind {}: {e}", kind::EXTERNAL_CORRELATION)),
         }
     }
-    spawn_writer(s, failed)
+    spawn_writer(s, failed, api_filter)
+}
+
+/// Ask CUPTI not to record the API calls the decoder would drop as noise
+/// (`cudaGetDevice`, `cudaGetLastError`, `cuCtxGetCurrent`, …). PyTorch
+/// makes many times more of those than launches (measured: 17 per kept
+/// call), and each costs CUPTI a record on the job's thread. Returns what to
+/// note in the header; the decoder's filter stays as the fallback.
+fn filter_api_calls(api: &Cupti) -> Option<String> {
+    fn dropped(table: &'static [(&'static str, bool)]) -> impl Iterator<Item = u32> {
+        table
+            .iter()
+            .enumerate()
+            .filter(|(_, (name, keep))| !keep && !name.is_empty())
+            .map(|(cbid, _)| cbid as u32)
+    }
+    let note = match api.disable_api_calls(dropped(&cbid_names::RUNTIME), dropped(&cbid_names::DRIVER)) {
+        Some(sw) if sw.off > 0 => match sw.first_error {
+            Some(e) => format!("in CUPTI: {} query calls not recorded ({} refused: {e})", sw.off, sw.refused),
+            None => format!("in CUPTI: {} query calls not recorded", sw.off),
+        },
+        Some(sw) => format!(
+            "after capture ({})",
+            sw.first_error.map_or("nothing to switch off".into(), |e| e.to_string())
+        ),
+        None => "after capture (this CUPTI has no per-call switch, or is subscriber-scoped)".into(),
+    };
+    Some(note)
 }
 
 /// Start a session without CUPTI, for the NCCL plugin (called from its first
@@ -208,14 +237,14 @@ pub fn start_nccl_only() -> Result<(), String> {
     }
     let s = SESSION.get().expect("just set");
     own_session();
-    spawn_writer(s, Vec::new())
+    spawn_writer(s, Vec::new(), None)
 }
 
-fn spawn_writer(s: &'static Session, failed: Vec<String>) -> Result<(), String> {
+fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<String>) -> Result<(), String> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, failed)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, failed, api_filter)));
             if r.is_err() {
                 say("internal error in the writer thread; capture stopped, the job continues");
                 s.stop_capture();
@@ -479,7 +508,7 @@ fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w
     }
 }
 
-fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
+fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Option<String>) {
     let cupti = s.cupti.as_ref();
     let mut start_clock = ClockPair::now();
     start_clock.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
@@ -531,6 +560,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>) {
     }
     if !failed_kinds.is_empty() {
         header.extra.insert("agent.kinds_not_enabled".into(), failed_kinds.join("; "));
+    }
+    if let Some(note) = api_filter {
+        header.extra.insert("agent.api_filter".into(), note);
     }
     // Buffers completed before the file exists: scanned here for DEVICE
     // records, decoded for real once the file is open (nothing is dropped).

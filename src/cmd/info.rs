@@ -109,6 +109,9 @@ pub struct FileInfo {
     pub skipped_chunks: u32,
     /// NCCL communicators the trace names (from the NCCL profiler plugin).
     pub communicators: Vec<Communicator>,
+    /// The trailer's free-form notes (what the agent counted at the end,
+    /// e.g. `agent.api_calls_filtered`); empty without a trailer.
+    pub trailer_extra: BTreeMap<String, String>,
     /// Totals from every event, with `--stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
@@ -180,6 +183,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         damage,
         skipped_chunks: t.skipped_chunks(),
         communicators: t.communicators().to_vec(),
+        trailer_extra: t.trailer().map(|tr| tr.extra.clone()).unwrap_or_default(),
         stats: None,
     })
 }
@@ -271,8 +275,16 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         version_str(h.cuda.runtime),
         h.cuda.cupti.map_or("unknown".into(), |v| v.to_string())
     )?;
-    if let Some(mode) = h.extra.get("agent.mode") {
-        writeln!(out, "  agent.mode    {mode}")?;
+    // The capture agent's notes: header (how it ran), then trailer (what
+    // it counted at the end).
+    let notes = h
+        .extra
+        .iter()
+        .chain(&i.trailer_extra)
+        .filter(|(k, _)| ["agent.", "cupti.", "nccl."].iter().any(|p| k.starts_with(p)));
+    for (n, (k, v)) in notes.enumerate() {
+        let label = if n == 0 { "agent" } else { "" };
+        writeln!(out, "  {label:<13} {k}: {v}")?;
     }
     for d in &h.devices {
         writeln!(

@@ -58,6 +58,10 @@
  *                            like real CUPTI whose worker is not inherited).
  *   no_driver                behave as if libcuda.so.1 were not loaded even
  *                            if it is (see "No driver" below).
+ *   api_cbid_limit RT DRV    the per-call switches refuse runtime cbids >= RT
+ *                            and driver cbids >= DRV with 1 INVALID_PARAMETER,
+ *                            as an older CUPTI does for calls newer than it
+ *                            (default: both 4096).
  *   cuda_*                   read by fake_cuda.c, ignored here.
  * Steps (records of a kind that is not enabled when the step plays are not
  * written; they count as skipped_disabled.<kind> in the report):
@@ -73,6 +77,11 @@
  *                            without an API record; if there is none, it
  *                            allocates a new id that the next kernel adopts.
  *   driver_api N             same with DRIVER (kind 4), cbid 307 cuLaunchKernel.
+ *   api_call N CBID [driver] N RUNTIME (or DRIVER) records of callback id
+ *                            CBID, each with a new correlation id that no
+ *                            GPU work uses (queries such as cudaGetDevice).
+ *                            A cbid switched off (below) is not written and
+ *                            counts as skipped_cbid.runtime/.driver.
  *   memcpy N BYTES [COPYKIND] N MEMCPY records (kind 1), copyKind default 1
  *                            (HTOD; 2 DTOH, 8 DTOD, 10 PTOP...).
  *   memset N BYTES           N MEMSET records (kind 2).
@@ -192,6 +201,15 @@
  *    info.structSize = 32, threadId = gettid() of the delivering thread,
  *    ppRecordLayouts = NULL, numRecordLayouts = 0.
  *
+ * PER-CALL API SWITCHES
+ *  - cuptiActivityEnableRuntimeApi(cbid, enable) /
+ *    cuptiActivityEnableDriverApi(cbid, enable): global scope (v1 family),
+ *    real from 12.6; the fake returns 27 NOT_SUPPORTED when the scenario
+ *    version is below 12.6 (APPROXIMATION: the real older libraries lack the
+ *    symbols). cbid 0 or >= 4096 -> 1 INVALID_PARAMETER. Enabling kind
+ *    RUNTIME (5) or DRIVER (4) afterwards switches every cbid of that domain
+ *    back on, as the header says the real one does. Report:
+ *    api_cbids_off.runtime/.driver (switched off now).
  * EXTERNAL CORRELATION
  *  - cuptiActivityPushExternalCorrelationId(kind, id) /
  *    cuptiActivityPopExternalCorrelationId(kind, &lastId) (global scope, like
@@ -362,7 +380,9 @@ _Static_assert(sizeof(CUpti_ActivityConfig) == 40, "ActivityConfig");
     X(cuptiActivityPushExternalCorrelationId)                                  \
     X(cuptiActivityPopExternalCorrelationId)                                   \
     X(cuptiActivityPushExternalCorrelationId_v2)                               \
-    X(cuptiActivityPopExternalCorrelationId_v2)
+    X(cuptiActivityPopExternalCorrelationId_v2)                                \
+    X(cuptiActivityEnableRuntimeApi)                                           \
+    X(cuptiActivityEnableDriverApi)
 
 enum fc_fn {
 #define X(n) FN_##n,
@@ -383,6 +403,7 @@ enum step_op {
     OP_KERNELS, OP_NULL_NAME, OP_API, OP_DRIVER_API, OP_MEMCPY, OP_MEMSET,
     OP_SYNC, OP_P2P, OP_OVERHEAD, OP_DEVICE, OP_UNKNOWN, OP_INVALID,
     OP_DROPPED, OP_BURST, OP_RACE_FLUSH, OP_WAIT_FLUSH, OP_SLEEP, OP_NCCL_KERNELS,
+    OP_API_CALL,
 };
 
 struct step {
@@ -402,6 +423,7 @@ enum other_sub { OTHER_NONE, OTHER_LEGACY, OTHER_MULTI };
 static const char *const OTHER_NAMES[] = {"none", "legacy", "multi"};
 
 #define MAX_UNKNOWN 8
+#define FC_MAX_CBID 4096 /* per-call switches: callback ids below this */
 static struct {
     const struct fc_layout_version *lay;
     struct step *steps;
@@ -415,6 +437,7 @@ static struct {
     int no_driver;
     enum other_sub other_subscriber;  /* another tool in the process */
     int multi_subscriber_unsupported; /* old driver: no multi-subscriber */
+    uint32_t cbid_limit[2];           /* api_cbid_limit: runtime, driver */
     /* kinds this library "knows" beyond the header tables (unknown_kind) */
     uint32_t unk_kind[MAX_UNKNOWN], unk_size[MAX_UNKNOWN];
     int nunk;
@@ -580,6 +603,10 @@ static void parse_scenario(void) {
             else if (strcmp(tok[1], "legacy") == 0) sc.other_subscriber = OTHER_LEGACY;
             else if (strcmp(tok[1], "multi") == 0) sc.other_subscriber = OTHER_MULTI;
             else die("scenario line %d: other_subscriber none|legacy|multi", ln);
+        } else if (strcmp(d, "api_cbid_limit") == 0) {
+            NEED(2);
+            sc.cbid_limit[0] = (uint32_t)ARG(1);
+            sc.cbid_limit[1] = (uint32_t)ARG(2);
         } else if (strcmp(d, "multi_subscriber_unsupported") == 0) {
             sc.multi_subscriber_unsupported = 1;
         } else if (strcmp(d, "kernels") == 0) {
@@ -596,6 +623,13 @@ static void parse_scenario(void) {
             add_step(s);
         } else if (strcmp(d, "null_name") == 0) {
             add_step((struct step){OP_NULL_NAME, nt > 1 ? ARG(1) : 1, 10000, 5000, 0, NULL});
+        } else if (strcmp(d, "api_call") == 0) {
+            NEED(2);
+            int drv = nt > 3 && strcmp(tok[3], "driver") == 0;
+            if (nt > 3 && !drv) die("scenario line %d: api_call N CBID [driver]", ln);
+            need_kind(drv ? FC_CUPTI_ACTIVITY_KIND_DRIVER : FC_CUPTI_ACTIVITY_KIND_RUNTIME, ln);
+            if (ARG(2) == 0 || ARG(2) >= FC_MAX_CBID) die("scenario line %d: cbid out of range", ln);
+            add_step((struct step){OP_API_CALL, ARG(1), ARG(2), (uint64_t)drv, 0, NULL});
         } else if (strcmp(d, "api") == 0 || strcmp(d, "driver_api") == 0) {
             NEED(1);
             need_kind(FC_CUPTI_ACTIVITY_KIND_RUNTIME, ln);
@@ -731,6 +765,8 @@ static struct {
     uint64_t mixed_calls;
     CUpti_TimestampCallbackFunc tsfn;
     uint8_t enabled[FC_KIND_SLOTS];
+    uint8_t cbid_off[2][FC_MAX_CBID]; /* [runtime, driver]: switched off */
+    uint64_t skipped_cbid[2];
     int latency_ts;
     int thread_id_type;
     uint32_t flush_period_ms;
@@ -1436,6 +1472,31 @@ static void emit_api(struct clock *c, int driver) {
     if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(l.api_start, l.api_end, l.corr);
 }
 
+/* One API record of `cbid` with a correlation id of its own, unless that
+ * cbid is switched off (then counted, not written). */
+static void emit_api_call(struct clock *c, uint32_t cbid, int driver) {
+    uint32_t kind = driver ? FC_CUPTI_ACTIVITY_KIND_DRIVER : FC_CUPTI_ACTIVITY_KIND_RUNTIME;
+    pthread_mutex_lock(&g.mu);
+    int off = g.cbid_off[driver][cbid];
+    if (off) g.skipped_cbid[driver]++;
+    pthread_mutex_unlock(&g.mu);
+    if (off) return;
+    uint8_t r[64] = {0};
+    uint64_t start = c->t, end = c->t + 300;
+    c->t = end + 200;
+    uint32_t corr = c->next_corr++;
+    put_u32(r, FC_OFF_API_kind, kind);
+    put_u32(r, FC_OFF_API_cbid, cbid);
+    put_u64(r, FC_OFF_API_start, start);
+    put_u64(r, FC_OFF_API_end, end);
+    put_u32(r, FC_OFF_API_processId, (uint32_t)getpid());
+    put_u32(r, FC_OFF_API_threadId, launch_tid(c));
+    put_u32(r, FC_OFF_API_correlationId, corr);
+    put_u32(r, FC_OFF_API_returnValue, 0);
+    pace_until(c, end);
+    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+}
+
 static void emit_memcpy(struct clock *c, uint64_t bytes, uint32_t copy_kind, int paced) {
     const uint32_t kind = FC_CUPTI_ACTIVITY_KIND_MEMCPY;
     uint16_t sz = sc.lay->size[kind];
@@ -1612,6 +1673,9 @@ static void *worker_main(void *arg) {
         case OP_KERNELS:
         case OP_NULL_NAME:
             for (uint64_t k = 0; k < s->n; k++) emit_kernel(&c, s->a, s->b, s->name, 1);
+            break;
+        case OP_API_CALL:
+            for (uint64_t k = 0; k < s->n; k++) emit_api_call(&c, (uint32_t)s->a, (int)s->b);
             break;
         case OP_API:
         case OP_DRIVER_API:
@@ -1805,6 +1869,13 @@ static void write_summary(const char *state) {
             g.req2 ? "v2" : g.req ? "v1" : "none");
     for (unsigned k = 0; k < FC_KIND_SLOTS; k++)
         if (g.enabled[k]) fprintf(m, "enabled.%u 1\n", k);
+    for (int d = 0; d < 2; d++) {
+        unsigned off = 0;
+        for (unsigned c = 0; c < FC_MAX_CBID; c++) off += g.cbid_off[d][c];
+        const char *dom = d ? "driver" : "runtime";
+        fprintf(m, "api_cbids_off.%s %u\n", dom, off);
+        if (g.skipped_cbid[d]) fprintf(m, "skipped_cbid.%s %llu\n", dom, (unsigned long long)g.skipped_cbid[d]);
+    }
     for (int a = 0; a < 32; a++)
         if (g.attr_set[a]) fprintf(m, "attr.%d %llu\n", a, (unsigned long long)g.attrs[a]);
     pthread_mutex_unlock(&g.mu);
@@ -2036,6 +2107,9 @@ static CUptiResult set_kind(uint32_t kind, int on) {
     if (kind == 0 || kind >= sc.lay->kind_count) return ret(FC_CUPTI_ERROR_INVALID_KIND);
     pthread_mutex_lock(&g.mu);
     if (kind < FC_KIND_SLOTS) g.enabled[kind] = (uint8_t)on;
+    /* enabling the kind overrides earlier per-call switches */
+    if (on && kind == FC_CUPTI_ACTIVITY_KIND_RUNTIME) memset(g.cbid_off[0], 0, sizeof g.cbid_off[0]);
+    if (on && kind == FC_CUPTI_ACTIVITY_KIND_DRIVER) memset(g.cbid_off[1], 0, sizeof g.cbid_off[1]);
     if (on) maybe_start_worker_locked();
     pthread_mutex_unlock(&g.mu);
     return FC_CUPTI_SUCCESS;
@@ -2051,6 +2125,25 @@ EXPORT CUptiResult cuptiActivityEnable(uint32_t kind) {
 }
 EXPORT CUptiResult cuptiActivityDisable(uint32_t kind) {
     return enable_kind(FN_cuptiActivityDisable, kind, 0);
+}
+
+static CUptiResult switch_api_cbid(enum fc_fn fn, int driver, uint32_t cbid, uint8_t enable) {
+    int r = fc_enter(fn);
+    if (r >= 0) return ret(r);
+    if (sc.lay->api_version < 24) return ret(FC_CUPTI_ERROR_NOT_SUPPORTED); /* 12.6 */
+    GLOBAL_SCOPE();
+    uint32_t limit = sc.cbid_limit[driver] ? sc.cbid_limit[driver] : FC_MAX_CBID;
+    if (cbid == 0 || cbid >= limit || cbid >= FC_MAX_CBID) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    pthread_mutex_lock(&g.mu);
+    g.cbid_off[driver][cbid] = !enable;
+    pthread_mutex_unlock(&g.mu);
+    return FC_CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) {
+    return switch_api_cbid(FN_cuptiActivityEnableRuntimeApi, 0, cbid, enable);
+}
+EXPORT CUptiResult cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) {
+    return switch_api_cbid(FN_cuptiActivityEnableDriverApi, 1, cbid, enable);
 }
 
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
