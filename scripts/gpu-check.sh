@@ -20,6 +20,8 @@
 # 6. JAX under gputrace run (skipped when JAX is missing)
 # 7. overhead, alternating bare / gputrace / --no-api (scripts/gpu/overhead.sh;
 #    ROUNDS=0 skips it, ONLY=overhead runs nothing else)
+# 8. ONLY=launch: the same alternation on scripts/gpu/launch_cost.py, the
+#    CPU time of one kernel launch under each variant
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -46,6 +48,11 @@ log "machine"
   $PY -c 'import time; n=200000; t=time.perf_counter_ns(); [time.perf_counter_ns() for _ in range(n)]; print(f"clock read from Python: {(time.perf_counter_ns()-t)/n:.0f} ns")'
   nproc; } 2>&1 | tee -a "$S"
 
+if [ "${ONLY:-}" = launch ]; then
+    log "8. CPU cost per kernel launch (ONLY=launch)"
+    WORKLOAD=scripts/gpu/launch_cost.py GPUTRACE=$G scripts/gpu/overhead.sh "$W" 2>&1 | tee -a "$S"
+    exit 0
+fi
 if [ "${ONLY:-}" = overhead ]; then
     log "7. overhead only (ONLY=overhead)"
     GPUTRACE=$G scripts/gpu/overhead.sh "$W" 2>&1 | tee -a "$S"

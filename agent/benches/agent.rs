@@ -203,10 +203,12 @@ fn main() {
 /// Which records each launch makes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mix {
-    /// The agent's default (`api_calls` on): the runtime call, the driver
-    /// call it makes, and the kernel.
+    /// The runtime call, a driver call under it, and the kernel: the
+    /// densest stream (CUPTI 13.0 on an H200 did not record the driver call
+    /// inside a runtime call; see BENCHMARKS.md).
     Default,
-    /// The runtime call and the kernel.
+    /// The runtime call and the kernel: what PyTorch's launches make, as
+    /// measured on an H200 (about one API record per GPU record).
     RuntimeOnly,
     /// The kernel alone (`api_calls` off).
     KernelsOnly,
@@ -217,8 +219,8 @@ impl Mix {
 
     fn label(self) -> &'static str {
         match self {
-            Mix::Default => "runtime + driver + kernel (default)",
-            Mix::RuntimeOnly => "runtime + kernel",
+            Mix::Default => "runtime + driver + kernel",
+            Mix::RuntimeOnly => "runtime + kernel (measured PyTorch stream)",
             Mix::KernelsOnly => "kernels only",
         }
     }

@@ -5,7 +5,9 @@
 #   (GPUTRACE_DISABLE=1) [| gputrace run with another agent]
 # ROUNDS rounds (default 3) of STEPS steps (default 200) of train_small.py.
 #   scripts/gpu/overhead.sh OUTDIR
-# env: GPUTRACE (the CLI), PYTHON, ROUNDS, STEPS, and AGENTS="name=path ..."
+# env: GPUTRACE (the CLI), PYTHON, ROUNDS, STEPS, WORKLOAD (default
+# scripts/gpu/train_small.py; scripts/gpu/launch_cost.py times one launch),
+# and AGENTS="name=path ..."
 # for extra variants with another agent library (e.g. an older build).
 # Writes OUTDIR/overhead.json: per variant, each round's median step time,
 # and the median of those against bare.
@@ -17,7 +19,7 @@ G=${GPUTRACE:-target/release/gputrace}
 PY=${PYTHON:-python3}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-200}
-T=scripts/gpu/train_small.py
+T=${WORKLOAD:-scripts/gpu/train_small.py}
 variants="bare gputrace no-api disabled"
 for a in ${AGENTS:-}; do variants="$variants agent:${a%%=*}"; done
 for r in $(seq "$ROUNDS"); do
