@@ -512,6 +512,11 @@ impl Row {
 
 /// Write `v` as a varint at `base + len`; the new length.
 ///
+/// A plain loop: nearly every value here takes one to three bytes, and
+/// each column has its own inlined copy whose branch learns its lengths.
+/// A branchless form (spreading the 7-bit groups over one word and storing
+/// it whole) measured a third slower on the agent's writer benchmark.
+///
 /// # Safety
 /// `base` points to at least `len + 10` writable bytes.
 #[inline(always)]
@@ -1549,7 +1554,49 @@ mod tests {
         Ok(v)
     }
 
+    /// LEB128 byte by byte: what `write_varint` must produce.
+    fn reference_varint(mut v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+        out
+    }
+
+    #[test]
+    fn varints_are_leb128_at_every_length() {
+        let mut cases = vec![0u64, 1, u64::MAX];
+        for bits in 1..64 {
+            cases.extend([(1u64 << bits) - 1, 1u64 << bits, (1u64 << bits) + 1]);
+        }
+        for v in cases {
+            let mut b = vec![0xAAu8; 3];
+            b.reserve(10);
+            // Safety: 10 bytes of room reserved above.
+            unsafe {
+                let n = write_varint(b.as_mut_ptr(), b.len(), v);
+                b.set_len(n);
+            }
+            assert_eq!(&b[3..], reference_varint(v), "{v:#x}");
+            assert_eq!(&b[..3], [0xAA; 3], "bytes before are untouched");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn varints_match_leb128(v: u64, shift in 0u32..64) {
+            let v = v >> shift;
+            let mut b = Vec::with_capacity(10);
+            // Safety: 10 bytes of room.
+            unsafe {
+                let n = write_varint(b.as_mut_ptr(), 0, v);
+                b.set_len(n);
+            }
+            prop_assert_eq!(b, reference_varint(v));
+        }
+
         #[test]
         fn columns_round_trip(values in proptest::collection::vec(any::<u64>().prop_map(|v| v >> (v % 64)), 0..300)) {
             let mut b = Vec::new();
