@@ -192,7 +192,7 @@ fn emitted_records(run: &Run) -> Vec<(u32, u32, u64, u64, u64, String)> {
 
 const FULL: &str =
     "device\nkernels 40 20000 3000 void gemm<float, 128>(float const*, float*)\napi 40\nmemcpy 4 1048576 1\nmemcpy 2 4096 2\n\
-                    memset 3 4096\nsync 2\np2p 2 65536\nnull_name 1\nunknown_kind 5\ndropped 7\n";
+                    memset 3 4096\nsync 2\np2p 2 65536\nnull_name 1\nunknown_kind 5\ndropped 7\noverhead 3\n";
 
 #[test]
 fn trace_matches_the_records_cupti_delivered_in_every_layout() {
@@ -258,6 +258,12 @@ fn trace_matches_the_records_cupti_delivered_in_every_layout() {
             t.trailer().unwrap().extra.get("agent.records_skipped").map(String::as_str),
             Some("5"),
             "{version}: unknown kinds skipped"
+        );
+        // CUPTI's own overhead records, summed by kind in the trailer.
+        let flush = t.trailer().unwrap().extra.get("cupti.overhead.buffer_flush").cloned();
+        assert!(
+            flush.as_deref().is_some_and(|f| f.starts_with("3 records, ")),
+            "{version}: {flush:?}"
         );
         // Header identity.
         let h = t.header();
@@ -507,6 +513,29 @@ fn devices_come_from_cupti_records_when_the_driver_lists_none() {
     assert_eq!(t.header().devices[0].name, "Fake GPU");
     assert_eq!(t.event_counts().get(&EventKind::Kernel).copied(), Some(25));
     assert_eq!(t.event_counts().get(&EventKind::Api).copied(), Some(25));
+}
+
+#[test]
+fn cupti_overhead_is_summed_and_reported() {
+    let run = run_scenario(13, "kernels 20 1000 1000\napi 20\noverhead 4\n", &[], &["--ms", "300", "exit", "0"]);
+    let t = run.trace();
+    let flush = t
+        .trailer()
+        .unwrap()
+        .extra
+        .get("cupti.overhead.buffer_flush")
+        .cloned()
+        .unwrap_or_default();
+    assert!(flush.starts_with("4 records, "), "{flush}");
+    let out = common::gputrace(&["report", "--json", &t.path().display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let o = &doc["ranks"][0]["profiler_overhead"]["buffer_flush"];
+    assert_eq!(o["records"], 4, "{doc}");
+    assert!(o["ns"].as_u64().unwrap() > 0);
+    let out = common::gputrace(&["report", &t.path().display().to_string()]);
+    let human = text(&out.stdout);
+    assert!(human.contains("Profiler overhead") && human.contains("buffer flush"), "{human}");
 }
 
 #[test]

@@ -27,6 +27,8 @@ pub mod kind {
     pub const CONTEXT: u32 = 9;
     /// CONCURRENT_KERNEL.
     pub const CONCURRENT_KERNEL: u32 = 10;
+    /// OVERHEAD (CUPTI's and the driver's own costs).
+    pub const OVERHEAD: u32 = 17;
     /// MEMCPY2 (peer to peer).
     pub const MEMCPY2: u32 = 22;
     /// SYNCHRONIZATION.
@@ -63,6 +65,50 @@ pub struct SeenDevice {
     pub cc: (u32, u32),
 }
 
+/// CUPTI's own costs (OVERHEAD records), summed per overhead kind: how
+/// many and how long. Written into the trailer, so `info` and `report` can
+/// say what the profiling itself cost.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Overhead {
+    /// (records, ns) per entry of [`Overhead::NAMES`], the last one for
+    /// kinds this table does not name.
+    pub totals: [(u64, u64); Overhead::NAMES.len()],
+}
+
+impl Overhead {
+    /// `CUpti_ActivityOverheadKind` values and the names used in the trailer
+    /// (`cupti.overhead.<name>`); the last entry takes any other kind.
+    pub const NAMES: [(u32, &'static str); 10] = [
+        (1, "driver_compiler"),
+        (1 << 16, "buffer_flush"),
+        (2 << 16, "instrumentation"),
+        (3 << 16, "resource"),
+        (4 << 16, "module_loading"),
+        (5 << 16, "lazy_function_loading"),
+        (6 << 16, "command_buffer_full"),
+        (7 << 16, "activity_buffer_request"),
+        (8 << 16, "uvm_activity_init"),
+        (u32::MAX, "other"),
+    ];
+
+    /// Count one record of kind `kind` lasting `ns`.
+    pub fn add(&mut self, kind: u32, ns: u64) {
+        let i = Self::NAMES.iter().position(|(k, _)| *k == kind).unwrap_or(Self::NAMES.len() - 1);
+        let t = &mut self.totals[i];
+        t.0 += 1;
+        t.1 = t.1.saturating_add(ns);
+    }
+
+    /// `(name, records, ns)` of the kinds seen.
+    pub fn seen(&self) -> impl Iterator<Item = (&'static str, u64, u64)> + '_ {
+        Self::NAMES
+            .iter()
+            .zip(&self.totals)
+            .filter(|(_, t)| t.0 > 0)
+            .map(|((_, name), t)| (*name, t.0, t.1))
+    }
+}
+
 /// Per-process decoding state.
 #[derive(Default)]
 pub struct Decoder {
@@ -83,6 +129,8 @@ pub struct Decoder {
     pub skipped: u64,
     /// API records dropped as noise (queries such as cudaGetDevice).
     pub filtered_api: u64,
+    /// CUPTI's OVERHEAD records, summed by kind.
+    pub overhead: Overhead,
     /// Collect what the NCCL linker needs (set once the plugin is active).
     pub collect_comm: bool,
     /// Also hand over copies (set once a copy-engine collective was seen).
@@ -430,6 +478,12 @@ impl Decoder {
                     }
                     None
                 }
+                kind::OVERHEAD => {
+                    use layout::overhead as o;
+                    let (start, end): (u64, u64) = (rd(rec, o::START), rd(rec, o::END));
+                    self.overhead.add(rd(rec, o::OVERHEAD_KIND), end.saturating_sub(start));
+                    None
+                }
                 kind::CONTEXT => {
                     use layout::context as o;
                     self.note_context(rd(rec, o::CONTEXT_ID), rd(rec, o::DEVICE_ID));
@@ -762,6 +816,17 @@ mod tests {
             (d.comm_kernels[2].start, d.comm_kernels[2].end, d.comm_kernels[2].correlation),
             (30, 45, 9)
         );
+    }
+
+    #[test]
+    fn overhead_is_summed_by_kind_with_unknown_kinds_as_other() {
+        let mut o = Overhead::default();
+        o.add(2 << 16, 1_000);
+        o.add(2 << 16, 500);
+        o.add(1 << 16, 7);
+        o.add(42 << 16, 3);
+        let seen: Vec<_> = o.seen().collect();
+        assert_eq!(seen, vec![("buffer_flush", 1, 7), ("instrumentation", 2, 1_500), ("other", 1, 3)]);
     }
 
     #[test]

@@ -162,6 +162,7 @@ pub fn start() -> Result<(), String> {
         kind::MEMCPY2,
         kind::MEMSET,
         kind::SYNCHRONIZATION,
+        kind::OVERHEAD,
         kind::DEVICE,
         kind::CONTEXT,
     ];
@@ -678,6 +679,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             .extra
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
         trailer.extra.insert("agent.records_skipped".into(), dec.skipped.to_string());
+        for (name, records, ns) in dec.overhead.seen() {
+            trailer
+                .extra
+                .insert(format!("cupti.overhead.{name}"), format!("{records} records, {ns} ns"));
+        }
         if let Some(st) = crate::nccl::state() {
             trailer.extra.insert("nccl.linked".into(), nccl.linker.linked.to_string());
             trailer.extra.insert(

@@ -644,6 +644,10 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             losses,
             events: file.event_total(),
             hta: hta_rank,
+            profiler_overhead: file
+                .trailer()
+                .map(|t| crate::report::OverheadTotal::from_trailer(&t.extra))
+                .unwrap_or_default(),
         },
         kernels,
         copies: copy_aggs,

@@ -307,6 +307,18 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
         }
     }
+    if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty()) {
+        let _ = writeln!(o, "\n{}", st.heading("Profiler overhead (CUPTI's own records)"));
+        for rk in r.ranks.iter().filter(|rk| !rk.profiler_overhead.is_empty()) {
+            let mut kinds: Vec<_> = rk.profiler_overhead.iter().collect();
+            kinds.sort_by_key(|(k, t)| (std::cmp::Reverse(t.ns), *k));
+            let parts: Vec<String> = kinds
+                .iter()
+                .map(|(k, t)| format!("{} {} ({} records)", k.replace('_', " "), ns(t.ns), t.records))
+                .collect();
+            let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join(", "));
+        }
+    }
     let not_imported: u64 = r.ranks.iter().flat_map(|rk| rk.losses.not_imported.values()).sum();
     if not_imported > 0 {
         let _ = writeln!(

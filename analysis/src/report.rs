@@ -66,6 +66,41 @@ pub struct RankReport {
     pub events: u64,
     /// What HTA-compatible mode left out of this trace (null without it).
     pub hta: Option<HtaRank>,
+    /// The profiler's own costs that CUPTI recorded (OVERHEAD records,
+    /// summed by kind in the agent's trailer: `instrumentation`,
+    /// `buffer_flush`, `resource`, ...). Empty when none were recorded.
+    pub profiler_overhead: BTreeMap<String, OverheadTotal>,
+}
+
+/// One kind of CUPTI overhead in a trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OverheadTotal {
+    /// OVERHEAD records of this kind.
+    pub records: u64,
+    /// Their summed duration.
+    pub ns: u64,
+}
+
+impl OverheadTotal {
+    /// From the trailer's `cupti.overhead.<kind>` entries
+    /// (`"<records> records, <ns> ns"`); entries that do not parse are left out.
+    pub fn from_trailer(extra: &BTreeMap<String, String>) -> BTreeMap<String, OverheadTotal> {
+        extra
+            .iter()
+            .filter_map(|(k, v)| {
+                let kind = k.strip_prefix("cupti.overhead.")?;
+                let (records, ns) = v.split_once(" records, ")?;
+                let ns = ns.strip_suffix(" ns")?;
+                Some((
+                    kind.to_string(),
+                    OverheadTotal {
+                        records: records.parse().ok()?,
+                        ns: ns.parse().ok()?,
+                    },
+                ))
+            })
+            .collect()
+    }
 }
 
 /// What HTA-compatible mode ([`crate::HtaCompat`]) did to one trace.
@@ -535,4 +570,34 @@ pub struct Cost {
     pub startup_teardown_usd: f64,
     /// Sum of the four above.
     pub not_compute_usd: f64,
+}
+
+#[cfg(test)]
+mod overhead_tests {
+    use super::OverheadTotal;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn overhead_comes_from_the_trailer_entries_that_parse() {
+        let extra: BTreeMap<String, String> = [
+            ("cupti.overhead.instrumentation", "12 records, 3400000 ns"),
+            ("cupti.overhead.buffer_flush", "3 records, 900 ns"),
+            ("cupti.overhead.garbled", "many records"),
+            ("cupti.library", "libcupti.so.13"),
+            ("agent.api_calls_filtered", "0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let o = OverheadTotal::from_trailer(&extra);
+        assert_eq!(o.len(), 2, "{o:?}");
+        assert_eq!(
+            o["instrumentation"],
+            OverheadTotal {
+                records: 12,
+                ns: 3_400_000
+            }
+        );
+        assert_eq!(o["buffer_flush"], OverheadTotal { records: 3, ns: 900 });
+    }
 }
