@@ -140,6 +140,49 @@ fn msg_nelems(op: &str, count: u64, nranks: u32) -> (u64, u64) {
     }
 }
 
+/// What an event's opening text is made of (see `JsonWriter::open_named_at`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PrefixKey {
+    ordinal: u32,
+    /// Index into [`PrefixKey::CATS`].
+    cat: u8,
+    name: u32,
+    pid: u64,
+    tid: u64,
+}
+
+impl PrefixKey {
+    const KERNEL: u8 = 0;
+    const RUNTIME: u8 = 1;
+    const DRIVER: u8 = 2;
+    const CATS: [&'static [u8]; 3] = [b"kernel", b"cuda_runtime", b"cuda_driver"];
+
+    fn hash(&self) -> u64 {
+        (self.name as u64) ^ (self.cat as u64) << 32 ^ self.tid.rotate_left(40) ^ self.pid.rotate_left(20) ^ (self.ordinal as u64) << 56
+    }
+}
+
+/// Direct-mapped cache of event openings: (key, text, where the place
+/// starts in the text). A miss reformats the slot.
+struct PrefixCache {
+    slots: Vec<Option<(PrefixKey, Vec<u8>, usize)>>,
+}
+
+impl PrefixCache {
+    const SLOTS: usize = 1024;
+
+    fn new() -> Self {
+        PrefixCache {
+            slots: (0..Self::SLOTS).map(|_| None).collect(),
+        }
+    }
+
+    #[inline]
+    fn slot(&mut self, key: &PrefixKey) -> &mut Option<(PrefixKey, Vec<u8>, usize)> {
+        &mut self.slots[(key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % Self::SLOTS]
+    }
+}
+
 struct JsonWriter<W: Write> {
     out: Out<W>,
     base: u64,
@@ -153,6 +196,12 @@ struct JsonWriter<W: Write> {
     gpu_text: TextCache<GpuIdsKey, 64>,
     /// A kernel's registers, shared memory, grid and block args by their values.
     launch_text: TextCache<LaunchKey, 1024>,
+    /// The opening of the events that make up nearly every trace (kernels
+    /// and CUDA calls): `,\n{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":`
+    /// by what it is made of, with where its place (`,"pid":…`) starts.
+    prefix_text: PrefixCache,
+    /// An API call's `,"args":{"cbid":…,"correlation":` by cbid.
+    cbid_text: TextCache<u32, 256>,
     /// The current event's `,"pid":…,"tid":…,"ts":…` text: its (pid, tid,
     /// ts) and where it lies in `out.buf`, so that its flow copies it
     /// (empty before the event writes it; nothing is flushed in between).
@@ -214,6 +263,8 @@ impl<W: Write> JsonWriter<W> {
             place_text: TextCache::new(),
             gpu_text: TextCache::new(),
             launch_text: TextCache::new(),
+            prefix_text: PrefixCache::new(),
+            cbid_text: TextCache::new(),
             last_place: ((0, 0, 0), 0..0),
             last_corr: (0, 0..0),
         }
@@ -331,6 +382,56 @@ impl<W: Write> JsonWriter<W> {
         b.extend_from_slice(b"\",\"cat\":\"");
         b.extend_from_slice(cat);
         b.push(b'"');
+    }
+
+    /// Open an event of category `cat` (a [`PrefixKey`] tag: kernel,
+    /// runtime or driver call) named `name`, at `pid`/`tid` and time `ts`:
+    /// the same bytes as [`Self::open`], [`Self::name_id`] and
+    /// [`Self::pid_tid_ts`] in turn, copied from a cache in one piece.
+    #[inline]
+    fn open_named_at(&mut self, input: &Input<'_>, cat: u8, name: StringId, pid: u64, tid: u64, ts: u64) {
+        let key = PrefixKey {
+            ordinal: input.ordinal as u32,
+            cat,
+            name: name.0,
+            pid,
+            tid,
+        };
+        let slot = self.prefix_text.slot(&key);
+        let place_at = match slot {
+            Some((k, _, at)) if *k == key => *at,
+            _ => {
+                let mut t = match slot.take() {
+                    Some((_, mut t, _)) => {
+                        t.clear();
+                        t
+                    }
+                    None => Vec::new(),
+                };
+                t.extend_from_slice(b",\n{\"ph\":\"X\",\"cat\":\"");
+                t.extend_from_slice(PrefixKey::CATS[cat as usize]);
+                t.extend_from_slice(b"\",\"name\":");
+                put_json_str(&mut t, &input.trace.name(name));
+                let at = t.len();
+                t.extend_from_slice(b",\"pid\":");
+                put_u64(&mut t, pid);
+                t.extend_from_slice(b",\"tid\":");
+                put_u64(&mut t, tid);
+                t.extend_from_slice(b",\"ts\":");
+                *slot = Some((key, t, at));
+                at
+            }
+        };
+        let text = &slot.as_ref().expect("filled above").1;
+        let b = &mut self.out.buf;
+        // The first event of the array has no separating comma.
+        let skip = usize::from(self.first);
+        self.first = false;
+        let start = b.len();
+        b.extend_from_slice(&text[skip..]);
+        let at = start + place_at - skip;
+        put_micros(b, ts.saturating_sub(self.base));
+        self.last_place = ((pid, tid, ts), at..b.len());
     }
 
     #[inline]
@@ -498,11 +599,15 @@ impl<W: Write> JsonWriter<W> {
 
     /// A flow event of the event just written: its id and its place and
     /// time are copied from that event's text when they are the same.
-    fn flow(&mut self, ph: &[u8], id: u64, pid: u64, tid: u64, ts: u64) {
+    fn flow(&mut self, end: bool, id: u64, pid: u64, tid: u64, ts: u64) {
         let (place, corr) = (self.last_place.clone(), self.last_corr.clone());
-        self.open(ph, b"ac2g");
+        // An event came before (the flow's own), so a comma always separates.
         let b = &mut self.out.buf;
-        b.extend_from_slice(b",\"name\":\"ac2g\",\"id\":");
+        b.extend_from_slice(if end {
+            b",\n{\"ph\":\"f\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":"
+        } else {
+            b",\n{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":"
+        });
         if corr.0 == id && !corr.1.is_empty() {
             b.extend_from_within(corr.1);
         } else {
@@ -513,10 +618,7 @@ impl<W: Write> JsonWriter<W> {
         } else {
             self.pid_tid_ts(pid, tid, ts);
         }
-        if ph == b"f" {
-            self.out.buf.extend_from_slice(b",\"bp\":\"e\"");
-        }
-        self.out.buf.push(b'}');
+        self.out.buf.extend_from_slice(if end { b",\"bp\":\"e\"}" } else { b"}" });
     }
 }
 
@@ -556,9 +658,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
         let (s, e) = (item.start, item.end);
         match item.event {
             Event::Kernel(k) => {
-                self.open(b"X", b"kernel");
-                self.name_id(input, k.name);
-                self.pid_tid_ts(pid, tid, s);
+                self.open_named_at(input, PrefixKey::KERNEL, k.name, pid, tid, s);
                 self.dur(s, e);
                 self.gpu_args(k.device, k.context, k.stream, k.correlation);
                 let (key, hash) = launch_key(k);
@@ -630,19 +730,24 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.out.buf.extend_from_slice(b"}}");
             }
             Event::Api(a) => {
-                self.open(
-                    b"X",
-                    if a.domain == ApiDomain::DRIVER {
-                        b"cuda_driver"
-                    } else {
-                        b"cuda_runtime"
-                    },
-                );
-                self.name_id(input, a.name);
-                self.pid_tid_ts(pid, tid, s);
+                let cat = if a.domain == ApiDomain::DRIVER {
+                    PrefixKey::DRIVER
+                } else {
+                    PrefixKey::RUNTIME
+                };
+                self.open_named_at(input, cat, a.name, pid, tid, s);
                 self.dur(s, e);
-                self.arg_u64(b",\"args\":{\"cbid\":", a.cbid as u64);
-                self.correlation(a.correlation.0 as u64);
+                let cbid = a.cbid;
+                self.cbid_text.put(&mut self.out.buf, cbid, cbid as u64, |t| {
+                    t.extend_from_slice(b",\"args\":{\"cbid\":");
+                    put_u64(t, cbid as u64);
+                    t.extend_from_slice(b",\"correlation\":");
+                });
+                let b = &mut self.out.buf;
+                let at = b.len();
+                let corr = a.correlation.0 as u64;
+                put_u64(b, corr);
+                self.last_corr = (corr, at..b.len());
                 if a.return_value != 0 {
                     self.arg_u64(b",\"return\":", a.return_value as u64);
                 }
@@ -708,8 +813,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
             }
         }
         match item.flow {
-            Flow::Out(id) => self.flow(b"s", id, pid, tid, s),
-            Flow::In(id) => self.flow(b"f", id, pid, tid, s),
+            Flow::Out(id) => self.flow(false, id, pid, tid, s),
+            Flow::In(id) => self.flow(true, id, pid, tid, s),
             Flow::None => {}
         }
         self.out.maybe_flush()?;

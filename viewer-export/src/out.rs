@@ -218,6 +218,9 @@ pub(crate) fn put_i64(buf: &mut Vec<u8>, v: i64) {
 /// computed with integers so no precision is lost.
 #[inline]
 pub(crate) fn put_micros(buf: &mut Vec<u8>, ns: u64) {
+    // One conversion of the integer part and three divisions by constants
+    // for the fraction; converting both with `eight_digits` and storing
+    // them as two words measured no faster.
     put_u64(buf, ns / 1000);
     let frac = (ns % 1000) as u16;
     buf.extend_from_slice(&[
@@ -281,6 +284,17 @@ mod tests {
                 let mut b = b"x".to_vec();
                 put_u64(&mut b, x);
                 proptest::prop_assert_eq!(String::from_utf8(b).unwrap(), format!("x{x}"));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn micros_are_written_as_formatting_writes_them(v: u64, shift in 0u32..64) {
+            for ns in [v, v >> shift, 10u64.pow(shift % 20), 10u64.pow(shift % 20) - 1, 99_999_999_999, 100_000_000_000] {
+                let mut b = b"x".to_vec();
+                put_micros(&mut b, ns);
+                proptest::prop_assert_eq!(String::from_utf8(b).unwrap(), format!("x{}.{:03}", ns / 1000, ns % 1000));
             }
         }
     }
