@@ -50,21 +50,36 @@ impl<W: Write> Out<W> {
 pub(crate) struct Recent<K, V> {
     slots: [Option<(K, V)>; 4],
     next: usize,
+    /// The slot of the last hit, tried first (the next event is often on
+    /// the same lane).
+    hit: usize,
 }
 
 impl<K: PartialEq + Copy, V: Copy> Recent<K, V> {
     pub fn new() -> Self {
-        Recent { slots: [None; 4], next: 0 }
+        Recent {
+            slots: [None; 4],
+            next: 0,
+            hit: 0,
+        }
     }
 
     #[inline]
-    pub fn get(&self, key: &K) -> Option<V> {
-        self.slots.iter().flatten().find(|(k, _)| k == key).map(|(_, v)| *v)
+    pub fn get(&mut self, key: &K) -> Option<V> {
+        if let Some((k, v)) = &self.slots[self.hit] {
+            if k == key {
+                return Some(*v);
+            }
+        }
+        let i = self.slots.iter().position(|s| s.as_ref().is_some_and(|(k, _)| k == key))?;
+        self.hit = i;
+        self.slots[i].map(|(_, v)| v)
     }
 
     #[inline]
     pub fn put(&mut self, key: K, value: V) {
         self.slots[self.next] = Some((key, value));
+        self.hit = self.next;
         self.next = (self.next + 1) % self.slots.len();
     }
 }
@@ -165,7 +180,7 @@ fn eight_digits(v: u32) -> u64 {
 
 /// Append the decimal digits of `v`, eight at a time, with one 8-byte
 /// store per group of eight (no loop per digit, no intermediate buffer).
-#[inline]
+#[inline(always)]
 pub(crate) fn put_u64(buf: &mut Vec<u8>, v: u64) {
     const ASCII: u64 = 0x3030_3030_3030_3030;
     if v < 10 {

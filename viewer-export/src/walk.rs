@@ -301,6 +301,17 @@ struct Annotations {
 }
 
 impl Annotations {
+    /// Give the enclosing range of annotation `i` the calls made in `i`
+    /// (when `i` closes in the pre-pass: calls are counted in the innermost
+    /// open range only).
+    fn fold_into_parent(&mut self, i: usize) {
+        if let Some(p) = self.all[i].parent {
+            let (lo, hi, calls) = (self.all[i].lo, self.all[i].hi, self.all[i].calls);
+            let a = &mut self.all[p];
+            (a.lo, a.hi, a.calls) = (a.lo.min(lo), a.hi.max(hi), a.calls + calls);
+        }
+    }
+
     /// Mark the pure ones and index them.
     fn finish(&mut self, launches: &IdSet) {
         for a in &mut self.all {
@@ -335,7 +346,8 @@ impl Annotations {
         k
     }
 
-    /// Extend the GPU span of every annotation that launched `c`.
+    /// Extend the GPU span of the innermost annotation that launched `c`.
+    /// Its pure ancestors launched `c` too; [`Self::settle`] extends them.
     fn add(&mut self, c: u32, lane: Lane, start: u64, end: u64) {
         let k = self.count_up_to(c);
         let mut next = k.checked_sub(1).map(|k| self.by_lo[k]);
@@ -345,15 +357,47 @@ impl Annotations {
         while let Some(i) = next {
             let a = &mut self.all[i];
             if a.pure && a.lo <= c && c <= a.hi {
-                match a.spans.iter_mut().find(|s| s.0 == lane) {
-                    Some(s) => {
-                        s.1 = s.1.min(start);
-                        s.2 = s.2.max(end);
-                    }
-                    None => a.spans.push((lane, start, end)),
-                }
+                a.extend(lane, start, end);
+                return;
             }
             next = a.parent;
+        }
+    }
+
+    /// Extend every annotation's spans by those of the pure annotations
+    /// nested in it, so that each covers all GPU work launched inside it.
+    /// A parent comes before its children in `all`, so one pass from the
+    /// end carries spans all the way up. Extending is min/max, so settling
+    /// again changes nothing.
+    fn settle(&mut self) {
+        for i in (0..self.all.len()).rev() {
+            if self.all[i].spans.is_empty() {
+                continue;
+            }
+            // The nearest pure ancestor (an impure one gets no spans).
+            let mut up = self.all[i].parent;
+            while let Some(p) = up.filter(|&p| !self.all[p].pure) {
+                up = self.all[p].parent;
+            }
+            let Some(p) = up else { continue };
+            let spans = std::mem::take(&mut self.all[i].spans);
+            for &(lane, start, end) in &spans {
+                self.all[p].extend(lane, start, end);
+            }
+            self.all[i].spans = spans;
+        }
+    }
+}
+
+impl Annotation {
+    /// Extend the span on `lane` to cover `start..end`.
+    fn extend(&mut self, lane: Lane, start: u64, end: u64) {
+        match self.spans.iter_mut().find(|s| s.0 == lane) {
+            Some(s) => {
+                s.1 = s.1.min(start);
+                s.2 = s.2.max(end);
+            }
+            None => self.spans.push((lane, start, end)),
         }
     }
 }
@@ -511,13 +555,18 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                             return;
                         }
                         while open.last().is_some_and(|&(end, _)| end <= s) {
-                            open.pop();
+                            if let Some((_, i)) = open.pop() {
+                                annotations.fold_into_parent(i);
+                            }
                         }
                         if *calls_only {
                             let c = sp.corr;
                             if c != 0 {
                                 launches.insert(c);
-                                for &(_, i) in &open {
+                                // The innermost open range only: its
+                                // enclosing ranges get its calls when it
+                                // closes (`fold_into_parent`).
+                                if let Some(&(_, i)) = open.last() {
                                     let an = &mut annotations.all[i];
                                     (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
                                 }
@@ -537,6 +586,9 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                         }
                     },
                 )?;
+                while let Some((_, i)) = open.pop() {
+                    annotations.fold_into_parent(i);
+                }
             }
             annotations.finish(&launches);
         } else {
@@ -691,6 +743,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 visitor.utilization(&input, &u)?;
             }
             if let Some(d) = device {
+                annotations.settle();
                 project_annotations(&input, &annotations, d, visitor)?;
             }
             if stats.truncated {
