@@ -32,7 +32,7 @@
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
 use crate::out::*;
-use crate::walk::{walk, Flow, Input, Item, Lane, Visitor, WalkOptions};
+use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Visitor, WalkOptions};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -188,8 +188,8 @@ struct JsonWriter<W: Write> {
     base: u64,
     first: bool,
     inputs: Vec<InputState>,
-    /// The last lanes placed: (input, lane) → (pid, tid).
-    recent: Recent<(usize, Lane), (u64, u64)>,
+    /// (pid, tid) by [`LaneId`] of the current input (`None`: not placed yet).
+    places: Vec<Option<(u64, u64)>>,
     /// `,"pid":…,"tid":…,"ts":` by (pid, tid).
     place_text: TextCache<(u64, u64), 64>,
     /// `,"args":{"device":…,"context":…,"stream":…` by those ids.
@@ -259,7 +259,7 @@ impl<W: Write> JsonWriter<W> {
             base: plan.base,
             first: true,
             inputs,
-            recent: Recent::new(),
+            places: Vec::new(),
             place_text: TextCache::new(),
             gpu_text: TextCache::new(),
             launch_text: TextCache::new(),
@@ -540,11 +540,17 @@ impl<W: Write> JsonWriter<W> {
 
     /// (pid, tid) of a lane; names the lane's process and thread the first
     /// time it is used.
-    fn place(&mut self, input: &Input<'_>, lane: Lane) -> (u64, u64) {
-        let ordinal = input.ordinal;
-        if let Some(place) = self.recent.get(&(ordinal, lane)) {
-            return place;
+    #[inline]
+    fn place(&mut self, input: &Input<'_>, lane: Lane, id: LaneId) -> (u64, u64) {
+        match self.places.get(id.index()) {
+            Some(&Some(place)) => place,
+            _ => self.place_new(input, lane, id),
         }
+    }
+
+    #[cold]
+    fn place_new(&mut self, input: &Input<'_>, lane: Lane, id: LaneId) -> (u64, u64) {
+        let ordinal = input.ordinal;
         let host_pid = self.inputs[ordinal].host_pid;
         let gpu_base = self.inputs[ordinal].gpu_pid_base;
         let gpu_pid = |d: DeviceId| gpu_base + d.0 as u64;
@@ -593,7 +599,10 @@ impl<W: Write> JsonWriter<W> {
             self.metadata(b"thread_name", pid, Some(tid), b"name", &name);
             self.metadata(b"thread_sort_index", pid, Some(tid), b"sort_index", &tid.to_string());
         }
-        self.recent.put((ordinal, lane), (pid, tid));
+        if self.places.len() <= id.index() {
+            self.places.resize(id.index() + 1, None);
+        }
+        self.places[id.index()] = Some((pid, tid));
         (pid, tid)
     }
 
@@ -624,6 +633,8 @@ impl<W: Write> JsonWriter<W> {
 
 impl<W: Write> Visitor for JsonWriter<W> {
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
+        // Lane ids are per input.
+        self.places.clear();
         let h = input.trace.header();
         let pid = self.inputs[input.ordinal].host_pid;
         let mut label = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
@@ -636,12 +647,12 @@ impl<W: Write> Visitor for JsonWriter<W> {
         Ok(())
     }
 
-    fn end_slice(&mut self, _: &Input<'_>, _: Lane, _: u64) -> Result<()> {
+    fn end_slice(&mut self, _: &Input<'_>, _: LaneId, _: u64) -> Result<()> {
         Ok(())
     }
 
-    fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, name: StringId, start: u64, end: u64) -> Result<()> {
-        let (pid, tid) = self.place(input, lane);
+    fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, end: u64) -> Result<()> {
+        let (pid, tid) = self.place(input, lane, id);
         self.open(b"X", b"gpu_user_annotation");
         self.name_id(input, name);
         self.pid_tid_ts(pid, tid, start);
@@ -654,7 +665,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
         self.last_place.1 = 0..0;
         self.last_corr.1 = 0..0;
-        let (pid, tid) = self.place(input, item.lane);
+        let (pid, tid) = self.place(input, item.lane, item.lane_id);
         let (s, e) = (item.start, item.end);
         match item.event {
             Event::Kernel(k) => {

@@ -36,7 +36,7 @@ use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
 use crate::out::{gpu_ids_key, launch_key, GpuIdsKey, LaunchKey, Out, Recent, TextCache};
 use crate::proto::*;
-use crate::walk::{walk, Flow, Input, Item, Lane, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
+use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use rustc_hash::FxHashMap;
@@ -229,6 +229,9 @@ struct ProtoWriter<W: Write> {
     /// Names that are not in a string table (memcpy labels, ...).
     label_iids: FxHashMap<String, u64>,
     uuids: FxHashMap<TrackKey, u64>,
+    /// Track uuid by [`LaneId`] of the current input (0: not described yet;
+    /// uuids start at 1).
+    lane_uuids: Vec<u64>,
     /// The last tracks looked up (events alternate among a few lanes).
     recent: Recent<TrackKey, u64>,
     /// Interned names the current packet must carry.
@@ -337,6 +340,7 @@ impl<W: Write> ProtoWriter<W> {
             next_iid: 1,
             label_iids: FxHashMap::default(),
             uuids: FxHashMap::default(),
+            lane_uuids: Vec::new(),
             recent: Recent::new(),
             new_names: Vec::new(),
             arg_cache: ArgCache {
@@ -422,6 +426,23 @@ impl<W: Write> ProtoWriter<W> {
         uuid
     }
 
+    /// The uuid of lane `id`, describing its track first if needed.
+    #[inline]
+    fn lane_uuid(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, event: Option<&Event>) -> u64 {
+        match self.lane_uuids.get(id.index()) {
+            Some(&uuid) if uuid != 0 => uuid,
+            _ => {
+                let uuid = self.describe_lane(input, lane, event);
+                if self.lane_uuids.len() <= id.index() {
+                    self.lane_uuids.resize(id.index() + 1, 0);
+                }
+                self.lane_uuids[id.index()] = uuid;
+                uuid
+            }
+        }
+    }
+
+    #[cold]
     fn describe_lane(&mut self, input: &Input<'_>, lane: Lane, event: Option<&Event>) -> u64 {
         let ordinal = input.ordinal;
         let key = lane_key(ordinal, lane);
@@ -655,6 +676,8 @@ impl<W: Write> ProtoWriter<W> {
 
 impl<W: Write> Visitor for ProtoWriter<W> {
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
+        // Lane ids are per input.
+        self.lane_uuids.clear();
         let h = input.trace.header();
         let pid = self.inputs[input.ordinal].pid;
         let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
@@ -682,7 +705,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
 
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
         let e = item.event;
-        let track = self.describe_lane(input, item.lane, Some(e));
+        let track = self.lane_uuid(input, item.lane, item.lane_id, Some(e));
         let name = self.event_name(input, e);
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
@@ -717,8 +740,8 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         Ok(())
     }
 
-    fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, name: StringId, start: u64, _end: u64) -> Result<()> {
-        let track = self.describe_lane(input, lane, None);
+    fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, _end: u64) -> Result<()> {
+        let track = self.lane_uuid(input, lane, id, None);
         let name = self.name_iid_id(input, name);
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
@@ -779,8 +802,10 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         Ok(())
     }
 
-    fn end_slice(&mut self, input: &Input<'_>, lane: Lane, at: u64) -> Result<()> {
-        let track = self.uuid(lane_key(input.ordinal, lane)).expect("a slice ends on a described track");
+    fn end_slice(&mut self, _: &Input<'_>, lane: LaneId, at: u64) -> Result<()> {
+        // A slice ends only on a lane one of its events described.
+        let track = self.lane_uuids.get(lane.index()).copied().unwrap_or(0);
+        debug_assert!(track != 0, "a slice ends on a described track");
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
         uint(b, P_TIMESTAMP, at);

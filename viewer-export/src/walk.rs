@@ -86,6 +86,19 @@ impl Lane {
     }
 }
 
+/// A lane's index among the lanes of its input, in the order the walk
+/// first met them. Writers keep what they made of a lane (a track uuid, a
+/// pid/tid pair) in a vector indexed by it instead of looking the lane up
+/// by value for every event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneId(pub u32);
+
+impl LaneId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Flow arrow attached to an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flow {
@@ -110,6 +123,7 @@ pub(crate) fn is_instant(e: &Event) -> bool {
 pub(crate) struct Item<'e> {
     pub event: &'e Event,
     pub lane: Lane,
+    pub lane_id: LaneId,
     pub start: u64,
     pub end: u64,
     pub flow: Flow,
@@ -131,7 +145,7 @@ pub(crate) trait Visitor {
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()>;
     /// The innermost open slice on `lane` ends at `at` (called in time
     /// order per lane, after every event that starts before `at`).
-    fn end_slice(&mut self, input: &Input<'_>, lane: Lane, at: u64) -> Result<()>;
+    fn end_slice(&mut self, input: &Input<'_>, lane: LaneId, at: u64) -> Result<()>;
     /// The GPU time of one device by category, after its last event (only
     /// when the walk was asked for bins).
     fn utilization(&mut self, _input: &Input<'_>, _util: &Utilization) -> Result<()> {
@@ -140,7 +154,7 @@ pub(crate) trait Visitor {
     /// An NVTX range's span on one GPU stream (a [`Lane::Ranges`] slice,
     /// ended by `end_slice`), after the GPU's last event; only when the walk
     /// was asked for annotations.
-    fn gpu_annotation(&mut self, _input: &Input<'_>, _lane: Lane, _name: StringId, _start: u64, _end: u64) -> Result<()> {
+    fn gpu_annotation(&mut self, _input: &Input<'_>, _lane: Lane, _id: LaneId, _name: StringId, _start: u64, _end: u64) -> Result<()> {
         Ok(())
     }
 }
@@ -412,14 +426,16 @@ fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
     .filter(|c| c.0 != 0)
 }
 
-/// Open slices of the lanes of the current track.
+/// The lanes of the current input, each with the ends of its open slices
+/// (innermost last); a lane's position here is its [`LaneId`].
 struct Lanes {
     open: Vec<(Lane, Vec<u64>)>,
     last: usize,
 }
 
 impl Lanes {
-    fn stack(&mut self, lane: Lane) -> &mut Vec<u64> {
+    /// The id of `lane`, added if new.
+    fn id(&mut self, lane: Lane) -> LaneId {
         if !matches!(self.open.get(self.last), Some((l, _)) if *l == lane) {
             self.last = match self.open.iter().position(|(l, _)| *l == lane) {
                 Some(i) => i,
@@ -429,14 +445,25 @@ impl Lanes {
                 }
             };
         }
-        &mut self.open[self.last].1
+        LaneId(self.last as u32)
+    }
+
+    /// The open slices of lane `id`.
+    fn stack(&mut self, id: LaneId) -> &mut Vec<u64> {
+        &mut self.open[id.index()].1
     }
 }
 
 /// The NVTX ranges' spans on the streams of GPU `device`, as slices of
 /// [`Lane::Ranges`] lanes in time order, nested (a span that overlaps its
 /// parent's end, possible only when threads share a stream, is cut there).
-fn project_annotations(input: &Input<'_>, annotations: &Annotations, device: DeviceId, visitor: &mut impl Visitor) -> Result<()> {
+fn project_annotations(
+    input: &Input<'_>,
+    annotations: &Annotations,
+    lanes: &mut Lanes,
+    device: DeviceId,
+    visitor: &mut impl Visitor,
+) -> Result<()> {
     let mut spans: Vec<(Lane, u64, Reverse<u64>, StringId)> = Vec::new();
     for a in &annotations.all {
         for &(lane, start, end) in &a.spans {
@@ -454,28 +481,31 @@ fn project_annotations(input: &Input<'_>, annotations: &Annotations, device: Dev
     }
     spans.sort_unstable();
     let mut open: Vec<u64> = Vec::new();
+    let mut prev: Option<LaneId> = None;
     for (i, &(lane, start, Reverse(mut end), name)) in spans.iter().enumerate() {
-        if i > 0 && spans[i - 1].0 != lane {
+        let id = lanes.id(lane);
+        if let (true, Some(prev)) = (i > 0 && spans[i - 1].0 != lane, prev) {
             while let Some(top) = open.pop() {
-                visitor.end_slice(input, spans[i - 1].0, top)?;
+                visitor.end_slice(input, prev, top)?;
             }
         }
+        prev = Some(id);
         while let Some(&top) = open.last() {
             if top > start {
                 break;
             }
             open.pop();
-            visitor.end_slice(input, lane, top)?;
+            visitor.end_slice(input, id, top)?;
         }
         if let Some(&parent) = open.last() {
             end = end.min(parent);
         }
         open.push(end);
-        visitor.gpu_annotation(input, lane, name, start, end)?;
+        visitor.gpu_annotation(input, lane, id, name, start, end)?;
     }
-    if let Some(last) = spans.last() {
+    if let Some(last) = prev {
         while let Some(top) = open.pop() {
-            visitor.end_slice(input, last.0, top)?;
+            visitor.end_slice(input, last, top)?;
         }
     }
     Ok(())
@@ -619,6 +649,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             }
         }
         let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
+        let mut lanes = Lanes { open: Vec::new(), last: 0 };
         for (device, tracks) in groups {
             let chunk_ids: Vec<usize> = (0..chunks.len())
                 .filter(|&i| tracks.contains(&chunks[i].track) && overlaps(&chunks[i]))
@@ -630,7 +661,6 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 Some(d) if bins > 0 => Some(Utilization::new(d, plan.from, plan.to, bins)),
                 _ => None,
             };
-            let mut lanes = Lanes { open: Vec::new(), last: 0 };
             let mut events = trace.merge(chunk_ids);
             while let Some(e) = events.next_event()? {
                 if let Event::Collective(c) = &e {
@@ -656,8 +686,9 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 s = s.max(plan.from);
                 t = t.max(s).min(plan.to);
                 let lane = Lane::of(e);
+                let lane_id = lanes.id(lane);
                 if !is_instant(e) {
-                    let stack = lanes.stack(lane);
+                    let stack = lanes.stack(lane_id);
                     let serial = lane.serial();
                     while let Some(&top) = stack.last() {
                         if top <= s || serial {
@@ -668,7 +699,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                                 t = t.max(s);
                                 stats.adjusted += 1;
                             }
-                            visitor.end_slice(&input, lane, top)?;
+                            visitor.end_slice(&input, lane_id, top)?;
                         } else {
                             break;
                         }
@@ -728,15 +759,17 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                     &Item {
                         event: e,
                         lane,
+                        lane_id,
                         start: s,
                         end: t,
                         flow,
                     },
                 )?;
             }
-            for (lane, stack) in lanes.open.iter_mut() {
+            // Only this group's lanes have open slices.
+            for (i, (_, stack)) in lanes.open.iter_mut().enumerate() {
                 while let Some(top) = stack.pop() {
-                    visitor.end_slice(&input, *lane, top)?;
+                    visitor.end_slice(&input, LaneId(i as u32), top)?;
                 }
             }
             if let Some(u) = util {
@@ -744,7 +777,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             }
             if let Some(d) = device {
                 annotations.settle();
-                project_annotations(&input, &annotations, d, visitor)?;
+                project_annotations(&input, &annotations, &mut lanes, d, visitor)?;
             }
             if stats.truncated {
                 return Ok(stats);
@@ -781,7 +814,7 @@ mod tests {
             self.0 += item.start;
             Ok(())
         }
-        fn end_slice(&mut self, _: &Input<'_>, _: Lane, at: u64) -> Result<()> {
+        fn end_slice(&mut self, _: &Input<'_>, _: LaneId, at: u64) -> Result<()> {
             self.0 += at;
             Ok(())
         }
