@@ -709,7 +709,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let name = self.event_name(input, e);
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
-        uint(b, P_TIMESTAMP, item.start);
+        uint_time(b, P_TIMESTAMP, item.start);
         uint(b, P_SEQ_ID, SEQUENCE_ID);
         uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         let te = begin_wide(b, P_TRACK_EVENT); // with arguments, often over 127 bytes
@@ -745,7 +745,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let name = self.name_iid_id(input, name);
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
-        uint(b, P_TIMESTAMP, start);
+        uint_time(b, P_TIMESTAMP, start);
         uint(b, P_SEQ_ID, SEQUENCE_ID);
         uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         let te = begin(b, P_TRACK_EVENT);
@@ -787,7 +787,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
                 let value = if category == BUSY { 100.0 - share } else { share };
                 let b = &mut self.out.buf;
                 let p = begin_wide(b, PKT);
-                uint(b, P_TIMESTAMP, util.from + i as u64 * util.bin_ns);
+                uint_time(b, P_TIMESTAMP, util.from + i as u64 * util.bin_ns);
                 uint(b, P_SEQ_ID, SEQUENCE_ID);
                 uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
                 let te = begin(b, P_TRACK_EVENT);
@@ -808,7 +808,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         debug_assert!(track != 0, "a slice ends on a described track");
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
-        uint(b, P_TIMESTAMP, at);
+        uint_time(b, P_TIMESTAMP, at);
         uint(b, P_SEQ_ID, SEQUENCE_ID);
         uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         let te = begin(b, P_TRACK_EVENT);
