@@ -6,10 +6,12 @@
 //! `EXPORT_BENCH_STEPS` (default 60); each run is repeated
 //! `EXPORT_BENCH_REPS` times (default 5) and the best is reported. Writers
 //! are timed end to end from the memory-mapped trace (chunk decoding
-//! included) into a byte-counting sink; the decode-only line shows how much
-//! of that is reading.
+//! included) into a byte-counting sink. The decode-only line reads every
+//! event in file order; the two "merged per track group" lines read them as
+//! the walk does (events) and as the report does (spans): ceilings of what
+//! an export could reach with either reader.
 
-use gputrace_format::TraceFile;
+use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -76,6 +78,58 @@ fn main() {
     assert_eq!(n, events);
     println!("{:<34} {:>8.2} M events/s", "decode only", events as f64 / t.as_secs_f64() / 1e6);
 
+    // Ceilings of the walk's reading: each input's chunks merged per group
+    // of tracks as the walk merges them (a GPU's streams together, every
+    // other track alone), as full events (what the walk reads) and as
+    // spans (start, end, correlation, dictionary index: what the report
+    // reads; collectives and losses have no spans and are left out).
+    let (t, n) = best(reps, || {
+        let mut n = 0u64;
+        for trace in &traces {
+            for ids in track_groups(trace) {
+                let mut merge = trace.merge(ids);
+                while let Some(e) = merge.next_event().expect("decodes") {
+                    std::hint::black_box(e);
+                    n += 1;
+                }
+            }
+        }
+        n
+    });
+    assert_eq!(n, events);
+    println!(
+        "{:<34} {:>8.2} M events/s",
+        "merged per track group, events",
+        n as f64 / t.as_secs_f64() / 1e6
+    );
+    let (t, n) = best(reps, || {
+        let mut n = 0u64;
+        for trace in &traces {
+            for ids in track_groups(trace) {
+                let ids = ids
+                    .into_iter()
+                    .filter(|&i| !matches!(trace.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+                    .collect();
+                trace
+                    .for_each_span_merged(
+                        ids,
+                        |_| (),
+                        |sp, _, _| {
+                            std::hint::black_box(sp);
+                            n += 1;
+                        },
+                    )
+                    .expect("decodes");
+            }
+        }
+        n
+    });
+    println!(
+        "{:<34} {:>8.2} M events/s",
+        "merged per track group, spans",
+        n as f64 / t.as_secs_f64() / 1e6
+    );
+
     type Run<'a> = &'a dyn Fn(&mut Count) -> u64;
     let runs: [(&str, Run); 3] = [
         ("perfetto (with args)", &|out| {
@@ -122,4 +176,25 @@ fn main() {
             bytes
         );
     }
+}
+
+/// Chunk indexes of `trace` by the groups of tracks the export walks
+/// together: all streams of one GPU, every other track alone.
+fn track_groups(trace: &TraceFile) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(Track, Vec<usize>)> = Vec::new();
+    for (i, c) in trace.chunks().iter().enumerate() {
+        let key = match c.track {
+            Track::Gpu { device, .. } => Track::Gpu {
+                device,
+                context: ContextId(0),
+                stream: StreamId(0),
+            },
+            track => track,
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ids)) => ids.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, ids)| ids).collect()
 }
