@@ -229,9 +229,9 @@ struct ProtoWriter<W: Write> {
     /// Names that are not in a string table (memcpy labels, ...).
     label_iids: FxHashMap<String, u64>,
     uuids: FxHashMap<TrackKey, u64>,
-    /// Track uuid by [`LaneId`] of the current input (0: not described yet;
+    /// Track by [`LaneId`] of the current input (uuid 0: not described yet;
     /// uuids start at 1).
-    lane_uuids: Vec<u64>,
+    lane_tracks: Vec<LaneTrack>,
     /// The last tracks looked up (events alternate among a few lanes).
     recent: Recent<TrackKey, u64>,
     /// Interned names the current packet must carry.
@@ -247,6 +247,38 @@ struct ArgCache {
     lane: TextCache<GpuIdsKey, 64>,
     /// A kernel's grid, block, registers and shared memory.
     launch: TextCache<LaunchKey, 1024>,
+}
+
+/// A lane's track: its uuid, and the end of every slice-end packet on it,
+/// which is the same for all of them (everything after the timestamp).
+#[derive(Clone, Copy, Default)]
+struct LaneTrack {
+    uuid: u64,
+    /// The packet's bytes after its timestamp field, then padding: copied
+    /// whole (a copy of a constant size is a few moves, one of a variable
+    /// size a call) and cut back to `end_len`.
+    end: [u8; 24],
+    end_len: u8,
+}
+
+impl LaneTrack {
+    fn new(uuid: u64) -> LaneTrack {
+        let mut b = Vec::with_capacity(24);
+        uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
+        uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin(&mut b, P_TRACK_EVENT);
+        uint(&mut b, E_TYPE, TYPE_SLICE_END);
+        uint(&mut b, E_TRACK_UUID, uuid);
+        end(&mut b, te);
+        // At most 4 + 2 + 2 + 11 bytes.
+        let mut end = [0; 24];
+        end[..b.len()].copy_from_slice(&b);
+        LaneTrack {
+            uuid,
+            end,
+            end_len: b.len() as u8,
+        }
+    }
 }
 
 /// What a track descriptor stands for. Tracks get small sequential uuids
@@ -340,7 +372,7 @@ impl<W: Write> ProtoWriter<W> {
             next_iid: 1,
             label_iids: FxHashMap::default(),
             uuids: FxHashMap::default(),
-            lane_uuids: Vec::new(),
+            lane_tracks: Vec::new(),
             recent: Recent::new(),
             new_names: Vec::new(),
             arg_cache: ArgCache {
@@ -429,14 +461,14 @@ impl<W: Write> ProtoWriter<W> {
     /// The uuid of lane `id`, describing its track first if needed.
     #[inline]
     fn lane_uuid(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, event: Option<&Event>) -> u64 {
-        match self.lane_uuids.get(id.index()) {
-            Some(&uuid) if uuid != 0 => uuid,
+        match self.lane_tracks.get(id.index()) {
+            Some(t) if t.uuid != 0 => t.uuid,
             _ => {
                 let uuid = self.describe_lane(input, lane, event);
-                if self.lane_uuids.len() <= id.index() {
-                    self.lane_uuids.resize(id.index() + 1, 0);
+                if self.lane_tracks.len() <= id.index() {
+                    self.lane_tracks.resize(id.index() + 1, LaneTrack::default());
                 }
-                self.lane_uuids[id.index()] = uuid;
+                self.lane_tracks[id.index()] = LaneTrack::new(uuid);
                 uuid
             }
         }
@@ -677,7 +709,7 @@ impl<W: Write> ProtoWriter<W> {
 impl<W: Write> Visitor for ProtoWriter<W> {
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
         // Lane ids are per input.
-        self.lane_uuids.clear();
+        self.lane_tracks.clear();
         let h = input.trace.header();
         let pid = self.inputs[input.ordinal].pid;
         let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
@@ -804,17 +836,15 @@ impl<W: Write> Visitor for ProtoWriter<W> {
 
     fn end_slice(&mut self, _: &Input<'_>, lane: LaneId, at: u64) -> Result<()> {
         // A slice ends only on a lane one of its events described.
-        let track = self.lane_uuids.get(lane.index()).copied().unwrap_or(0);
-        debug_assert!(track != 0, "a slice ends on a described track");
+        let Some(track) = self.lane_tracks.get(lane.index()).filter(|t| t.uuid != 0) else {
+            debug_assert!(false, "a slice ends on a described track");
+            return Ok(());
+        };
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
         uint_time(b, P_TIMESTAMP, at);
-        uint(b, P_SEQ_ID, SEQUENCE_ID);
-        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let te = begin(b, P_TRACK_EVENT);
-        uint(b, E_TYPE, TYPE_SLICE_END);
-        uint(b, E_TRACK_UUID, track);
-        end(b, te);
+        b.extend_from_slice(&track.end);
+        b.truncate(b.len() - (track.end.len() - track.end_len as usize));
         end_wide(b, p);
         Ok(())
     }
