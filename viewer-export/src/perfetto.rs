@@ -249,11 +249,17 @@ struct ArgCache {
     launch: TextCache<LaunchKey, 1024>,
 }
 
-/// A lane's track: its uuid, and the end of every slice-end packet on it,
-/// which is the same for all of them (everything after the timestamp).
+/// A lane's track: its uuid, and the bytes every event packet on it has
+/// after its timestamp: the start of a begin packet, the whole rest of a
+/// slice-end packet.
 #[derive(Clone, Copy, Default)]
 struct LaneTrack {
     uuid: u64,
+    /// Sequence fields, the track event's tag and (placeholder) length, its
+    /// type (`TYPE_SLICE_BEGIN`, the byte at [`BEGIN_TYPE_AT`]) and track
+    /// uuid; then padding, as in `end`.
+    begin: [u8; 24],
+    begin_len: u8,
     /// The packet's bytes after its timestamp field, then padding: copied
     /// whole (a copy of a constant size is a few moves, one of a variable
     /// size a call) and cut back to `end_len`.
@@ -266,6 +272,16 @@ impl LaneTrack {
         let mut b = Vec::with_capacity(24);
         uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
         uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let _ = begin_wide(&mut b, P_TRACK_EVENT);
+        debug_assert_eq!(b.len(), BEGIN_TYPE_AT - 1);
+        uint(&mut b, E_TYPE, TYPE_SLICE_BEGIN);
+        uint(&mut b, E_TRACK_UUID, uuid);
+        let mut head = [0; 24];
+        head[..b.len()].copy_from_slice(&b);
+        let begin_len = b.len() as u8;
+        b.clear();
+        uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
+        uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         let te = begin(&mut b, P_TRACK_EVENT);
         uint(&mut b, E_TYPE, TYPE_SLICE_END);
         uint(&mut b, E_TRACK_UUID, uuid);
@@ -275,11 +291,18 @@ impl LaneTrack {
         end[..b.len()].copy_from_slice(&b);
         LaneTrack {
             uuid,
+            begin: head,
+            begin_len,
             end,
             end_len: b.len() as u8,
         }
     }
 }
+
+/// Where a begin packet's type value is in [`LaneTrack::begin`]: after the
+/// sequence fields (4 bytes), the track event's tag and length (3) and the
+/// type's tag (1).
+const BEGIN_TYPE_AT: usize = 8;
 
 /// What a track descriptor stands for. Tracks get small sequential uuids
 /// (1, 2, ...) in the order they are described: short varints.
@@ -461,17 +484,23 @@ impl<W: Write> ProtoWriter<W> {
     /// The uuid of lane `id`, describing its track first if needed.
     #[inline]
     fn lane_uuid(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, event: Option<&Event>) -> u64 {
-        match self.lane_tracks.get(id.index()) {
-            Some(t) if t.uuid != 0 => t.uuid,
-            _ => {
-                let uuid = self.describe_lane(input, lane, event);
-                if self.lane_tracks.len() <= id.index() {
-                    self.lane_tracks.resize(id.index() + 1, LaneTrack::default());
-                }
-                self.lane_tracks[id.index()] = LaneTrack::new(uuid);
-                uuid
+        let i = self.lane_track(input, lane, id, event);
+        self.lane_tracks[i].uuid
+    }
+
+    /// The index of lane `id`'s track in `lane_tracks`, describing the
+    /// track first if needed.
+    #[inline]
+    fn lane_track(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, event: Option<&Event>) -> usize {
+        let i = id.index();
+        if self.lane_tracks.get(i).is_none_or(|t| t.uuid == 0) {
+            let uuid = self.describe_lane(input, lane, event);
+            if self.lane_tracks.len() <= i {
+                self.lane_tracks.resize(i + 1, LaneTrack::default());
             }
+            self.lane_tracks[i] = LaneTrack::new(uuid);
         }
+        i
     }
 
     #[cold]
@@ -737,24 +766,21 @@ impl<W: Write> Visitor for ProtoWriter<W> {
 
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
         let e = item.event;
-        let track = self.lane_uuid(input, item.lane, item.lane_id, Some(e));
+        let track = self.lane_track(input, item.lane, item.lane_id, Some(e));
         let name = self.event_name(input, e);
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
         uint_time(b, P_TIMESTAMP, item.start);
-        uint(b, P_SEQ_ID, SEQUENCE_ID);
-        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let te = begin_wide(b, P_TRACK_EVENT); // with arguments, often over 127 bytes
-        uint(
-            b,
-            E_TYPE,
-            if crate::walk::is_instant(e) {
-                TYPE_INSTANT
-            } else {
-                TYPE_SLICE_BEGIN
-            },
-        );
-        uint(b, E_TRACK_UUID, track);
+        // The track event (with arguments, often over 127 bytes: a two-byte
+        // length) starts with the lane's constant fields.
+        let t = &self.lane_tracks[track];
+        let at = b.len();
+        let te = at + BEGIN_TYPE_AT - 1;
+        b.extend_from_slice(&t.begin);
+        b.truncate(at + t.begin_len as usize);
+        if crate::walk::is_instant(e) {
+            b[at + BEGIN_TYPE_AT] = TYPE_INSTANT as u8;
+        }
         uint(b, E_NAME_IID, name);
         uint(b, E_CATEGORY_IIDS, category(e));
         if self.args {
