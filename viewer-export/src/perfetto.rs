@@ -336,12 +336,31 @@ fn category(e: &Event) -> u64 {
     }
 }
 
+/// An unsigned debug annotation: `{name_iid, uint_value}`. Put together in
+/// a 16-byte stack buffer (every length is known: the name's iid is below
+/// 128, the value at most 10 bytes) and appended as one constant-size
+/// copy, cut back to its length.
 #[inline]
 fn arg_u(buf: &mut Vec<u8>, name: Arg, v: u64) {
-    let a = begin(buf, E_DEBUG);
-    uint(buf, A_NAME_IID, name as u64);
-    uint(buf, A_UINT, v);
-    end(buf, a);
+    const { assert!(ARG_NAMES.len() < 128, "one-byte annotation name iids") };
+    let mut a = [0u8; 16];
+    a[0] = ((E_DEBUG << 3) | 2) as u8;
+    a[2] = (A_NAME_IID << 3) as u8;
+    a[3] = name as u8;
+    a[4] = (A_UINT << 3) as u8;
+    let mut n = 5;
+    let mut v = v;
+    while v >= 0x80 {
+        a[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    a[n] = v as u8;
+    n += 1;
+    a[1] = (n - 2) as u8;
+    let len = buf.len();
+    buf.extend_from_slice(&a);
+    buf.truncate(len + n);
 }
 
 fn arg_i(buf: &mut Vec<u8>, name: Arg, v: i64) {
