@@ -40,8 +40,8 @@ pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
 /// A varint field holding a time in ns since the epoch: from 2^56 ns
 /// (2.3 years) to 2^63, nine bytes, assembled in a register without a loop
 /// (see [`spread7`]) and stored as one 8-byte word and a byte. Other values
-/// as [`uint`].
-#[inline]
+/// as [`uint`]. Always inlined: as a call it cost 6% of the export.
+#[inline(always)]
 pub(crate) fn uint_time(buf: &mut Vec<u8>, field: u32, v: u64) {
     tag(buf, field, VARINT);
     if !(1 << 56..1 << 63).contains(&v) {

@@ -247,7 +247,18 @@ impl IdSet {
         IdSet { pages: Vec::new() }
     }
 
+    #[inline]
     pub fn insert(&mut self, id: u32) {
+        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
+        match self.pages.get_mut(p) {
+            Some(Some(page)) => page[w] |= 1 << b,
+            _ => self.insert_new_page(id),
+        }
+    }
+
+    /// `insert` where the page of `id` is not allocated yet.
+    #[cold]
+    fn insert_new_page(&mut self, id: u32) {
         let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);
@@ -255,6 +266,7 @@ impl IdSet {
         self.pages[p].get_or_insert_with(|| Box::new([0; 1024]))[w] |= 1 << b;
     }
 
+    #[inline]
     pub fn contains(&self, id: u32) -> bool {
         let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
         matches!(self.pages.get(p), Some(Some(page)) if page[w] & (1 << b) != 0)
@@ -416,6 +428,7 @@ impl Annotation {
     }
 }
 
+#[inline]
 fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
     match e {
         Event::Kernel(k) => Some(k.correlation),
@@ -435,6 +448,7 @@ struct Lanes {
 
 impl Lanes {
     /// The id of `lane`, added if new.
+    #[inline]
     fn id(&mut self, lane: Lane) -> LaneId {
         if !matches!(self.open.get(self.last), Some((l, _)) if *l == lane) {
             self.last = match self.open.iter().position(|(l, _)| *l == lane) {
