@@ -597,7 +597,17 @@ impl<W: Write> ProtoWriter<W> {
         }
     }
 
+    #[inline]
     fn name_iid_id(&mut self, input: &Input<'_>, id: StringId) -> u64 {
+        match self.inputs[input.ordinal].name_iids.get(id.0 as usize) {
+            Some(&iid) if iid != 0 => iid,
+            _ => self.intern_id(input, id),
+        }
+    }
+
+    /// `name_iid_id` for a name not interned yet.
+    #[cold]
+    fn intern_id(&mut self, input: &Input<'_>, id: StringId) -> u64 {
         let slot = &mut self.inputs[input.ordinal].name_iids;
         match slot.get(id.0 as usize) {
             Some(&iid) if iid != 0 => iid,
@@ -722,10 +732,15 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
 
 impl<W: Write> ProtoWriter<W> {
     /// Intern the names first used by the current packet, in it.
+    #[inline]
     fn write_new_names(&mut self) {
-        if self.new_names.is_empty() {
-            return;
+        if !self.new_names.is_empty() {
+            self.write_names();
         }
+    }
+
+    #[cold]
+    fn write_names(&mut self) {
         let b = &mut self.out.buf;
         let i = begin(b, P_INTERNED);
         for (iid, name) in self.new_names.drain(..) {
