@@ -34,7 +34,7 @@
 
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
-use crate::out::{gpu_ids_key, launch_key, GpuIdsKey, LaunchKey, Out, Recent, TextCache};
+use crate::out::{launch_key, LaunchKey, Out, Recent, TextCache};
 use crate::proto::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
@@ -243,8 +243,6 @@ struct ProtoWriter<W: Write> {
 /// Encoded debug annotations that repeat from event to event, copied
 /// instead of encoded again.
 struct ArgCache {
-    /// A GPU event's device, context and stream.
-    lane: TextCache<GpuIdsKey, 64>,
     /// A kernel's grid, block, registers and shared memory.
     launch: TextCache<LaunchKey, 1024>,
 }
@@ -265,10 +263,17 @@ struct LaneTrack {
     /// size a call) and cut back to `end_len`.
     end: [u8; 24],
     end_len: u8,
+    /// On a stream lane, the debug annotations of a kernel's device,
+    /// context and stream (at most 3 × 10 bytes), then padding.
+    kernel_ids: [u8; 32],
+    kernel_ids_len: u8,
+    /// Those of a copy's or memset's device and stream.
+    copy_ids: [u8; 24],
+    copy_ids_len: u8,
 }
 
 impl LaneTrack {
-    fn new(uuid: u64) -> LaneTrack {
+    fn new(uuid: u64, lane: Lane) -> LaneTrack {
         let mut b = Vec::with_capacity(24);
         uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
         uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
@@ -289,12 +294,32 @@ impl LaneTrack {
         // At most 4 + 2 + 2 + 11 bytes.
         let mut end = [0; 24];
         end[..b.len()].copy_from_slice(&b);
+        let end_len = b.len() as u8;
+        let (mut kernel_ids, mut copy_ids) = ([0; 32], [0; 24]);
+        let (mut kernel_ids_len, mut copy_ids_len) = (0, 0);
+        if let Lane::Stream { device, context, stream } = lane {
+            b.clear();
+            arg_u(&mut b, Arg::Device, device.0 as u64);
+            arg_u(&mut b, Arg::Context, context.0 as u64);
+            arg_u(&mut b, Arg::Stream, stream.0 as u64);
+            kernel_ids[..b.len()].copy_from_slice(&b);
+            kernel_ids_len = b.len() as u8;
+            b.clear();
+            arg_u(&mut b, Arg::Device, device.0 as u64);
+            arg_u(&mut b, Arg::Stream, stream.0 as u64);
+            copy_ids[..b.len()].copy_from_slice(&b);
+            copy_ids_len = b.len() as u8;
+        }
         LaneTrack {
             uuid,
             begin: head,
             begin_len,
             end,
-            end_len: b.len() as u8,
+            end_len,
+            kernel_ids,
+            kernel_ids_len,
+            copy_ids,
+            copy_ids_len,
         }
     }
 }
@@ -418,7 +443,6 @@ impl<W: Write> ProtoWriter<W> {
             recent: Recent::new(),
             new_names: Vec::new(),
             arg_cache: ArgCache {
-                lane: TextCache::new(),
                 launch: TextCache::new(),
             },
         }
@@ -517,7 +541,7 @@ impl<W: Write> ProtoWriter<W> {
             if self.lane_tracks.len() <= i {
                 self.lane_tracks.resize(i + 1, LaneTrack::default());
             }
-            self.lane_tracks[i] = LaneTrack::new(uuid);
+            self.lane_tracks[i] = LaneTrack::new(uuid, lane);
         }
         i
     }
@@ -635,16 +659,21 @@ impl<W: Write> ProtoWriter<W> {
 }
 
 /// Write the event's arguments as debug annotations.
-fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event) {
+/// Append the first `len` bytes of `bytes` (a constant-size copy, cut back).
+#[inline(always)]
+fn put_prefix<const N: usize>(b: &mut Vec<u8>, bytes: &[u8; N], len: u8) {
+    let at = b.len();
+    b.extend_from_slice(bytes);
+    b.truncate(at + len as usize);
+}
+
+/// Write the event's arguments as debug annotations; `lane` is the track of
+/// the event's lane (a GPU event's ids come from it).
+fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event, lane: &LaneTrack) {
     let t = input.trace;
     match e {
         Event::Kernel(k) => {
-            let (ids, hash) = gpu_ids_key(k.device, k.context, k.stream);
-            cache.lane.put(b, ids, hash, |a| {
-                arg_u(a, Arg::Device, k.device.0 as u64);
-                arg_u(a, Arg::Context, k.context.0 as u64);
-                arg_u(a, Arg::Stream, k.stream.0 as u64);
-            });
+            put_prefix(b, &lane.kernel_ids, lane.kernel_ids_len);
             arg_u(b, Arg::Correlation, k.correlation.0 as u64);
             let (launch, hash) = launch_key(k);
             let shared = launch.3;
@@ -659,8 +688,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             }
         }
         Event::Memcpy(m) => {
-            arg_u(b, Arg::Device, m.device.0 as u64);
-            arg_u(b, Arg::Stream, m.stream.0 as u64);
+            put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
             arg_u(b, Arg::Correlation, m.correlation.0 as u64);
             arg_u(b, Arg::Bytes, m.bytes);
             if m.src_device != m.device || m.dst_device != m.device {
@@ -669,8 +697,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             }
         }
         Event::Memset(m) => {
-            arg_u(b, Arg::Device, m.device.0 as u64);
-            arg_u(b, Arg::Stream, m.stream.0 as u64);
+            put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
             arg_u(b, Arg::Correlation, m.correlation.0 as u64);
             arg_u(b, Arg::Bytes, m.bytes);
             arg_u(b, Arg::Value, m.value as u64);
@@ -810,15 +837,14 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let t = &self.lane_tracks[track];
         let at = b.len();
         let te = at + BEGIN_TYPE_AT - 1;
-        b.extend_from_slice(&t.begin);
-        b.truncate(at + t.begin_len as usize);
+        put_prefix(b, &t.begin, t.begin_len);
         if crate::walk::is_instant(e) {
             b[at + BEGIN_TYPE_AT] = TYPE_INSTANT as u8;
         }
         uint(b, E_NAME_IID, name);
         uint(b, E_CATEGORY_IIDS, category(e));
         if self.args {
-            write_args(b, &mut self.arg_cache, input, e);
+            write_args(b, &mut self.arg_cache, input, e, t);
         }
         match item.flow {
             Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
@@ -903,8 +929,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
         uint_time(b, P_TIMESTAMP, at);
-        b.extend_from_slice(&track.end);
-        b.truncate(b.len() - (track.end.len() - track.end_len as usize));
+        put_prefix(b, &track.end, track.end_len);
         end_wide(b, p);
         Ok(())
     }
