@@ -605,6 +605,35 @@ impl TraceFile {
     }
 }
 
+thread_local! {
+    /// Decompression contexts of dropped decoders, for this thread's next
+    /// ones: making a context costs about 25 µs (its tables), and readers
+    /// make a decoder per merge (per GPU, per thread track). At most
+    /// [`SPARE_ZSTD_MAX`] are kept. A context holds no state between frames
+    /// that a later frame depends on (each body is a whole frame), so any
+    /// file's decoder can reuse it.
+    static SPARE_ZSTD: std::cell::RefCell<Vec<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare decompression contexts kept per thread.
+const SPARE_ZSTD_MAX: usize = 4;
+
+impl Drop for ChunkDecoder<'_> {
+    fn drop(&mut self) {
+        if let Some(d) = self.zstd.take() {
+            // `try_with`: a decoder dropped while the thread's locals are
+            // being destroyed just frees its context.
+            let _ = SPARE_ZSTD.try_with(|s| {
+                if let Ok(mut s) = s.try_borrow_mut() {
+                    if s.len() < SPARE_ZSTD_MAX {
+                        s.push(d);
+                    }
+                }
+            });
+        }
+    }
+}
+
 /// Decodes chunk bodies of one file.
 pub struct ChunkDecoder<'a> {
     file: &'a TraceFile,
@@ -658,7 +687,10 @@ impl<'a> ChunkDecoder<'a> {
             return Ok(body);
         }
         if self.zstd.is_none() {
-            self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?);
+            self.zstd = Some(match SPARE_ZSTD.with(|s| s.borrow_mut().pop()) {
+                Some(d) => d,
+                None => zstd::bulk::Decompressor::new().map_err(|e| corrupt(format!("zstd: {e}")))?,
+            });
         }
         let d = self.zstd.as_mut().expect("set above");
         raw.clear();

@@ -777,3 +777,39 @@ fn uncompressed_chunks_hold_the_same_events() {
     r.check(compressed);
     r.check(plain);
 }
+
+/// Decoders hand their zstd contexts on to the thread's next decoders: a
+/// context used on one file (Huffman-coded literals or not) and then on
+/// another decodes each exactly as a fresh one does, whatever the order.
+#[test]
+fn reused_decompression_contexts_decode_like_fresh_ones() {
+    let r = Rewrite::demo();
+    let files = [
+        r.write(WriterOptions::default()),
+        r.write(WriterOptions {
+            huffman_literals: true,
+            ..WriterOptions::default()
+        }),
+    ];
+    let files: Vec<TraceFile> = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| TraceFile::from_bytes(format!("f{i}"), b).unwrap())
+        .collect();
+    let first: Vec<Vec<Event>> = files.iter().map(read_all).collect();
+    for order in [[0, 1, 0, 1], [1, 0, 0, 1]] {
+        for i in order {
+            assert_eq!(read_all(&files[i]), first[i], "file {i} after the contexts moved on");
+            // A merge opens a decoder of its own.
+            let merged: Vec<Event> = {
+                let mut m = files[i].merge((0..files[i].chunks().len()).collect());
+                let mut out = Vec::new();
+                while let Some(e) = m.next_event().unwrap() {
+                    out.push(*e);
+                }
+                out
+            };
+            assert_eq!(merged.len(), first[i].len());
+        }
+    }
+}

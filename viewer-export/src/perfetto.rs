@@ -442,9 +442,7 @@ impl<W: Write> ProtoWriter<W> {
             lane_tracks: Vec::new(),
             recent: Recent::new(),
             new_names: Vec::new(),
-            arg_cache: ArgCache {
-                launch: TextCache::new(),
-            },
+            arg_cache: ArgCache { launch: TextCache::new() },
         }
     }
 
