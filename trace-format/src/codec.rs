@@ -1118,6 +1118,9 @@ pub(crate) struct Rows<'a> {
     n_series: usize,
     left: usize,
     start: u64,
+    /// The current event's end (its `Event::end`: a loss with a duration
+    /// fails to decode).
+    end: u64,
     series: Series,
     templates: Vec<Event>,
     /// Template holding the current event; `usize::MAX` before the first.
@@ -1150,6 +1153,7 @@ impl<'a> Rows<'a> {
             n_series: shape(kind).0,
             left: count,
             start: t_min,
+            end: t_min,
             series: [0; MAX_SERIES],
             templates,
             cur: usize::MAX,
@@ -1180,7 +1184,16 @@ impl<'a> Rows<'a> {
         let e = self.templates.get_mut(idx).ok_or("attribute index out of range")?;
         set_times(e, self.start, end, &self.series)?;
         self.cur = idx;
+        self.end = end;
         Ok(true)
+    }
+
+    /// The current event's start and end (after an `advance` that returned
+    /// true): what `Event::start` and `Event::end` give, without matching
+    /// on its kind.
+    #[inline]
+    pub(crate) fn times(&self) -> (u64, u64) {
+        (self.start, self.end)
     }
 
     /// The current event (after an `advance` that returned true).

@@ -838,6 +838,13 @@ impl ChunkCursor {
         self.rows.current().expect("a cursor is always on an event")
     }
 
+    /// The current event's start and end (`event().start()`, `.end()`),
+    /// kept by the decoder.
+    #[inline]
+    fn times(&self) -> (u64, u64) {
+        self.rows.times()
+    }
+
     /// Move to the next event; false when the chunk is done (the last
     /// event stays current).
     #[inline]
@@ -1006,8 +1013,9 @@ impl<'a> ChunkMerge<'a> {
         }
     }
 
-    fn key(e: &Event, slot: usize) -> MergeKey {
-        (e.start().0, Reverse(e.end().0), slot)
+    fn key(c: &ChunkCursor, slot: usize) -> MergeKey {
+        let (start, end) = c.times();
+        (start, Reverse(end), slot)
     }
 
     /// The next event, or `None` when every chunk is done.
@@ -1017,7 +1025,7 @@ impl<'a> ChunkMerge<'a> {
         // still comes before the heap's first and every pending chunk.
         if let Some(solo) = self.solo {
             if let Some(cursor) = self.active[solo.slot].as_mut() {
-                if cursor.advance()? && solo.goes_on(cursor.event()) {
+                if cursor.advance()? && solo.goes_on(cursor) {
                     return Ok(self.active[solo.slot].as_ref().map(ChunkCursor::event));
                 }
             }
@@ -1031,7 +1039,7 @@ impl<'a> ChunkMerge<'a> {
         if let Some(Solo { slot, .. }) = self.solo.take() {
             // Its cursor was advanced by `next_event`: still on an event, or done.
             match self.active[slot].as_ref() {
-                Some(cursor) if !cursor.done() => self.heap.push(Reverse(Self::key(cursor.event(), slot))),
+                Some(cursor) if !cursor.done() => self.heap.push(Reverse(Self::key(cursor, slot))),
                 _ => {
                     if let Some(done) = self.active[slot].take() {
                         self.dec.recycle(done);
@@ -1054,7 +1062,7 @@ impl<'a> ChunkMerge<'a> {
                     self.active.len() - 1
                 }
             };
-            self.heap.push(Reverse(Self::key(cursor.event(), slot)));
+            self.heap.push(Reverse(Self::key(&cursor, slot)));
             self.active[slot] = Some(cursor);
         }
         let Some(Reverse((_, _, slot))) = self.heap.pop() else {
@@ -1080,10 +1088,10 @@ struct Solo {
 }
 
 impl Solo {
-    /// Whether `e`, the slot's next event, still comes first.
+    /// Whether the cursor's event, the slot's next, still comes first.
     #[inline(always)]
-    fn goes_on(&self, e: &Event) -> bool {
-        e.start().0 < self.pending && ChunkMerge::key(e, self.slot) < self.top
+    fn goes_on(&self, c: &ChunkCursor) -> bool {
+        c.times().0 < self.pending && ChunkMerge::key(c, self.slot) < self.top
     }
 }
 
