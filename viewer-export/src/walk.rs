@@ -448,7 +448,7 @@ struct Lanes {
 
 impl Lanes {
     /// The id of `lane`, added if new.
-    #[inline]
+    #[inline(always)]
     fn id(&mut self, lane: Lane) -> LaneId {
         if !matches!(self.open.get(self.last), Some((l, _)) if *l == lane) {
             self.last = match self.open.iter().position(|(l, _)| *l == lane) {
