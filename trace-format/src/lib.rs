@@ -44,7 +44,9 @@ pub use codec::{Span, SPAN_BLOCK};
 pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
-pub use reader::{ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, TraceFile, TrackEvents, TrackSummary};
+pub use reader::{
+    ChunkCursor, ChunkDecoder, ChunkMerge, Damage, Entry, EventChunk, Events, SpanCursor, TraceFile, TrackEvents, TrackSummary,
+};
 pub use retime::retime;
 pub use units::*;
 pub use writer::{TraceWriter, WriterOptions};

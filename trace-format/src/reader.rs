@@ -868,6 +868,28 @@ impl ChunkCursor {
     pub fn index(&self) -> usize {
         self.index
     }
+
+    /// Where the current event's attributes are: see [`Entry`].
+    #[inline]
+    pub fn entry(&self) -> Entry {
+        Entry {
+            chunk: self.index,
+            index: self.rows.entry() as u32,
+        }
+    }
+}
+
+/// An event's attribute tuple: entry `index` of the dictionary of chunk
+/// `chunk` (an index in [`TraceFile::chunks`]). Two events of one file with
+/// the same entry differ only in their times and per-event series (a
+/// correlation id, a kernel's graph node id, a collective's sequence number
+/// ...): a reader can work out what it needs of the rest once per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Entry {
+    /// The chunk's index in [`TraceFile::chunks`].
+    pub chunk: usize,
+    /// The entry's index in the chunk's dictionary.
+    pub index: u32,
 }
 
 /// One events chunk read as [`Span`]s, a block at a time. See
@@ -1018,24 +1040,44 @@ impl<'a> ChunkMerge<'a> {
         (start, Reverse(end), slot)
     }
 
+    /// The dictionary entry of the event [`Self::next_event`] gave last
+    /// (`None` before the first and after the last).
+    #[inline]
+    pub fn entry(&self) -> Option<Entry> {
+        let solo = self.solo?;
+        self.active.get(solo.slot)?.as_ref().filter(|c| !c.done()).map(ChunkCursor::entry)
+    }
+
+    /// [`Self::next_event`] with its [`Entry`].
+    #[inline]
+    pub fn next_with_entry(&mut self) -> Result<Option<(&Event, Entry)>> {
+        Ok(self.next_cursor()?.map(|c| (c.event(), c.entry())))
+    }
+
     /// The next event, or `None` when every chunk is done.
     #[inline]
     pub fn next_event(&mut self) -> Result<Option<&Event>> {
+        Ok(self.next_cursor()?.map(ChunkCursor::event))
+    }
+
+    /// The cursor of the next event, on it.
+    #[inline(always)]
+    fn next_cursor(&mut self) -> Result<Option<&ChunkCursor>> {
         // Fast path: the last event's chunk goes on while its next event
         // still comes before the heap's first and every pending chunk.
         if let Some(solo) = self.solo {
             if let Some(cursor) = self.active[solo.slot].as_mut() {
                 if cursor.advance()? && solo.goes_on(cursor) {
-                    return Ok(self.active[solo.slot].as_ref().map(ChunkCursor::event));
+                    return Ok(self.active[solo.slot].as_ref());
                 }
             }
         }
         self.next_slow()
     }
 
-    /// `next_event` when the heap or a pending chunk may come first.
+    /// `next_cursor` when the heap or a pending chunk may come first.
     #[inline(never)]
-    fn next_slow(&mut self) -> Result<Option<&Event>> {
+    fn next_slow(&mut self) -> Result<Option<&ChunkCursor>> {
         if let Some(Solo { slot, .. }) = self.solo.take() {
             // Its cursor was advanced by `next_event`: still on an event, or done.
             match self.active[slot].as_ref() {
@@ -1073,7 +1115,7 @@ impl<'a> ChunkMerge<'a> {
             top: self.heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k),
             pending: self.pending.last().map_or(u64::MAX, |&i| self.chunks[i].t_min.0),
         });
-        Ok(self.active[slot].as_ref().map(ChunkCursor::event))
+        Ok(self.active[slot].as_ref())
     }
 }
 

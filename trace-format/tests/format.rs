@@ -813,3 +813,46 @@ fn reused_decompression_contexts_decode_like_fresh_ones() {
         }
     }
 }
+
+/// A merge names each event's dictionary entry, and events with the same
+/// entry have the same attributes: all but their times and per-event series.
+#[test]
+fn events_of_one_entry_share_their_attributes() {
+    let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
+    // The event with its times and series cleared.
+    let attributes = |e: &Event| {
+        let mut e = *e;
+        match &mut e {
+            Event::Kernel(k) => (k.start, k.end, k.correlation, k.graph_node_id) = (Nanos(0), Nanos(0), CorrelationId(0), 0),
+            Event::Memcpy(m) => (m.start, m.end, m.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
+            Event::Memset(m) => (m.start, m.end, m.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
+            Event::Sync(y) => (y.start, y.end, y.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
+            Event::Api(a) => (a.start, a.end, a.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
+            Event::Marker(m) => (m.start, m.end) = (Nanos(0), Nanos(0)),
+            Event::Collective(c) => {
+                (c.start, c.end, c.seq, c.correlation, c.enqueue, c.bytes, c.count) =
+                    (Nanos(0), Nanos(0), 0, CorrelationId(0), Nanos(0), 0, 0)
+            }
+            Event::Loss(l) => (l.time, l.count) = (Nanos(0), 0),
+        }
+        e
+    };
+    let mut seen: std::collections::HashMap<Entry, Event> = Default::default();
+    let mut m = t.merge((0..t.chunks().len()).collect());
+    assert_eq!(m.entry(), None, "before the first event");
+    let mut n = 0;
+    while let Some((e, entry)) = m.next_with_entry().unwrap() {
+        let e = *e;
+        assert_eq!(m.entry(), Some(entry));
+        assert!(entry.chunk < t.chunks().len());
+        let first = *seen.entry(entry).or_insert_with(|| attributes(&e));
+        assert_eq!(attributes(&e), first, "entry {entry:?}");
+        n += 1;
+    }
+    assert_eq!(m.entry(), None, "after the last event");
+    assert_eq!(n, t.event_total());
+    // Different chunks have dictionaries of their own, and a chunk has
+    // entries that differ.
+    assert!(seen.keys().map(|e| e.chunk).collect::<std::collections::HashSet<_>>().len() > 1);
+    assert!(seen.len() > t.chunks().len());
+}

@@ -238,6 +238,8 @@ struct ProtoWriter<W: Write> {
     new_names: Vec<(u64, String)>,
     /// Encoded args that repeat from event to event.
     arg_cache: ArgCache,
+    /// Begin packets' constant bytes by dictionary entry.
+    entries: EntryCache,
 }
 
 /// Encoded debug annotations that repeat from event to event, copied
@@ -442,6 +444,10 @@ impl<W: Write> ProtoWriter<W> {
             lane_tracks: Vec::new(),
             recent: Recent::new(),
             new_names: Vec::new(),
+            entries: EntryCache {
+                tables: Vec::new(),
+                last: 0,
+            },
             arg_cache: ArgCache { launch: TextCache::new() },
         }
     }
@@ -666,13 +672,21 @@ fn put_prefix<const N: usize>(b: &mut Vec<u8>, bytes: &[u8; N], len: u8) {
 }
 
 /// Write the event's arguments as debug annotations; `lane` is the track of
-/// the event's lane (a GPU event's ids come from it).
-fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event, lane: &LaneTrack) {
+/// the event's lane (a GPU event's ids come from it). Returns where in `b`
+/// the correlation annotation of a kernel, copy, memset, synchronization or
+/// CUDA call is (see [`EntryBytes`]).
+fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event, lane: &LaneTrack) -> Option<(usize, usize)> {
     let t = input.trace;
+    let mut corr = None;
+    let mut correlation = |b: &mut Vec<u8>, c: CorrelationId| {
+        let at = b.len();
+        arg_u(b, Arg::Correlation, c.0 as u64);
+        corr = Some((at, b.len()));
+    };
     match e {
         Event::Kernel(k) => {
             put_prefix(b, &lane.kernel_ids, lane.kernel_ids_len);
-            arg_u(b, Arg::Correlation, k.correlation.0 as u64);
+            correlation(b, k.correlation);
             let (launch, hash) = launch_key(k);
             let shared = launch.3;
             cache.launch.put(b, launch, hash, |a| {
@@ -687,7 +701,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
         }
         Event::Memcpy(m) => {
             put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
-            arg_u(b, Arg::Correlation, m.correlation.0 as u64);
+            correlation(b, m.correlation);
             arg_u(b, Arg::Bytes, m.bytes);
             if m.src_device != m.device || m.dst_device != m.device {
                 arg_u(b, Arg::SrcDevice, m.src_device.0 as u64);
@@ -696,20 +710,20 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
         }
         Event::Memset(m) => {
             put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
-            arg_u(b, Arg::Correlation, m.correlation.0 as u64);
+            correlation(b, m.correlation);
             arg_u(b, Arg::Bytes, m.bytes);
             arg_u(b, Arg::Value, m.value as u64);
         }
         Event::Sync(y) => {
             arg_u(b, Arg::Device, y.device.0 as u64);
-            arg_u(b, Arg::Correlation, y.correlation.0 as u64);
+            correlation(b, y.correlation);
             arg_s(b, Arg::Kind, y.kind.name());
             if y.cuda_event != 0 {
                 arg_u(b, Arg::Event, y.cuda_event as u64);
             }
         }
         Event::Api(a) => {
-            arg_u(b, Arg::Correlation, a.correlation.0 as u64);
+            correlation(b, a.correlation);
             arg_u(b, Arg::Cbid, a.cbid as u64);
             if a.return_value != 0 {
                 arg_u(b, Arg::Return, a.return_value as u64);
@@ -752,6 +766,125 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
                 arg_s(b, Arg::Detail, &t.name(l.detail));
             }
         }
+    }
+    // A collective's correlation is written too, but its packet is not
+    // cached (its other series are per event).
+    corr.filter(|_| !matches!(e, Event::Collective(_)))
+}
+
+/// What a begin packet holds after its timestamp for every event of one
+/// dictionary entry, around the correlation annotation (`head`: the lane's
+/// fields, name, category and the annotations before the correlation;
+/// `tail`: those after it). Kernels, copies, memsets, synchronizations,
+/// CUDA calls and NVTX marks: everything in their packets but the times,
+/// the correlation id and the flow is an attribute of their entry.
+/// Collectives and losses (series other than times and correlation) are
+/// not cached.
+#[derive(Clone, Copy)]
+struct EntryBytes {
+    /// Padded as in [`LaneTrack`]; `head_len == 0`: not made yet.
+    head: [u8; 64],
+    head_len: u8,
+    tail: [u8; 96],
+    tail_len: u8,
+    /// Whether a correlation annotation goes between.
+    corr: bool,
+}
+
+impl EntryBytes {
+    const NONE: EntryBytes = EntryBytes {
+        head: [0; 64],
+        head_len: 0,
+        tail: [0; 96],
+        tail_len: 0,
+        corr: false,
+    };
+
+    /// From a packet body after its timestamp, its correlation annotation at
+    /// `corr` and its flow (if any) starting at `end`, all offsets in
+    /// `body`; `None` when a part is too long to keep.
+    fn new(body: &[u8], corr: Option<(usize, usize)>, end: usize) -> Option<EntryBytes> {
+        let (head, tail) = match corr {
+            Some((c0, c1)) => (&body[..c0], &body[c1..end]),
+            None => (&body[..end], &body[end..end]),
+        };
+        let mut bytes = EntryBytes::NONE;
+        bytes.head.get_mut(..head.len())?.copy_from_slice(head);
+        bytes.tail.get_mut(..tail.len())?.copy_from_slice(tail);
+        bytes.head_len = head.len() as u8;
+        bytes.tail_len = tail.len() as u8;
+        bytes.corr = corr.is_some();
+        Some(bytes)
+    }
+}
+
+/// [`EntryBytes`] by (input, [`Entry`]), for the chunks read last: a table
+/// per chunk, at most [`ENTRY_TABLES`] tables of at most [`ENTRY_MAX`]
+/// entries (about 2.5 MiB), the oldest dropped first. The walk reads a few
+/// chunks at a time (one per stream or thread), each to its end.
+struct EntryCache {
+    tables: Vec<((usize, usize), Vec<EntryBytes>)>,
+    last: usize,
+}
+
+const ENTRY_TABLES: usize = 16;
+const ENTRY_MAX: usize = 1024;
+
+impl EntryCache {
+    #[inline]
+    fn get(&mut self, input: usize, entry: Entry) -> Option<&EntryBytes> {
+        let key = (input, entry.chunk);
+        if self.tables.get(self.last).is_none_or(|(k, _)| *k != key) {
+            self.last = self.tables.iter().position(|(k, _)| *k == key)?;
+        }
+        self.tables[self.last].1.get(entry.index as usize).filter(|b| b.head_len != 0)
+    }
+
+    #[cold]
+    fn put(&mut self, input: usize, entry: Entry, bytes: EntryBytes) {
+        let (key, i) = ((input, entry.chunk), entry.index as usize);
+        if i >= ENTRY_MAX {
+            return;
+        }
+        let t = match self.tables.iter().position(|(k, _)| *k == key) {
+            Some(t) => t,
+            None => {
+                if self.tables.len() == ENTRY_TABLES {
+                    self.tables.remove(0);
+                }
+                self.tables.push((key, Vec::new()));
+                self.tables.len() - 1
+            }
+        };
+        let entries = &mut self.tables[t].1;
+        if entries.len() <= i {
+            entries.resize(i + 1, EntryBytes::NONE);
+        }
+        entries[i] = bytes;
+        self.last = t;
+    }
+}
+
+/// The correlation id of a kernel, copy, memset, synchronization or call.
+#[inline]
+fn event_correlation(e: &Event) -> u64 {
+    match e {
+        Event::Kernel(k) => k.correlation.0 as u64,
+        Event::Memcpy(m) => m.correlation.0 as u64,
+        Event::Memset(m) => m.correlation.0 as u64,
+        Event::Sync(y) => y.correlation.0 as u64,
+        Event::Api(a) => a.correlation.0 as u64,
+        _ => 0,
+    }
+}
+
+/// The flow id field, if any.
+#[inline]
+fn write_flow(b: &mut Vec<u8>, flow: Flow) {
+    match flow {
+        Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
+        Flow::In(id) => fixed64(b, E_TERMINATING_FLOW_IDS, id),
+        Flow::None => {}
     }
 }
 
@@ -825,6 +958,28 @@ impl<W: Write> Visitor for ProtoWriter<W> {
 
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
         let e = item.event;
+        // Without args a packet is too short for the cache to pay.
+        let cached = if self.args {
+            self.entries.get(input.ordinal, item.entry)
+        } else {
+            None
+        };
+        if let Some(bytes) = cached {
+            let b = &mut self.out.buf;
+            let p = begin_wide(b, PKT);
+            uint_time(b, P_TIMESTAMP, item.start);
+            let at = b.len();
+            put_prefix(b, &bytes.head, bytes.head_len);
+            if bytes.corr {
+                arg_u(b, Arg::Correlation, event_correlation(e));
+            }
+            put_prefix(b, &bytes.tail, bytes.tail_len);
+            write_flow(b, item.flow);
+            end_wide(b, at + BEGIN_TYPE_AT - 1);
+            end_wide(b, p);
+            self.out.maybe_flush()?;
+            return Ok(());
+        }
         let track = self.lane_track(input, item.lane, item.lane_id, Some(e));
         let name = self.event_name(input, e);
         let b = &mut self.out.buf;
@@ -841,14 +996,18 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         }
         uint(b, E_NAME_IID, name);
         uint(b, E_CATEGORY_IIDS, category(e));
-        if self.args {
-            write_args(b, &mut self.arg_cache, input, e, t);
+        let corr = if self.args {
+            write_args(b, &mut self.arg_cache, input, e, t)
+        } else {
+            None
+        };
+        if self.args && !matches!(e, Event::Collective(_) | Event::Loss(_)) {
+            let rel = corr.map(|(c0, c1)| (c0 - at, c1 - at));
+            if let Some(bytes) = EntryBytes::new(&b[at..], rel, b.len() - at) {
+                self.entries.put(input.ordinal, item.entry, bytes);
+            }
         }
-        match item.flow {
-            Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
-            Flow::In(id) => fixed64(b, E_TERMINATING_FLOW_IDS, id),
-            Flow::None => {}
-        }
+        write_flow(b, item.flow);
         end_wide(b, te);
         self.write_new_names();
         end_wide(&mut self.out.buf, p);

@@ -124,6 +124,9 @@ pub(crate) struct Item<'e> {
     pub event: &'e Event,
     pub lane: Lane,
     pub lane_id: LaneId,
+    /// The event's dictionary entry in its input (events of one entry
+    /// differ only in their times and per-event series).
+    pub entry: Entry,
     pub start: u64,
     pub end: u64,
     pub flow: Flow,
@@ -676,7 +679,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 _ => None,
             };
             let mut events = trace.merge(chunk_ids);
-            while let Some(e) = events.next_event()? {
+            while let Some((e, entry)) = events.next_with_entry()? {
                 if let Event::Collective(c) = &e {
                     if !filter.keeps_device(c.device) {
                         continue;
@@ -774,6 +777,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                         event: e,
                         lane,
                         lane_id,
+                        entry,
                         start: s,
                         end: t,
                         flow,

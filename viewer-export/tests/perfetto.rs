@@ -812,3 +812,46 @@ fn utilization_classifies_work_as_the_report_does() {
     assert_eq!(value("GPU 0 compute %"), 0.0);
     assert_eq!(value("GPU 0 transfer %"), 0.0);
 }
+
+/// Every kernel's and CUDA call's packet carries its own event's times,
+/// name and args, not another event's: packets of events with the same
+/// attributes are made from bytes kept per dictionary entry, with the
+/// times, correlation id and flow of each event put in.
+#[test]
+fn every_packet_is_its_own_events() {
+    let (_, traces) = common::small_job(2);
+    let (bytes, _) = export(&[&traces[0]], &Filter::default());
+    let d = decode(&bytes);
+    let t = &traces[0];
+    let by_corr: HashMap<(u64, &str), &Slice> = d
+        .slices
+        .iter()
+        .filter(|s| s.category == "kernel" || s.category == "cuda_runtime")
+        .map(|s| ((s.args["correlation"], s.category.as_str()), s))
+        .collect();
+    let (mut kernels, mut calls) = (0, 0);
+    for e in t.events() {
+        match e.unwrap() {
+            Event::Kernel(k) => {
+                let s = by_corr[&(k.correlation.0 as u64, "kernel")];
+                assert_eq!((s.start, s.end), (k.start.0, k.end.0));
+                assert_eq!(s.name, t.name(k.name));
+                assert_eq!(s.args["stream"], k.stream.0 as u64);
+                assert_eq!(s.args["registers per thread"], k.registers as u64);
+                let grid = format!("grid=[{},{},{}]", k.grid[0], k.grid[1], k.grid[2]);
+                assert!(s.args_text.contains(&grid), "{grid} in {:?}", s.args_text);
+                kernels += 1;
+            }
+            Event::Api(a) => {
+                let s = by_corr[&(a.correlation.0 as u64, "cuda_runtime")];
+                assert_eq!((s.start, s.end), (a.start.0, a.end.0));
+                assert_eq!(s.name, t.name(a.name));
+                assert_eq!(s.args["cbid"], a.cbid as u64);
+                calls += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(kernels >= 50 && calls >= 50, "{kernels} kernels, {calls} calls");
+    assert_eq!(by_corr.len(), kernels + calls, "one packet per event, correlation ids unique");
+}
