@@ -25,7 +25,8 @@ import tempfile
 try:
     from hta.trace_analysis import TraceAnalysis
 except ImportError as e:
-    print(f"SKIP: {e}; install with: pip install HolisticTraceAnalysis")
+    # HTA 0.5.0 imports psutil without declaring it.
+    print(f"SKIP: {e}; install with: pip install HolisticTraceAnalysis psutil")
     sys.exit(0)
 
 

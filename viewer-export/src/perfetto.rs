@@ -662,7 +662,6 @@ impl<W: Write> ProtoWriter<W> {
     }
 }
 
-/// Write the event's arguments as debug annotations.
 /// Append the first `len` bytes of `bytes` (a constant-size copy, cut back).
 #[inline(always)]
 fn put_prefix<const N: usize>(b: &mut Vec<u8>, bytes: &[u8; N], len: u8) {
