@@ -375,15 +375,7 @@ fn arg_u(buf: &mut Vec<u8>, name: Arg, v: u64) {
     a[2] = (A_NAME_IID << 3) as u8;
     a[3] = name as u8;
     a[4] = (A_UINT << 3) as u8;
-    let mut n = 5;
-    let mut v = v;
-    while v >= 0x80 {
-        a[n] = v as u8 | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    a[n] = v as u8;
-    n += 1;
+    let n = varint_at(&mut a, 5, v);
     a[1] = (n - 2) as u8;
     let len = buf.len();
     buf.extend_from_slice(&a);

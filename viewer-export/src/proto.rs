@@ -72,6 +72,19 @@ fn spread7(v: u64) -> u64 {
     w
 }
 
+/// Write `v` as a varint into `out` from `at`; returns where it ends. The
+/// caller leaves room for it (10 bytes at most).
+#[inline(always)]
+pub(crate) fn varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        out[at] = v as u8 | 0x80;
+        v >>= 7;
+        at += 1;
+    }
+    out[at] = v as u8;
+    at + 1
+}
+
 #[inline]
 fn tag(buf: &mut Vec<u8>, field: u32, wire: u32) {
     varint(buf, ((field << 3) | wire) as u64);
@@ -129,14 +142,8 @@ pub(crate) fn end(buf: &mut Vec<u8>, body: usize) {
         return;
     }
     let mut tmp = [0u8; 10];
-    let mut n = 0;
-    let mut v = len;
-    while v >= 0x80 {
-        tmp[n] = v as u8 | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    tmp[n] = v as u8;
+    // The length's bytes beyond the one reserved.
+    let n = varint_at(&mut tmp, 0, len as u64) - 1;
     buf.resize(buf.len() + n, 0);
     buf.copy_within(body..body + len, body + n);
     buf[body - 1..body + n].copy_from_slice(&tmp[..=n]);
