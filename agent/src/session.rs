@@ -680,9 +680,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
         trailer.extra.insert("agent.records_skipped".into(), dec.skipped.to_string());
         for (name, records, ns) in dec.overhead.seen() {
-            trailer
-                .extra
-                .insert(format!("cupti.overhead.{name}"), format!("{records} records, {ns} ns"));
+            trailer.set_overhead(name, records, ns);
         }
         if let Some(st) = crate::nccl::state() {
             trailer.extra.insert("nccl.linked".into(), nccl.linker.linked.to_string());

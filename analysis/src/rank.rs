@@ -644,10 +644,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             losses,
             events: file.event_total(),
             hta: hta_rank,
-            profiler_overhead: file
-                .trailer()
-                .map(|t| crate::report::OverheadTotal::from_trailer(&t.extra))
-                .unwrap_or_default(),
+            profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
         },
         kernels,
         copies: copy_aggs,

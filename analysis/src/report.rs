@@ -5,7 +5,7 @@
 //! identities stated on each struct. `docs/metrics.md` defines every number.
 
 use crate::classify::Category;
-use gputrace_format::LossSource;
+use gputrace_format::{LossSource, Trailer};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -82,23 +82,11 @@ pub struct OverheadTotal {
 }
 
 impl OverheadTotal {
-    /// From the trailer's `cupti.overhead.<kind>` entries
-    /// (`"<records> records, <ns> ns"`); entries that do not parse are left out.
-    pub fn from_trailer(extra: &BTreeMap<String, String>) -> BTreeMap<String, OverheadTotal> {
-        extra
-            .iter()
-            .filter_map(|(k, v)| {
-                let kind = k.strip_prefix("cupti.overhead.")?;
-                let (records, ns) = v.split_once(" records, ")?;
-                let ns = ns.strip_suffix(" ns")?;
-                Some((
-                    kind.to_string(),
-                    OverheadTotal {
-                        records: records.parse().ok()?,
-                        ns: ns.parse().ok()?,
-                    },
-                ))
-            })
+    /// From the trailer's overhead entries ([`Trailer::overheads`]).
+    pub fn from_trailer(trailer: &Trailer) -> BTreeMap<String, OverheadTotal> {
+        trailer
+            .overheads()
+            .map(|(kind, records, ns)| (kind.to_string(), OverheadTotal { records, ns }))
             .collect()
     }
 }
@@ -575,11 +563,12 @@ pub struct Cost {
 #[cfg(test)]
 mod overhead_tests {
     use super::OverheadTotal;
-    use std::collections::BTreeMap;
+    use gputrace_format::Trailer;
 
     #[test]
     fn overhead_comes_from_the_trailer_entries_that_parse() {
-        let extra: BTreeMap<String, String> = [
+        let mut trailer = Trailer::default();
+        trailer.extra = [
             ("cupti.overhead.instrumentation", "12 records, 3400000 ns"),
             ("cupti.overhead.buffer_flush", "3 records, 900 ns"),
             ("cupti.overhead.garbled", "many records"),
@@ -589,7 +578,7 @@ mod overhead_tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let o = OverheadTotal::from_trailer(&extra);
+        let o = OverheadTotal::from_trailer(&trailer);
         assert_eq!(o.len(), 2, "{o:?}");
         assert_eq!(
             o["instrumentation"],

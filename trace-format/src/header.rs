@@ -202,6 +202,29 @@ pub struct Trailer {
     pub extra: BTreeMap<String, String>,
 }
 
+impl Trailer {
+    /// Prefix of the [`Trailer::extra`] entries that hold CUPTI's own
+    /// costs, one per overhead kind: `cupti.overhead.<kind>` =
+    /// `"<records> records, <ns> ns"`.
+    pub const OVERHEAD_PREFIX: &'static str = "cupti.overhead.";
+
+    /// Record `records` CUPTI overhead records of `kind` lasting `ns` in all.
+    pub fn set_overhead(&mut self, kind: &str, records: u64, ns: u64) {
+        self.extra
+            .insert(format!("{}{kind}", Self::OVERHEAD_PREFIX), format!("{records} records, {ns} ns"));
+    }
+
+    /// `(kind, records, ns)` of each overhead entry; entries that do not
+    /// parse are left out.
+    pub fn overheads(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        self.extra.iter().filter_map(|(k, v)| {
+            let kind = k.strip_prefix(Self::OVERHEAD_PREFIX)?;
+            let (records, ns) = v.split_once(" records, ")?;
+            Some((kind, records.parse().ok()?, ns.strip_suffix(" ns")?.parse().ok()?))
+        })
+    }
+}
+
 /// One NCCL (or RCCL) communicator this process belonged to, as the NCCL
 /// profiler plugin reported it at `ncclCommInitRank` time. Collectives refer
 /// to it by [`Communicator::id`].

@@ -856,3 +856,14 @@ fn events_of_one_entry_share_their_attributes() {
     assert!(seen.keys().map(|e| e.chunk).collect::<std::collections::HashSet<_>>().len() > 1);
     assert!(seen.len() > t.chunks().len());
 }
+
+/// CUPTI overhead totals written into a trailer read back as written.
+#[test]
+fn overhead_entries_round_trip_through_the_trailer() {
+    let mut t = Trailer::default();
+    t.set_overhead("buffer_flush", 3, 900);
+    t.set_overhead("instrumentation", 12, 3_400_000);
+    t.extra.insert("agent.records_skipped".into(), "5".into());
+    let read: Vec<_> = t.overheads().collect();
+    assert_eq!(read, [("buffer_flush", 3, 900), ("instrumentation", 12, 3_400_000)]);
+}
