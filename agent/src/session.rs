@@ -173,7 +173,7 @@ pub fn start() -> Result<(), String> {
         .into_iter()
         .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
         .collect();
-    let api_filter = if s.config.api_calls { filter_api_calls(&c.api) } else { None };
+    let api_filter = s.config.api_calls.then(|| filter_api_calls(&c.api));
     // For the NCCL plugin's collective → kernel links (see nccl/link.rs).
     if s.config.api_calls && crate::nccl::enabled_by_env() && c.api.has_external_correlation() {
         match c.api.enable(kind::EXTERNAL_CORRELATION) {
@@ -189,7 +189,7 @@ pub fn start() -> Result<(), String> {
 /// makes many times more of those than launches (measured: 17 per kept
 /// call), and each costs CUPTI a record on the job's thread. Returns what to
 /// note in the header; the decoder's filter stays as the fallback.
-fn filter_api_calls(api: &Cupti) -> Option<String> {
+fn filter_api_calls(api: &Cupti) -> String {
     fn dropped(table: &'static [(&'static str, bool)]) -> impl Iterator<Item = u32> {
         table
             .iter()
@@ -197,7 +197,7 @@ fn filter_api_calls(api: &Cupti) -> Option<String> {
             .filter(|(_, (name, keep))| !keep && !name.is_empty())
             .map(|(cbid, _)| cbid as u32)
     }
-    let note = match api.disable_api_calls(dropped(&cbid_names::RUNTIME), dropped(&cbid_names::DRIVER)) {
+    match api.disable_api_calls(dropped(&cbid_names::RUNTIME), dropped(&cbid_names::DRIVER)) {
         Some(sw) if sw.off > 0 => match sw.first_error {
             Some(e) => format!("in CUPTI: {} query calls not recorded ({} refused: {e})", sw.off, sw.refused),
             None => format!("in CUPTI: {} query calls not recorded", sw.off),
@@ -207,8 +207,7 @@ fn filter_api_calls(api: &Cupti) -> Option<String> {
             sw.first_error.map_or("nothing to switch off".into(), |e| e.to_string())
         ),
         None => "after capture (this CUPTI has no per-call switch, or is subscriber-scoped)".into(),
-    };
-    Some(note)
+    }
 }
 
 /// Start a session without CUPTI, for the NCCL plugin (called from its first
