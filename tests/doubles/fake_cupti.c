@@ -1448,43 +1448,10 @@ static uint32_t launch_tid(const struct clock *c) {
     return sys ? c->launch_tid_sys : c->launch_tid_default;
 }
 
-static void emit_api(struct clock *c, int driver) {
+/* One RUNTIME (or DRIVER) record of `cbid`, delivered when `end` is due. */
+static void put_api_record(struct clock *c, int driver, uint32_t cbid, uint64_t start, uint64_t end, uint32_t corr) {
     uint32_t kind = driver ? FC_CUPTI_ACTIVITY_KIND_DRIVER : FC_CUPTI_ACTIVITY_KIND_RUNTIME;
     uint8_t r[64] = {0};
-    struct launch l;
-    if (!lq_pop(&pending_kern, &l)) {
-        l.corr = c->next_corr++;
-        l.api_start = c->t;
-        l.api_end = c->t + 2000;
-        c->t = l.api_end + 500;
-        lq_push(&pending_api, l);
-    }
-    put_u32(r, FC_OFF_API_kind, kind);
-    put_u32(r, FC_OFF_API_cbid, driver ? FC_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
-                                      : FC_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
-    put_u64(r, FC_OFF_API_start, l.api_start);
-    put_u64(r, FC_OFF_API_end, l.api_end);
-    put_u32(r, FC_OFF_API_processId, (uint32_t)getpid());
-    put_u32(r, FC_OFF_API_threadId, launch_tid(c));
-    put_u32(r, FC_OFF_API_correlationId, l.corr);
-    put_u32(r, FC_OFF_API_returnValue, 0);
-    pace_until(c, l.api_end);
-    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(l.api_start, l.api_end, l.corr);
-}
-
-/* One API record of `cbid` with a correlation id of its own, unless that
- * cbid is switched off (then counted, not written). */
-static void emit_api_call(struct clock *c, uint32_t cbid, int driver) {
-    uint32_t kind = driver ? FC_CUPTI_ACTIVITY_KIND_DRIVER : FC_CUPTI_ACTIVITY_KIND_RUNTIME;
-    pthread_mutex_lock(&g.mu);
-    int off = g.cbid_off[driver][cbid];
-    if (off) g.skipped_cbid[driver]++;
-    pthread_mutex_unlock(&g.mu);
-    if (off) return;
-    uint8_t r[64] = {0};
-    uint64_t start = c->t, end = c->t + 300;
-    c->t = end + 200;
-    uint32_t corr = c->next_corr++;
     put_u32(r, FC_OFF_API_kind, kind);
     put_u32(r, FC_OFF_API_cbid, cbid);
     put_u64(r, FC_OFF_API_start, start);
@@ -1495,6 +1462,33 @@ static void emit_api_call(struct clock *c, uint32_t cbid, int driver) {
     put_u32(r, FC_OFF_API_returnValue, 0);
     pace_until(c, end);
     if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+}
+
+static void emit_api(struct clock *c, int driver) {
+    struct launch l;
+    if (!lq_pop(&pending_kern, &l)) {
+        l.corr = c->next_corr++;
+        l.api_start = c->t;
+        l.api_end = c->t + 2000;
+        c->t = l.api_end + 500;
+        lq_push(&pending_api, l);
+    }
+    put_api_record(c, driver,
+                   driver ? FC_CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel : FC_CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                   l.api_start, l.api_end, l.corr);
+}
+
+/* One API record of `cbid` with a correlation id of its own, unless that
+ * cbid is switched off (then counted, not written). */
+static void emit_api_call(struct clock *c, uint32_t cbid, int driver) {
+    pthread_mutex_lock(&g.mu);
+    int off = g.cbid_off[driver][cbid];
+    if (off) g.skipped_cbid[driver]++;
+    pthread_mutex_unlock(&g.mu);
+    if (off) return;
+    uint64_t start = c->t, end = c->t + 300;
+    c->t = end + 200;
+    put_api_record(c, driver, cbid, start, end, c->next_corr++);
 }
 
 static void emit_memcpy(struct clock *c, uint64_t bytes, uint32_t copy_kind, int paced) {
