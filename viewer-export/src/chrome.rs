@@ -162,27 +162,6 @@ impl PrefixKey {
     }
 }
 
-/// Direct-mapped cache of event openings: (key, text, where the place
-/// starts in the text). A miss reformats the slot.
-struct PrefixCache {
-    slots: Vec<Option<(PrefixKey, Vec<u8>, usize)>>,
-}
-
-impl PrefixCache {
-    const SLOTS: usize = 1024;
-
-    fn new() -> Self {
-        PrefixCache {
-            slots: (0..Self::SLOTS).map(|_| None).collect(),
-        }
-    }
-
-    #[inline]
-    fn slot(&mut self, key: &PrefixKey) -> &mut Option<(PrefixKey, Vec<u8>, usize)> {
-        &mut self.slots[(key.hash().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % Self::SLOTS]
-    }
-}
-
 struct JsonWriter<W: Write> {
     out: Out<W>,
     base: u64,
@@ -198,9 +177,9 @@ struct JsonWriter<W: Write> {
     launch_text: TextCache<LaunchKey, 1024>,
     /// The opening of the events that make up nearly every trace (kernels
     /// and CUDA calls): `,\n{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":`
-    /// by what it is made of, with where its place (`,"pid":…`) starts.
-    prefix_text: PrefixCache,
-    /// An API call's `,"args":{"cbid":…,"correlation":` by cbid.
+    /// by what it is made of, marked where its place (`,"pid":…`) starts.
+    prefix_text: TextCache<PrefixKey, 1024>,
+    /// An API call's `,"args":{"cbid":…` by cbid.
     cbid_text: TextCache<u32, 256>,
     /// The current event's `,"pid":…,"tid":…,"ts":…` text: its (pid, tid,
     /// ts) and where it lies in `out.buf`, so that its flow copies it
@@ -263,7 +242,7 @@ impl<W: Write> JsonWriter<W> {
             place_text: TextCache::new(),
             gpu_text: TextCache::new(),
             launch_text: TextCache::new(),
-            prefix_text: PrefixCache::new(),
+            prefix_text: TextCache::new(),
             cbid_text: TextCache::new(),
             last_place: ((0, 0, 0), 0..0),
             last_corr: (0, 0..0),
@@ -397,32 +376,19 @@ impl<W: Write> JsonWriter<W> {
             pid,
             tid,
         };
-        let slot = self.prefix_text.slot(&key);
-        let place_at = match slot {
-            Some((k, _, at)) if *k == key => *at,
-            _ => {
-                let mut t = match slot.take() {
-                    Some((_, mut t, _)) => {
-                        t.clear();
-                        t
-                    }
-                    None => Vec::new(),
-                };
-                t.extend_from_slice(b",\n{\"ph\":\"X\",\"cat\":\"");
-                t.extend_from_slice(PrefixKey::CATS[cat as usize]);
-                t.extend_from_slice(b"\",\"name\":");
-                put_json_str(&mut t, &input.trace.name(name));
-                let at = t.len();
-                t.extend_from_slice(b",\"pid\":");
-                put_u64(&mut t, pid);
-                t.extend_from_slice(b",\"tid\":");
-                put_u64(&mut t, tid);
-                t.extend_from_slice(b",\"ts\":");
-                *slot = Some((key, t, at));
-                at
-            }
-        };
-        let text = &slot.as_ref().expect("filled above").1;
+        let (text, place_at) = self.prefix_text.get(key, key.hash(), |t| {
+            t.extend_from_slice(b",\n{\"ph\":\"X\",\"cat\":\"");
+            t.extend_from_slice(PrefixKey::CATS[cat as usize]);
+            t.extend_from_slice(b"\",\"name\":");
+            put_json_str(t, &input.trace.name(name));
+            let at = t.len();
+            t.extend_from_slice(b",\"pid\":");
+            put_u64(t, pid);
+            t.extend_from_slice(b",\"tid\":");
+            put_u64(t, tid);
+            t.extend_from_slice(b",\"ts\":");
+            at
+        });
         let b = &mut self.out.buf;
         // The first event of the array has no separating comma.
         let skip = usize::from(self.first);
@@ -752,13 +718,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.cbid_text.put(&mut self.out.buf, cbid, cbid as u64, |t| {
                     t.extend_from_slice(b",\"args\":{\"cbid\":");
                     put_u64(t, cbid as u64);
-                    t.extend_from_slice(b",\"correlation\":");
                 });
-                let b = &mut self.out.buf;
-                let at = b.len();
-                let corr = a.correlation.0 as u64;
-                put_u64(b, corr);
-                self.last_corr = (corr, at..b.len());
+                self.correlation(a.correlation.0 as u64);
                 if a.return_value != 0 {
                     self.arg_u64(b",\"return\":", a.return_value as u64);
                 }

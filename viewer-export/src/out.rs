@@ -44,52 +44,13 @@ impl<W: Write> Out<W> {
     }
 }
 
-/// The last few lookups of a map, searched first: events alternate among a
-/// handful of lanes, and hashing every event's lane costs more than a few
-/// comparisons.
-pub(crate) struct Recent<K, V> {
-    slots: [Option<(K, V)>; 4],
-    next: usize,
-    /// The slot of the last hit, tried first (the next event is often on
-    /// the same lane).
-    hit: usize,
-}
-
-impl<K: PartialEq + Copy, V: Copy> Recent<K, V> {
-    pub fn new() -> Self {
-        Recent {
-            slots: [None; 4],
-            next: 0,
-            hit: 0,
-        }
-    }
-
-    #[inline]
-    pub fn get(&mut self, key: &K) -> Option<V> {
-        if let Some((k, v)) = &self.slots[self.hit] {
-            if k == key {
-                return Some(*v);
-            }
-        }
-        let i = self.slots.iter().position(|s| s.as_ref().is_some_and(|(k, _)| k == key))?;
-        self.hit = i;
-        self.slots[i].map(|(_, v)| v)
-    }
-
-    #[inline]
-    pub fn put(&mut self, key: K, value: V) {
-        self.slots[self.next] = Some((key, value));
-        self.hit = self.next;
-        self.next = (self.next + 1) % self.slots.len();
-    }
-}
-
 /// Formatted text by key, for the parts of an event that repeat from event
 /// to event (a lane's ids, a kernel's launch configuration): formatting
 /// numbers costs more than copying the bytes formatted last time. `N` slots,
-/// direct-mapped by `hash`; a miss formats into the slot.
+/// direct-mapped by `hash`; a miss formats into the slot. With each text a
+/// mark: an offset into it that its formatter chose (0 from [`Self::put`]).
 pub(crate) struct TextCache<K, const N: usize> {
-    slots: Vec<Option<(K, Vec<u8>)>>,
+    slots: Vec<Option<(K, Vec<u8>, usize)>>,
 }
 
 impl<K: PartialEq + Copy, const N: usize> TextCache<K, N> {
@@ -103,22 +64,32 @@ impl<K: PartialEq + Copy, const N: usize> TextCache<K, N> {
     /// (which must depend on `key` only) when the slot holds another key.
     #[inline]
     pub fn put(&mut self, out: &mut Vec<u8>, key: K, hash: u64, format: impl FnOnce(&mut Vec<u8>)) {
+        let (text, _) = self.get(key, hash, |t| {
+            format(t);
+            0
+        });
+        out.extend_from_slice(text);
+    }
+
+    /// The text for `key` and its mark, formatted by `format` (which must
+    /// depend on `key` only and returns the mark) when the slot holds
+    /// another key.
+    #[inline]
+    pub fn get(&mut self, key: K, hash: u64, format: impl FnOnce(&mut Vec<u8>) -> usize) -> (&[u8], usize) {
         let slot = &mut self.slots[(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % N];
-        match slot {
-            Some((k, text)) if *k == key => out.extend_from_slice(text),
-            _ => {
-                let mut text = match slot.take() {
-                    Some((_, mut t)) => {
-                        t.clear();
-                        t
-                    }
-                    None => Vec::new(),
-                };
-                format(&mut text);
-                out.extend_from_slice(&text);
-                *slot = Some((key, text));
-            }
+        if !matches!(slot, Some((k, _, _)) if *k == key) {
+            let mut text = match slot.take() {
+                Some((_, mut t, _)) => {
+                    t.clear();
+                    t
+                }
+                None => Vec::new(),
+            };
+            let mark = format(&mut text);
+            *slot = Some((key, text, mark));
         }
+        let (_, text, mark) = slot.as_ref().expect("filled above");
+        (text, *mark)
     }
 }
 
@@ -312,6 +283,23 @@ mod tests {
                 proptest::prop_assert_eq!(String::from_utf8(b).unwrap(), format!("x{}.{:03}", ns / 1000, ns % 1000));
             }
         }
+    }
+
+    #[test]
+    fn text_cache_keeps_each_texts_mark() {
+        // One slot: the second key evicts the first, which comes back
+        // formatted again with its own mark.
+        let mut c: TextCache<u8, 1> = TextCache::new();
+        let mark_of = |k: u8| {
+            move |t: &mut Vec<u8>| {
+                t.extend(std::iter::repeat_n(b'a' + k, k as usize + 2));
+                k as usize
+            }
+        };
+        assert_eq!(c.get(1, 0, mark_of(1)), (&b"bbb"[..], 1));
+        assert_eq!(c.get(1, 0, |_| unreachable!("cached")), (&b"bbb"[..], 1));
+        assert_eq!(c.get(2, 0, mark_of(2)), (&b"cccc"[..], 2));
+        assert_eq!(c.get(1, 0, mark_of(1)), (&b"bbb"[..], 1));
     }
 
     #[test]

@@ -34,7 +34,7 @@
 
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
-use crate::out::{launch_key, LaunchKey, Out, Recent, TextCache};
+use crate::out::{launch_key, LaunchKey, Out, TextCache};
 use crate::proto::*;
 use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
 use crate::{ExportStats, Exporter};
@@ -232,8 +232,6 @@ struct ProtoWriter<W: Write> {
     /// Track by [`LaneId`] of the current input (uuid 0: not described yet;
     /// uuids start at 1).
     lane_tracks: Vec<LaneTrack>,
-    /// The last tracks looked up (events alternate among a few lanes).
-    recent: Recent<TrackKey, u64>,
     /// Interned names the current packet must carry.
     new_names: Vec<(u64, String)>,
     /// Encoded args that repeat from event to event.
@@ -249,6 +247,50 @@ struct ArgCache {
     launch: TextCache<LaunchKey, 1024>,
 }
 
+/// Up to `N` bytes kept inline, appended as one constant-size copy cut
+/// back to their length (a copy of a variable size is a call).
+#[derive(Clone, Copy)]
+struct Inline<const N: usize> {
+    bytes: [u8; N],
+    len: u8,
+}
+
+impl<const N: usize> Inline<N> {
+    const EMPTY: Inline<N> = Inline { bytes: [0; N], len: 0 };
+
+    /// `b`, or `None` when it is longer than `N`.
+    fn new(b: &[u8]) -> Option<Inline<N>> {
+        let mut i = Self::EMPTY;
+        i.bytes.get_mut(..b.len())?.copy_from_slice(b);
+        i.len = b.len() as u8;
+        Some(i)
+    }
+
+    /// What `write` writes, which must fit (a bound the caller knows).
+    fn written(write: impl FnOnce(&mut Vec<u8>)) -> Inline<N> {
+        let mut b = Vec::with_capacity(N);
+        write(&mut b);
+        Inline::new(&b).expect("written within the bound")
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    fn put(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.extend_from_slice(&self.bytes);
+        out.truncate(at + self.len as usize);
+    }
+}
+
+impl<const N: usize> Default for Inline<N> {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
 /// A lane's track: its uuid, and the bytes every event packet on it has
 /// after its timestamp: the start of a begin packet, the whole rest of a
 /// slice-end packet.
@@ -257,72 +299,52 @@ struct LaneTrack {
     uuid: u64,
     /// Sequence fields, the track event's tag and (placeholder) length, its
     /// type (`TYPE_SLICE_BEGIN`, the byte at [`BEGIN_TYPE_AT`]) and track
-    /// uuid; then padding, as in `end`.
-    begin: [u8; 24],
-    begin_len: u8,
-    /// The packet's bytes after its timestamp field, then padding: copied
-    /// whole (a copy of a constant size is a few moves, one of a variable
-    /// size a call) and cut back to `end_len`.
-    end: [u8; 24],
-    end_len: u8,
+    /// uuid: at most 4 + 3 + 2 + 11 bytes.
+    begin: Inline<24>,
+    /// A slice-end packet's bytes after its timestamp field: at most 4 + 2
+    /// + 2 + 11.
+    end: Inline<24>,
     /// On a stream lane, the debug annotations of a kernel's device,
-    /// context and stream (at most 3 × 10 bytes), then padding.
-    kernel_ids: [u8; 32],
-    kernel_ids_len: u8,
+    /// context and stream (at most 3 × 10 bytes; empty on other lanes).
+    kernel_ids: Inline<32>,
     /// Those of a copy's or memset's device and stream.
-    copy_ids: [u8; 24],
-    copy_ids_len: u8,
+    copy_ids: Inline<24>,
 }
 
 impl LaneTrack {
     fn new(uuid: u64, lane: Lane) -> LaneTrack {
-        let mut b = Vec::with_capacity(24);
-        uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
-        uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let _ = begin_wide(&mut b, P_TRACK_EVENT);
-        debug_assert_eq!(b.len(), BEGIN_TYPE_AT - 1);
-        uint(&mut b, E_TYPE, TYPE_SLICE_BEGIN);
-        uint(&mut b, E_TRACK_UUID, uuid);
-        let mut head = [0; 24];
-        head[..b.len()].copy_from_slice(&b);
-        let begin_len = b.len() as u8;
-        b.clear();
-        uint(&mut b, P_SEQ_ID, SEQUENCE_ID);
-        uint(&mut b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let te = begin(&mut b, P_TRACK_EVENT);
-        uint(&mut b, E_TYPE, TYPE_SLICE_END);
-        uint(&mut b, E_TRACK_UUID, uuid);
-        end(&mut b, te);
-        // At most 4 + 2 + 2 + 11 bytes.
-        let mut end = [0; 24];
-        end[..b.len()].copy_from_slice(&b);
-        let end_len = b.len() as u8;
-        let (mut kernel_ids, mut copy_ids) = ([0; 32], [0; 24]);
-        let (mut kernel_ids_len, mut copy_ids_len) = (0, 0);
-        if let Lane::Stream { device, context, stream } = lane {
-            b.clear();
-            arg_u(&mut b, Arg::Device, device.0 as u64);
-            arg_u(&mut b, Arg::Context, context.0 as u64);
-            arg_u(&mut b, Arg::Stream, stream.0 as u64);
-            kernel_ids[..b.len()].copy_from_slice(&b);
-            kernel_ids_len = b.len() as u8;
-            b.clear();
-            arg_u(&mut b, Arg::Device, device.0 as u64);
-            arg_u(&mut b, Arg::Stream, stream.0 as u64);
-            copy_ids[..b.len()].copy_from_slice(&b);
-            copy_ids_len = b.len() as u8;
-        }
-        LaneTrack {
+        let mut t = LaneTrack {
             uuid,
-            begin: head,
-            begin_len,
-            end,
-            end_len,
-            kernel_ids,
-            kernel_ids_len,
-            copy_ids,
-            copy_ids_len,
+            begin: Inline::written(|b| {
+                uint(b, P_SEQ_ID, SEQUENCE_ID);
+                uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                let _ = begin_wide(b, P_TRACK_EVENT);
+                debug_assert_eq!(b.len(), BEGIN_TYPE_AT - 1);
+                uint(b, E_TYPE, TYPE_SLICE_BEGIN);
+                uint(b, E_TRACK_UUID, uuid);
+            }),
+            end: Inline::written(|b| {
+                uint(b, P_SEQ_ID, SEQUENCE_ID);
+                uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                let te = begin(b, P_TRACK_EVENT);
+                uint(b, E_TYPE, TYPE_SLICE_END);
+                uint(b, E_TRACK_UUID, uuid);
+                end(b, te);
+            }),
+            ..LaneTrack::default()
+        };
+        if let Lane::Stream { device, context, stream } = lane {
+            t.kernel_ids = Inline::written(|b| {
+                arg_u(b, Arg::Device, device.0 as u64);
+                arg_u(b, Arg::Context, context.0 as u64);
+                arg_u(b, Arg::Stream, stream.0 as u64);
+            });
+            t.copy_ids = Inline::written(|b| {
+                arg_u(b, Arg::Device, device.0 as u64);
+                arg_u(b, Arg::Stream, stream.0 as u64);
+            });
         }
+        t
     }
 }
 
@@ -434,7 +456,6 @@ impl<W: Write> ProtoWriter<W> {
             label_iids: FxHashMap::default(),
             uuids: FxHashMap::default(),
             lane_tracks: Vec::new(),
-            recent: Recent::new(),
             new_names: Vec::new(),
             entries: EntryCache {
                 tables: Vec::new(),
@@ -493,13 +514,11 @@ impl<W: Write> ProtoWriter<W> {
         end_wide(b, p);
     }
 
-    fn uuid(&mut self, key: TrackKey) -> Option<u64> {
-        if let Some(uuid) = self.recent.get(&key) {
-            return Some(uuid);
-        }
-        let uuid = *self.uuids.get(&key)?;
-        self.recent.put(key, uuid);
-        Some(uuid)
+    /// The uuid of a described track. Looked up only when a track is
+    /// described and once per GPU's counters: events find theirs by lane id
+    /// (`lane_tracks`).
+    fn uuid(&self, key: TrackKey) -> Option<u64> {
+        self.uuids.get(&key).copied()
     }
 
     /// The uuid of `key`, describing the track first if needed.
@@ -654,18 +673,10 @@ impl<W: Write> ProtoWriter<W> {
     }
 }
 
-/// Append the first `len` bytes of `bytes` (a constant-size copy, cut back).
-#[inline(always)]
-fn put_prefix<const N: usize>(b: &mut Vec<u8>, bytes: &[u8; N], len: u8) {
-    let at = b.len();
-    b.extend_from_slice(bytes);
-    b.truncate(at + len as usize);
-}
-
 /// Write the event's arguments as debug annotations; `lane` is the track of
 /// the event's lane (a GPU event's ids come from it). Returns where in `b`
-/// the correlation annotation of a kernel, copy, memset, synchronization or
-/// CUDA call is (see [`EntryBytes`]).
+/// the correlation annotation is, if the event has one (see
+/// [`EntryBytes`]).
 fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Event, lane: &LaneTrack) -> Option<(usize, usize)> {
     let t = input.trace;
     let mut corr = None;
@@ -676,7 +687,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
     };
     match e {
         Event::Kernel(k) => {
-            put_prefix(b, &lane.kernel_ids, lane.kernel_ids_len);
+            lane.kernel_ids.put(b);
             correlation(b, k.correlation);
             let (launch, hash) = launch_key(k);
             let shared = launch.3;
@@ -691,7 +702,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             }
         }
         Event::Memcpy(m) => {
-            put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
+            lane.copy_ids.put(b);
             correlation(b, m.correlation);
             arg_u(b, Arg::Bytes, m.bytes);
             if m.src_device != m.device || m.dst_device != m.device {
@@ -700,7 +711,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             }
         }
         Event::Memset(m) => {
-            put_prefix(b, &lane.copy_ids, lane.copy_ids_len);
+            lane.copy_ids.put(b);
             correlation(b, m.correlation);
             arg_u(b, Arg::Bytes, m.bytes);
             arg_u(b, Arg::Value, m.value as u64);
@@ -758,9 +769,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             }
         }
     }
-    // A collective's correlation is written too, but its packet is not
-    // cached (its other series are per event).
-    corr.filter(|_| !matches!(e, Event::Collective(_)))
+    corr
 }
 
 /// What a begin packet holds after its timestamp for every event of one
@@ -771,26 +780,16 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
 /// the correlation id and the flow is an attribute of their entry.
 /// Collectives and losses (series other than times and correlation) are
 /// not cached.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct EntryBytes {
-    /// Padded as in [`LaneTrack`]; `head_len == 0`: not made yet.
-    head: [u8; 64],
-    head_len: u8,
-    tail: [u8; 96],
-    tail_len: u8,
+    /// Empty: not made yet (a head holds at least the lane's fields).
+    head: Inline<64>,
+    tail: Inline<96>,
     /// Whether a correlation annotation goes between.
     corr: bool,
 }
 
 impl EntryBytes {
-    const NONE: EntryBytes = EntryBytes {
-        head: [0; 64],
-        head_len: 0,
-        tail: [0; 96],
-        tail_len: 0,
-        corr: false,
-    };
-
     /// From a packet body after its timestamp, its correlation annotation at
     /// `corr` and its flow (if any) starting at `end`, all offsets in
     /// `body`; `None` when a part is too long to keep.
@@ -799,13 +798,11 @@ impl EntryBytes {
             Some((c0, c1)) => (&body[..c0], &body[c1..end]),
             None => (&body[..end], &body[end..end]),
         };
-        let mut bytes = EntryBytes::NONE;
-        bytes.head.get_mut(..head.len())?.copy_from_slice(head);
-        bytes.tail.get_mut(..tail.len())?.copy_from_slice(tail);
-        bytes.head_len = head.len() as u8;
-        bytes.tail_len = tail.len() as u8;
-        bytes.corr = corr.is_some();
-        Some(bytes)
+        Some(EntryBytes {
+            head: Inline::new(head)?,
+            tail: Inline::new(tail)?,
+            corr: corr.is_some(),
+        })
     }
 }
 
@@ -828,7 +825,7 @@ impl EntryCache {
         if self.tables.get(self.last).is_none_or(|(k, _)| *k != key) {
             self.last = self.tables.iter().position(|(k, _)| *k == key)?;
         }
-        self.tables[self.last].1.get(entry.index as usize).filter(|b| b.head_len != 0)
+        self.tables[self.last].1.get(entry.index as usize).filter(|b| !b.head.is_empty())
     }
 
     #[cold]
@@ -849,7 +846,7 @@ impl EntryCache {
         };
         let entries = &mut self.tables[t].1;
         if entries.len() <= i {
-            entries.resize(i + 1, EntryBytes::NONE);
+            entries.resize(i + 1, EntryBytes::default());
         }
         entries[i] = bytes;
         self.last = t;
@@ -960,11 +957,11 @@ impl<W: Write> Visitor for ProtoWriter<W> {
             let p = begin_wide(b, PKT);
             uint_time(b, P_TIMESTAMP, item.start);
             let at = b.len();
-            put_prefix(b, &bytes.head, bytes.head_len);
+            bytes.head.put(b);
             if bytes.corr {
                 arg_u(b, Arg::Correlation, event_correlation(e));
             }
-            put_prefix(b, &bytes.tail, bytes.tail_len);
+            bytes.tail.put(b);
             write_flow(b, item.flow);
             end_wide(b, at + BEGIN_TYPE_AT - 1);
             end_wide(b, p);
@@ -981,7 +978,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let t = &self.lane_tracks[track];
         let at = b.len();
         let te = at + BEGIN_TYPE_AT - 1;
-        put_prefix(b, &t.begin, t.begin_len);
+        t.begin.put(b);
         if crate::walk::is_instant(e) {
             b[at + BEGIN_TYPE_AT] = TYPE_INSTANT as u8;
         }
@@ -1077,7 +1074,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         let b = &mut self.out.buf;
         let p = begin_wide(b, PKT);
         uint_time(b, P_TIMESTAMP, at);
-        put_prefix(b, &track.end, track.end_len);
+        track.end.put(b);
         end_wide(b, p);
         Ok(())
     }
