@@ -567,8 +567,7 @@ mod overhead_tests {
 
     #[test]
     fn overhead_comes_from_the_trailer_entries_that_parse() {
-        let mut trailer = Trailer::default();
-        trailer.extra = [
+        let extra = [
             ("cupti.overhead.instrumentation", "12 records, 3400000 ns"),
             ("cupti.overhead.buffer_flush", "3 records, 900 ns"),
             ("cupti.overhead.garbled", "many records"),
@@ -578,6 +577,10 @@ mod overhead_tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+        let trailer = Trailer {
+            extra,
+            ..Trailer::default()
+        };
         let o = OverheadTotal::from_trailer(&trailer);
         assert_eq!(o.len(), 2, "{o:?}");
         assert_eq!(
