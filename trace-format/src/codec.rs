@@ -1216,8 +1216,9 @@ impl<'a> Rows<'a> {
 }
 
 /// What a [`SpanRows`] reads of each event: its start and end, its
-/// correlation id (0 for kinds without one) and the index of its attributes
-/// in the chunk's dictionary. 24 bytes, so a block of them stays in cache.
+/// correlation id (0 for kinds without one), the index of its attributes
+/// in the chunk's dictionary and, when asked for, a kernel's graph node id.
+/// 32 bytes, so a block of them stays in cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     /// Start (ns).
@@ -1230,19 +1231,25 @@ pub struct Span {
     /// Index of the event's attribute tuple in the chunk's dictionary (a
     /// valid index into the templates the rows were opened with).
     pub attr: u32,
+    /// A kernel's graph node id (its second series) once
+    /// [`crate::SpanCursor::read_node_ids`] asked for it; 0 otherwise.
+    pub node: u64,
 }
 
 impl Span {
     /// The event this span is of: `template` (its entry in the chunk's
     /// dictionary, see [`crate::SpanCursor::templates`]) with the span's
-    /// start, end and correlation id. A kernel's graph node id, a per-event
-    /// column spans do not read, is the template's: 0.
+    /// start, end, correlation id and (a kernel's) graph node id: the
+    /// event itself when its cursor read node ids.
     #[inline]
     pub fn event(&self, template: &Event) -> Event {
         let mut e = *template;
         let corr = CorrelationId(self.corr);
         match &mut e {
-            Event::Kernel(k) => (k.start, k.end, k.correlation) = (Nanos(self.start), Nanos(self.end), corr),
+            Event::Kernel(k) => {
+                (k.start, k.end, k.correlation) = (Nanos(self.start), Nanos(self.end), corr);
+                k.graph_node_id = self.node;
+            }
             Event::Memcpy(m) => (m.start, m.end, m.correlation) = (Nanos(self.start), Nanos(self.end), corr),
             Event::Memset(m) => (m.start, m.end, m.correlation) = (Nanos(self.start), Nanos(self.end), corr),
             Event::Sync(y) => (y.start, y.end, y.correlation) = (Nanos(self.start), Nanos(self.end), corr),
@@ -1273,6 +1280,11 @@ pub(crate) struct SpanRows<'a> {
     corr_col: Option<Column<'a>>,
     /// `None` once dictionary indexes are skipped.
     idx_col: Option<Column<'a>>,
+    /// A kernel's graph node ids, once asked for ([`SpanRows::read_nodes`]).
+    node_col: Option<Column<'a>>,
+    /// Where they are until then (`None` for other kinds).
+    node_avail: Option<Column<'a>>,
+    node: u64,
     left: usize,
     start: u64,
     corr: u64,
@@ -1306,6 +1318,9 @@ impl<'a> SpanRows<'a> {
             dur_col: Some(take(1)?),
             corr_col: if has_corr { Some(take(2)?) } else { None },
             idx_col: Some(take(2 + n_series)?),
+            node_col: None,
+            node_avail: if kind == EventKind::Kernel { Some(take(3)?) } else { None },
+            node: 0,
             left: count,
             start: t_min,
             corr: 0,
@@ -1331,6 +1346,13 @@ impl<'a> SpanRows<'a> {
         }
     }
 
+    /// Read a kernel chunk's graph node ids into [`Span::node`] (nothing
+    /// for other kinds, and nothing once [`Self::fill`] was called: the
+    /// column is read from its start or not at all).
+    pub(crate) fn read_nodes(&mut self) {
+        self.node_col = self.node_avail.take();
+    }
+
     /// Decode the next up to [`SPAN_BLOCK`] events into `out` (cleared
     /// first); `out` is empty only when every event was read. A correlation
     /// id beyond 32 bits or an attribute index out of range fails the whole
@@ -1338,6 +1360,7 @@ impl<'a> SpanRows<'a> {
     #[inline]
     pub(crate) fn fill(&mut self, out: &mut Vec<Span>) -> Result<(), &'static str> {
         out.clear();
+        self.node_avail = None;
         let n = self.left.min(SPAN_BLOCK);
         if n == 0 {
             return Ok(());
@@ -1354,6 +1377,16 @@ impl<'a> SpanRows<'a> {
             (false, false, true) => self.fill_with::<false, false, true>(out, n),
             (false, false, false) => self.fill_with::<false, false, false>(out, n),
         };
+        if let Some(col) = self.node_col.as_mut() {
+            // Rarely asked for (traces of CUDA graphs): a pass of its own
+            // keeps the loops above as they are.
+            let mut node = self.node;
+            for sp in out.iter_mut() {
+                node = node.wrapping_add(unzigzag(col.next()) as u64);
+                sp.node = node;
+            }
+            self.node = node;
+        }
         if outside {
             out.clear();
             return Err("attribute index out of range");
@@ -1363,7 +1396,11 @@ impl<'a> SpanRows<'a> {
             return Err("correlation id out of range");
         }
         if self.left == 0
-            && (self.start_col.overlong() || [self.dur_col, self.idx_col, self.corr_col].iter().flatten().any(|c| c.overlong()))
+            && (self.start_col.overlong()
+                || [self.dur_col, self.idx_col, self.corr_col, self.node_col]
+                    .iter()
+                    .flatten()
+                    .any(|c| c.overlong()))
         {
             out.clear();
             return Err("varint longer than 10 bytes");
@@ -1410,6 +1447,7 @@ impl<'a> SpanRows<'a> {
                 end,
                 corr: corr as u32,
                 attr: attr as u32,
+                node: 0,
             });
         }
         self.start_col = c0;

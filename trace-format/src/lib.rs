@@ -45,7 +45,8 @@ pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
 pub use reader::{
-    ChunkCursor, ChunkDecoder, ChunkMerge, Damage, Entry, EventChunk, Events, SpanCursor, TraceFile, TrackEvents, TrackSummary,
+    ChunkCursor, ChunkDecoder, ChunkMerge, Damage, Entry, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents,
+    TrackSummary,
 };
 pub use retime::retime;
 pub use units::*;

@@ -486,16 +486,6 @@ impl TraceFile {
     }
 }
 
-/// One chunk being read by [`TraceFile::for_each_span_merged`]: its cursor,
-/// the block of spans decoded last and the next one's place in it (valid
-/// while the slot is live), and what `prepare` made of the chunk.
-struct SpanSlot<P> {
-    cursor: SpanCursor,
-    block: Vec<Span>,
-    at: usize,
-    prepared: P,
-}
-
 impl TraceFile {
     /// Call `f(span, prepared, templates)` for every span of chunks `ids`
     /// (kernel, copy, memset, synchronization, API and marker chunks) in
@@ -509,99 +499,201 @@ impl TraceFile {
     /// as the start in the order). `prepare` must not call
     /// [`SpanCursor::fill`]: the spans it took would be missing.
     ///
-    /// The same merge as [`Self::merge`], a block of spans at a time instead
-    /// of an event at a time; memory is bounded the same way. Stops at the
-    /// first decoding error.
+    /// [`SpanMerge`] with a closure per span; memory is bounded the same
+    /// way. Stops at the first decoding error.
     pub fn for_each_span_merged<P>(
         &self,
-        mut ids: Vec<usize>,
+        ids: Vec<usize>,
         mut prepare: impl FnMut(&mut SpanCursor) -> P,
         mut f: impl FnMut(&Span, &P, &[Event]),
     ) -> Result<()> {
-        let chunks = &self.chunks;
-        // Latest first, so that pop() yields the chunk that begins earliest.
-        ids.sort_by_key(|&i| Reverse((chunks.get(i).map(|c| c.t_min), i)));
-        let mut pending = ids;
-        let mut dec = self.decoder();
-        let mut active: Vec<Option<SpanSlot<P>>> = Vec::new();
-        let mut free: Vec<usize> = Vec::new();
-        // Blocks of finished slots, for the next ones.
-        let mut spare_blocks: Vec<Vec<Span>> = Vec::new();
-        // Key of each live slot's next span: start, the longer first, slot.
-        let key = |s: &Span, slot: usize| (s.start, Reverse(s.end), slot);
-        let mut heap: BinaryHeap<Reverse<(u64, Reverse<u64>, usize)>> = BinaryHeap::new();
-        loop {
-            // A pending chunk must be opened before any span that starts after its first.
-            while let Some(&idx) = pending.last() {
-                let t = chunks.get(idx).map_or(0, |c| c.t_min.0);
-                if matches!(heap.peek(), Some(Reverse((next, _, _))) if *next < t) {
-                    break;
-                }
-                pending.pop();
-                let mut cursor = dec.spans(idx)?;
-                let prepared = prepare(&mut cursor);
-                let mut block = spare_blocks.pop().unwrap_or_else(|| Vec::with_capacity(codec::SPAN_BLOCK));
-                cursor.fill(&mut block)?;
-                let Some(first) = block.first().copied() else {
-                    dec.recycle_spans(cursor);
-                    spare_blocks.push(block);
-                    continue;
-                };
-                let live = SpanSlot {
-                    cursor,
-                    block,
-                    at: 0,
-                    prepared,
-                };
-                let slot = match free.pop() {
-                    Some(slot) => {
-                        active[slot] = Some(live);
-                        slot
-                    }
-                    None => {
-                        active.push(Some(live));
-                        active.len() - 1
-                    }
-                };
-                heap.push(Reverse(key(&first, slot)));
+        // What `prepare` made of each slot's chunk.
+        let mut prepared: Vec<Option<P>> = Vec::new();
+        let mut merge = self.span_merge(ids);
+        while let Some(run) = merge.next_run(|slot, cursor| {
+            if prepared.len() <= slot {
+                prepared.resize_with(slot + 1, || None);
             }
-            let Some(Reverse((_, _, slot))) = heap.pop() else { break };
-            // This slot goes on while its next span comes before the heap's
-            // first and starts before the earliest pending chunk (neither
-            // changes meanwhile).
-            let top = heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k);
-            let pending_start = pending.last().and_then(|&i| chunks.get(i)).map_or(u64::MAX, |c| c.t_min.0);
-            let bound = top.0.min(pending_start);
-            let Some(s) = active[slot].as_mut() else { continue };
-            // The popped span is the first in order; the others are checked.
-            let mut first = true;
-            'run: loop {
-                // Invariant: `s.at < s.block.len()`.
-                while s.at < s.block.len() {
-                    let sp = &s.block[s.at];
-                    // Usually settled by the start alone; an equal start compares the rest.
-                    let goes_on = first || sp.start < bound || (sp.start == top.0 && sp.start < pending_start && key(sp, slot) < top);
-                    if !goes_on {
-                        heap.push(Reverse(key(sp, slot)));
-                        break 'run;
-                    }
-                    first = false;
-                    f(sp, &s.prepared, s.cursor.templates());
-                    s.at += 1;
-                }
-                s.cursor.fill(&mut s.block)?;
-                s.at = 0;
-                if s.block.is_empty() {
-                    if let Some(done) = active[slot].take() {
-                        dec.recycle_spans(done.cursor);
-                        spare_blocks.push(done.block);
-                    }
-                    free.push(slot);
-                    break;
-                }
+            prepared[slot] = Some(prepare(cursor));
+        })? {
+            let Some(p) = prepared.get(run.slot).and_then(Option::as_ref) else {
+                continue;
+            };
+            let templates = run.cursor.templates();
+            for sp in run.spans {
+                f(sp, p, templates);
             }
         }
         Ok(())
+    }
+
+    /// The spans of chunks `ids` merged in start order, a run at a time
+    /// (see [`SpanMerge`]).
+    pub fn span_merge(&self, ids: Vec<usize>) -> SpanMerge<'_> {
+        SpanMerge::new(self, ids)
+    }
+}
+
+/// One chunk being read by a [`SpanMerge`]: its cursor, the block of spans
+/// decoded last and the next one's place in it.
+///
+/// Invariant: `at <= block.len()`, and `block` is empty only when the
+/// chunk is done.
+struct SpanSlot {
+    cursor: SpanCursor,
+    block: Vec<Span>,
+    at: usize,
+}
+
+/// Merge order: start, then the longer span first (so that an enclosing
+/// slice comes before what it encloses), then the slot.
+type SpanKey = (u64, Reverse<u64>, usize);
+
+/// The spans of a set of chunks (kernel, copy, memset, synchronization,
+/// API and marker chunks) in the order of [`TraceFile::merge`]: by start,
+/// on equal starts the longer first, then by slot. They come as runs: the
+/// longest stretch of one chunk's block that goes before every other
+/// chunk's next span, so that a consumer loops over a slice and does its
+/// per-chunk work (looking up what it made of the chunk's dictionary) once
+/// per run; runs of one stream are usually tens of spans long.
+///
+/// Memory: as [`ChunkMerge`], only the chunks whose time range has begun
+/// and not yet been consumed are open, each with one block of
+/// [`codec::SPAN_BLOCK`] spans.
+pub struct SpanMerge<'a> {
+    dec: ChunkDecoder<'a>,
+    chunks: &'a [EventChunk],
+    /// Chunks not opened yet, latest first (pop() takes the earliest).
+    pending: Vec<usize>,
+    /// Open chunks (`None`: a finished slot, listed in `free`).
+    active: Vec<Option<SpanSlot>>,
+    free: Vec<usize>,
+    /// Blocks of finished slots, for the next ones.
+    spare_blocks: Vec<Vec<Span>>,
+    /// Open slots other than `current`, by their next span.
+    heap: BinaryHeap<Reverse<SpanKey>>,
+    /// The slot of the run handed out last (not in the heap).
+    current: Option<usize>,
+}
+
+/// A run of spans of one chunk, next in merge order. See [`SpanMerge`].
+pub struct SpanRun<'m> {
+    /// The chunk's slot: the same for every run of the chunk, reused by a
+    /// later chunk once this one is done (the `open` callback of
+    /// [`SpanMerge::next_run`] says when).
+    pub slot: usize,
+    /// The spans, in order.
+    pub spans: &'m [Span],
+    /// The chunk's cursor: its dictionary ([`SpanCursor::templates`]),
+    /// chunk and index.
+    pub cursor: &'m SpanCursor,
+}
+
+fn span_key(s: &Span, slot: usize) -> SpanKey {
+    (s.start, Reverse(s.end), slot)
+}
+
+impl<'a> SpanMerge<'a> {
+    fn new(file: &'a TraceFile, mut ids: Vec<usize>) -> SpanMerge<'a> {
+        let chunks = &file.chunks;
+        ids.sort_by_key(|&i| Reverse((chunks.get(i).map(|c| c.t_min), i)));
+        SpanMerge {
+            dec: file.decoder(),
+            chunks,
+            pending: ids,
+            active: Vec::new(),
+            free: Vec::new(),
+            spare_blocks: Vec::new(),
+            heap: BinaryHeap::new(),
+            current: None,
+        }
+    }
+
+    /// The next run, or `None` when every chunk is done. A chunk opened on
+    /// the way is first given to `open(slot, cursor)`, before its first
+    /// span is read: the place to [`SpanCursor::skip`] columns, ask for
+    /// node ids, or work out what the caller needs of its dictionary.
+    pub fn next_run(&mut self, mut open: impl FnMut(usize, &mut SpanCursor)) -> Result<Option<SpanRun<'_>>> {
+        // The last run's chunk goes back in the heap by its next span.
+        if let Some(slot) = self.current.take() {
+            if let Some(s) = self.active[slot].as_mut() {
+                if s.at == s.block.len() {
+                    s.cursor.fill(&mut s.block)?;
+                    s.at = 0;
+                }
+                match s.block.get(s.at) {
+                    Some(sp) => self.heap.push(Reverse(span_key(sp, slot))),
+                    None => self.finish(slot),
+                }
+            }
+        }
+        // A pending chunk must be opened before any span that starts after its first.
+        while let Some(&idx) = self.pending.last() {
+            let t = self.chunks.get(idx).map_or(0, |c| c.t_min.0);
+            if matches!(self.heap.peek(), Some(Reverse((next, _, _))) if *next < t) {
+                break;
+            }
+            self.pending.pop();
+            let mut cursor = self.dec.spans(idx)?;
+            let slot = match self.free.pop() {
+                Some(slot) => slot,
+                None => {
+                    self.active.push(None);
+                    self.active.len() - 1
+                }
+            };
+            open(slot, &mut cursor);
+            let mut block = self.spare_blocks.pop().unwrap_or_else(|| Vec::with_capacity(codec::SPAN_BLOCK));
+            cursor.fill(&mut block)?;
+            let first = block.first().map(|sp| span_key(sp, slot));
+            self.active[slot] = Some(SpanSlot { cursor, block, at: 0 });
+            match first {
+                Some(key) => self.heap.push(Reverse(key)),
+                None => self.finish(slot),
+            }
+        }
+        let Some(Reverse((_, _, slot))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        // The popped span goes first; those after it in its block go on
+        // while they come before the heap's first and start before the
+        // earliest pending chunk (neither changes meanwhile).
+        let top = self.heap.peek().map_or((u64::MAX, Reverse(0), usize::MAX), |Reverse(k)| *k);
+        let pending_start = self
+            .pending
+            .last()
+            .and_then(|&i| self.chunks.get(i))
+            .map_or(u64::MAX, |c| c.t_min.0);
+        let bound = top.0.min(pending_start);
+        let Some(s) = self.active[slot].as_mut() else {
+            return Ok(None);
+        };
+        let from = s.at;
+        let mut to = from + 1;
+        while let Some(sp) = s.block.get(to) {
+            // Usually settled by the start alone; an equal start compares the rest.
+            if sp.start < bound || (sp.start == top.0 && sp.start < pending_start && span_key(sp, slot) < top) {
+                to += 1;
+            } else {
+                break;
+            }
+        }
+        s.at = to;
+        self.current = Some(slot);
+        Ok(Some(SpanRun {
+            slot,
+            spans: &s.block[from..to],
+            cursor: &s.cursor,
+        }))
+    }
+
+    /// Close slot `slot`, whose chunk is done, keeping its buffers.
+    fn finish(&mut self, slot: usize) {
+        if let Some(done) = self.active[slot].take() {
+            self.dec.recycle_spans(done.cursor);
+            self.spare_blocks.push(done.block);
+        }
+        self.free.push(slot);
     }
 }
 
@@ -768,6 +860,7 @@ impl<'a> ChunkDecoder<'a> {
             templates,
             raw,
             path: file.path.clone(),
+            index,
             chunk: *c,
         })
     }
@@ -902,6 +995,7 @@ pub struct SpanCursor {
     templates: Vec<Event>,
     raw: Vec<u8>,
     path: PathBuf,
+    index: usize,
     chunk: EventChunk,
 }
 
@@ -934,9 +1028,20 @@ impl SpanCursor {
         self.rows.skip(end, attr);
     }
 
+    /// Read a kernel chunk's graph node ids too ([`Span::node`]); call it
+    /// before the first [`Self::fill`] (afterwards it does nothing).
+    pub fn read_node_ids(&mut self) {
+        self.rows.read_nodes();
+    }
+
     /// The chunk.
     pub fn chunk(&self) -> &EventChunk {
         &self.chunk
+    }
+
+    /// The chunk's index in [`TraceFile::chunks`].
+    pub fn index(&self) -> usize {
+        self.index
     }
 }
 

@@ -9,7 +9,8 @@
 //! included) into a byte-counting sink. The decode-only line reads every
 //! event in file order; the two "merged per track group" lines read them as
 //! the walk does (events) and as the report does (spans): ceilings of what
-//! an export could reach with either reader.
+//! an export could reach with either reader. `EXPORT_BENCH_ONLY=<prefix>`
+//! runs only the lines whose name starts with it (for profiling).
 
 use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
@@ -69,66 +70,75 @@ fn main() {
         cfg.ranks, cfg.steps, cfg.layers
     );
 
-    let (t, n) = best(reps, || {
-        traces
-            .iter()
-            .map(|t| t.events().inspect(|e| assert!(e.is_ok())).count() as u64)
-            .sum()
-    });
-    assert_eq!(n, events);
-    println!("{:<34} {:>8.2} M events/s", "decode only", events as f64 / t.as_secs_f64() / 1e6);
+    let only = std::env::var("EXPORT_BENCH_ONLY").ok();
+    let wants = |name: &str| only.as_deref().is_none_or(|o| name.starts_with(o));
+
+    if wants("decode only") {
+        let (t, n) = best(reps, || {
+            traces
+                .iter()
+                .map(|t| t.events().inspect(|e| assert!(e.is_ok())).count() as u64)
+                .sum()
+        });
+        assert_eq!(n, events);
+        println!("{:<34} {:>8.2} M events/s", "decode only", events as f64 / t.as_secs_f64() / 1e6);
+    }
 
     // Ceilings of the walk's reading: each input's chunks merged per group
     // of tracks as the walk merges them (a GPU's streams together, every
     // other track alone), as full events (what the walk reads) and as
     // spans (start, end, correlation, dictionary index: what the report
     // reads; collectives and losses have no spans and are left out).
-    let (t, n) = best(reps, || {
-        let mut n = 0u64;
-        for trace in &traces {
-            for ids in track_groups(trace) {
-                let mut merge = trace.merge(ids);
-                while let Some(e) = merge.next_event().expect("decodes") {
-                    std::hint::black_box(e);
-                    n += 1;
+    if wants("merged per track group, events") {
+        let (t, n) = best(reps, || {
+            let mut n = 0u64;
+            for trace in &traces {
+                for ids in track_groups(trace) {
+                    let mut merge = trace.merge(ids);
+                    while let Some(e) = merge.next_event().expect("decodes") {
+                        std::hint::black_box(e);
+                        n += 1;
+                    }
                 }
             }
-        }
-        n
-    });
-    assert_eq!(n, events);
-    println!(
-        "{:<34} {:>8.2} M events/s",
-        "merged per track group, events",
-        n as f64 / t.as_secs_f64() / 1e6
-    );
-    let (t, n) = best(reps, || {
-        let mut n = 0u64;
-        for trace in &traces {
-            for ids in track_groups(trace) {
-                let ids = ids
-                    .into_iter()
-                    .filter(|&i| !matches!(trace.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
-                    .collect();
-                trace
-                    .for_each_span_merged(
-                        ids,
-                        |_| (),
-                        |sp, _, _| {
-                            std::hint::black_box(sp);
-                            n += 1;
-                        },
-                    )
-                    .expect("decodes");
+            n
+        });
+        assert_eq!(n, events);
+        println!(
+            "{:<34} {:>8.2} M events/s",
+            "merged per track group, events",
+            n as f64 / t.as_secs_f64() / 1e6
+        );
+    }
+    if wants("merged per track group, spans") {
+        let (t, n) = best(reps, || {
+            let mut n = 0u64;
+            for trace in &traces {
+                for ids in track_groups(trace) {
+                    let ids = ids
+                        .into_iter()
+                        .filter(|&i| !matches!(trace.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+                        .collect();
+                    trace
+                        .for_each_span_merged(
+                            ids,
+                            |_| (),
+                            |sp, _, _| {
+                                std::hint::black_box(sp);
+                                n += 1;
+                            },
+                        )
+                        .expect("decodes");
+                }
             }
-        }
-        n
-    });
-    println!(
-        "{:<34} {:>8.2} M events/s",
-        "merged per track group, spans",
-        n as f64 / t.as_secs_f64() / 1e6
-    );
+            n
+        });
+        println!(
+            "{:<34} {:>8.2} M events/s",
+            "merged per track group, spans",
+            n as f64 / t.as_secs_f64() / 1e6
+        );
+    }
 
     type Run<'a> = &'a dyn Fn(&mut Count) -> u64;
     let runs: [(&str, Run); 3] = [
@@ -154,9 +164,8 @@ fn main() {
             ChromeJson.export(&job, &Filter::default(), out).expect("export").walk.events
         }),
     ];
-    let only = std::env::var("EXPORT_BENCH_ONLY").ok();
     for (name, run) in runs {
-        if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
+        if !wants(name) {
             continue;
         }
         let mut bytes = 0;

@@ -633,7 +633,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
         self.last_corr.1 = 0..0;
         let (pid, tid) = self.place(input, item.lane, item.lane_id);
         let (s, e) = (item.start, item.end);
-        match item.event {
+        let event = item.event();
+        match &*event {
             Event::Kernel(k) => {
                 self.open_named_at(input, PrefixKey::KERNEL, k.name, pid, tid, s);
                 self.dur(s, e);

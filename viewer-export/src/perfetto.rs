@@ -853,19 +853,6 @@ impl EntryCache {
     }
 }
 
-/// The correlation id of a kernel, copy, memset, synchronization or call.
-#[inline]
-fn event_correlation(e: &Event) -> u64 {
-    match e {
-        Event::Kernel(k) => k.correlation.0 as u64,
-        Event::Memcpy(m) => m.correlation.0 as u64,
-        Event::Memset(m) => m.correlation.0 as u64,
-        Event::Sync(y) => y.correlation.0 as u64,
-        Event::Api(a) => a.correlation.0 as u64,
-        _ => 0,
-    }
-}
-
 /// The flow id field, if any.
 #[inline]
 fn write_flow(b: &mut Vec<u8>, flow: Flow) {
@@ -913,61 +900,19 @@ impl<W: Write> ProtoWriter<W> {
             Event::Loss(l) => self.name_iid_label(&format!("lost records: {}", l.source)),
         }
     }
-}
 
-impl<W: Write> Visitor for ProtoWriter<W> {
-    fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
-        // Lane ids are per input.
-        self.lane_tracks.clear();
-        let h = input.trace.header();
-        let pid = self.inputs[input.ordinal].pid;
-        let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
-        let labels = if h.producer == Producer::Synthetic {
-            "synthetic (not a GPU measurement)"
+    /// An event's packet made field by field (the first event of its
+    /// entry, or every event without args); keeps its bytes for the
+    /// entry's next events.
+    #[inline(never)]
+    fn event_uncached(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+        // Without args, a packet holds only attributes of the event's entry.
+        let event = if self.args {
+            item.event()
         } else {
-            ""
+            std::borrow::Cow::Borrowed(item.attributes())
         };
-        let rank = input.rank.0 as u64;
-        self.descriptor(TrackKey::Process(input.ordinal), |b| {
-            let p = begin(b, 3);
-            uint(b, 1, pid);
-            for arg in &h.command {
-                bytes(b, 2, arg.as_bytes());
-            }
-            bytes(b, 6, name.as_bytes());
-            if !labels.is_empty() {
-                bytes(b, 8, labels.as_bytes());
-            }
-            end(b, p);
-            uint(b, 12, rank); // sibling_order_rank
-        });
-        Ok(())
-    }
-
-    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
-        let e = item.event;
-        // Without args a packet is too short for the cache to pay.
-        let cached = if self.args {
-            self.entries.get(input.ordinal, item.entry)
-        } else {
-            None
-        };
-        if let Some(bytes) = cached {
-            let b = &mut self.out.buf;
-            let p = begin_wide(b, PKT);
-            uint_time(b, P_TIMESTAMP, item.start);
-            let at = b.len();
-            bytes.head.put(b);
-            if bytes.corr {
-                arg_u(b, Arg::Correlation, event_correlation(e));
-            }
-            bytes.tail.put(b);
-            write_flow(b, item.flow);
-            end_wide(b, at + BEGIN_TYPE_AT - 1);
-            end_wide(b, p);
-            self.out.maybe_flush()?;
-            return Ok(());
-        }
+        let e = &*event;
         let track = self.lane_track(input, item.lane, item.lane_id, Some(e));
         let name = self.event_name(input, e);
         let b = &mut self.out.buf;
@@ -1001,6 +946,62 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         end_wide(&mut self.out.buf, p);
         self.out.maybe_flush()?;
         Ok(())
+    }
+}
+
+impl<W: Write> Visitor for ProtoWriter<W> {
+    fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
+        // Lane ids are per input.
+        self.lane_tracks.clear();
+        let h = input.trace.header();
+        let pid = self.inputs[input.ordinal].pid;
+        let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
+        let labels = if h.producer == Producer::Synthetic {
+            "synthetic (not a GPU measurement)"
+        } else {
+            ""
+        };
+        let rank = input.rank.0 as u64;
+        self.descriptor(TrackKey::Process(input.ordinal), |b| {
+            let p = begin(b, 3);
+            uint(b, 1, pid);
+            for arg in &h.command {
+                bytes(b, 2, arg.as_bytes());
+            }
+            bytes(b, 6, name.as_bytes());
+            if !labels.is_empty() {
+                bytes(b, 8, labels.as_bytes());
+            }
+            end(b, p);
+            uint(b, 12, rank); // sibling_order_rank
+        });
+        Ok(())
+    }
+
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+        // Without args a packet is too short for the cache to pay.
+        let cached = if self.args {
+            self.entries.get(input.ordinal, item.entry)
+        } else {
+            None
+        };
+        if let Some(bytes) = cached {
+            let b = &mut self.out.buf;
+            let p = begin_wide(b, PKT);
+            uint_time(b, P_TIMESTAMP, item.start);
+            let at = b.len();
+            bytes.head.put(b);
+            if bytes.corr {
+                arg_u(b, Arg::Correlation, item.corr as u64);
+            }
+            bytes.tail.put(b);
+            write_flow(b, item.flow);
+            end_wide(b, at + BEGIN_TYPE_AT - 1);
+            end_wide(b, p);
+            self.out.maybe_flush()?;
+            return Ok(());
+        }
+        self.event_uncached(input, item)
     }
 
     fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, _end: u64) -> Result<()> {

@@ -121,7 +121,14 @@ pub(crate) fn is_instant(e: &Event) -> bool {
 /// One event ready to be written: times on the common time line, clipped to
 /// the window and adjusted to nest on its lane.
 pub(crate) struct Item<'e> {
-    pub event: &'e Event,
+    /// The event or, when it was read as a span, its dictionary entry
+    /// (see [`Item::attributes`]).
+    of: &'e Event,
+    /// Its times and per-event series, when it was read as a span.
+    span: Option<&'e Span>,
+    /// Its correlation id (kernels, copies, memsets, synchronizations and
+    /// calls; 0 for other kinds).
+    pub corr: u32,
     pub lane: Lane,
     pub lane_id: LaneId,
     /// The event's dictionary entry in its input (events of one entry
@@ -130,6 +137,26 @@ pub(crate) struct Item<'e> {
     pub start: u64,
     pub end: u64,
     pub flow: Flow,
+}
+
+impl<'e> Item<'e> {
+    /// The event's attributes: its kind, names, device, stream, sizes
+    /// (everything its dictionary entry holds). Its times, correlation id
+    /// and per-event series are not meaningful here: see [`Self::event`],
+    /// [`Self::corr`] and the item's clipped times.
+    #[inline]
+    pub fn attributes(&self) -> &'e Event {
+        self.of
+    }
+
+    /// The whole event, as recorded (times before shifting and clipping).
+    #[inline]
+    pub fn event(&self) -> std::borrow::Cow<'e, Event> {
+        match self.span {
+            Some(sp) => std::borrow::Cow::Owned(sp.event(self.of)),
+            None => std::borrow::Cow::Borrowed(self.of),
+        }
+    }
 }
 
 /// The input being walked.
@@ -431,17 +458,6 @@ impl Annotation {
     }
 }
 
-#[inline]
-fn gpu_correlation(e: &Event) -> Option<CorrelationId> {
-    match e {
-        Event::Kernel(k) => Some(k.correlation),
-        Event::Memcpy(k) => Some(k.correlation),
-        Event::Memset(k) => Some(k.correlation),
-        _ => None,
-    }
-    .filter(|c| c.0 != 0)
-}
-
 /// The lanes of the current input, each with the ends of its open slices
 /// (innermost last); a lane's position here is its [`LaneId`].
 struct Lanes {
@@ -543,9 +559,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             trace,
             rank: job.rank(index),
         };
-        let flow_id = |c: CorrelationId| ((ordinal as u64) << 32) | c.0 as u64;
-        let in_window = |s: u64, e: u64| s < plan.to && (e > plan.from || s >= plan.from);
-        let mut dec = trace.decoder();
+        let in_window = |s: u64, t: u64| in_window(plan, s, t);
         let chunks = trace.chunks();
         let local = |t: u64| apply_shift(t, -shift);
         let (lo, hi) = (local(plan.from), local(plan.to));
@@ -639,21 +653,44 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             }
             annotations.finish(&launches);
         } else {
+            let mut dec = trace.decoder();
+            let mut block = Vec::with_capacity(SPAN_BLOCK);
             for (i, c) in chunks.iter().enumerate() {
                 if c.kind == EventKind::Api && overlaps(c) {
-                    dec.for_each(i, |e| {
-                        if let Event::Api(a) = e {
-                            if a.correlation.0 != 0 && in_window(apply_shift(a.start.0, shift), apply_shift(a.end.0, shift)) {
-                                launches.insert(a.correlation.0);
+                    // A call's times and correlation id: its entry is not read.
+                    let mut cursor = dec.spans(i)?;
+                    cursor.skip(false, true);
+                    loop {
+                        cursor.fill(&mut block)?;
+                        if block.is_empty() {
+                            break;
+                        }
+                        for sp in &block {
+                            if sp.corr != 0 && in_window(apply_shift(sp.start, shift), apply_shift(sp.end, shift)) {
+                                launches.insert(sp.corr);
                             }
                         }
-                    })?;
+                    }
+                    dec.recycle_spans(cursor);
                 }
             }
         }
-        let mut linked = IdSet::new();
+        let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
+        let mut w = Walker {
+            input: &input,
+            plan,
+            visitor: &mut *visitor,
+            lanes: Lanes { open: Vec::new(), last: 0 },
+            launches,
+            linked: IdSet::new(),
+            annotations,
+            util: None,
+            on_gpu: false,
+            flow_base: (ordinal as u64) << 32,
+            stats,
+        };
 
-        visitor.begin_input(&input)?;
+        w.visitor.begin_input(&input)?;
         // The streams of one GPU are walked together, in start order, so
         // that its busy time can be measured as a union; every other track
         // alone.
@@ -665,8 +702,6 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 (track, _) => groups.push((None, vec![track])),
             }
         }
-        let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
-        let mut lanes = Lanes { open: Vec::new(), last: 0 };
         for (device, tracks) in groups {
             let chunk_ids: Vec<usize> = (0..chunks.len())
                 .filter(|&i| tracks.contains(&chunks[i].track) && overlaps(&chunks[i]))
@@ -674,135 +709,297 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             if chunk_ids.is_empty() {
                 continue;
             }
-            let mut util = match device {
+            w.util = match device {
                 Some(d) if bins > 0 => Some(Utilization::new(d, plan.from, plan.to, bins)),
                 _ => None,
             };
-            let mut events = trace.merge(chunk_ids);
-            while let Some((e, entry)) = events.next_with_entry()? {
-                if let Event::Collective(c) = &e {
-                    if !filter.keeps_device(c.device) {
-                        continue;
-                    }
+            w.on_gpu = device.is_some() && !w.annotations.by_lo.is_empty();
+            let util_on = w.util.is_some();
+            let mut category = |e: &Event| -> Option<u8> {
+                if !util_on {
+                    return None;
                 }
-                let (mut s, mut t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
-                if let Event::Loss(_) = e {
-                    // A loss of unknown time (0) or before the first event
-                    // stays visible at the start, unless a window was asked for.
-                    if s < plan.from && filter.from.is_none() {
-                        (s, t) = (plan.from, plan.from);
-                    }
-                }
-                if !in_window(s, t) {
-                    continue;
-                }
-                if stats.events >= plan.max_events {
-                    stats.truncated = true;
-                    break;
-                }
-                s = s.max(plan.from);
-                t = t.max(s).min(plan.to);
-                let lane = Lane::of(e);
-                let lane_id = lanes.id(lane);
-                if !is_instant(e) {
-                    let stack = lanes.stack(lane_id);
-                    let serial = lane.serial();
-                    while let Some(&top) = stack.last() {
-                        if top <= s || serial {
-                            stack.pop();
-                            if top > s {
-                                // Serial lane overlap: start when the previous slice ends.
-                                s = top;
-                                t = t.max(s);
-                                stats.adjusted += 1;
-                            }
-                            visitor.end_slice(&input, lane_id, top)?;
-                        } else {
-                            break;
-                        }
-                    }
-                    if let Some(&parent) = stack.last() {
-                        if t > parent {
-                            t = parent;
-                            stats.adjusted += 1;
-                        }
-                    }
-                    stack.push(t);
-                }
-                // One arrow per launch: a graph launch runs many kernels under
-                // one correlation id; the arrow goes to the first.
-                let flow = match (&e, gpu_correlation(e)) {
-                    (_, Some(c)) if launches.contains(c.0) && !linked.contains(c.0) => {
-                        linked.insert(c.0);
-                        Flow::In(flow_id(c))
-                    }
-                    (Event::Api(a), _) if a.correlation.0 != 0 && linked.contains(a.correlation.0) => {
-                        stats.flows += 1;
-                        Flow::Out(flow_id(a.correlation))
-                    }
-                    _ => Flow::None,
-                };
-                if let (true, Some(c)) = (device.is_some() && !annotations.by_lo.is_empty(), gpu_correlation(e)) {
-                    annotations.add(c.0, lane, s, t);
-                }
-                if let Some(u) = util.as_mut() {
-                    let category = match &e {
-                        Event::Kernel(k) => {
-                            let class = kernel_class.get_mut(k.name.0 as usize);
-                            let comm = match class {
-                                Some(c) if *c != 0 => *c == 2,
-                                other => {
-                                    let comm = classifier.kernel(&trace.name(k.name)) == Category::Communication;
-                                    if let Some(c) = other {
-                                        *c = 1 + comm as u8;
-                                    }
-                                    comm
+                let c = match e {
+                    Event::Kernel(k) => {
+                        let class = kernel_class.get_mut(k.name.0 as usize);
+                        let comm = match class {
+                            Some(c) if *c != 0 => *c == 2,
+                            other => {
+                                let comm = classifier.kernel(&trace.name(k.name)) == Category::Communication;
+                                if let Some(c) = other {
+                                    *c = 1 + comm as u8;
                                 }
-                            };
-                            Some(if comm { COMMUNICATION } else { COMPUTE })
+                                comm
+                            }
+                        };
+                        if comm {
+                            COMMUNICATION
+                        } else {
+                            COMPUTE
                         }
-                        // As the report counts them: peer copies are communication.
-                        Event::Memcpy(m) if classifier.memcpy(m) == Category::Communication => Some(COMMUNICATION),
-                        Event::Memcpy(_) | Event::Memset(_) => Some(TRANSFER),
-                        _ => None,
-                    };
-                    if let Some(c) = category {
-                        u.add(c, s, t);
+                    }
+                    // As the report counts them: peer copies are communication.
+                    Event::Memcpy(m) if classifier.memcpy(m) == Category::Communication => COMMUNICATION,
+                    Event::Memcpy(_) | Event::Memset(_) => TRANSFER,
+                    _ => return None,
+                };
+                Some(c as u8)
+            };
+            let spans = chunk_ids
+                .iter()
+                .all(|&i| !matches!(chunks[i].kind, EventKind::Collective | EventKind::Loss));
+            if spans {
+                // Kernels, copies, memsets, synchronizations, calls and
+                // marks: read as spans, with what the walk needs of each
+                // dictionary entry worked out when its chunk is opened.
+                let mut tables: Vec<(usize, Vec<Facts>)> = Vec::new();
+                let mut merge = trace.span_merge(chunk_ids);
+                'runs: while let Some(run) = merge.next_run(|slot, cursor| {
+                    // Graph node ids are read only where a writer shows them.
+                    if cursor.templates().iter().any(|t| matches!(t, Event::Kernel(k) if k.graph_id != 0)) {
+                        cursor.read_node_ids();
+                    }
+                    let facts = cursor.templates().iter().map(|e| Facts::of(e, category(e))).collect();
+                    if tables.len() <= slot {
+                        tables.resize_with(slot + 1, || (0, Vec::new()));
+                    }
+                    tables[slot] = (cursor.index(), facts);
+                })? {
+                    let Some((chunk, facts)) = tables.get_mut(run.slot) else { continue };
+                    let templates = run.cursor.templates();
+                    for sp in run.spans {
+                        let a = sp.attr as usize;
+                        // Every span's index is in its dictionary (checked by the reader).
+                        let (Some(f), Some(of)) = (facts.get_mut(a), templates.get(a)) else {
+                            continue;
+                        };
+                        let entry = Entry {
+                            chunk: *chunk,
+                            index: sp.attr,
+                        };
+                        let (s, t) = (apply_shift(sp.start, shift), apply_shift(sp.end, shift));
+                        if !w.step(s, t, f, sp.corr, of, Some(sp), entry)? {
+                            break 'runs;
+                        }
                     }
                 }
-                stats.events += 1;
-                visitor.event(
-                    &input,
-                    &Item {
-                        event: e,
-                        lane,
-                        lane_id,
-                        entry,
-                        start: s,
-                        end: t,
-                        flow,
-                    },
-                )?;
+            } else {
+                // The process track: collectives and losses, whole events.
+                let mut events = trace.merge(chunk_ids);
+                while let Some((e, entry)) = events.next_with_entry()? {
+                    if let Event::Collective(c) = &e {
+                        if !filter.keeps_device(c.device) {
+                            continue;
+                        }
+                    }
+                    let (mut s, mut t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
+                    if let Event::Loss(_) = e {
+                        // A loss of unknown time (0) or before the first event
+                        // stays visible at the start, unless a window was asked for.
+                        if s < plan.from && filter.from.is_none() {
+                            (s, t) = (plan.from, plan.from);
+                        }
+                    }
+                    let mut f = Facts::of(e, category(e));
+                    if !w.step(s, t, &mut f, event_correlation(e), e, None, entry)? {
+                        break;
+                    }
+                }
             }
             // Only this group's lanes have open slices.
-            for (i, (_, stack)) in lanes.open.iter_mut().enumerate() {
+            for (i, (_, stack)) in w.lanes.open.iter_mut().enumerate() {
                 while let Some(top) = stack.pop() {
-                    visitor.end_slice(&input, LaneId(i as u32), top)?;
+                    w.visitor.end_slice(&input, LaneId(i as u32), top)?;
                 }
             }
-            if let Some(u) = util {
-                visitor.utilization(&input, &u)?;
+            if let Some(u) = w.util.take() {
+                w.visitor.utilization(&input, &u)?;
             }
             if let Some(d) = device {
-                annotations.settle();
-                project_annotations(&input, &annotations, &mut lanes, d, visitor)?;
+                w.annotations.settle();
+                project_annotations(&input, &w.annotations, &mut w.lanes, d, w.visitor)?;
             }
-            if stats.truncated {
-                return Ok(stats);
+            if w.stats.truncated {
+                return Ok(w.stats);
             }
         }
+        stats = w.stats;
     }
     Ok(stats)
+}
+
+/// Whether a span `s..t` (on the common time line) is written: it
+/// overlaps the window, or is an instant at its start.
+#[inline(always)]
+fn in_window(plan: &Plan, s: u64, t: u64) -> bool {
+    s < plan.to && (t > plan.from || s >= plan.from)
+}
+
+/// The correlation id of a kernel, copy, memset, synchronization or call
+/// (0 for other kinds).
+#[inline]
+pub(crate) fn event_correlation(e: &Event) -> u32 {
+    match e {
+        Event::Kernel(k) => k.correlation.0,
+        Event::Memcpy(m) => m.correlation.0,
+        Event::Memset(m) => m.correlation.0,
+        Event::Sync(y) => y.correlation.0,
+        Event::Api(a) => a.correlation.0,
+        _ => 0,
+    }
+}
+
+/// How an event takes part in launch-to-GPU flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    None,
+    /// A kernel, copy or memset: ends an arrow from its launch.
+    Gpu,
+    /// A CUDA call: starts an arrow to the GPU work it launched.
+    Call,
+}
+
+/// What the walk needs of an event besides its times and correlation id,
+/// all attributes of its dictionary entry: worked out once per entry of a
+/// chunk read as spans (once per event for collectives and losses).
+#[derive(Clone, Copy)]
+struct Facts {
+    lane: Lane,
+    /// Its id, given at the entry's first event in the window (lane ids
+    /// follow the order in which events first meet their lanes).
+    lane_id: Option<LaneId>,
+    instant: bool,
+    serial: bool,
+    link: Link,
+    /// Utilization category ([`COMPUTE`] .. [`TRANSFER`]) when measured.
+    category: Option<u8>,
+}
+
+impl Facts {
+    fn of(e: &Event, category: Option<u8>) -> Facts {
+        let lane = Lane::of(e);
+        Facts {
+            lane,
+            lane_id: None,
+            instant: is_instant(e),
+            serial: lane.serial(),
+            link: match e {
+                Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) => Link::Gpu,
+                Event::Api(_) => Link::Call,
+                _ => Link::None,
+            },
+            category,
+        }
+    }
+}
+
+/// The walk of one input: its lanes, flow id sets, NVTX ranges and, per
+/// group of tracks, the utilization being measured.
+struct Walker<'w, 'a, V: Visitor> {
+    input: &'w Input<'a>,
+    plan: &'w Plan,
+    visitor: &'w mut V,
+    lanes: Lanes,
+    /// Launches in the window (GPU work links only to calls written too).
+    launches: IdSet,
+    /// Correlation ids whose GPU work got its arrow.
+    linked: IdSet,
+    annotations: Annotations,
+    util: Option<Utilization>,
+    /// On a GPU, with NVTX ranges to project.
+    on_gpu: bool,
+    /// The input's flow ids: `flow_base | correlation`.
+    flow_base: u64,
+    stats: WalkStats,
+}
+
+impl<V: Visitor> Walker<'_, '_, V> {
+    /// One event, at `s..t` on the common time line, correlation `corr`:
+    /// clipped to the window, nested on its lane (closing the slices that
+    /// end before it), linked, measured and handed to the visitor. `of` is
+    /// the event, or its entry when `span` holds its times and series.
+    /// False when the event budget is spent (the event is not written).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn step(&mut self, mut s: u64, mut t: u64, f: &mut Facts, corr: u32, of: &Event, span: Option<&Span>, entry: Entry) -> Result<bool> {
+        let plan = self.plan;
+        if !in_window(plan, s, t) {
+            return Ok(true);
+        }
+        if self.stats.events >= plan.max_events {
+            self.stats.truncated = true;
+            return Ok(false);
+        }
+        s = s.max(plan.from);
+        t = t.max(s).min(plan.to);
+        let lane_id = match f.lane_id {
+            Some(id) => id,
+            None => {
+                let id = self.lanes.id(f.lane);
+                f.lane_id = Some(id);
+                id
+            }
+        };
+        if !f.instant {
+            let stack = self.lanes.stack(lane_id);
+            while let Some(&top) = stack.last() {
+                if top <= s || f.serial {
+                    stack.pop();
+                    if top > s {
+                        // Serial lane overlap: start when the previous slice ends.
+                        s = top;
+                        t = t.max(s);
+                        self.stats.adjusted += 1;
+                    }
+                    self.visitor.end_slice(self.input, lane_id, top)?;
+                } else {
+                    break;
+                }
+            }
+            if let Some(&parent) = stack.last() {
+                if t > parent {
+                    t = parent;
+                    self.stats.adjusted += 1;
+                }
+            }
+            stack.push(t);
+        }
+        // One arrow per launch: a graph launch runs many kernels under
+        // one correlation id; the arrow goes to the first.
+        let flow = match f.link {
+            Link::Gpu if corr != 0 && self.launches.contains(corr) && !self.linked.contains(corr) => {
+                self.linked.insert(corr);
+                Flow::In(self.flow_base | corr as u64)
+            }
+            Link::Call if corr != 0 && self.linked.contains(corr) => {
+                self.stats.flows += 1;
+                Flow::Out(self.flow_base | corr as u64)
+            }
+            _ => Flow::None,
+        };
+        if self.on_gpu && f.link == Link::Gpu && corr != 0 {
+            self.annotations.add(corr, f.lane, s, t);
+        }
+        if let (Some(u), Some(c)) = (self.util.as_mut(), f.category) {
+            u.add(c as usize, s, t);
+        }
+        self.stats.events += 1;
+        self.visitor.event(
+            self.input,
+            &Item {
+                of,
+                span,
+                corr,
+                lane: f.lane,
+                lane_id,
+                entry,
+                start: s,
+                end: t,
+                flow,
+            },
+        )?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

@@ -472,7 +472,7 @@ fn a_graph_launch_gets_one_arrow() {
             dynamic_shared_mem: 0,
             registers: 0,
             graph_id: 9,
-            graph_node_id: 1,
+            graph_node_id: 1000 + s,
         }))
         .unwrap();
     }
@@ -481,6 +481,15 @@ fn a_graph_launch_gets_one_arrow() {
     assert_eq!(stats.walk.flows, 1);
     let ends: Vec<u64> = events(&json).iter().filter(|e| e["ph"] == "f").map(|e| ns_of(&e["ts"])).collect();
     assert_eq!(ends, vec![20], "to the first kernel of the graph");
+    // Each kernel keeps its own graph node id (a per-event series, read
+    // with the spans only where a kernel belongs to a graph).
+    let mut nodes: Vec<(u64, u64)> = events(&json)
+        .iter()
+        .filter(|e| e["cat"] == "kernel")
+        .map(|e| (ns_of(&e["ts"]), e["args"]["graph node id"].as_u64().unwrap()))
+        .collect();
+    nodes.sort_unstable();
+    assert_eq!(nodes, vec![(20, 1020), (30, 1030), (40, 1040)]);
     let mut out = Vec::new();
     Perfetto::default().export(&Job::new([&t]), &Filter::default(), &mut out).unwrap();
 }
