@@ -174,6 +174,156 @@ pub(crate) fn end_wide(buf: &mut Vec<u8>, body: usize) {
     end(buf, body - 1);
 }
 
+/// Room for at most `n` bytes at the end of a buffer, written through a
+/// pointer without a capacity check per field: for the packets written for
+/// every event, whose longest form is known. [`Room::done`] sets the
+/// buffer's length to what was written.
+///
+/// Invariant: `start <= p <= end`, all within the buffer's capacity, and
+/// the bytes from `start` to `p` are initialized. Every write checks (in
+/// debug builds) that it stays before `end`; the callers' bounds are
+/// constants of the packets they write.
+pub(crate) struct Room<'b> {
+    buf: &'b mut Vec<u8>,
+    start: *mut u8,
+    p: *mut u8,
+    end: *mut u8,
+}
+
+impl<'b> Room<'b> {
+    /// Room for `n` bytes after `buf`'s end.
+    #[inline(always)]
+    pub(crate) fn new(buf: &'b mut Vec<u8>, n: usize) -> Room<'b> {
+        buf.reserve(n);
+        // Safety: `n` bytes of spare capacity were reserved.
+        unsafe {
+            let start = buf.as_mut_ptr().add(buf.len());
+            Room {
+                buf,
+                start,
+                p: start,
+                end: start.add(n),
+            }
+        }
+    }
+
+    /// Bytes written so far.
+    #[inline(always)]
+    pub(crate) fn written(&self) -> usize {
+        self.p as usize - self.start as usize
+    }
+
+    #[inline(always)]
+    fn check(&self, n: usize) {
+        debug_assert!(self.p as usize + n <= self.end as usize, "a write past its room");
+    }
+
+    /// One byte.
+    #[inline(always)]
+    pub(crate) fn byte(&mut self, b: u8) {
+        self.check(1);
+        // Safety: within the room (checked by the caller's bound).
+        unsafe {
+            *self.p = b;
+            self.p = self.p.add(1);
+        }
+    }
+
+    /// The first `len` bytes of `bytes` (`len <= N`), copied as all `N`
+    /// (a constant-size copy; the bytes after `len` are overwritten by
+    /// what comes next, or left past the buffer's length).
+    #[inline(always)]
+    pub(crate) fn run<const N: usize>(&mut self, bytes: &[u8; N], len: usize) {
+        debug_assert!(len <= N);
+        self.check(N);
+        // Safety: N bytes fit in the room; `len <= N` of them count.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.p, N);
+            self.p = self.p.add(len.min(N));
+        }
+    }
+
+    /// A varint (at most 10 bytes).
+    #[inline(always)]
+    pub(crate) fn varint(&mut self, mut v: u64) {
+        self.check(10);
+        // Safety: a varint takes at most 10 bytes, which fit.
+        unsafe {
+            while v >= 0x80 {
+                *self.p = v as u8 | 0x80;
+                self.p = self.p.add(1);
+                v >>= 7;
+            }
+            *self.p = v as u8;
+            self.p = self.p.add(1);
+        }
+    }
+
+    /// A varint field holding a time (as [`uint_time`]): at most 11 bytes.
+    #[inline(always)]
+    pub(crate) fn time(&mut self, field: u32, v: u64) {
+        debug_assert!(field < 16, "a one-byte tag");
+        self.byte(((field << 3) | VARINT) as u8);
+        if !(1 << 56..1 << 63).contains(&v) {
+            self.varint(v);
+            return;
+        }
+        self.check(9);
+        // Safety: 9 bytes fit.
+        unsafe {
+            std::ptr::write_unaligned(self.p as *mut u64, (spread7(v) | 0x8080_8080_8080_8080).to_le());
+            *self.p.add(8) = (v >> 56) as u8;
+            self.p = self.p.add(9);
+        }
+    }
+
+    /// A fixed64 field (at most 18 bytes).
+    #[inline(always)]
+    pub(crate) fn fixed64(&mut self, field: u32, v: u64) {
+        self.varint(((field << 3) | FIXED64) as u64);
+        self.check(8);
+        // Safety: 8 bytes fit.
+        unsafe {
+            std::ptr::write_unaligned(self.p as *mut u64, v.to_le());
+            self.p = self.p.add(8);
+        }
+    }
+
+    /// A length-delimited field's tag and two reserved length bytes; give
+    /// the result to [`Room::end_wide`] (as [`begin_wide`]).
+    #[inline(always)]
+    pub(crate) fn begin_wide(&mut self, field: u32) -> usize {
+        self.varint(((field << 3) | LEN) as u64);
+        self.check(2);
+        // Safety: 2 bytes fit (set by `end_wide`).
+        unsafe { self.p = self.p.add(2) };
+        self.written()
+    }
+
+    /// Set the two length bytes of the field whose body starts at `body`
+    /// (a [`Room::begin_wide`] result, or any offset with two length bytes
+    /// before it). The room holds less than 16 KiB.
+    #[inline(always)]
+    pub(crate) fn end_wide(&mut self, body: usize) {
+        let len = self.written() - body;
+        debug_assert!(body >= 2 && len < 1 << 14);
+        // Safety: `body - 2 .. body` lies in what was written.
+        unsafe {
+            *self.start.add(body - 2) = 0x80 | (len & 0x7f) as u8;
+            *self.start.add(body - 1) = (len >> 7) as u8;
+        }
+    }
+
+    /// The buffer's length grows by what was written.
+    #[inline(always)]
+    pub(crate) fn done(self) {
+        let n = self.written();
+        // Safety: the `n` bytes after the old length were written (the
+        // invariant), within the capacity reserved.
+        unsafe { self.buf.set_len(self.buf.len() + n) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
