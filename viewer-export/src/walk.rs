@@ -336,7 +336,7 @@ pub(crate) struct Annotation {
     parent: Option<usize>,
     pure: bool,
     /// GPU span per stream lane.
-    pub spans: Vec<(Lane, u64, u64)>,
+    pub spans: Vec<(LaneId, u64, u64)>,
 }
 
 /// NVTX ranges projected per input at most (each an `Annotation`, an index
@@ -354,6 +354,19 @@ struct Annotations {
     /// Where the last search ended: GPU work arrives in launch order on each
     /// lane, so the next answer is usually there or just after.
     hint: usize,
+    /// The last answer of [`Self::innermost`] and the ids it holds for.
+    last: Option<Innermost>,
+}
+
+/// An answer of [`Annotations::innermost`]: for correlation ids
+/// `min..=max` with `k` pure annotations starting at or before them, the
+/// innermost pure annotation holding them (`None`: none does).
+#[derive(Clone, Copy)]
+struct Innermost {
+    k: usize,
+    min: u64,
+    max: u64,
+    found: Option<usize>,
 }
 
 impl Annotations {
@@ -377,6 +390,7 @@ impl Annotations {
         self.by_lo.sort_by_key(|&i| self.all[i].lo);
         self.los = self.by_lo.iter().map(|&i| self.all[i].lo).collect();
         self.hint = 0;
+        self.last = None;
     }
 
     /// How many pure annotations start at or before `c`.
@@ -404,20 +418,57 @@ impl Annotations {
 
     /// Extend the GPU span of the innermost annotation that launched `c`.
     /// Its pure ancestors launched `c` too; [`Self::settle`] extends them.
-    fn add(&mut self, c: u32, lane: Lane, start: u64, end: u64) {
+    #[inline]
+    fn add(&mut self, c: u32, lane: LaneId, start: u64, end: u64) {
+        if let Some(i) = self.innermost(c) {
+            self.all[i].extend(lane, start, end);
+        }
+    }
+
+    /// The innermost pure annotation that launched `c`.
+    #[inline]
+    fn innermost(&mut self, c: u32) -> Option<usize> {
         let k = self.count_up_to(c);
+        match self.last {
+            Some(l) if l.k == k && (l.min..=l.max).contains(&(c as u64)) => l.found,
+            _ => self.innermost_walk(k, c),
+        }
+    }
+
+    /// `innermost` by walking the candidates (and remembering the answer).
+    ///
+    /// Pure ranges nest (ranges of one thread nest in time, and no other
+    /// thread has ids inside a pure one), so the ranges holding `c` are the
+    /// first candidate (the last pure one to start at or before `c`) and
+    /// its enclosing ranges. Each encloses the one before, so their `lo`s
+    /// are at most `c` and their `hi`s grow: the answer is the first pure
+    /// one with `c <= hi`. When every candidate skipped was pure, it stays
+    /// the answer for every id above the `hi` of the candidate before it
+    /// and up to its own (with the same `k`), and is remembered for them.
+    #[inline(never)]
+    fn innermost_walk(&mut self, k: usize, c: u32) -> Option<usize> {
         let mut next = k.checked_sub(1).map(|k| self.by_lo[k]);
-        // Pure ranges nest (ranges of one thread nest in time, and no other
-        // thread has ids inside a pure one), so the ranges holding `c` are
-        // the first candidate and its enclosing ranges.
+        let (mut min, mut exact) = (0u64, true);
+        let mut found = None;
         while let Some(i) = next {
-            let a = &mut self.all[i];
+            let a = &self.all[i];
             if a.pure && a.lo <= c && c <= a.hi {
-                a.extend(lane, start, end);
-                return;
+                found = Some(i);
+                break;
+            }
+            if a.pure && a.lo <= c {
+                min = min.max(a.hi as u64 + 1);
+            } else {
+                exact = false;
             }
             next = a.parent;
         }
+        let (min, max) = match found {
+            Some(i) => (min.max(self.all[i].lo as u64), self.all[i].hi as u64),
+            None => (min, u32::MAX as u64),
+        };
+        self.last = exact.then_some(Innermost { k, min, max, found });
+        found
     }
 
     /// Extend every annotation's spans by those of the pure annotations
@@ -447,7 +498,8 @@ impl Annotations {
 
 impl Annotation {
     /// Extend the span on `lane` to cover `start..end`.
-    fn extend(&mut self, lane: Lane, start: u64, end: u64) {
+    #[inline]
+    fn extend(&mut self, lane: LaneId, start: u64, end: u64) {
         match self.spans.iter_mut().find(|s| s.0 == lane) {
             Some(s) => {
                 s.1 = s.1.min(start);
@@ -499,13 +551,17 @@ fn project_annotations(
 ) -> Result<()> {
     let mut spans: Vec<(Lane, u64, Reverse<u64>, StringId)> = Vec::new();
     for a in &annotations.all {
-        for &(lane, start, end) in &a.spans {
-            if let Lane::Stream {
-                device: d,
-                context,
-                stream,
-            } = lane
+        for &(id, start, end) in &a.spans {
+            if let Some((
+                Lane::Stream {
+                    device: d,
+                    context,
+                    stream,
+                },
+                _,
+            )) = lanes.open.get(id.index())
             {
+                let (d, context, stream) = (*d, *context, *stream);
                 if d == device {
                     spans.push((Lane::Ranges { device, context, stream }, start, Reverse(end), a.name));
                 }
@@ -576,6 +632,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             by_lo: Vec::new(),
             los: Vec::new(),
             hint: 0,
+            last: None,
         };
         if options.gpu_annotations {
             for summary in trace.tracks() {
@@ -978,7 +1035,7 @@ impl<V: Visitor> Walker<'_, '_, V> {
             _ => Flow::None,
         };
         if self.on_gpu && f.link == Link::Gpu && corr != 0 {
-            self.annotations.add(corr, f.lane, s, t);
+            self.annotations.add(corr, lane_id, s, t);
         }
         if let (Some(u), Some(c)) = (self.util.as_mut(), f.category) {
             u.add(c as usize, s, t);
@@ -1013,10 +1070,63 @@ mod tests {
         #[test]
         fn hinted_search_agrees_with_partition_point(mut los in proptest::collection::vec(0u32..500, 0..60), qs in proptest::collection::vec(0u32..520, 1..80)) {
             los.sort_unstable();
-            let mut a = Annotations { all: Vec::new(), by_lo: Vec::new(), los: los.clone(), hint: 0 };
+            let mut a = Annotations { all: Vec::new(), by_lo: Vec::new(), los: los.clone(), hint: 0, last: None };
             for q in qs {
                 prop_assert_eq!(a.count_up_to(q), los.partition_point(|&lo| lo <= q));
             }
+        }
+    }
+
+    proptest! {
+        /// The remembered answers of `innermost` are those of walking the
+        /// candidates every time, on ranges built as the pre-pass builds
+        /// them (nested ranges of one thread, its calls, and calls of
+        /// another thread whose ids interleave).
+        #[test]
+        fn remembered_innermost_agrees_with_the_walk(ops in proptest::collection::vec(0u8..5, 1..200), qs in proptest::collection::vec(0u32..160, 1..200)) {
+            let mut a = Annotations { all: Vec::new(), by_lo: Vec::new(), los: Vec::new(), hint: 0, last: None };
+            let (mut launches, mut open, mut id) = (IdSet::new(), Vec::new(), 0u32);
+            for op in ops {
+                match op {
+                    0 => {
+                        let parent = open.last().copied();
+                        a.all.push(Annotation { name: StringId(0), lo: u32::MAX, hi: 0, calls: 0, parent, pure: false, spans: Vec::new() });
+                        open.push(a.all.len() - 1);
+                    }
+                    1 => {
+                        if let Some(i) = open.pop() {
+                            a.fold_into_parent(i);
+                        }
+                    }
+                    2 | 3 => {
+                        id += 1;
+                        launches.insert(id);
+                        if let Some(&i) = open.last() {
+                            let an = &mut a.all[i];
+                            (an.lo, an.hi, an.calls) = (an.lo.min(id), an.hi.max(id), an.calls + 1);
+                        }
+                    }
+                    _ => {
+                        id += 1;
+                        launches.insert(id);
+                    }
+                }
+            }
+            while let Some(i) = open.pop() {
+                a.fold_into_parent(i);
+            }
+            a.finish(&launches);
+            let want: Vec<Option<usize>> = qs
+                .iter()
+                .map(|&q| {
+                    a.last = None;
+                    let k = a.count_up_to(q);
+                    a.innermost_walk(k, q)
+                })
+                .collect();
+            a.last = None;
+            let got: Vec<Option<usize>> = qs.iter().map(|&q| a.innermost(q)).collect();
+            prop_assert_eq!(got, want);
         }
     }
 
