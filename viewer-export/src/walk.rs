@@ -216,6 +216,8 @@ pub(crate) struct Utilization {
     /// Per bin: ns of compute, communication, transfer, any.
     pub bins: Vec<[u64; 4]>,
     covered: [u64; 4],
+    /// The bin [`Self::bin`] found last, its start and end (empty at first).
+    last: (usize, u64, u64),
 }
 
 impl Utilization {
@@ -230,21 +232,42 @@ impl Utilization {
             bin_ns,
             bins: vec![[0; 4]; n],
             covered: [0; 4],
+            last: (0, 0, 0),
         }
     }
 
+    /// Count `start..end` (at or after `from`) as GPU time of `category`.
+    #[inline]
     fn add(&mut self, category: usize, start: u64, end: u64) {
         for c in [category, BUSY] {
             let mut t = start.max(self.covered[c]);
             while t < end {
-                let b = (((t - self.from) / self.bin_ns) as usize).min(self.bins.len() - 1);
-                let bin_end = (self.from + (b as u64 + 1) * self.bin_ns).max(t + 1);
+                let (b, bin_end) = self.bin(t);
                 let x = end.min(bin_end);
                 self.bins[b][c] += x - t;
                 t = x;
             }
             self.covered[c] = self.covered[c].max(end);
         }
+    }
+
+    /// The bin of time `t` (at or after `from`) and where it ends (after
+    /// `t`; times past the last bin count in it). Work arrives in start
+    /// order, so `t` is usually in the bin of the last question: that one
+    /// is tried before dividing.
+    #[inline(always)]
+    fn bin(&mut self, t: u64) -> (usize, u64) {
+        let (b, lo, hi) = self.last;
+        if lo <= t && t < hi {
+            return (b, hi);
+        }
+        let raw = (t - self.from) / self.bin_ns;
+        let b = (raw as usize).min(self.bins.len() - 1);
+        let bin_end = (self.from + (b as u64 + 1) * self.bin_ns).max(t + 1);
+        if raw < self.bins.len() as u64 {
+            self.last = (b, self.from + raw * self.bin_ns, bin_end);
+        }
+        (b, bin_end)
     }
 
     /// Width of bin `b` (the last one may be short).
