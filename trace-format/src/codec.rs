@@ -1196,13 +1196,6 @@ impl<'a> Rows<'a> {
         (self.start, self.end)
     }
 
-    /// The current event's index in the chunk's dictionary (after an
-    /// `advance` that returned true).
-    #[inline]
-    pub(crate) fn entry(&self) -> usize {
-        self.cur
-    }
-
     /// The current event (after an `advance` that returned true).
     #[inline]
     pub(crate) fn current(&self) -> Option<&Event> {

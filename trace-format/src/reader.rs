@@ -961,28 +961,6 @@ impl ChunkCursor {
     pub fn index(&self) -> usize {
         self.index
     }
-
-    /// Where the current event's attributes are: see [`Entry`].
-    #[inline]
-    pub fn entry(&self) -> Entry {
-        Entry {
-            chunk: self.index,
-            index: self.rows.entry() as u32,
-        }
-    }
-}
-
-/// An event's attribute tuple: entry `index` of the dictionary of chunk
-/// `chunk` (an index in [`TraceFile::chunks`]). Two events of one file with
-/// the same entry differ only in their times and per-event series (a
-/// correlation id, a kernel's graph node id, a collective's sequence number
-/// ...): a reader can work out what it needs of the rest once per entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Entry {
-    /// The chunk's index in [`TraceFile::chunks`].
-    pub chunk: usize,
-    /// The entry's index in the chunk's dictionary.
-    pub index: u32,
 }
 
 /// One events chunk read as [`Span`]s, a block at a time. See
@@ -1143,20 +1121,6 @@ impl<'a> ChunkMerge<'a> {
     fn key(c: &ChunkCursor, slot: usize) -> MergeKey {
         let (start, end) = c.times();
         (start, Reverse(end), slot)
-    }
-
-    /// The dictionary entry of the event [`Self::next_event`] gave last
-    /// (`None` before the first and after the last).
-    #[inline]
-    pub fn entry(&self) -> Option<Entry> {
-        let solo = self.solo?;
-        self.active.get(solo.slot)?.as_ref().filter(|c| !c.done()).map(ChunkCursor::entry)
-    }
-
-    /// [`Self::next_event`] with its [`Entry`].
-    #[inline]
-    pub fn next_with_entry(&mut self) -> Result<Option<(&Event, Entry)>> {
-        Ok(self.next_cursor()?.map(|c| (c.event(), c.entry())))
     }
 
     /// The next event, or `None` when every chunk is done.

@@ -814,47 +814,57 @@ fn reused_decompression_contexts_decode_like_fresh_ones() {
     }
 }
 
-/// A merge names each event's dictionary entry, and events with the same
-/// entry have the same attributes: all but their times and per-event series.
+/// A span merge gives the events of an event merge in the same order (each
+/// span's event is its entry with its times and series), as runs that each
+/// come from one chunk.
 #[test]
-fn events_of_one_entry_share_their_attributes() {
+fn span_merge_reads_as_the_event_merge() {
     let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
-    // The event with its times and series cleared.
-    let attributes = |e: &Event| {
-        let mut e = *e;
-        match &mut e {
-            Event::Kernel(k) => (k.start, k.end, k.correlation, k.graph_node_id) = (Nanos(0), Nanos(0), CorrelationId(0), 0),
-            Event::Memcpy(m) => (m.start, m.end, m.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
-            Event::Memset(m) => (m.start, m.end, m.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
-            Event::Sync(y) => (y.start, y.end, y.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
-            Event::Api(a) => (a.start, a.end, a.correlation) = (Nanos(0), Nanos(0), CorrelationId(0)),
-            Event::Marker(m) => (m.start, m.end) = (Nanos(0), Nanos(0)),
-            Event::Collective(c) => {
-                (c.start, c.end, c.seq, c.correlation, c.enqueue, c.bytes, c.count) =
-                    (Nanos(0), Nanos(0), 0, CorrelationId(0), Nanos(0), 0, 0)
-            }
-            Event::Loss(l) => (l.time, l.count) = (Nanos(0), 0),
+    let by_track: std::collections::BTreeMap<String, Vec<usize>> = t
+        .chunks()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !matches!(c.kind, EventKind::Collective | EventKind::Loss))
+        .fold(Default::default(), |mut m, (i, c)| {
+            m.entry(format!("{:?}", c.track)).or_default().push(i);
+            m
+        });
+    let (mut total, mut runs) = (0, 0);
+    // Each track alone, and every span chunk of the file at once.
+    let all: Vec<usize> = by_track.values().flatten().copied().collect();
+    for ids in by_track.values().cloned().chain([all]) {
+        let mut want = Vec::new();
+        let mut m = t.merge(ids.clone());
+        while let Some(e) = m.next_event().unwrap() {
+            want.push(*e);
         }
-        e
-    };
-    let mut seen: std::collections::HashMap<Entry, Event> = Default::default();
-    let mut m = t.merge((0..t.chunks().len()).collect());
-    assert_eq!(m.entry(), None, "before the first event");
-    let mut n = 0;
-    while let Some((e, entry)) = m.next_with_entry().unwrap() {
-        let e = *e;
-        assert_eq!(m.entry(), Some(entry));
-        assert!(entry.chunk < t.chunks().len());
-        let first = *seen.entry(entry).or_insert_with(|| attributes(&e));
-        assert_eq!(attributes(&e), first, "entry {entry:?}");
-        n += 1;
+        let mut got = Vec::new();
+        let mut merge = t.span_merge(ids);
+        let mut opened = Vec::new();
+        while let Some(run) = merge
+            .next_run(|slot, cursor| {
+                cursor.read_node_ids();
+                opened.push((slot, cursor.index()));
+            })
+            .unwrap()
+        {
+            assert!(!run.spans.is_empty());
+            assert_eq!(
+                opened.iter().rev().find(|(s, _)| *s == run.slot).map(|o| o.1),
+                Some(run.cursor.index())
+            );
+            for sp in run.spans {
+                got.push(sp.event(&run.cursor.templates()[sp.attr as usize]));
+            }
+            runs += 1;
+        }
+        total += want.len();
+        assert_eq!(got, want);
     }
-    assert_eq!(m.entry(), None, "after the last event");
-    assert_eq!(n, t.event_total());
-    // Different chunks have dictionaries of their own, and a chunk has
-    // entries that differ.
-    assert!(seen.keys().map(|e| e.chunk).collect::<std::collections::HashSet<_>>().len() > 1);
-    assert!(seen.len() > t.chunks().len());
+    assert!(
+        total as u64 > t.event_total() && runs > 10 && runs * 4 < total,
+        "{runs} runs, {total} events"
+    );
 }
 
 /// CUPTI overhead totals written into a trailer read back as written.

@@ -598,6 +598,8 @@ impl<W: Write> JsonWriter<W> {
 }
 
 impl<W: Write> Visitor for JsonWriter<W> {
+    type EntryState = ();
+
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
         // Lane ids are per input.
         self.places.clear();
@@ -628,7 +630,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
         Ok(())
     }
 
-    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>, _: Option<&mut ()>) -> Result<()> {
         self.last_place.1 = 0..0;
         self.last_corr.1 = 0..0;
         let (pid, tid) = self.place(input, item.lane, item.lane_id);

@@ -236,8 +236,6 @@ struct ProtoWriter<W: Write> {
     new_names: Vec<(u64, String)>,
     /// Encoded args that repeat from event to event.
     arg_cache: ArgCache,
-    /// Begin packets' constant bytes by dictionary entry.
-    entries: EntryCache,
 }
 
 /// Encoded debug annotations that repeat from event to event, copied
@@ -464,7 +462,6 @@ impl<W: Write> ProtoWriter<W> {
             uuids: FxHashMap::default(),
             lane_tracks: Vec::new(),
             new_names: Vec::new(),
-            entries: EntryCache::new(),
             arg_cache: ArgCache { launch: TextCache::new() },
         }
     }
@@ -810,59 +807,6 @@ impl EntryBytes {
     }
 }
 
-/// [`EntryBytes`] by (input, [`Entry`]), for the chunks read last: a table
-/// per chunk of at most [`ENTRY_MAX`] entries, in [`ENTRY_TABLES`] slots
-/// (about 5 MiB at most) chosen by the chunk: a lookup is one comparison.
-/// The walk reads a few chunks at a time (one per stream or thread), each
-/// to its end; two of them in one slot take turns, their events then made
-/// field by field (the same bytes, more slowly).
-struct EntryCache {
-    /// (input, chunk) and its entries; `usize::MAX`: an empty slot.
-    tables: Vec<((usize, usize), Vec<EntryBytes>)>,
-}
-
-const ENTRY_TABLES: usize = 32;
-const ENTRY_MAX: usize = 1024;
-
-impl EntryCache {
-    fn new() -> EntryCache {
-        EntryCache {
-            tables: vec![((usize::MAX, usize::MAX), Vec::new()); ENTRY_TABLES],
-        }
-    }
-
-    #[inline(always)]
-    fn slot(input: usize, chunk: usize) -> usize {
-        (chunk.wrapping_add(input.wrapping_mul(7))) % ENTRY_TABLES
-    }
-
-    #[inline]
-    fn get(&self, input: usize, entry: Entry) -> Option<&EntryBytes> {
-        let (key, entries) = &self.tables[Self::slot(input, entry.chunk)];
-        if *key != (input, entry.chunk) {
-            return None;
-        }
-        entries.get(entry.index as usize).filter(|b| !b.head.is_empty())
-    }
-
-    #[cold]
-    fn put(&mut self, input: usize, entry: Entry, bytes: EntryBytes) {
-        let (key, i) = ((input, entry.chunk), entry.index as usize);
-        if i >= ENTRY_MAX {
-            return;
-        }
-        let (k, entries) = &mut self.tables[Self::slot(input, entry.chunk)];
-        if *k != key {
-            *k = key;
-            entries.clear();
-        }
-        if entries.len() <= i {
-            entries.resize(i + 1, EntryBytes::default());
-        }
-        entries[i] = bytes;
-    }
-}
-
 /// The flow id field, if any.
 #[inline]
 fn write_flow(b: &mut Vec<u8>, flow: Flow) {
@@ -911,11 +855,51 @@ impl<W: Write> ProtoWriter<W> {
         }
     }
 
+    /// An event whose entry's bytes are kept: its packet (and that of the
+    /// slice it follows) from them, its times, correlation id and flow.
+    #[inline(always)]
+    fn event_kept(&mut self, item: &Item<'_>, bytes: &EntryBytes) -> Result<()> {
+        // The slice that ends first: packet tag and length (3), timestamp
+        // (11), the rest (24 copied). Then the begin packet: tag and
+        // length, timestamp, head, correlation (16 copied), tail, flow (10).
+        let mut r = Room::new(&mut self.out.buf, 3 + 11 + 24 + 3 + 11 + 64 + 16 + 96 + 10);
+        if let Some(at) = item.ended {
+            // A slice ends only on a lane one of its events described.
+            let track = self.lane_tracks.get(item.lane_id.index()).filter(|t| t.uuid != 0);
+            debug_assert!(track.is_some(), "a slice ends on a described track");
+            if let Some(track) = track {
+                let p = r.begin_wide(PKT);
+                r.time(P_TIMESTAMP, at);
+                r.run(&track.end.bytes, track.end.len as usize);
+                r.end_wide(p);
+            }
+        }
+        let p = r.begin_wide(PKT);
+        r.time(P_TIMESTAMP, item.start);
+        let at = r.written();
+        r.run(&bytes.head.bytes, bytes.head.len as usize);
+        if bytes.corr {
+            let (a, n) = arg_u_bytes(Arg::Correlation, item.corr as u64);
+            r.run(&a, n);
+        }
+        r.run(&bytes.tail.bytes, bytes.tail.len as usize);
+        match item.flow {
+            Flow::Out(id) => r.fixed64(E_FLOW_IDS, id),
+            Flow::In(id) => r.fixed64(E_TERMINATING_FLOW_IDS, id),
+            Flow::None => {}
+        }
+        r.end_wide(at + BEGIN_TYPE_AT - 1);
+        r.end_wide(p);
+        r.done();
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
     /// An event's packet made field by field (the first event of its
     /// entry, or every event without args); keeps its bytes for the
     /// entry's next events.
     #[inline(never)]
-    fn event_uncached(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
+    fn event_uncached(&mut self, input: &Input<'_>, item: &Item<'_>, state: Option<&mut EntryBytes>) -> Result<()> {
         // Without args, a packet holds only attributes of the event's entry.
         let event = if self.args {
             item.event()
@@ -944,10 +928,10 @@ impl<W: Write> ProtoWriter<W> {
         } else {
             None
         };
-        if self.args && !matches!(e, Event::Collective(_) | Event::Loss(_)) {
+        if let (true, Some(state)) = (self.args, state) {
             let rel = corr.map(|(c0, c1)| (c0 - at, c1 - at));
             if let Some(bytes) = EntryBytes::new(&b[at..], rel, b.len() - at) {
-                self.entries.put(input.ordinal, item.entry, bytes);
+                *state = bytes;
             }
         }
         write_flow(b, item.flow);
@@ -960,6 +944,8 @@ impl<W: Write> ProtoWriter<W> {
 }
 
 impl<W: Write> Visitor for ProtoWriter<W> {
+    type EntryState = EntryBytes;
+
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()> {
         // Lane ids are per input.
         self.lane_tracks.clear();
@@ -988,38 +974,18 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         Ok(())
     }
 
-    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()> {
-        // Without args a packet is too short for the cache to pay.
-        let cached = if self.args {
-            self.entries.get(input.ordinal, item.entry)
-        } else {
-            None
-        };
-        if let Some(bytes) = cached {
-            // Packet tag and length (3), timestamp (11), head, correlation
-            // (16 copied), tail, flow (10).
-            let mut r = Room::new(&mut self.out.buf, 3 + 11 + 64 + 16 + 96 + 10);
-            let p = r.begin_wide(PKT);
-            r.time(P_TIMESTAMP, item.start);
-            let at = r.written();
-            r.run(&bytes.head.bytes, bytes.head.len as usize);
-            if bytes.corr {
-                let (a, n) = arg_u_bytes(Arg::Correlation, item.corr as u64);
-                r.run(&a, n);
+    #[inline]
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>, state: Option<&mut EntryBytes>) -> Result<()> {
+        match state {
+            // Without args a packet is too short for kept bytes to pay.
+            Some(bytes) if self.args && !bytes.head.is_empty() => self.event_kept(item, bytes),
+            state => {
+                if let Some(at) = item.ended {
+                    self.end_slice(input, item.lane_id, at)?;
+                }
+                self.event_uncached(input, item, state)
             }
-            r.run(&bytes.tail.bytes, bytes.tail.len as usize);
-            match item.flow {
-                Flow::Out(id) => r.fixed64(E_FLOW_IDS, id),
-                Flow::In(id) => r.fixed64(E_TERMINATING_FLOW_IDS, id),
-                Flow::None => {}
-            }
-            r.end_wide(at + BEGIN_TYPE_AT - 1);
-            r.end_wide(p);
-            r.done();
-            self.out.maybe_flush()?;
-            return Ok(());
         }
-        self.event_uncached(input, item)
     }
 
     fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, _end: u64) -> Result<()> {

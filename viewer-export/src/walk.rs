@@ -131,13 +131,17 @@ pub(crate) struct Item<'e> {
     pub corr: u32,
     pub lane: Lane,
     pub lane_id: LaneId,
-    /// The event's dictionary entry in its input (events of one entry
-    /// differ only in their times and per-event series).
-    pub entry: Entry,
     pub start: u64,
     pub end: u64,
     pub flow: Flow,
+    /// The end of the slice on the event's lane that closes just before
+    /// it (see [`Visitor::event`]); any other slices that close before it
+    /// were ended by [`Visitor::end_slice`].
+    pub ended: Option<u64>,
 }
+
+/// Dictionary entries per chunk that get a [`Visitor::EntryState`].
+pub(crate) const ENTRY_STATES: usize = 1024;
 
 impl<'e> Item<'e> {
     /// The event's attributes: its kind, names, device, stream, sizes
@@ -169,10 +173,19 @@ pub(crate) struct Input<'a> {
 
 /// What a writer does with the walk.
 pub(crate) trait Visitor {
+    /// What the writer keeps per dictionary entry of the chunks being read
+    /// (say, the bytes every event of the entry shares): made `Default`
+    /// when a chunk is opened, dropped when it is done, for the first
+    /// [`ENTRY_STATES`] entries of each.
+    type EntryState: Default;
     /// Called before the first event of an input.
     fn begin_input(&mut self, input: &Input<'_>) -> Result<()>;
-    /// One event (its slice begins; for instants, the whole event).
-    fn event(&mut self, input: &Input<'_>, item: &Item<'_>) -> Result<()>;
+    /// One event (its slice begins; for instants, the whole event), with
+    /// the state of its entry (`None` for collectives and losses, and
+    /// entries past the first [`ENTRY_STATES`]). When `item.ended` is set,
+    /// the innermost open slice of the event's lane ends at that time just
+    /// before it (written first, as [`Self::end_slice`] would).
+    fn event(&mut self, input: &Input<'_>, item: &Item<'_>, state: Option<&mut Self::EntryState>) -> Result<()>;
     /// The innermost open slice on `lane` ends at `at` (called in time
     /// order per lane, after every event that starts before `at`).
     fn end_slice(&mut self, input: &Input<'_>, lane: LaneId, at: u64) -> Result<()>;
@@ -625,7 +638,7 @@ fn project_annotations(
 
 /// Walk `plan` over `job`, feeding `visitor`; measure GPU utilization and
 /// project NVTX ranges onto the GPU as `options` asks.
-pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOptions, visitor: &mut impl Visitor) -> Result<WalkStats> {
+pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOptions, visitor: &mut V) -> Result<WalkStats> {
     let bins = options.bins;
     let mut stats = WalkStats::default();
     // The report's classification, so that the utilization counters agree with it.
@@ -832,20 +845,27 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                 // Kernels, copies, memsets, synchronizations, calls and
                 // marks: read as spans, with what the walk needs of each
                 // dictionary entry worked out when its chunk is opened.
-                let mut tables: Vec<(usize, Vec<Facts>)> = Vec::new();
+                // Per slot of the merge: the facts and the visitor's state
+                // of each entry of the slot's chunk.
+                let mut tables: Vec<(Vec<Facts>, Vec<V::EntryState>)> = Vec::new();
                 let mut merge = trace.span_merge(chunk_ids);
                 'runs: while let Some(run) = merge.next_run(|slot, cursor| {
                     // Graph node ids are read only where a writer shows them.
                     if cursor.templates().iter().any(|t| matches!(t, Event::Kernel(k) if k.graph_id != 0)) {
                         cursor.read_node_ids();
                     }
-                    let facts = cursor.templates().iter().map(|e| Facts::of(e, category(e))).collect();
                     if tables.len() <= slot {
-                        tables.resize_with(slot + 1, || (0, Vec::new()));
+                        tables.resize_with(slot + 1, Default::default);
                     }
-                    tables[slot] = (cursor.index(), facts);
+                    let (facts, states) = &mut tables[slot];
+                    facts.clear();
+                    facts.extend(cursor.templates().iter().map(|e| Facts::of(e, category(e))));
+                    states.clear();
+                    states.resize_with(facts.len().min(ENTRY_STATES), Default::default);
                 })? {
-                    let Some((chunk, facts)) = tables.get_mut(run.slot) else { continue };
+                    let Some((facts, states)) = tables.get_mut(run.slot) else {
+                        continue;
+                    };
                     let templates = run.cursor.templates();
                     for sp in run.spans {
                         let a = sp.attr as usize;
@@ -853,12 +873,8 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                         let (Some(f), Some(of)) = (facts.get_mut(a), templates.get(a)) else {
                             continue;
                         };
-                        let entry = Entry {
-                            chunk: *chunk,
-                            index: sp.attr,
-                        };
                         let (s, t) = (apply_shift(sp.start, shift), apply_shift(sp.end, shift));
-                        if !w.step(s, t, f, sp.corr, of, Some(sp), entry)? {
+                        if !w.step(s, t, f, sp.corr, of, Some(sp), states.get_mut(a))? {
                             break 'runs;
                         }
                     }
@@ -866,7 +882,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
             } else {
                 // The process track: collectives and losses, whole events.
                 let mut events = trace.merge(chunk_ids);
-                while let Some((e, entry)) = events.next_with_entry()? {
+                while let Some(e) = events.next_event()? {
                     if let Event::Collective(c) = &e {
                         if !filter.keeps_device(c.device) {
                             continue;
@@ -881,7 +897,7 @@ pub(crate) fn walk(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOpt
                         }
                     }
                     let mut f = Facts::of(e, category(e));
-                    if !w.step(s, t, &mut f, event_correlation(e), e, None, entry)? {
+                    if !w.step(s, t, &mut f, event_correlation(e), e, None, None)? {
                         break;
                     }
                 }
@@ -1001,7 +1017,16 @@ impl<V: Visitor> Walker<'_, '_, V> {
     /// False when the event budget is spent (the event is not written).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn step(&mut self, mut s: u64, mut t: u64, f: &mut Facts, corr: u32, of: &Event, span: Option<&Span>, entry: Entry) -> Result<bool> {
+    fn step(
+        &mut self,
+        mut s: u64,
+        mut t: u64,
+        f: &mut Facts,
+        corr: u32,
+        of: &Event,
+        span: Option<&Span>,
+        state: Option<&mut V::EntryState>,
+    ) -> Result<bool> {
         let plan = self.plan;
         if !in_window(plan, s, t) {
             return Ok(true);
@@ -1020,6 +1045,8 @@ impl<V: Visitor> Walker<'_, '_, V> {
                 id
             }
         };
+        // The last slice to close before the event is handed over with it.
+        let mut ended = None;
         if !f.instant {
             let stack = self.lanes.stack(lane_id);
             while let Some(&top) = stack.last() {
@@ -1031,7 +1058,9 @@ impl<V: Visitor> Walker<'_, '_, V> {
                         t = t.max(s);
                         self.stats.adjusted += 1;
                     }
-                    self.visitor.end_slice(self.input, lane_id, top)?;
+                    if let Some(before) = ended.replace(top) {
+                        self.visitor.end_slice(self.input, lane_id, before)?;
+                    }
                 } else {
                     break;
                 }
@@ -1072,11 +1101,12 @@ impl<V: Visitor> Walker<'_, '_, V> {
                 corr,
                 lane: f.lane,
                 lane_id,
-                entry,
                 start: s,
                 end: t,
                 flow,
+                ended,
             },
+            state,
         )?;
         Ok(true)
     }
@@ -1155,11 +1185,12 @@ mod tests {
 
     struct Null(u64);
     impl Visitor for Null {
+        type EntryState = ();
         fn begin_input(&mut self, _: &Input<'_>) -> Result<()> {
             Ok(())
         }
-        fn event(&mut self, _: &Input<'_>, item: &Item<'_>) -> Result<()> {
-            self.0 += item.start;
+        fn event(&mut self, _: &Input<'_>, item: &Item<'_>, _: Option<&mut ()>) -> Result<()> {
+            self.0 += item.start + item.ended.unwrap_or(0);
             Ok(())
         }
         fn end_slice(&mut self, _: &Input<'_>, _: LaneId, at: u64) -> Result<()> {
