@@ -60,16 +60,16 @@ pub(crate) fn uint_time(buf: &mut Vec<u8>, field: u32, v: u64) {
 }
 
 /// The low 56 bits of `v`, 7 to a byte: byte `i` holds bits `7i..7i+7`
-/// (what PDEP with mask 0x7f7f…7f does, without needing BMI2).
+/// (what PDEP with mask 0x7f7f…7f does, without needing BMI2): the 56 bits
+/// split into two 28-bit halves (one per 32-bit lane), each half into two
+/// 14-bit quarters (one per 16-bit lane), each quarter into two 7-bit
+/// groups (one per byte).
 #[inline(always)]
 fn spread7(v: u64) -> u64 {
-    let mut w = 0;
-    let mut i = 0;
-    while i < 8 {
-        w |= (v & (0x7f << (7 * i))) << i;
-        i += 1;
-    }
-    w
+    let x = v & 0x00ff_ffff_ffff_ffff;
+    let x = (x & 0x0fff_ffff) | ((x & 0x00ff_ffff_f000_0000) << 4);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
+    (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1)
 }
 
 /// Write `v` as a varint into `out` from `at`; returns where it ends. The
@@ -361,6 +361,19 @@ mod tests {
             }
             assert_eq!(len, n);
             assert_eq!(b.len() - pos, n);
+        }
+    }
+
+    proptest::proptest! {
+        /// The three-step spread puts bit `7i + j` at bit `8i + j`, as the
+        /// one-group-at-a-time loop does.
+        #[test]
+        fn spread7_moves_each_group_to_its_byte(v: u64) {
+            let mut want = 0u64;
+            for i in 0..8 {
+                want |= (v & (0x7f << (7 * i))) << i;
+            }
+            proptest::prop_assert_eq!(spread7(v), want);
         }
     }
 

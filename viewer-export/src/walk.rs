@@ -303,43 +303,70 @@ pub struct WalkStats {
     pub truncated: bool,
 }
 
-/// A set of u32 in pages of 64 Ki bits, allocated when touched.
-pub(crate) struct IdSet {
-    pages: Vec<Option<Box<[u64; 1024]>>>,
+/// Two sets of u32 ids ([`LAUNCHES`], [`LINKED`]) in pages of 64 Ki ids,
+/// allocated when touched; an id's two bits sit in adjacent words, so
+/// that [`IdSets::link`] tests and sets them with one page lookup.
+pub(crate) struct IdSets {
+    pages: Vec<Option<Box<[[u64; 2]; 1024]>>>,
 }
 
-impl IdSet {
-    pub fn new() -> IdSet {
-        IdSet { pages: Vec::new() }
+/// Correlation ids of the calls written (in the window).
+pub(crate) const LAUNCHES: usize = 0;
+/// Correlation ids whose GPU work got its flow arrow.
+pub(crate) const LINKED: usize = 1;
+
+impl IdSets {
+    pub fn new() -> IdSets {
+        IdSets { pages: Vec::new() }
+    }
+
+    /// The page, word and bit of `id`.
+    #[inline(always)]
+    fn place(id: u32) -> (usize, usize, u64) {
+        ((id >> 16) as usize, ((id >> 6) & 1023) as usize, 1 << (id & 63))
     }
 
     #[inline]
-    pub fn insert(&mut self, id: u32) {
-        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
+    pub fn insert(&mut self, set: usize, id: u32) {
+        let (p, w, b) = Self::place(id);
         match self.pages.get_mut(p) {
-            Some(Some(page)) => page[w] |= 1 << b,
-            _ => self.insert_new_page(id),
+            Some(Some(page)) => page[w][set] |= b,
+            _ => self.insert_new_page(set, id),
         }
     }
 
     /// `insert` where the page of `id` is not allocated yet.
     #[cold]
-    fn insert_new_page(&mut self, id: u32) {
-        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
+    fn insert_new_page(&mut self, set: usize, id: u32) {
+        let (p, w, b) = Self::place(id);
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);
         }
-        self.pages[p].get_or_insert_with(|| Box::new([0; 1024]))[w] |= 1 << b;
+        self.pages[p].get_or_insert_with(|| Box::new([[0; 2]; 1024]))[w][set] |= b;
     }
 
     #[inline]
-    pub fn contains(&self, id: u32) -> bool {
-        let (p, w, b) = ((id >> 16) as usize, ((id >> 6) & 1023) as usize, id & 63);
-        matches!(self.pages.get(p), Some(Some(page)) if page[w] & (1 << b) != 0)
+    pub fn contains(&self, set: usize, id: u32) -> bool {
+        let (p, w, b) = Self::place(id);
+        matches!(self.pages.get(p), Some(Some(page)) if page[w][set] & b != 0)
     }
 
-    /// How many ids in `lo..=hi` are in the set.
-    pub fn count_range(&self, lo: u32, hi: u32) -> u64 {
+    /// Whether `id` is in [`LAUNCHES`] and not yet in [`LINKED`]; if so,
+    /// it is added to [`LINKED`].
+    #[inline]
+    pub fn link(&mut self, id: u32) -> bool {
+        let (p, w, b) = Self::place(id);
+        let Some(Some(page)) = self.pages.get_mut(p) else { return false };
+        let words = &mut page[w];
+        let first = words[LAUNCHES] & !words[LINKED] & b != 0;
+        if first {
+            words[LINKED] |= b;
+        }
+        first
+    }
+
+    /// How many ids in `lo..=hi` are in `set`.
+    pub fn count_range(&self, set: usize, lo: u32, hi: u32) -> u64 {
         let mut n = 0;
         let mut id = lo as u64;
         while id <= hi as u64 {
@@ -348,7 +375,7 @@ impl IdSet {
             if let Some(Some(page)) = self.pages.get(p) {
                 let (from, to) = (id & 63, word_end & 63);
                 let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
-                n += (page[w] & mask).count_ones() as u64;
+                n += (page[w][set] & mask).count_ones() as u64;
             }
             id = word_end + 1;
         }
@@ -418,9 +445,9 @@ impl Annotations {
     }
 
     /// Mark the pure ones and index them.
-    fn finish(&mut self, launches: &IdSet) {
+    fn finish(&mut self, launches: &IdSets) {
         for a in &mut self.all {
-            a.pure = a.calls > 0 && launches.count_range(a.lo, a.hi) == a.calls;
+            a.pure = a.calls > 0 && launches.count_range(LAUNCHES, a.lo, a.hi) == a.calls;
         }
         self.by_lo = (0..self.all.len()).filter(|&i| self.all[i].pure).collect();
         self.by_lo.sort_by_key(|&i| self.all[i].lo);
@@ -662,7 +689,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
 
         // Launches in the window, so that GPU work links only to calls that
         // are written too; and, if asked, the NVTX ranges around them.
-        let mut launches = IdSet::new();
+        let mut launches = IdSets::new();
         let mut annotations = Annotations {
             all: Vec::new(),
             by_lo: Vec::new(),
@@ -716,7 +743,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                         if *calls_only {
                             let c = sp.corr;
                             if c != 0 {
-                                launches.insert(c);
+                                launches.insert(LAUNCHES, c);
                                 // The innermost open range only: its
                                 // enclosing ranges get its calls when it
                                 // closes (`fold_into_parent`).
@@ -760,7 +787,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                         }
                         for sp in &block {
                             if sp.corr != 0 && in_window(apply_shift(sp.start, shift), apply_shift(sp.end, shift)) {
-                                launches.insert(sp.corr);
+                                launches.insert(LAUNCHES, sp.corr);
                             }
                         }
                     }
@@ -774,8 +801,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             plan,
             visitor: &mut *visitor,
             lanes: Lanes { open: Vec::new(), last: 0 },
-            launches,
-            linked: IdSet::new(),
+            ids: launches,
             annotations,
             util: None,
             on_gpu: false,
@@ -996,10 +1022,9 @@ struct Walker<'w, 'a, V: Visitor> {
     plan: &'w Plan,
     visitor: &'w mut V,
     lanes: Lanes,
-    /// Launches in the window (GPU work links only to calls written too).
-    launches: IdSet,
-    /// Correlation ids whose GPU work got its arrow.
-    linked: IdSet,
+    /// Launches in the window (GPU work links only to calls written too),
+    /// and the correlation ids whose GPU work got its arrow.
+    ids: IdSets,
     annotations: Annotations,
     util: Option<Utilization>,
     /// On a GPU, with NVTX ranges to project.
@@ -1076,11 +1101,8 @@ impl<V: Visitor> Walker<'_, '_, V> {
         // One arrow per launch: a graph launch runs many kernels under
         // one correlation id; the arrow goes to the first.
         let flow = match f.link {
-            Link::Gpu if corr != 0 && self.launches.contains(corr) && !self.linked.contains(corr) => {
-                self.linked.insert(corr);
-                Flow::In(self.flow_base | corr as u64)
-            }
-            Link::Call if corr != 0 && self.linked.contains(corr) => {
+            Link::Gpu if corr != 0 && self.ids.link(corr) => Flow::In(self.flow_base | corr as u64),
+            Link::Call if corr != 0 && self.ids.contains(LINKED, corr) => {
                 self.stats.flows += 1;
                 Flow::Out(self.flow_base | corr as u64)
             }
@@ -1138,7 +1160,7 @@ mod tests {
         #[test]
         fn remembered_innermost_agrees_with_the_walk(ops in proptest::collection::vec(0u8..5, 1..200), qs in proptest::collection::vec(0u32..160, 1..200)) {
             let mut a = Annotations { all: Vec::new(), by_lo: Vec::new(), los: Vec::new(), hint: 0, last: None };
-            let (mut launches, mut open, mut id) = (IdSet::new(), Vec::new(), 0u32);
+            let (mut launches, mut open, mut id) = (IdSets::new(), Vec::new(), 0u32);
             for op in ops {
                 match op {
                     0 => {
@@ -1153,7 +1175,7 @@ mod tests {
                     }
                     2 | 3 => {
                         id += 1;
-                        launches.insert(id);
+                        launches.insert(LAUNCHES, id);
                         if let Some(&i) = open.last() {
                             let an = &mut a.all[i];
                             (an.lo, an.hi, an.calls) = (an.lo.min(id), an.hi.max(id), an.calls + 1);
@@ -1161,7 +1183,7 @@ mod tests {
                     }
                     _ => {
                         id += 1;
-                        launches.insert(id);
+                        launches.insert(LAUNCHES, id);
                     }
                 }
             }
@@ -1200,16 +1222,22 @@ mod tests {
     }
 
     #[test]
-    fn id_set_counts_ranges() {
-        let mut s = IdSet::new();
+    fn id_sets_count_ranges_and_link_once() {
+        let mut s = IdSets::new();
         for id in [0, 1, 63, 64, 65_535, 65_536, 200_000, u32::MAX] {
-            s.insert(id);
+            s.insert(LAUNCHES, id);
         }
-        assert_eq!(s.count_range(0, u32::MAX), 8);
-        assert_eq!(s.count_range(1, 64), 3);
-        assert_eq!(s.count_range(2, 62), 0);
-        assert_eq!(s.count_range(65_535, 65_536), 2);
-        assert_eq!(s.count_range(u32::MAX, u32::MAX), 1);
+        s.insert(LINKED, 5);
+        assert_eq!(s.count_range(LAUNCHES, 0, u32::MAX), 8);
+        assert_eq!(s.count_range(LAUNCHES, 1, 64), 3);
+        assert_eq!(s.count_range(LAUNCHES, 2, 62), 0);
+        assert_eq!(s.count_range(LAUNCHES, 65_535, 65_536), 2);
+        assert_eq!(s.count_range(LAUNCHES, u32::MAX, u32::MAX), 1);
+        assert_eq!(s.count_range(LINKED, 0, u32::MAX), 1);
+        // A launch links once; an id that is not a launch never does.
+        assert!(s.link(65_536) && !s.link(65_536));
+        assert!(s.contains(LINKED, 65_536) && !s.contains(LINKED, 65_535));
+        assert!(!s.link(2) && !s.link(300_000) && !s.contains(LINKED, 2));
     }
 
     #[test]
