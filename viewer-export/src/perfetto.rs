@@ -389,15 +389,6 @@ fn category(e: &Event) -> u64 {
 /// copy, cut back to its length.
 #[inline]
 fn arg_u(buf: &mut Vec<u8>, name: Arg, v: u64) {
-    let (a, n) = arg_u_bytes(name, v);
-    let len = buf.len();
-    buf.extend_from_slice(&a);
-    buf.truncate(len + n);
-}
-
-/// [`arg_u`]'s bytes: the buffer and how many of them count.
-#[inline(always)]
-fn arg_u_bytes(name: Arg, v: u64) -> ([u8; 16], usize) {
     const { assert!(ARG_NAMES.len() < 128, "one-byte annotation name iids") };
     let mut a = [0u8; 16];
     a[0] = ((E_DEBUG << 3) | 2) as u8;
@@ -406,7 +397,9 @@ fn arg_u_bytes(name: Arg, v: u64) -> ([u8; 16], usize) {
     a[4] = (A_UINT << 3) as u8;
     let n = varint_at(&mut a, 5, v);
     a[1] = (n - 2) as u8;
-    (a, n)
+    let len = buf.len();
+    buf.extend_from_slice(&a);
+    buf.truncate(len + n);
 }
 
 fn arg_i(buf: &mut Vec<u8>, name: Arg, v: i64) {
@@ -879,8 +872,16 @@ impl<W: Write> ProtoWriter<W> {
         let at = r.written();
         r.run(&bytes.head.bytes, bytes.head.len as usize);
         if bytes.corr {
-            let (a, n) = arg_u_bytes(Arg::Correlation, item.corr as u64);
-            r.run(&a, n);
+            // Stored a byte at a time: assembled on the stack first, its
+            // 16-byte copy would stall on forwarding from the byte stores.
+            r.byte(((E_DEBUG << 3) | 2) as u8);
+            let len_at = r.written();
+            r.byte(0);
+            r.byte((A_NAME_IID << 3) as u8);
+            r.byte(Arg::Correlation as u8);
+            r.byte((A_UINT << 3) as u8);
+            r.varint(item.corr as u64);
+            r.set_byte(len_at, (r.written() - len_at - 1) as u8);
         }
         r.run(&bytes.tail.bytes, bytes.tail.len as usize);
         match item.flow {

@@ -229,6 +229,14 @@ impl<'b> Room<'b> {
         }
     }
 
+    /// Overwrite the byte at `at` (an offset already written).
+    #[inline(always)]
+    pub(crate) fn set_byte(&mut self, at: usize, b: u8) {
+        debug_assert!(at < self.written());
+        // Safety: `at` lies in what was written.
+        unsafe { *self.start.add(at) = b };
+    }
+
     /// The first `len` bytes of `bytes` (`len <= N`), copied as all `N`
     /// (a constant-size copy; the bytes after `len` are overwritten by
     /// what comes next, or left past the buffer's length).
