@@ -929,7 +929,7 @@ impl<W: Write> ProtoWriter<W> {
         } else {
             None
         };
-        if let (true, Some(state)) = (self.args, state) {
+        if let Some(state) = state {
             let rel = corr.map(|(c0, c1)| (c0 - at, c1 - at));
             if let Some(bytes) = EntryBytes::new(&b[at..], rel, b.len() - at) {
                 *state = bytes;
@@ -978,8 +978,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
     #[inline]
     fn event(&mut self, input: &Input<'_>, item: &Item<'_>, state: Option<&mut EntryBytes>) -> Result<()> {
         match state {
-            // Without args a packet is too short for kept bytes to pay.
-            Some(bytes) if self.args && !bytes.head.is_empty() => self.event_kept(item, bytes),
+            Some(bytes) if !bytes.head.is_empty() => self.event_kept(item, bytes),
             state => {
                 if let Some(at) = item.ended {
                     self.end_slice(input, item.lane_id, at)?;

@@ -855,3 +855,38 @@ fn every_packet_is_its_own_events() {
     assert!(kernels >= 50 && calls >= 50, "{kernels} kernels, {calls} calls");
     assert_eq!(by_corr.len(), kernels + calls, "one packet per event, correlation ids unique");
 }
+
+/// Without args, an export has the same slices, instants and flows (each
+/// event's times, name, category and track), only without annotations:
+/// packets of events with the same attributes come from bytes kept per
+/// dictionary entry in both.
+#[test]
+fn without_args_the_events_are_the_same() {
+    let (_, traces) = common::small_job(2);
+    let job = Job::new([&traces[0], &traces[1]]);
+    let run = |args: bool| {
+        let mut out = Vec::new();
+        Perfetto {
+            args,
+            ..Perfetto::default()
+        }
+        .export(&job, &Filter::default(), &mut out)
+        .unwrap();
+        decode(&out)
+    };
+    let (with, without) = (run(true), run(false));
+    let bare = |d: &Decoded| -> Vec<(u64, String, String, u64, u64)> {
+        d.slices
+            .iter()
+            .map(|s| (s.track, s.name.clone(), s.category.clone(), s.start, s.end))
+            .collect()
+    };
+    assert!(with.slices.len() > 100);
+    assert_eq!(bare(&without), bare(&with));
+    assert!(without.slices.iter().all(|s| s.args.is_empty() && s.args_text.is_empty()));
+    assert!(with.slices.iter().any(|s| !s.args.is_empty()));
+    assert_eq!(without.instants, with.instants);
+    assert_eq!(without.flow_out, with.flow_out);
+    assert_eq!(without.flow_in, with.flow_in);
+    assert_eq!(without.counters, with.counters);
+}
