@@ -772,8 +772,8 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
 /// `tail`: those after it). Kernels, copies, memsets, synchronizations,
 /// CUDA calls and NVTX marks: everything in their packets but the times,
 /// the correlation id and the flow is an attribute of their entry.
-/// Collectives and losses (series other than times and correlation) are
-/// not cached.
+/// Collectives and losses (series other than times and correlation) get
+/// none: the walk gives them no entry state.
 #[derive(Clone, Copy, Default)]
 struct EntryBytes {
     /// Empty: not made yet (a head holds at least the lane's fields).
@@ -897,8 +897,9 @@ impl<W: Write> ProtoWriter<W> {
     }
 
     /// An event's packet made field by field (the first event of its
-    /// entry, or every event without args); keeps its bytes for the
-    /// entry's next events.
+    /// entry, an entry past the first [`crate::walk::ENTRY_STATES`] of its
+    /// chunk, a collective or a loss); keeps the entry's bytes for its
+    /// next events.
     #[inline(never)]
     fn event_uncached(&mut self, input: &Input<'_>, item: &Item<'_>, state: Option<&mut EntryBytes>) -> Result<()> {
         // Without args, a packet holds only attributes of the event's entry.
