@@ -3,11 +3,19 @@
 //! events clipped to the window, put on lanes that nest, and linked
 //! launch-to-GPU by flow ids.
 //!
-//! Memory: the chunks that overlap the current position of one track, a
-//! handful of open slices per lane, one bit per correlation id in use (two
-//! paged bitsets: launches in the window, GPU work in the output) and, for
-//! the JSON writer's GPU projection of NVTX ranges, about 100 bytes per
-//! range (at most a million ranges per input).
+//! Kernels, copies, memsets, synchronizations, calls and marks are read as
+//! spans ([`SpanMerge`]: times, correlation id and dictionary index); what
+//! the walk needs of the rest (lane, nesting, flow role, utilization
+//! category) is worked out once per dictionary entry when a chunk opens,
+//! and the writers keep what they make of an entry there too
+//! ([`Visitor::EntryState`]). Collectives and losses are read whole.
+//!
+//! Memory: the chunks that overlap the current position of one track (a
+//! block of spans and a table per dictionary entry each), a handful of
+//! open slices per lane, two bits per correlation id in use (one paged
+//! set: launches in the window, GPU work linked) and, for the GPU
+//! projection of NVTX ranges, about 100 bytes per range (at most a
+//! million ranges per input).
 
 use crate::error::Result;
 use crate::job::{apply_shift, chunk_selected, Filter, Job, Plan};
