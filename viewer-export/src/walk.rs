@@ -258,7 +258,7 @@ impl Utilization {
     }
 
     /// Count `start..end` (at or after `from`) as GPU time of `category`.
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, category: usize, start: u64, end: u64) {
         for c in [category, BUSY] {
             let mut t = start.max(self.covered[c]);
@@ -489,7 +489,7 @@ impl Annotations {
 
     /// Extend the GPU span of the innermost annotation that launched `c`.
     /// Its pure ancestors launched `c` too; [`Self::settle`] extends them.
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, c: u32, lane: LaneId, start: u64, end: u64) {
         if let Some(i) = self.innermost(c) {
             self.all[i].extend(lane, start, end);
@@ -497,7 +497,7 @@ impl Annotations {
     }
 
     /// The innermost pure annotation that launched `c`.
-    #[inline]
+    #[inline(always)]
     fn innermost(&mut self, c: u32) -> Option<usize> {
         let k = self.count_up_to(c);
         match self.last {
