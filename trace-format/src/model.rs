@@ -517,6 +517,21 @@ impl Event {
         }
     }
 
+    /// The correlation id a [`crate::Span`] of this event holds: a kernel's,
+    /// copy's, memset's, synchronization's or API call's; 0 for markers,
+    /// collectives (whose `correlation` is that of their kernel) and losses.
+    #[inline]
+    pub fn span_correlation(&self) -> u32 {
+        match self {
+            Event::Kernel(e) => e.correlation.0,
+            Event::Memcpy(e) => e.correlation.0,
+            Event::Memset(e) => e.correlation.0,
+            Event::Sync(e) => e.correlation.0,
+            Event::Api(e) => e.correlation.0,
+            Event::Marker(_) | Event::Collective(_) | Event::Loss(_) => 0,
+        }
+    }
+
     /// The track this event belongs to.
     #[inline]
     pub fn track(&self) -> Track {

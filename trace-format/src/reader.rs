@@ -545,10 +545,6 @@ struct SpanSlot {
     at: usize,
 }
 
-/// Merge order: start, then the longer span first (so that an enclosing
-/// slice comes before what it encloses), then the slot.
-type SpanKey = (u64, Reverse<u64>, usize);
-
 /// The spans of a set of chunks (kernel, copy, memset, synchronization,
 /// API and marker chunks) in the order of [`TraceFile::merge`]: by start,
 /// on equal starts the longer first, then by slot. They come as runs: the
@@ -571,7 +567,7 @@ pub struct SpanMerge<'a> {
     /// Blocks of finished slots, for the next ones.
     spare_blocks: Vec<Vec<Span>>,
     /// Open slots other than `current`, by their next span.
-    heap: BinaryHeap<Reverse<SpanKey>>,
+    heap: BinaryHeap<Reverse<MergeKey>>,
     /// The slot of the run handed out last (not in the heap).
     current: Option<usize>,
 }
@@ -589,7 +585,7 @@ pub struct SpanRun<'m> {
     pub cursor: &'m SpanCursor,
 }
 
-fn span_key(s: &Span, slot: usize) -> SpanKey {
+fn span_key(s: &Span, slot: usize) -> MergeKey {
     (s.start, Reverse(s.end), slot)
 }
 
@@ -1079,8 +1075,9 @@ impl Iterator for TrackEvents<'_> {
     }
 }
 
-/// Merge order: start, then the longer event first (so that an enclosing
-/// slice comes before what it encloses), then the slot.
+/// Merge order (of [`ChunkMerge`] and [`SpanMerge`]): start, then the
+/// longer event first (so that an enclosing slice comes before what it
+/// encloses), then the slot.
 type MergeKey = (u64, Reverse<u64>, usize);
 
 /// Events of a set of chunks in start order (on equal starts the longer

@@ -312,15 +312,7 @@ proptest! {
         let lean = read_lean_spans(&t);
         prop_assert_eq!(lean.len(), spans.len());
         for (s, e) in lean.iter().zip(&spans) {
-            let corr = match e {
-                Event::Kernel(k) => k.correlation.0,
-                Event::Memcpy(m) => m.correlation.0,
-                Event::Memset(m) => m.correlation.0,
-                Event::Sync(y) => y.correlation.0,
-                Event::Api(a) => a.correlation.0,
-                _ => 0,
-            };
-            prop_assert_eq!((s.start, s.end, s.corr, s.attr), (e.start().0, e.start().0, corr, 0));
+            prop_assert_eq!((s.start, s.end, s.corr, s.attr), (e.start().0, e.start().0, e.span_correlation(), 0));
         }
     }
 

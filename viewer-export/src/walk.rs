@@ -931,7 +931,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                         }
                     }
                     let mut f = Facts::of(e, category(e));
-                    if !w.step(s, t, &mut f, event_correlation(e), e, None, None)? {
+                    if !w.step(s, t, &mut f, e.span_correlation(), e, None, None)? {
                         break;
                     }
                 }
@@ -963,20 +963,6 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
 #[inline(always)]
 fn in_window(plan: &Plan, s: u64, t: u64) -> bool {
     s < plan.to && (t > plan.from || s >= plan.from)
-}
-
-/// The correlation id of a kernel, copy, memset, synchronization or call
-/// (0 for other kinds).
-#[inline]
-pub(crate) fn event_correlation(e: &Event) -> u32 {
-    match e {
-        Event::Kernel(k) => k.correlation.0,
-        Event::Memcpy(m) => m.correlation.0,
-        Event::Memset(m) => m.correlation.0,
-        Event::Sync(y) => y.correlation.0,
-        Event::Api(a) => a.correlation.0,
-        _ => 0,
-    }
 }
 
 /// How an event takes part in launch-to-GPU flows.
