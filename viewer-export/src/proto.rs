@@ -180,9 +180,11 @@ pub(crate) fn end_wide(buf: &mut Vec<u8>, body: usize) {
 /// buffer's length to what was written.
 ///
 /// Invariant: `start <= p <= end`, all within the buffer's capacity, and
-/// the bytes from `start` to `p` are initialized. Every write checks (in
-/// debug builds) that it stays before `end`; the callers' bounds are
-/// constants of the packets they write.
+/// the bytes from `start` to `p` are initialized. Every write checks that
+/// it stays before `end` (a comparison the branch predictor gets right:
+/// the callers' bounds are constants of the packets they write, and a
+/// failed check is a bug in one of them, so it panics rather than write
+/// past the buffer; about 2% of the Perfetto export).
 pub(crate) struct Room<'b> {
     buf: &'b mut Vec<u8>,
     start: *mut u8,
@@ -215,7 +217,7 @@ impl<'b> Room<'b> {
 
     #[inline(always)]
     fn check(&self, n: usize) {
-        debug_assert!(self.p as usize + n <= self.end as usize, "a write past its room");
+        assert!(self.p as usize + n <= self.end as usize, "a write past its room");
     }
 
     /// One byte.
