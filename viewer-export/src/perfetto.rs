@@ -854,8 +854,10 @@ impl<W: Write> ProtoWriter<W> {
     fn event_kept(&mut self, item: &Item<'_>, bytes: &EntryBytes) -> Result<()> {
         // The slice that ends first: packet tag and length (3), timestamp
         // (11), the rest (24 copied). Then the begin packet: tag and
-        // length, timestamp, head, correlation (16 copied), tail, flow (10).
-        let mut r = Room::new(&mut self.out.buf, 3 + 11 + 24 + 3 + 11 + 64 + 16 + 96 + 10);
+        // length, timestamp, head (64 copied), correlation (10), tail (96
+        // copied), flow (10): 238 bytes, and the checks' longest forms
+        // (the flow's 18) fit in 256.
+        let mut r = Room::new(&mut self.out.buf, 256);
         if let Some(at) = item.ended {
             // A slice ends only on a lane one of its events described.
             let track = self.lane_tracks.get(item.lane_id.index()).filter(|t| t.uuid != 0);
@@ -874,13 +876,15 @@ impl<W: Write> ProtoWriter<W> {
         if bytes.corr {
             // Stored a byte at a time: assembled on the stack first, its
             // 16-byte copy would stall on forwarding from the byte stores.
-            r.byte(((E_DEBUG << 3) | 2) as u8);
-            let len_at = r.written();
-            r.byte(0);
-            r.byte((A_NAME_IID << 3) as u8);
-            r.byte(Arg::Correlation as u8);
-            r.byte((A_UINT << 3) as u8);
-            r.varint(item.corr as u64);
+            let len_at = r.written() + 1;
+            let head = [
+                ((E_DEBUG << 3) | 2) as u8,
+                0,
+                (A_NAME_IID << 3) as u8,
+                Arg::Correlation as u8,
+                (A_UINT << 3) as u8,
+            ];
+            r.prefixed_varint(head, item.corr as u64);
             r.set_byte(len_at, (r.written() - len_at - 1) as u8);
         }
         r.run(&bytes.tail.bytes, bytes.tail.len as usize);
