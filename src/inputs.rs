@@ -130,8 +130,19 @@ fn open_kineto_with(path: &Path, threads: usize, compress: bool) -> Result<Trace
 
 /// Write `target` through a temporary file beside it (`<name>.partial`),
 /// renamed into place only when `write` succeeds, so that a failed export or
-/// import never leaves a half-written file under the real name.
+/// import never leaves a half-written file under the real name. A target
+/// that exists and is not a regular file (`/dev/null`, a FIFO, a symbolic
+/// link) is written in place: renaming over it would replace the device or
+/// the link with a file.
 pub fn write_via_temp<T, E: From<CliError>>(target: &Path, write: impl FnOnce(std::fs::File) -> Result<T, E>) -> Result<T, E> {
+    if writes_in_place(target) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(target)
+            .map_err(CliError::io(target))?;
+        return write(file);
+    }
     let mut name = target.as_os_str().to_os_string();
     name.push(".partial");
     let tmp = PathBuf::from(name);
@@ -148,9 +159,36 @@ pub fn write_via_temp<T, E: From<CliError>>(target: &Path, write: impl FnOnce(st
     }
 }
 
+/// Whether `target` exists and is not a regular file (see [`write_via_temp`]).
+fn writes_in_place(target: &Path) -> bool {
+    std::fs::symlink_metadata(target).is_ok_and(|m| !m.file_type().is_file())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_and_links_are_written_in_place() {
+        // Only looked at: a wrong answer here must not replace /dev/null.
+        assert!(writes_in_place(Path::new("/dev/null")));
+        let dir = tempfile::tempdir().unwrap();
+        let (file, link) = (dir.path().join("real.json"), dir.path().join("link.json"));
+        assert!(!writes_in_place(&file), "a new file goes through a temporary one");
+        std::fs::write(&file, b"old").unwrap();
+        assert!(!writes_in_place(&file));
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_via_temp(&link, |mut f| -> Result<(), CliError> {
+            std::io::Write::write_all(&mut f, b"new").map_err(CliError::io(&link))
+        })
+        .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+            "the link stays a link"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"new");
+        assert!(!dir.path().join("link.json.partial").exists());
+    }
 
     #[test]
     fn thread_counts_from_the_environment() {
