@@ -1211,7 +1211,7 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// What a [`SpanRows`] reads of each event: its start and end, its
+/// What a span reader (`SpanCursor::fill`) reads of each event: its start and end, its
 /// correlation id (0 for kinds without one), the index of its attributes
 /// in the chunk's dictionary and, when asked for, a kernel's graph node id.
 /// 32 bytes, so a block of them stays in cache.
@@ -1258,7 +1258,7 @@ impl Span {
     }
 }
 
-/// Spans decoded per [`SpanRows::fill`] call.
+/// Spans decoded per `SpanCursor::fill` call.
 pub const SPAN_BLOCK: usize = 64;
 
 /// A chunk body read as [`Span`]s, a block at a time: only the start,

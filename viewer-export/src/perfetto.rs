@@ -800,12 +800,12 @@ impl EntryBytes {
     }
 }
 
-/// The flow id field, if any.
-#[inline]
-fn write_flow(b: &mut Vec<u8>, flow: Flow) {
+/// The flow id field, if any (at most 18 bytes of room).
+#[inline(always)]
+fn write_flow(r: &mut Room<'_>, flow: Flow) {
     match flow {
-        Flow::Out(id) => fixed64(b, E_FLOW_IDS, id),
-        Flow::In(id) => fixed64(b, E_TERMINATING_FLOW_IDS, id),
+        Flow::Out(id) => r.fixed64(E_FLOW_IDS, id),
+        Flow::In(id) => r.fixed64(E_TERMINATING_FLOW_IDS, id),
         Flow::None => {}
     }
 }
@@ -888,11 +888,7 @@ impl<W: Write> ProtoWriter<W> {
             r.set_byte(len_at, (r.written() - len_at - 1) as u8);
         }
         r.run(&bytes.tail.bytes, bytes.tail.len as usize);
-        match item.flow {
-            Flow::Out(id) => r.fixed64(E_FLOW_IDS, id),
-            Flow::In(id) => r.fixed64(E_TERMINATING_FLOW_IDS, id),
-            Flow::None => {}
-        }
+        write_flow(&mut r, item.flow);
         r.end_wide(at + BEGIN_TYPE_AT - 1);
         r.end_wide(p);
         r.done();
@@ -940,7 +936,9 @@ impl<W: Write> ProtoWriter<W> {
                 *state = bytes;
             }
         }
-        write_flow(b, item.flow);
+        let mut r = Room::new(b, 18);
+        write_flow(&mut r, item.flow);
+        r.done();
         end_wide(b, te);
         self.write_new_names();
         end_wide(&mut self.out.buf, p);

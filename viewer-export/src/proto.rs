@@ -19,22 +19,10 @@ const LEN: u32 = 2;
 /// then the bytes are stored without a capacity check each, so a constant
 /// (a field tag) becomes one or two plain stores.
 #[inline]
-pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
-    buf.reserve(10);
-    let len = buf.len();
-    // Safety: 10 bytes of spare capacity were reserved, and a varint takes
-    // at most 10; the length grows only over the bytes written.
-    unsafe {
-        let out = buf.as_mut_ptr().add(len);
-        let mut n = 0;
-        while v >= 0x80 {
-            *out.add(n) = v as u8 | 0x80;
-            v >>= 7;
-            n += 1;
-        }
-        *out.add(n) = v as u8;
-        buf.set_len(len + n + 1);
-    }
+pub(crate) fn varint(buf: &mut Vec<u8>, v: u64) {
+    let mut r = Room::new(buf, 10);
+    r.varint(v);
+    r.done();
 }
 
 /// A varint field holding a time in ns since the epoch: from 2^56 ns
@@ -43,20 +31,9 @@ pub(crate) fn varint(buf: &mut Vec<u8>, mut v: u64) {
 /// as [`uint`]. Always inlined: as a call it cost 6% of the export.
 #[inline(always)]
 pub(crate) fn uint_time(buf: &mut Vec<u8>, field: u32, v: u64) {
-    tag(buf, field, VARINT);
-    if !(1 << 56..1 << 63).contains(&v) {
-        varint(buf, v);
-        return;
-    }
-    buf.reserve(9);
-    let len = buf.len();
-    // Safety: 9 bytes of spare capacity were reserved and 9 are written.
-    unsafe {
-        let out = buf.as_mut_ptr().add(len);
-        std::ptr::write_unaligned(out as *mut u64, (spread7(v) | 0x8080_8080_8080_8080).to_le());
-        *out.add(8) = (v >> 56) as u8;
-        buf.set_len(len + 9);
-    }
+    let mut r = Room::new(buf, 11);
+    r.time(field, v);
+    r.done();
 }
 
 /// The low 56 bits of `v`, 7 to a byte: byte `i` holds bits `7i..7i+7`
@@ -257,6 +234,14 @@ impl<'b> Room<'b> {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.p, N);
             self.p = self.p.add(len.min(N));
         }
+    }
+
+    /// A varint (at most 10 bytes).
+    #[inline(always)]
+    pub(crate) fn varint(&mut self, v: u64) {
+        self.check(10);
+        // Safety: checked above.
+        unsafe { self.put_varint(v) };
     }
 
     /// The bytes of `prefix`, then `v` as a varint (at most `K + 10`

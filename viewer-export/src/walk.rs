@@ -585,23 +585,21 @@ impl Annotation {
 /// (innermost last); a lane's position here is its [`LaneId`].
 struct Lanes {
     open: Vec<(Lane, Vec<u64>)>,
-    last: usize,
 }
 
 impl Lanes {
-    /// The id of `lane`, added if new.
-    #[inline(always)]
+    /// The id of `lane`, added if new. Asked once per dictionary entry of
+    /// a chunk (the walk keeps the answer in the entry's [`Facts`]), and
+    /// per collective or loss.
     fn id(&mut self, lane: Lane) -> LaneId {
-        if !matches!(self.open.get(self.last), Some((l, _)) if *l == lane) {
-            self.last = match self.open.iter().position(|(l, _)| *l == lane) {
-                Some(i) => i,
-                None => {
-                    self.open.push((lane, Vec::new()));
-                    self.open.len() - 1
-                }
-            };
-        }
-        LaneId(self.last as u32)
+        let i = match self.open.iter().position(|(l, _)| *l == lane) {
+            Some(i) => i,
+            None => {
+                self.open.push((lane, Vec::new()));
+                self.open.len() - 1
+            }
+        };
+        LaneId(i as u32)
     }
 
     /// The open slices of lane `id`.
@@ -808,7 +806,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             input: &input,
             plan,
             visitor: &mut *visitor,
-            lanes: Lanes { open: Vec::new(), last: 0 },
+            lanes: Lanes { open: Vec::new() },
             ids: launches,
             annotations,
             util: None,
