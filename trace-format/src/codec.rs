@@ -1211,10 +1211,10 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// What a span reader (`SpanCursor::fill`) reads of each event: its start and end, its
-/// correlation id (0 for kinds without one), the index of its attributes
-/// in the chunk's dictionary and, when asked for, a kernel's graph node id.
-/// 32 bytes, so a block of them stays in cache.
+/// What a span reader (`SpanCursor::fill`) reads of each event: its start
+/// and end, its correlation id (0 for kinds without one), the index of its
+/// attributes in the chunk's dictionary and, when asked for, a kernel's
+/// graph node id. 32 bytes, so a block of them stays in cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {
     /// Start (ns).
