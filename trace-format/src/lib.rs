@@ -36,6 +36,7 @@ mod header;
 mod model;
 mod reader;
 mod retime;
+mod run_record;
 mod units;
 pub mod varint;
 mod writer;
@@ -48,6 +49,7 @@ pub use reader::{
     ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents, TrackSummary,
 };
 pub use retime::retime;
+pub use run_record::*;
 pub use units::*;
 pub use writer::{TraceWriter, WriterOptions};
 

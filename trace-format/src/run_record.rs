@@ -1,0 +1,128 @@
+//! The run record: what `gputrace run` knows of the command it ran, written
+//! beside the trace files as `gputrace-run.<host>.<pid>.json` when the
+//! command ends (one per `gputrace run`, so one per node under `srun` or a
+//! per-node `torchrun`).
+//!
+//! A trace file says what one process did; only the launcher sees how the
+//! command ended (an `atexit` handler cannot read the exit status, and a
+//! killed process runs none). The analysis uses the record to tell failed
+//! work from productive work.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the run record's JSON (bumped on an incompatible change).
+pub const RUN_RECORD_FORMAT: u32 = 1;
+
+/// File names of run records start with this and end with `.json`.
+pub const RUN_RECORD_PREFIX: &str = "gputrace-run.";
+
+/// How the command that `gputrace run` ran ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// [`RUN_RECORD_FORMAT`] of the writer.
+    pub format: u32,
+    /// Host name of the machine `gputrace run` ran on.
+    pub host: String,
+    /// pid of `gputrace run` itself.
+    pub pid: u32,
+    /// The command and its arguments (lossy UTF-8).
+    pub command: Vec<String>,
+    /// Wall-clock start, ns since the Unix epoch (CLOCK_REALTIME).
+    pub start_realtime_ns: u64,
+    /// Wall-clock end, ns since the Unix epoch.
+    pub end_realtime_ns: u64,
+    /// Exit code when the command exited (None when a signal ended it).
+    pub exit_code: Option<i32>,
+    /// Signal that ended the command, if one did.
+    pub signal: Option<i32>,
+}
+
+impl RunRecord {
+    /// The command exited with status 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && self.signal.is_none()
+    }
+
+    /// "exit 0", "exit 3", "signal 9" for reports.
+    pub fn outcome(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (_, Some(s)) => format!("signal {s}"),
+            (Some(c), None) => format!("exit {c}"),
+            (None, None) => "unknown".into(),
+        }
+    }
+
+    /// The record's file name: host reduced to `[A-Za-z0-9._-]` (at most 64
+    /// characters, never empty, never starting with a dot), so a hostile
+    /// host name cannot leave the output directory.
+    pub fn file_name(host: &str, pid: u32) -> String {
+        let mut safe: String = host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if safe.is_empty() || safe.starts_with('.') {
+            safe.insert(0, 'h');
+        }
+        format!("{RUN_RECORD_PREFIX}{safe}.{pid}.json")
+    }
+
+    /// Is this file name a run record's?
+    pub fn is_record_name(name: &str) -> bool {
+        name.starts_with(RUN_RECORD_PREFIX) && name.ends_with(".json")
+    }
+
+    /// Parse a record; the error says what is wrong (the caller names the file).
+    pub fn from_json(bytes: &[u8]) -> Result<RunRecord, String> {
+        let r: RunRecord = serde_json::from_slice(bytes).map_err(|e| format!("not a gputrace run record: {e}"))?;
+        if r.format > RUN_RECORD_FORMAT {
+            return Err(format!(
+                "run record format {} is newer than this gputrace reads ({RUN_RECORD_FORMAT})",
+                r.format
+            ));
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_safe_and_recognised() {
+        assert_eq!(RunRecord::file_name("node-01.cluster", 42), "gputrace-run.node-01.cluster.42.json");
+        assert_eq!(RunRecord::file_name("../../etc/x", 1), "gputrace-run.h.._.._etc_x.1.json");
+        assert_eq!(RunRecord::file_name("", 7), "gputrace-run.h.7.json");
+        assert!(RunRecord::file_name(&"a/".repeat(100), 1).len() < 100);
+        assert!(RunRecord::is_record_name(&RunRecord::file_name("x", 1)));
+        assert!(!RunRecord::is_record_name("rank0.pt.trace.json"));
+    }
+
+    #[test]
+    fn outcome_round_trips_and_rejects_newer_formats() {
+        let r = RunRecord {
+            format: RUN_RECORD_FORMAT,
+            host: "n".into(),
+            pid: 1,
+            command: vec!["python".into(), "train.py".into()],
+            start_realtime_ns: 1,
+            end_realtime_ns: 2,
+            exit_code: None,
+            signal: Some(9),
+        };
+        let back = RunRecord::from_json(&serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert!(!r.succeeded());
+        assert_eq!(r.outcome(), "signal 9");
+        let newer = serde_json::to_string(&RunRecord { format: 99, ..r }).unwrap();
+        assert!(RunRecord::from_json(newer.as_bytes()).unwrap_err().contains("newer"));
+        assert!(RunRecord::from_json(b"{}").is_err());
+    }
+}
