@@ -4,7 +4,8 @@
 use crate::agent;
 use crate::cmd::info::thousands;
 use crate::error::CliError;
-use gputrace_format::{EventKind, TraceFile};
+use crate::python::PythonDir;
+use gputrace_format::{EventKind, RunRecord, TraceFile, RUN_RECORD_FORMAT};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,11 @@ pub struct RunArgs {
     /// no communicator, sequence number or bytes; compare falls back to order).
     #[arg(long)]
     pub no_nccl: bool,
+    /// Do not give Python jobs gputrace's sitecustomize (the PyTorch
+    /// optimizer-step hook that marks steps, and the exit-outcome hook);
+    /// `import gputrace` still works.
+    #[arg(long)]
+    pub no_python_hooks: bool,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -130,6 +136,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
+    // Kept alive until the command ends; removed on drop.
+    let python = match PythonDir::create(&out_dir, !args.no_python_hooks) {
+        Ok(dir) => {
+            cmd.env("PYTHONPATH", dir.pythonpath(std::env::var_os("PYTHONPATH")));
+            Some(dir)
+        }
+        Err(e) => {
+            eprintln!(
+                "gputrace: could not write the Python hooks to {}: {e}; Python jobs run without step marks",
+                out_dir.display()
+            );
+            None
+        }
+    };
+    cmd.env("GPUTRACE_AGENT_LIB", &agent_path);
     let started = SystemTime::now();
     let shown = Path::new(program).display().to_string();
     install_forwarding();
@@ -146,6 +167,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         }
     };
     CHILD.store(0, Ordering::Relaxed);
+    drop(python);
+    let record = run_record(&args.command, started, &status);
+    if let Err(e) = write_run_record(&out_dir, &record) {
+        eprintln!("gputrace: could not write the run record to {}: {e}", out_dir.display());
+    }
     let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
@@ -153,6 +179,41 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     };
     summarize(&out_dir, started).map_err(CliError::Output)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// What this run knows of how the command ended.
+fn run_record(command: &[OsString], started: SystemTime, status: &std::process::ExitStatus) -> RunRecord {
+    let ns = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    RunRecord {
+        format: RUN_RECORD_FORMAT,
+        host: hostname(),
+        pid: std::process::id(),
+        command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        start_realtime_ns: ns(started),
+        end_realtime_ns: ns(SystemTime::now()),
+        exit_code: status.code(),
+        signal: std::os::unix::process::ExitStatusExt::signal(status),
+    }
+}
+
+/// Write the record beside the traces (temporary name, then rename: a
+/// reader never sees half a record).
+fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
+    let path = dir.join(RunRecord::file_name(&record.host, record.pid));
+    let tmp = path.with_extension("json.partial");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
+    std::fs::rename(&tmp, &path)
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // Safety: valid buffer and length; one byte is left for the NUL.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 fn check_writable(dir: &Path) -> Result<(), CliError> {
