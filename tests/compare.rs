@@ -1,5 +1,7 @@
 //! `gputrace compare` end to end on the demo's synthetic job.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -48,7 +50,7 @@ fn real_hta_rank_pair_agrees_with_hta_straggler() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter");
     if !dir.exists() {
-        eprintln!("skipping: {} not found", dir.display());
+        common::shared_traces_absent(&format!("{} not found", dir.display()));
         return;
     }
     let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))

@@ -108,7 +108,7 @@ fn hta_sample_trace() -> Option<&'static str> {
         "/../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter/sampled_rank-0.json.gz"
     );
     if !Path::new(trace).exists() {
-        eprintln!("skipped: {trace} is absent");
+        common::shared_traces_absent(&format!("{trace} is absent"));
         return None;
     }
     Some(trace)

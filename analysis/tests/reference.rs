@@ -16,6 +16,8 @@
 //! Skips with a message when the folder is absent; the large traces run
 //! only with `GPUTRACE_REFERENCE_ALL=1` (all of them agree too).
 
+mod util;
+
 use gputrace_analysis::{analyze_file, DeviceReport, HtaCompat, HtaRank, Options};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -135,7 +137,7 @@ fn mode_name(mode: Option<HtaCompat>) -> String {
 fn span_idle_compute_and_communication_match_hta_and_tracelens() {
     let root = Path::new(TRACES);
     let Ok(csv) = std::fs::read_to_string(root.join("reference_numbers.csv")) else {
-        eprintln!("skipped: {} is absent", root.display());
+        util::shared_traces_absent(&format!("{} is absent", root.display()));
         return;
     };
     let mut rows: Vec<Row> = Vec::new();
