@@ -209,3 +209,22 @@ fn marking_from_many_threads_at_exit_does_not_crash() {
         assert!(r.trace.trailer().is_some());
     }
 }
+
+#[test]
+fn no_nvtx_leaves_nvtx_a_no_op_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--no-nvtx", "-o"])
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(doubles().join("nvtxprog"))
+        .arg("5")
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("NVTX_INJECTION64_PATH")
+        .output()
+        .unwrap();
+    // NVTX without a tool: nvtxRangePushA returns a negative depth, which
+    // nvtxprog reports as exit 90; the agent never saw the calls.
+    assert_eq!(out.status.code(), Some(90), "{}", text(&out.stderr));
+    assert!(common::trace_files(&dir.path().join("traces")).is_empty());
+}

@@ -458,7 +458,10 @@ impl Nvtx {
         }
     }
 
-    /// Fill `r`'s message. Safety: pointers per the NVTX contract.
+    /// Fill `r`'s message.
+    ///
+    /// # Safety
+    /// A message pointer is null or NUL-terminated (the NVTX contract).
     unsafe fn set_msg(&self, r: &mut Rec, m: Msg) {
         let mut t = Text::new(&mut r.msg);
         match m {
@@ -579,6 +582,9 @@ impl Nvtx {
     }
 
     /// Message from `msg` unless the attributes already gave one.
+    ///
+    /// # Safety
+    /// As [`Self::set_msg`].
     unsafe fn set_msg_if(&self, r: &mut Rec, msg: Msg) {
         if !matches!(msg, Msg::None) {
             // Safety: the caller's contract.
@@ -713,10 +719,14 @@ pub unsafe fn mark(domain: *const libc::c_char, message: *const libc::c_char) ->
     } else {
         std::ptr::null_mut()
     };
+    if !s.live() {
+        return false;
+    }
+    let Some(d) = s.domain(d) else { return false };
+    let mut r = Rec::new(RecKind::Mark, d);
     // Safety: the caller's contract.
-    let before = s.losses.queue_full.load(Relaxed);
-    let r = unsafe { s.event(RecKind::Mark, d, std::ptr::null(), Msg::Ascii(message), 0) };
-    r == 0 && s.losses.queue_full.load(Relaxed) == before
+    unsafe { s.set_msg(&mut r, Msg::Ascii(message)) };
+    s.push(r)
 }
 
 #[cfg(test)]
