@@ -79,12 +79,14 @@ pub extern "C" fn InitializeInjection() -> libc::c_int {
 
 /// Called by NVTX (v3) at its first call when `NVTX_INJECTION64_PATH` names
 /// this library: installs our functions for NVTX's core and domain API (see
-/// `nvtx/`). Returns 1, or 0 (NVTX then makes every call a no-op) when NVTX
-/// capture is off or NVTX's tables are not what we expect.
+/// `nvtx/`). Returns 0 (NVTX then makes every call a no-op and may unload
+/// us) only when NVTX capture is off, before any handler is registered;
+/// after a failure it says so and returns 1 with nothing (or only part)
+/// installed: NVTX no-ops whatever we left NULL.
 #[no_mangle]
 pub extern "C" fn InitializeInjectionNvtx2(get_export_table: nvtx::abi::GetExportTable) -> libc::c_int {
     // Safety: NVTX passes its export-table function.
-    catch_unwind(|| unsafe { nvtx::inject::initialize_injection(get_export_table) }).unwrap_or(0)
+    catch_unwind(|| unsafe { nvtx::inject::initialize_injection(get_export_table) }).unwrap_or(1)
 }
 
 /// Record an instant marker `message` in `domain` (NULL or "": the default

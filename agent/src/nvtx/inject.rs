@@ -152,7 +152,7 @@ pub unsafe fn initialize_injection(get: abi::GetExportTable) -> c_int {
     };
     let Some(gmft) = gmft else {
         crate::session::say("NVTX gave no callback table; NVTX markers are not recorded");
-        return 0;
+        return 1; // not 0: NVTX would unload us with our exit handler registered
     };
     use abi::{core as c, core2 as c2};
     let core: [(usize, *const c_void); 15] = [
@@ -195,7 +195,7 @@ pub unsafe fn initialize_injection(get: abi::GetExportTable) -> c_int {
         // Safety: NVTX's function with valid out-pointers.
         if unsafe { gmft(module, &mut table, &mut size) } == 0 || table.is_null() {
             crate::session::say("NVTX refused its function table; NVTX markers are not recorded");
-            return 0;
+            return 1; // not 0: NVTX would unload us with our exit handler registered
         }
         for &(i, f) in fns.iter() {
             // Safety: the table and size NVTX just returned.

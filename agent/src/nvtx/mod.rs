@@ -357,13 +357,17 @@ pub fn state_or_init() -> Option<&'static Nvtx> {
         if !config.nvtx || config.disabled {
             OFF.store(true, Relaxed);
         }
-        let len = if OFF.load(Relaxed) { 1 } else { config.nvtx_records };
+        if OFF.load(Relaxed) {
+            // No handlers: NVTX may unload this library when its
+            // initialization returns 0.
+            return Nvtx::new(1);
+        }
         // Safety: registering plain extern "C" functions with libc.
         unsafe {
             libc::pthread_atfork(None, None, Some(after_fork_child));
             libc::atexit(at_exit);
         }
-        Nvtx::new(len)
+        Nvtx::new(config.nvtx_records)
     });
     (!OFF.load(Relaxed)).then_some(s)
 }
