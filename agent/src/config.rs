@@ -27,6 +27,11 @@ pub struct Config {
     /// Record NCCL's collectives through its profiler plugin
     /// (`GPUTRACE_NCCL=0` turns it off).
     pub nccl: bool,
+    /// Record NVTX markers (`GPUTRACE_NVTX=0` turns them off).
+    pub nvtx: bool,
+    /// NVTX records the queue to the writer holds (`GPUTRACE_NVTX_RECORDS`,
+    /// default 32768 x 176 bytes = 5.5 MiB; 16 to 4 Mi).
+    pub nvtx_records: usize,
 }
 
 impl Config {
@@ -45,6 +50,8 @@ impl Config {
             api_calls: get("GPUTRACE_API").is_none_or(|v| v.trim() != "0"),
             disabled: get("GPUTRACE_DISABLE").is_some_and(|v| v.trim() == "1"),
             nccl: get("GPUTRACE_NCCL").is_none_or(|v| v.trim() != "0"),
+            nvtx: get("GPUTRACE_NVTX").is_none_or(|v| v.trim() != "0"),
+            nvtx_records: num("GPUTRACE_NVTX_RECORDS", crate::nvtx::QUEUE_LEN as u64, 16, 4 << 20) as usize,
         }
     }
 }

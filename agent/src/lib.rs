@@ -25,6 +25,7 @@ mod decode;
 mod dl;
 mod identity;
 mod nccl;
+mod nvtx;
 mod pool;
 mod session;
 
@@ -74,6 +75,33 @@ pub extern "C" fn InitializeInjection() -> libc::c_int {
         say("internal error while starting capture; this process runs untraced");
     }
     1
+}
+
+/// Called by NVTX (v3) at its first call when `NVTX_INJECTION64_PATH` names
+/// this library: installs our functions for NVTX's core and domain API (see
+/// `nvtx/`). Returns 0 (NVTX then makes every call a no-op and may unload
+/// us) only when NVTX capture is off, before any handler is registered;
+/// after a failure it says so and returns 1 with nothing (or only part)
+/// installed: NVTX no-ops whatever we left NULL.
+#[no_mangle]
+pub extern "C" fn InitializeInjectionNvtx2(get_export_table: nvtx::abi::GetExportTable) -> libc::c_int {
+    // Safety: NVTX passes its export-table function.
+    catch_unwind(|| unsafe { nvtx::inject::initialize_injection(get_export_table) }).unwrap_or(1)
+}
+
+/// Record an instant marker `message` in `domain` (NULL or "": the default
+/// domain), for gputrace's Python module (loaded with `ctypes` from
+/// `GPUTRACE_AGENT_LIB`). Works whether or not the process uses NVTX or
+/// CUDA. Returns 1 when recorded, 0 otherwise (capture off, queue full:
+/// counted as a loss). Never blocks, allocates or makes a system call after
+/// the first call.
+///
+/// # Safety
+/// `domain` and `message` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn gputrace_mark(domain: *const libc::c_char, message: *const libc::c_char) -> libc::c_int {
+    // Safety: the caller's contract.
+    catch_unwind(|| unsafe { nvtx::mark(domain, message) } as libc::c_int).unwrap_or(0)
 }
 
 /// CUPTI asks for a buffer to fill. Callback path: pool only.

@@ -210,10 +210,27 @@ fn filter_api_calls(api: &Cupti) -> String {
     }
 }
 
+/// Why a session runs without CUPTI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Started by the NCCL plugin.
+    Nccl,
+    /// Started at exit for NVTX markers (the process never initialized CUDA).
+    Markers,
+}
+
+/// Set when the session without CUPTI was started for markers.
+static MARKERS_ONLY: AtomicBool = AtomicBool::new(false);
+
 /// Start a session without CUPTI, for the NCCL plugin (called from its first
 /// `init` when `InitializeInjection` did not start one: CUPTI held by another
 /// profiler, no libcupti, or NCCL loaded us without CUDA injection).
 pub fn start_nccl_only() -> Result<(), String> {
+    start_without_cupti(Mode::Nccl)
+}
+
+/// A session without CUPTI (see [`Mode`]).
+pub fn start_without_cupti(mode: Mode) -> Result<(), String> {
     if let Some(s) = SESSION.get() {
         // A session whose writer never started (CUPTI failed after set-up
         // began) or that belongs to the parent of this forked process writes
@@ -235,6 +252,7 @@ pub fn start_nccl_only() -> Result<(), String> {
     if SESSION.set(session).is_err() {
         return Ok(());
     }
+    MARKERS_ONLY.store(mode == Mode::Markers, Release);
     let s = SESSION.get().expect("just set");
     own_session();
     spawn_writer(s, Vec::new(), None)
@@ -350,6 +368,8 @@ struct Losses {
     undecodable: u64,
     /// NCCL plugin loss counters already written (slots, queue, comms, disabled).
     nccl: [u64; 4],
+    /// NVTX loss counters already written (queue, domains, strings, names, too many open).
+    nvtx: [u64; 5],
 }
 
 /// The writer thread's side of the NCCL plugin: links collectives to their
@@ -456,6 +476,93 @@ impl NcclSide {
     }
 }
 
+/// Starts the NVTX pairer dropped (it runs on the writer thread; read by
+/// [`record_losses`]).
+static NVTX_OPEN_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Distinct strings a trace may hold before NVTX names are replaced (each
+/// at most [`crate::nvtx::MSG_LEN`] bytes plus the payload: under 200 MiB).
+const MAX_TRACE_STRINGS: u32 = 1 << 20;
+
+/// The writer thread's side of NVTX: pairs the records and writes markers.
+struct NvtxSide {
+    pairer: crate::nvtx::pair::Pairer,
+    done: Vec<crate::nvtx::pair::Done>,
+    offset: i64,
+    /// Marker names replaced because the trace's string table reached
+    /// [`MAX_TRACE_STRINGS`].
+    renamed: u64,
+}
+
+impl NvtxSide {
+    fn new(offset: i64) -> NvtxSide {
+        NvtxSide {
+            pairer: Default::default(),
+            done: Vec::new(),
+            offset,
+            renamed: 0,
+        }
+    }
+
+    fn pump<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
+        let Some(st) = crate::nvtx::state() else { return Ok(()) };
+        // At most one queue's worth per pass: threads that keep marking
+        // (at exit, say) cannot hold the writer here.
+        for _ in 0..st.queue.capacity() {
+            let Some(r) = st.queue.pop() else { break };
+            self.pairer.record(st, &r, &mut self.done);
+        }
+        NVTX_OPEN_DROPPED.store(self.pairer.too_many_open, Relaxed);
+        self.write(w)
+    }
+
+    fn write<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
+        for d in self.done.drain(..) {
+            let mut intern = |s: &str| {
+                if w.string_count() >= MAX_TRACE_STRINGS {
+                    self.renamed += 1;
+                    w.intern("(nvtx: the trace's string table is full)")
+                } else {
+                    w.intern(s)
+                }
+            };
+            let (name, domain) = (intern(&d.name), intern(&d.domain));
+            w.push(Event::Marker(Marker {
+                start: to_trace_time(d.start_ns, self.offset),
+                end: to_trace_time(d.end_ns, self.offset),
+                thread: ThreadId(d.tid),
+                name,
+                domain,
+                kind: if d.instant { MarkerKind::INSTANT } else { MarkerKind::RANGE },
+                color: d.color,
+            }))?;
+        }
+        Ok(())
+    }
+
+    /// Close the ranges still open at `end_ns` and note the counts.
+    fn finish<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>, end_ns: u64, trailer: &mut Trailer) -> Result<(), FormatError> {
+        let Some(st) = crate::nvtx::state() else { return Ok(()) };
+        self.pump(w)?;
+        self.pairer.close_all(end_ns, &mut self.done);
+        self.write(w)?;
+        let p = &self.pairer;
+        for (k, v) in [
+            ("nvtx.ranges_open_at_exit", p.closed_at_exit),
+            ("nvtx.unmatched_pops", p.unmatched_pops),
+            ("nvtx.unmatched_ends", p.unmatched_ends),
+            ("nvtx.truncated_messages", st.losses.truncated.load(Relaxed)),
+            ("nvtx.names_replaced", self.renamed),
+        ] {
+            trailer.extra.insert(k.into(), v.to_string());
+        }
+        for (tid, name) in st.thread_names() {
+            trailer.extra.insert(format!("nvtx.thread.{tid}"), name);
+        }
+        Ok(())
+    }
+}
+
 /// A plugin time (`CLOCK_REALTIME` ns) in the trace's domain (0 stays 0).
 fn to_trace_time(realtime_ns: u64, offset: i64) -> Nanos {
     if realtime_ns == 0 {
@@ -551,11 +658,30 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
                 format!("{} x {} KiB", s.config.buffers, s.pool.buf_size() / 1024),
             );
         }
+        None if MARKERS_ONLY.load(Acquire) => {
+            header.extra.insert(
+                "agent.mode".into(),
+                "markers-only: the process never initialized CUDA, so only its NVTX markers were recorded".into(),
+            );
+        }
         None => {
             header.extra.insert(
                 "agent.mode".into(),
                 "nccl-only: CUPTI was not running in this process, so only NCCL's collectives were recorded".into(),
             );
+        }
+    }
+    for (var, key) in [
+        ("GPUTRACE_TOKENS_PER_STEP", "gputrace.tokens_per_step"),
+        ("GPUTRACE_SAMPLES_PER_STEP", "gputrace.samples_per_step"),
+    ] {
+        if let Some(v) = std::env::var_os(var) {
+            match v.to_str().and_then(|v| v.trim().parse::<u64>().ok()).filter(|&n| n > 0) {
+                Some(n) => {
+                    header.extra.insert(key.into(), n.to_string());
+                }
+                None => say(&format!("ignoring {var}={}: not a positive integer", v.to_string_lossy())),
+            }
         }
     }
     if !failed_kinds.is_empty() {
@@ -627,8 +753,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         pool_bytes: 0,
         undecodable: 0,
         nccl: [0; 4],
+        nvtx: [0; 5],
     };
     let mut nccl = NcclSide::new(s, &start_clock);
+    let mut markers = NvtxSide::new(nccl.offset);
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     loop {
@@ -649,7 +777,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
         losses.undecodable += undecodable;
         if !failed {
-            if let Err(e) = nccl.pump(&mut dec, &mut w, stopping) {
+            if let Err(e) = nccl.pump(&mut dec, &mut w, stopping).and_then(|_| markers.pump(&mut w)) {
                 failed = write_failed(s, &path, &e);
             }
         }
@@ -674,6 +802,12 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         let mut end = ClockPair::now();
         end.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
         trailer.end_clock = end;
+        let end_ns = end.realtime_ns;
+        if let Err(e) = markers.finish(&mut w, end_ns, &mut trailer) {
+            write_failed(s, &path, &e);
+            s.finished.store(true, Release);
+            return;
+        }
         trailer
             .extra
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
@@ -808,6 +942,37 @@ fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut
             detail,
         }))?;
         l.undecodable = 0;
+    }
+    if let Some(st) = crate::nvtx::state() {
+        let [domains, strings, categories, threads] = st.names_full();
+        let counters = [
+            (
+                st.losses.queue_full.load(Relaxed),
+                "NVTX records not recorded: the queue to the writer thread was full; raise GPUTRACE_NVTX_RECORDS",
+            ),
+            (
+                domains + st.losses.no_domain.load(Relaxed),
+                "NVTX events not recorded: more domains than the agent's table holds",
+            ),
+            (
+                strings + st.losses.no_string.load(Relaxed),
+                "NVTX registered strings not kept (table full): their events have an empty name",
+            ),
+            (categories + threads, "NVTX category or thread names not kept: the table was full"),
+            (NVTX_OPEN_DROPPED.load(Relaxed), "NVTX ranges not recorded: too many open at once"),
+        ];
+        for (i, (v, why)) in counters.into_iter().enumerate() {
+            if v > l.nvtx[i] {
+                let detail = w.intern(why);
+                w.push(Event::Loss(Loss {
+                    time: now,
+                    source: LossSource::QUEUE_OVERFLOW,
+                    count: v - l.nvtx[i],
+                    detail,
+                }))?;
+                l.nvtx[i] = v;
+            }
+        }
     }
     if let Some(st) = crate::nccl::state() {
         let counters = [

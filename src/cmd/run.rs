@@ -43,6 +43,15 @@ pub struct RunArgs {
     /// `import gputrace` still works.
     #[arg(long)]
     pub no_python_hooks: bool,
+    /// Do not record the program's NVTX ranges and marks.
+    #[arg(long)]
+    pub no_nvtx: bool,
+    /// Tokens per training step, noted in the trace header (for throughput).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub tokens_per_step: Option<u64>,
+    /// Samples per training step, noted in the trace header.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub samples_per_step: Option<u64>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -151,6 +160,26 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         }
     };
     cmd.env("GPUTRACE_AGENT_LIB", &agent_path);
+    if let Some(n) = args.tokens_per_step {
+        cmd.env("GPUTRACE_TOKENS_PER_STEP", n.to_string());
+    }
+    if let Some(n) = args.samples_per_step {
+        cmd.env("GPUTRACE_SAMPLES_PER_STEP", n.to_string());
+    }
+    if args.no_nvtx {
+        cmd.env("GPUTRACE_NVTX", "0");
+    } else {
+        match std::env::var_os("NVTX_INJECTION64_PATH").filter(|v| !v.is_empty()) {
+            // NVTX loads one injection library: the user's choice wins.
+            Some(theirs) if Path::new(&theirs) != agent_path => eprintln!(
+                "gputrace: keeping NVTX_INJECTION64_PATH={} (NVTX loads one tool); NVTX markers will not be recorded",
+                theirs.to_string_lossy()
+            ),
+            _ => {
+                cmd.env("NVTX_INJECTION64_PATH", &agent_path);
+            }
+        }
+    }
     let started = SystemTime::now();
     let shown = Path::new(program).display().to_string();
     install_forwarding();
@@ -240,7 +269,7 @@ fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
     if files.is_empty() {
         writeln!(
             err,
-            "gputrace: no trace was written to {} (the command used no CUDA, or capture was off: see the gputrace: lines above)",
+            "gputrace: no trace was written to {} (the command used no CUDA and no NVTX, or capture was off: see the gputrace: lines above)",
             dir.display()
         )?;
         return Ok(());
@@ -276,11 +305,12 @@ fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
                 };
                 writeln!(
                     err,
-                    "  {name}: {} events ({} kernels, {} copies, {} API calls{nccl}){losses}{state}",
+                    "  {name}: {} events ({} kernels, {} copies, {} API calls, {} markers{nccl}){losses}{state}",
                     thousands(t.event_total()),
                     thousands(k(EventKind::Kernel)),
                     thousands(k(EventKind::Memcpy) + k(EventKind::Memset)),
                     thousands(k(EventKind::Api)),
+                    thousands(k(EventKind::Marker)),
                 )?;
             }
             Err(e) => writeln!(err, "  {name}: unreadable: {e}")?,

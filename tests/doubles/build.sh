@@ -6,6 +6,7 @@
 #   OUTDIR/cupti12/libcupti.so.12 (+ libcupti.so) fake CUPTI 12.x ABI
 #   OUTDIR/cupti13/libcupti.so.13 (+ libcupti.so) fake CUPTI 13.x ABI (+ _v2)
 #   OUTDIR/testprog                              links OUTDIR/libcuda.so.1 (rpath)
+#   OUTDIR/nvtxprog                              NVTX job (vendored nvtx3 headers, no libcuda link)
 #   OUTDIR/selftest_agent.so                     minimal injection agent (selftest)
 # cupti_layouts.h is committed; regenerate it with gen_layouts.py.
 set -eu
@@ -31,6 +32,7 @@ wait $p1
 ln -sf libcuda.so.1 "$OUT/libcuda.so"
 $CC -O1 -g -pthread -Wall -Werror -o "$OUT/testprog" "$SRC/testprog.c" \
     -L"$OUT" -l:libcuda.so.1 -Wl,-rpath,"$OUT" -ldl
+$CC -O1 -g -pthread -Wall -Werror -I"$SRC/nvtx3" -o "$OUT/nvtxprog" "$SRC/nvtxprog.c" -ldl
 wait $p2
 wait $p3
 wait $p4
