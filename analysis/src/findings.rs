@@ -476,7 +476,7 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
                     "a kernel ran in {util:.1}% of the {:.3} s sampling windows, but the GPU computed {compute:.1}% of the span; {low}",
                     p.gpu_util_window_s
                 ),
-                "Inefficient or memory-bound kernels: profile the top kernels' SM throughput, tensor-pipe activity and DRAM bandwidth                  (ncu --set full, or DCGM's SM_ACTIVE / PIPE_TENSOR_ACTIVE / DRAM_ACTIVE); raise arithmetic intensity (larger                  micro-batches, fused kernels, torch.compile), and for inference look at tokens/s, TTFT, p99 and queue depth.",
+                "Inefficient or memory-bound kernels: profile the top kernels' SM throughput, tensor-pipe activity and DRAM bandwidth (ncu --set full, or DCGM's SM_ACTIVE / PIPE_TENSOR_ACTIVE / DRAM_ACTIVE); raise arithmetic intensity (larger micro-batches, fused kernels, torch.compile), and for inference look at tokens/s, TTFT, p99 and queue depth.",
                 &values,
             ));
         }
@@ -494,7 +494,7 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
                     p50 * 1e3,
                     p95 * 1e3
                 ),
-                "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in                  the loop, garbage collection, or a straggling rank (gputrace compare).",
+                "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in the loop, garbage collection, or a straggling rank (gputrace compare).",
                 &[("step_p95_over_p50", ratio), ("step_time_cv", cv), ("steps", p.steps as f64)],
             ));
         }
@@ -508,19 +508,31 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
         out.push(finding(
             "failed-run",
             Severity::High,
-            format!("Failed run: {:.3} GPU-hours lost{cost}", p.failed_gpu_hours),
             format!(
-                "{} of {:.3} traced GPU-hours belong to processes that did not succeed: {}",
+                "Failed run: {} GPU-hours lost{cost}",
+                if p.failed_gpu_hours >= 0.1 {
+                    format!("{:.2}", p.failed_gpu_hours)
+                } else {
+                    format!("{:.4}", p.failed_gpu_hours)
+                }
+            ),
+            format!(
+                "{} of {} traced belong to processes that did not succeed: {}",
                 fmt_hours(p.failed_gpu_hours),
-                p.gpu_hours,
+                fmt_hours(p.gpu_hours),
                 p.outcome_evidence
             ),
-            "Find the first failure (the exit status or exception, the stderr of the rank that died first), checkpoint often enough              that a restart loses little, and track failed and interrupted GPU-hours per job.",
+            "Find the first failure (the exit status or exception, the stderr of the rank that died first), checkpoint often enough that a restart loses little, and track failed and interrupted GPU-hours per job.",
             &values,
         ));
     }
 }
 
+/// `12.34 GPU-hours`; small amounts with their GPU-seconds.
 fn fmt_hours(h: f64) -> String {
-    format!("{h:.3} GPU-hours")
+    if h >= 0.1 {
+        format!("{h:.2} GPU-hours")
+    } else {
+        format!("{h:.4} GPU-hours ({:.1} GPU-seconds)", h * 3600.0)
+    }
 }

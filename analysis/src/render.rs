@@ -73,7 +73,6 @@ pub fn render_text(r: &Report, color: bool) -> String {
             }
         ))
     );
-    let _ = writeln!(o, "{}", headline(&r.productive));
     if r.lossy {
         let _ = writeln!(
             o,
@@ -85,6 +84,8 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
+    // The job's headline: right after the title (after the loss warning, which must come first).
+    let _ = writeln!(o, "{}", headline(&r.productive));
     if let Some(h) = &r.hta_compat {
         let _ = writeln!(
             o,
