@@ -1006,6 +1006,63 @@ mod tests {
     }
 
     #[test]
+    fn step_marks_end_every_step() {
+        let cfg = JobConfig {
+            ranks: 1,
+            steps: 3,
+            layers: 2,
+            tokens_per_step: Some(4096),
+            samples_per_step: Some(8),
+            ..JobConfig::default()
+        };
+        let (bytes, stats) = write_rank(&cfg, &schedule(&cfg), 0, Vec::new()).unwrap();
+        assert_eq!(stats.events, cfg.events_per_step() * 3, "one mark more per step");
+        let t = TraceFile::from_bytes("synth", bytes).unwrap();
+        assert_eq!(t.header().extra["gputrace.samples_per_step"], "8");
+        let marks: Vec<(u64, String, String)> = t
+            .events_of(&[EventKind::Marker])
+            .map(|e| e.unwrap())
+            .filter_map(|e| match e {
+                Event::Marker(m) if m.kind == MarkerKind::INSTANT => {
+                    Some((m.start.0, t.name(m.domain).into_owned(), t.name(m.name).into_owned()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(marks.len(), 3);
+        assert!(
+            marks.iter().all(|(_, d, n)| d == "gputrace" && n == "step tokens=4096"),
+            "{marks:?}"
+        );
+        // Each mark is at the end of its ProfilerStep range.
+        let ends: Vec<u64> = t
+            .events_of(&[EventKind::Marker])
+            .map(|e| e.unwrap())
+            .filter_map(|e| match e {
+                Event::Marker(m) if t.name(m.name).starts_with("ProfilerStep#") => Some(m.end.0),
+                _ => None,
+            })
+            .collect();
+        let mut at: Vec<u64> = marks.iter().map(|m| m.0).collect();
+        at.sort_unstable();
+        let mut ends = ends;
+        ends.sort_unstable();
+        assert_eq!(at, ends);
+    }
+
+    #[test]
+    fn the_underfilled_job_is_as_planned() {
+        let u = Underfilled::default();
+        let t = TraceFile::from_bytes("u", u.write().unwrap()).unwrap();
+        let kernels = t.events_of(&[EventKind::Kernel]).count() as u64;
+        assert_eq!(kernels, u.busy_windows());
+        assert_eq!(t.time_span().map(|(a, b)| b.0 - a.0), Some(u.windows * u.window_ns));
+        assert!(t.trailer().is_some());
+        let killed = Underfilled { trailer: false, ..u };
+        assert!(TraceFile::from_bytes("k", killed.write().unwrap()).unwrap().trailer().is_none());
+    }
+
+    #[test]
     fn allreduces_end_together_and_slow_rank_arrives_last() {
         let cfg = JobConfig {
             ranks: 4,
