@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Parameters of the model the demo job trains (stated in the scenario, passed to the report for MFU).
-const DEMO_MODEL_PARAMS: f64 = 1.0e9;
+const DEMO_MODEL_PARAMS: f64 = 0.5e9;
 /// The price of a GPU-hour the demo's report uses, US dollars.
 const DEMO_GPU_HOUR_COST: f64 = 3.0;
 /// Tokens each rank trains per step (in the step marks).
