@@ -532,7 +532,7 @@ pub(crate) fn rank_productive(
     let model_flops = match opts.model {
         Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
         Some(ModelFlops::Params { params, inference }) => tokens.map(|t| t as f64 * params * if inference { 2.0 } else { 6.0 }),
-        Some(ModelFlops::PerStep(f)) => (!steps.is_empty()).then(|| steps.len() as f64 * f),
+        Some(ModelFlops::PerStep(f)) => (!steps.is_empty()).then_some(steps.len() as f64 * f),
         None => None,
     };
     let achieved = model_flops.filter(|_| in_steps_ns > 0).map(|f| f / in_steps_s / 1e12);
