@@ -53,6 +53,14 @@ pub enum CliError {
     /// Writing to stdout failed (e.g. a closed pipe).
     #[error("writing output: {0}")]
     Output(#[source] std::io::Error),
+    /// A run record (`gputrace-run.<host>.<pid>.json`) beside the traces could not be read.
+    #[error("{}: {reason}", path.display())]
+    BadRunRecord {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An environment variable has a value gputrace cannot use.
     #[error("{name}={value:?}: {what}")]
     BadEnv {
@@ -88,6 +96,9 @@ impl CliError {
             CliError::AgentMissing { .. } => Some("build it with `cargo build --release --workspace`, or set GPUTRACE_AGENT to its path"),
             CliError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Some("check the command name and PATH; everything after `--` is the command to trace")
+            }
+            CliError::BadRunRecord { .. } => {
+                Some("run records are written by `gputrace run`; remove or move a damaged one to analyse the traces without it")
             }
             CliError::NoTraces(_) => Some("run `gputrace demo` to write an example job, or pass .gtrace files or PyTorch profiler traces"),
             CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {

@@ -45,6 +45,49 @@ pub fn expand_where(
     Ok(out)
 }
 
+/// Whether a file is named as a run record of `gputrace run` (`gputrace-run.<host>.<pid>.json`).
+fn is_run_record(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(gputrace_format::RunRecord::is_record_name)
+}
+
+/// The run records in the directories of the inputs (a directory itself, a file's
+/// directory), each directory once, sorted by file name. A record that does not parse is
+/// an error naming it.
+pub fn run_records(paths: &[PathBuf]) -> Result<Vec<(String, gputrace_format::RunRecord)>, CliError> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let dir = if p.is_dir() {
+            p.clone()
+        } else {
+            match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            }
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file() && is_run_record(f))
+            .collect();
+        files.sort();
+        for f in files {
+            let bytes = std::fs::read(&f).map_err(CliError::io(&f))?;
+            let record =
+                gputrace_format::RunRecord::from_json(&bytes).map_err(|reason| CliError::BadRunRecord { path: f.clone(), reason })?;
+            out.push((f.display().to_string(), record));
+        }
+    }
+    Ok(out)
+}
+
 fn head(path: &Path) -> Vec<u8> {
     let mut buf = Vec::new();
     if let Ok(f) = std::fs::File::open(path) {
@@ -59,6 +102,9 @@ pub fn is_kineto_file(p: &Path) -> bool {
 }
 
 fn is_trace_file(p: &Path) -> bool {
+    if is_run_record(p) {
+        return false;
+    }
     if p.extension().is_some_and(|e| e == gputrace_format::FILE_EXTENSION) {
         return true;
     }

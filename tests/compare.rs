@@ -70,3 +70,43 @@ fn real_hta_rank_pair_agrees_with_hta_straggler() {
     );
     assert_eq!(v["matching"], "order", "Kineto kernels without collective metadata match by order");
 }
+
+#[test]
+fn compare_has_steps_p50_and_tokens_per_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_gputrace");
+    let demo = dir.path().join("demo");
+    let st = Command::new(exe)
+        .args(["demo", "--ranks", "3", "--steps", "5", "--layers", "3", "-o"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let out = Command::new(exe).arg("compare").arg("--json").arg(&demo).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut sum = 0.0;
+    for r in v["ranks"].as_array().unwrap() {
+        assert_eq!(r["step_count"], 5, "{r}");
+        assert!(r["step_time_p50_s"].as_f64().unwrap() > 0.0);
+        let t = r["tokens_per_s"].as_f64().unwrap();
+        assert!(t > 0.0);
+        sum += t;
+        assert_eq!(r["outcome"], "succeeded");
+    }
+    let job = v["tokens_per_s"].as_f64().unwrap();
+    assert!(
+        (job - sum).abs() < 1e-6 * sum,
+        "the job's tokens/s is the ranks' sum: {job} vs {sum}"
+    );
+    // The same numbers as `gputrace report`.
+    let rep = Command::new(exe).arg("report").arg("--json").arg(&demo).output().unwrap();
+    let rv: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    assert_eq!(rv["productive"]["tokens_per_s"].as_f64().unwrap(), job);
+    let text = Command::new(exe).arg("compare").arg(&demo).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("p50 step ms") && text.contains("tokens/s") && text.contains("job: "),
+        "{text}"
+    );
+}

@@ -150,3 +150,40 @@ fn export_one_chrome_file_per_rank_into_a_directory() {
         assert_eq!(v["distributedInfo"]["rank"], rank as u64);
     }
 }
+
+#[test]
+fn step_marks_survive_as_instants() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    // Chrome/Kineto JSON: an instant event ("ph": "i") per step mark, with its name.
+    let json = dir.path().join("rank0.json");
+    let out = run(&[
+        "export",
+        dir.path().join("job").to_str().unwrap(),
+        "--format",
+        "chrome",
+        "--rank",
+        "0",
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let marks: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "step tokens=4096")
+        .collect();
+    assert_eq!(marks.len(), 3, "one per step of the demo");
+    assert!(marks.iter().all(|e| e["ph"] == "i"), "{marks:?}");
+    // Perfetto: the mark's name is in the trace (interned once) as an instant's.
+    let pf = dir.path().join("job.pftrace");
+    let out = run(&["export", dir.path().join("job").to_str().unwrap(), "-o", pf.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bytes = std::fs::read(&pf).unwrap();
+    assert!(
+        bytes.windows(16).any(|w| w == b"step tokens=4096"),
+        "the step mark's name is in the Perfetto trace"
+    );
+}

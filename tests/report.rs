@@ -210,3 +210,124 @@ fn report_hta_on_the_demo_keeps_the_identities() {
         "{help}"
     );
 }
+
+#[test]
+fn report_opens_with_the_headline_and_has_the_productive_section() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let out = gputrace(&["report", "--json", "--model-params", "1e9", "--gpu-hour-cost", "3", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = &v["productive"];
+    for key in [
+        "steps",
+        "step_time_p50_s",
+        "step_time_p95_s",
+        "tokens_per_s",
+        "samples_per_s",
+        "gpu_util_nvml_pct",
+        "mfu",
+        "cost_per_million_tokens",
+        "productive_gpu_hour_rate",
+        "failed_gpu_hours",
+    ] {
+        assert!(!job[key].is_null(), "{key} is null: {job}");
+        assert!(!v["ranks"][0]["productive"][key].is_null(), "rank 0 {key}");
+    }
+    assert_eq!(job["steps"], 4);
+    assert_eq!(job["step_source"], "step-marks");
+    assert_eq!(job["tokens"], 3 * 4 * 4096, "3 ranks x 4 steps x 4096 tokens");
+    assert_eq!(job["samples_source"], "header");
+    let mfu = job["mfu"].as_f64().unwrap();
+    assert!(mfu > 0.0 && mfu < 1.0, "{mfu}");
+
+    let out = gputrace(&["report", "--model-params", "1e9", "--gpu-hour-cost", "3", d]);
+    let stdout = text(&out.stdout);
+    let headline = stdout.lines().nth(1).unwrap();
+    assert!(headline.starts_with("GPU-Util (as nvidia-smi) "), "{stdout}");
+    for part in ["· compute ", "· MFU ", " tokens/s · $", " per M tokens"] {
+        assert!(headline.contains(part), "{part}: {headline}");
+    }
+    assert!(stdout.contains("Productive work (steps: gputrace step marks"), "{stdout}");
+    assert!(stdout.contains("Steps (gputrace step marks"), "{stdout}");
+
+    // Without the flags, the headline says which one fills each part.
+    let out = gputrace(&["report", d]);
+    let stdout = text(&out.stdout);
+    let headline = stdout.lines().nth(1).unwrap();
+    assert!(
+        headline.contains("MFU: --model-params N") && headline.contains("$ per M tokens: --gpu-hour-cost USD"),
+        "{headline}"
+    );
+}
+
+fn write_record(dir: &Path, host: &str, exit_code: Option<i32>) -> std::path::PathBuf {
+    let record = serde_json::json!({
+        "format": 1,
+        "host": host,
+        "pid": 99,
+        "command": ["torchrun", "train.py"],
+        "start_realtime_ns": 1_789_999_999_000_000_000u64,
+        "end_realtime_ns": 1_790_000_100_000_000_000u64,
+        "exit_code": exit_code,
+        "signal": null,
+    });
+    let path = dir.join(format!("gputrace-run.{host}.99.json"));
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn report_reads_run_records_beside_the_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path());
+    // The demo puts two ranks per node: ranks 0 and 1 ran on synth-node000.
+    write_record(dir.path(), "synth-node000", Some(3));
+    write_record(dir.path(), "synth-node001", Some(0));
+    let d = dir.path().to_str().unwrap();
+    let out = gputrace(&["report", "--json", "--gpu-hour-cost", "2", d]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 3, "records are not traces");
+    let failed: Vec<bool> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["productive"]["failed"].as_bool().unwrap())
+        .collect();
+    assert_eq!(failed, [true, true, false]);
+    let p = &v["productive"];
+    let lost = p["failed_gpu_hours"].as_f64().unwrap();
+    let r01: f64 = (0..2).map(|i| v["ranks"][i]["productive"]["gpu_hours"].as_f64().unwrap()).sum();
+    assert!((lost - r01).abs() < 1e-12, "{lost} vs {r01}");
+    assert_eq!(p["outcome"], "2 of 3 rank(s) failed");
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "failed-run")
+        .expect("failed-run");
+    assert!(f["evidence"].as_str().unwrap().contains("exit 3"), "{f}");
+
+    // One trace file: the records of its directory count too.
+    let rank0 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".r00000."))
+        .unwrap();
+    let out = gputrace(&["report", "--json", rank0.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["productive"]["failed"], true);
+
+    // A record that does not parse: a clear error naming it.
+    let bad = dir.path().join("gputrace-run.broken.1.json");
+    std::fs::write(&bad, b"{ not json").unwrap();
+    let out = gputrace(&["report", d]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("gputrace-run.broken.1.json") && stderr.contains("run record"),
+        "{stderr}"
+    );
+}

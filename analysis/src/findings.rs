@@ -35,6 +35,18 @@ const STRAGGLER_EXCESS: f64 = 0.10;
 const SYNC_SHARE: f64 = 0.30;
 /// Startup and teardown at least this share of the process windows.
 const STARTUP_SHARE: f64 = 0.20;
+/// GPU-Util (as nvidia-smi) at least this, in percent, is "high" ...
+const HIGH_GPU_UTIL_PCT: f64 = 80.0;
+/// ... and MFU below this is "low" (the 608-job H100 study of the seed averaged 25%) ...
+const LOW_MFU: f64 = 0.30;
+/// ... or, without MFU, compute below this share of the span.
+const LOW_COMPUTE_PCT: f64 = 50.0;
+/// Step time is unstable when p95 / p50 reaches this ...
+const STEP_P95_OVER_P50: f64 = 1.5;
+/// ... or the coefficient of variation this.
+const STEP_CV: f64 = 0.25;
+/// Fewest steps for the stability rule.
+const MIN_STEPS_FOR_STABILITY: u64 = 5;
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -194,6 +206,8 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             next,
             &[("collectives", collectives as f64)],
         ));
+        productive_findings(r, &mut out);
+        out.sort_by_key(|f| f.severity);
         return out;
     }
 
@@ -430,6 +444,95 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             &[("startup_teardown_share", pct(st, window))],
         ));
     }
+    productive_findings(r, &mut out);
     out.sort_by_key(|f| f.severity);
     out
+}
+
+/// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.
+fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
+    let p = &r.productive;
+    if let Some(util) = p.gpu_util_nvml_pct.filter(|&u| u >= HIGH_GPU_UTIL_PCT) {
+        let compute = p.compute_pct.unwrap_or(0.0);
+        let low = match p.mfu {
+            Some(mfu) => (mfu < LOW_MFU).then(|| format!("MFU {:.1}% (below {:.0}%)", 100.0 * mfu, 100.0 * LOW_MFU)),
+            None => (compute < LOW_COMPUTE_PCT).then(|| {
+                format!(
+                    "MFU unknown ({}), compute only {compute:.1}% of the span",
+                    p.missing.get("mfu").map_or("no model FLOPs", String::as_str)
+                )
+            }),
+        };
+        if let Some(low) = low {
+            let mut values = vec![("gpu_util_nvml_pct", util), ("compute_pct", compute)];
+            if let Some(m) = p.mfu {
+                values.push(("mfu", m));
+            }
+            out.push(finding(
+                "high-gpu-util-low-mfu",
+                Severity::Medium,
+                format!("High GPU-Util and low MFU: nvidia-smi would show {util:.0}% while the model uses a fraction of the GPU"),
+                format!(
+                    "a kernel ran in {util:.1}% of the {:.3} s sampling windows, but the GPU computed {compute:.1}% of the span; {low}",
+                    p.gpu_util_window_s
+                ),
+                "Inefficient or memory-bound kernels: profile the top kernels' SM throughput, tensor-pipe activity and DRAM bandwidth (ncu --set full, or DCGM's SM_ACTIVE / PIPE_TENSOR_ACTIVE / DRAM_ACTIVE); raise arithmetic intensity (larger micro-batches, fused kernels, torch.compile), and for inference look at tokens/s, TTFT, p99 and queue depth.",
+                &values,
+            ));
+        }
+    }
+    if let (Some(p50), Some(p95), Some(cv)) = (p.step_time_p50_s, p.step_time_p95_s, p.step_time_cv) {
+        let ratio = if p50 > 0.0 { p95 / p50 } else { 0.0 };
+        if p.steps >= MIN_STEPS_FOR_STABILITY && (ratio >= STEP_P95_OVER_P50 || cv >= STEP_CV) {
+            out.push(finding(
+                "step-time-unstable",
+                Severity::Medium,
+                "Step time is unstable".into(),
+                format!(
+                    "over {} steps: p50 {:.2} ms, p95 {:.2} ms (p95/p50 {ratio:.2}), coefficient of variation {cv:.2}",
+                    p.steps,
+                    p50 * 1e3,
+                    p95 * 1e3
+                ),
+                "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in the loop, garbage collection, or a straggling rank (gputrace compare).",
+                &[("step_p95_over_p50", ratio), ("step_time_cv", cv), ("steps", p.steps as f64)],
+            ));
+        }
+    }
+    if p.failed_gpu_hours > 0.0 {
+        let cost = p.failed_cost_usd.map_or(String::new(), |c| format!(" (${c:.2})"));
+        let mut values = vec![("failed_gpu_hours", p.failed_gpu_hours), ("gpu_hours", p.gpu_hours)];
+        if let Some(c) = p.failed_cost_usd {
+            values.push(("failed_cost_usd", c));
+        }
+        out.push(finding(
+            "failed-run",
+            Severity::High,
+            format!(
+                "Failed run: {} GPU-hours lost{cost}",
+                if p.failed_gpu_hours >= 0.1 {
+                    format!("{:.2}", p.failed_gpu_hours)
+                } else {
+                    format!("{:.4}", p.failed_gpu_hours)
+                }
+            ),
+            format!(
+                "{} of {} traced belong to processes that did not succeed: {}",
+                fmt_hours(p.failed_gpu_hours),
+                fmt_hours(p.gpu_hours),
+                p.outcome_evidence
+            ),
+            "Find the first failure (the exit status or exception, the stderr of the rank that died first), checkpoint often enough that a restart loses little, and track failed and interrupted GPU-hours per job.",
+            &values,
+        ));
+    }
+}
+
+/// `12.34 GPU-hours`; small amounts with their GPU-seconds.
+fn fmt_hours(h: f64) -> String {
+    if h >= 0.1 {
+        format!("{h:.2} GPU-hours")
+    } else {
+        format!("{h:.4} GPU-hours ({:.1} GPU-seconds)", h * 3600.0)
+    }
 }

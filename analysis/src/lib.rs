@@ -50,6 +50,8 @@ mod error;
 mod findings;
 mod hta;
 mod merge;
+pub mod peaks;
+pub mod productive;
 mod rank;
 mod render;
 mod report;
@@ -59,6 +61,8 @@ pub use classify::{is_peer_copy, Category, Classifier, DEFAULT_COMM_PATTERNS};
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};
 pub use hta::HtaCompat;
+pub use peaks::{device_peak, DevicePeak, Precision};
+pub use productive::{ModelFlops, Productive, ProductiveOptions, StepSource, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
 pub use render::render_text;
 pub use report::*;
@@ -91,6 +95,9 @@ pub struct Options {
     /// HTA-compatible mode: numbers identical to Holistic Trace Analysis' temporal breakdown,
     /// not gputrace's definitions (see [`HtaCompat`]). `None` (the default): gputrace's own.
     pub hta: Option<HtaCompat>,
+    /// Token counts, model FLOPs, peaks, GPU-Util's window and run records for the
+    /// productive layer ([`Productive`]).
+    pub productive: ProductiveOptions,
 }
 
 impl Default for Options {
@@ -105,6 +112,7 @@ impl Default for Options {
             infer_steps: true,
             threads: 0,
             hta: None,
+            productive: ProductiveOptions::default(),
         }
     }
 }
@@ -242,6 +250,7 @@ impl Report {
         });
         let (communicators, collectives) = collectives::merge(&ranks);
         let ranks: Vec<RankReport> = ranks.into_iter().map(|r| r.report).collect();
+        let productive = productive::job_productive(&ranks, &opts.productive, opts.gpu_hour_cost);
         let lossy = ranks.iter().any(|r| r.losses.any());
         let mut report = Report {
             schema_version: SCHEMA_VERSION,
@@ -256,6 +265,7 @@ impl Report {
             communicators,
             collectives,
             hta_compat: opts.hta,
+            productive,
         };
         report.findings = findings::findings(&report, opts);
         report

@@ -27,6 +27,9 @@ use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_U
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
 use crate::merge::for_each_of_kinds;
+use crate::productive::{
+    parse_exit_mark, parse_step_mark, rank_productive, MarkParse, Productive, RankMarks, StepMark, StepSource, UtilWindows,
+};
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
@@ -259,6 +262,35 @@ struct DevicePass {
     copies: u64,
     memsets: u64,
     hta_counts: HtaCounts,
+    /// GPU-Util's busy time (windows in which a kernel ran).
+    util_busy_ns: u64,
+}
+
+/// Steps from step marks: step k runs from mark k-1 (step 0: from the rank's first GPU
+/// activity) to mark k. Marks at or before the previous boundary end no step (two marks at
+/// one instant, a mark before any GPU work). Returns the windows and each one's mark.
+fn windows_from_marks(file: &TraceFile, mut marks: Vec<(u64, StepMark)>) -> (Vec<Window>, Vec<StepMark>) {
+    marks.sort_by_key(|m| m.0);
+    let first_activity = file
+        .chunks()
+        .iter()
+        .filter(|c| matches!(c.track, Track::Gpu { .. }) && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset))
+        .map(|c| c.t_min.0)
+        .min();
+    let mut prev = first_activity.unwrap_or(marks[0].0);
+    let (mut windows, mut per_step) = (Vec::new(), Vec::new());
+    for (t, mark) in marks {
+        if t > prev {
+            windows.push(Window {
+                step: windows.len() as u64,
+                start: prev,
+                end: t,
+            });
+            per_step.push(mark);
+            prev = t;
+        }
+    }
+    (windows, per_step)
 }
 
 /// Analyze one trace. `fallback_rank` is used when the header has no rank.
@@ -296,6 +328,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
 
     // Pass 1: step windows, loss records, collectives (and, for HTA's filter, CPU calls).
     let mut windows: Vec<Window> = Vec::new();
+    let mut step_marks: Vec<(u64, StepMark)> = Vec::new();
+    let mut marks = RankMarks::default();
     let mut losses = Losses::default();
     let mut colls = CollAcc::default();
     let kinds: &[EventKind] = if filter_active {
@@ -311,6 +345,19 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                 start: m.start.0,
                 end: m.end.0.max(m.start.0),
             });
+        }
+        Event::Marker(m) if m.kind == MarkerKind::INSTANT => {
+            let (domain, name) = (file.name(m.domain), file.name(m.name));
+            match parse_step_mark(&domain, &name) {
+                MarkParse::Step(mark) => step_marks.push((m.start.0, mark)),
+                MarkParse::Malformed => marks.malformed += 1,
+                MarkParse::NotAStepMark => {
+                    if let Some(exit) = parse_exit_mark(&domain, &name) {
+                        // The last one said how the process ended.
+                        marks.exit = Some(exit);
+                    }
+                }
+            }
         }
         Event::Api(a) if a.correlation.0 != 0 => {
             if let Some(clock) = &hta_clock {
@@ -364,6 +411,20 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         _ => None,
     };
+    marks.source = if !windows.is_empty() {
+        StepSource::ProfilerStep
+    } else {
+        StepSource::None
+    };
+    // Step marks define the steps (not in HTA-compatible mode, which keeps HTA's steps).
+    if hta.is_none() && !step_marks.is_empty() {
+        let (mark_windows, per_step) = windows_from_marks(file, step_marks);
+        if !mark_windows.is_empty() {
+            windows = mark_windows;
+            marks.per_step = per_step;
+            marks.source = StepSource::StepMarks;
+        }
+    }
     match file.trailer() {
         Some(t) => losses.trailer_losses = t.losses.clone(),
         None => losses.trailer_missing = true,
@@ -406,6 +467,9 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             r.dropped_last_step_events += p.hta_counts.dropped_last_step;
             r.dropped_unlinked_events += p.hta_counts.dropped_unlinked;
             r.negative_after_rounding += p.hta_counts.negative;
+        }
+        if anchor.is_some() && marks.source == StepSource::None {
+            marks.source = StepSource::Inferred;
         }
         p.windows = dev_windows;
         p.steps_inferred_from = anchor;
@@ -628,24 +692,36 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         })
         .collect();
     let rank_from_header = header.rank.rank.is_some();
+    let util_busy: Vec<u64> = passes.iter().map(|p| p.util_busy_ns).collect();
+    let mut report = RankReport {
+        rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
+        rank_from_header,
+        file: file.path().display().to_string(),
+        producer: match header.producer {
+            Producer::Agent => "agent",
+            Producer::Synthetic => "synthetic",
+            Producer::Import => "import",
+        }
+        .to_string(),
+        hostname: header.hostname.clone(),
+        devices: reports,
+        losses,
+        events: file.event_total(),
+        hta: hta_rank,
+        profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
+        productive: Productive::default(),
+    };
+    report.productive = rank_productive(
+        &report,
+        &util_busy,
+        &marks,
+        header,
+        file.trailer().is_some(),
+        &opts.productive,
+        opts.gpu_hour_cost,
+    );
     Ok(RankAnalysis {
-        report: RankReport {
-            rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
-            rank_from_header,
-            file: file.path().display().to_string(),
-            producer: match header.producer {
-                Producer::Agent => "agent",
-                Producer::Synthetic => "synthetic",
-                Producer::Import => "import",
-            }
-            .to_string(),
-            hostname: header.hostname.clone(),
-            devices: reports,
-            losses,
-            events: file.event_total(),
-            hta: hta_rank,
-            profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
-        },
+        report,
         kernels,
         copies: copy_aggs,
         collectives,
@@ -749,6 +825,7 @@ fn device_pass(
     hta: Option<&HtaPass>,
 ) -> Result<DevicePass> {
     let mut hta_counts = HtaCounts::default();
+    let mut util = UtilWindows::new(opts.productive.window_ns());
     let mut sweep = Sweep::new();
     let mut gaps: Vec<Gap> = Vec::new();
     let mut pieces = Pieces {
@@ -869,6 +946,11 @@ fn device_pass(
         (work.end > work.start || hta.is_some()).then_some(work)
     };
     let mut sweep_work = |w: &Work| {
+        if w.kind == EventKind::Kernel {
+            util.kernel(w.start, w.end);
+        } else {
+            util.work(w.start);
+        }
         if let Some((a, b)) = sweep.gap_before(w.start) {
             let mut d2h_before = 0;
             if b - a >= long_pause {
@@ -968,6 +1050,7 @@ fn device_pass(
         copies,
         memsets,
         hta_counts,
+        util_busy_ns: util.busy_ns(totals.first_start, totals.last_end),
     })
 }
 

@@ -3,6 +3,7 @@
 
 use crate::collectives::{counts_text, human_bytes};
 use crate::report::*;
+use crate::Productive;
 use gputrace_format::Nanos;
 use std::fmt::Write;
 
@@ -83,6 +84,8 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
+    // The job's headline: right after the title (after the loss warning, which must come first).
+    let _ = writeln!(o, "{}", headline(&r.productive));
     if let Some(h) = &r.hta_compat {
         let _ = writeln!(
             o,
@@ -203,6 +206,8 @@ pub fn render_text(r: &Report, color: bool) -> String {
             ns(t.teardown_idle_ns)
         );
     }
+
+    render_productive(&mut o, r, &st);
 
     let mut gaps: Vec<(u32, u32, &GapReport)> = r
         .ranks
@@ -556,7 +561,11 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
         .iter()
         .flat_map(|rk| &rk.devices)
         .find_map(|d| d.steps_inferred_from.as_deref());
+    let marks = r.productive.step_source == crate::StepSource::StepMarks;
     let title = match inferred {
+        _ if marks => {
+            "Steps (gputrace step marks: each mark ends a step; duration of the slowest rank, shares over all devices)".to_string()
+        }
         Some(anchor) => format!(
             "Steps (no ProfilerStep ranges: inferred from the runs of {}, GPU time)",
             truncate(anchor, 60)
@@ -598,5 +607,150 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
             steps.len(),
             ns(median)
         );
+    }
+}
+
+/// `18.2 k`, `3.4 M`: three significant-ish digits with an SI prefix.
+fn si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1} G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The short form of a missing field's hint: up to its first parenthesis.
+fn short_hint<'a>(p: &'a Productive, field: &str) -> &'a str {
+    p.missing.get(field).map_or("", |h| h.split(" (").next().unwrap_or(h))
+}
+
+/// The report's first line after the title: the dashboard number next to the productive ones.
+pub(crate) fn headline(p: &Productive) -> String {
+    let mut parts = vec![
+        match p.gpu_util_nvml_pct {
+            Some(u) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
+            None => "GPU-Util (as nvidia-smi) - (no GPU activity)".to_string(),
+        },
+        match p.compute_pct {
+            Some(c) => format!("compute {c:.0}%"),
+            None => "compute -".to_string(),
+        },
+    ];
+    parts.push(match p.mfu {
+        Some(m) => format!("MFU {:.0}%", 100.0 * m),
+        None => format!("MFU: {}", short_hint(p, "mfu")),
+    });
+    parts.push(match p.tokens_per_s {
+        Some(t) => format!("{} tokens/s", si(t)),
+        None => format!("tokens/s: {}", short_hint(p, "tokens_per_s")),
+    });
+    parts.push(match p.cost_per_million_tokens {
+        Some(c) => format!("${c:.2} per M tokens"),
+        None => format!("$ per M tokens: {}", short_hint(p, "cost_per_million_tokens")),
+    });
+    parts.join(" · ")
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}%"))
+}
+
+fn opt_s(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| ns((v * 1e9).round() as u64))
+}
+
+fn opt_si(v: Option<f64>) -> String {
+    v.map_or("-".into(), si)
+}
+
+/// Ranks listed one per row in the productive table; beyond, only the job.
+const MAX_PRODUCTIVE_ROWS: usize = 16;
+
+/// Steps, throughput, GPU-Util, MFU and outcome per rank and for the job.
+fn render_productive(o: &mut String, r: &Report, st: &Style) {
+    let p = &r.productive;
+    let source = match p.step_source {
+        crate::StepSource::StepMarks => "gputrace step marks",
+        crate::StepSource::ProfilerStep => "ProfilerStep ranges",
+        crate::StepSource::Inferred => "inferred from the kernel pattern",
+        crate::StepSource::None => "none found",
+    };
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading(&format!(
+            "Productive work (steps: {source}; GPU-Util: share of {:.3} s windows in which a kernel ran, as nvidia-smi)",
+            p.gpu_util_window_s
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "{:>5}  {:>6}  {:>11}  {:>11}  {:>9}  {:>9}  {:>8}  {:>8}  {:>6}  outcome",
+        "rank", "steps", "p50 step", "p95 step", "tokens/s", "samples/s", "GPU-Util", "compute", "MFU"
+    );
+    let row = |first: String, x: &Productive, outcome: &str| {
+        format!(
+            "{first}  {:>6}  {:>11}  {:>11}  {:>9}  {:>9}  {:>8}  {:>8}  {:>6}  {outcome}",
+            x.steps,
+            opt_s(x.step_time_p50_s),
+            opt_s(x.step_time_p95_s),
+            opt_si(x.tokens_per_s),
+            opt_si(x.samples_per_s),
+            opt_pct(x.gpu_util_nvml_pct),
+            opt_pct(x.compute_pct),
+            x.mfu.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m)),
+        )
+    };
+    if r.ranks.len() <= MAX_PRODUCTIVE_ROWS {
+        for rk in &r.ranks {
+            let _ = writeln!(o, "{}", row(format!("{:>5}", rk.rank), &rk.productive, &rk.productive.outcome));
+        }
+    }
+    let _ = writeln!(o, "{}", row(format!("{:>5}", "job"), p, &p.outcome));
+    let mut hours = format!(
+        "GPU-hours: {:.4} traced, {:.4} in completed steps of processes that succeeded",
+        p.gpu_hours, p.productive_gpu_hours
+    );
+    if let Some(rate) = p.productive_gpu_hour_rate {
+        let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
+    }
+    let _ = write!(hours, ", {:.4} failed", p.failed_gpu_hours);
+    if let Some(c) = p.cost_usd {
+        let _ = write!(hours, "; cost ${c:.4}");
+    }
+    if let Some(c) = p.cost_per_million_tokens {
+        let _ = write!(hours, ", ${c:.2} per million tokens");
+    }
+    let _ = writeln!(o, "{hours}");
+    let mut sources = Vec::new();
+    if let Some(s) = &p.tokens_source {
+        sources.push(format!("tokens from {s}"));
+    }
+    if let Some(s) = &p.samples_source {
+        sources.push(format!("samples from {s}"));
+    }
+    if let Some(s) = &p.model_flops_source {
+        sources.push(format!("model FLOPs: {s}"));
+    }
+    if let Some(s) = &p.peak_source {
+        sources.push(format!("peak: {s}"));
+    }
+    if !sources.is_empty() {
+        let _ = writeln!(o, "({})", sources.join("; "));
+    }
+    if p.malformed_step_marks > 0 {
+        let _ = writeln!(
+            o,
+            "({} step mark(s) did not parse and were ignored: expected `step tokens=N samples=N`)",
+            p.malformed_step_marks
+        );
+    }
+    for (field, hint) in &p.missing {
+        let _ = writeln!(o, "{field}: not computed; {hint}");
     }
 }

@@ -43,6 +43,8 @@ pub struct Report {
     /// gputrace's own definitions. When set, span, compute and idle are Holistic Trace
     /// Analysis' `kernel_time`, `compute_time` and `idle_time`, not gputrace's definitions.
     pub hta_compat: Option<crate::HtaCompat>,
+    /// The job's steps, throughput, GPU-Util, MFU, cost and failed GPU-hours (from the ranks').
+    pub productive: crate::Productive,
 }
 
 /// One trace file (one process, usually one rank).
@@ -70,6 +72,9 @@ pub struct RankReport {
     /// summed by kind in the agent's trailer: `instrumentation`,
     /// `buffer_flush`, `resource`, ...). Empty when none were recorded.
     pub profiler_overhead: BTreeMap<String, OverheadTotal>,
+    /// Steps, throughput, GPU-Util, MFU, cost and outcome of this process
+    /// (`docs/metrics.md`, "Productive work").
+    pub productive: crate::Productive,
 }
 
 /// One kind of CUPTI overhead in a trace.

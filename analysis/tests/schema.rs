@@ -65,9 +65,30 @@ fn documented_device_fields_exist() {
         "communicators",
         "collectives",
         "hta_compat",
+        "productive",
     ] {
         assert!(report.get(top).is_some(), "{top}");
     }
+    // Every field of the productive section is documented, and only those.
+    let line = doc
+        .lines()
+        .find_map(|l| l.strip_prefix("Each `productive` entry: "))
+        .expect("docs/metrics.md lists the fields of productive");
+    let documented: Vec<&str> = line.split('`').skip(1).step_by(2).collect();
+    let entry = report["productive"].as_object().expect("productive is an object");
+    for k in &documented {
+        assert!(
+            entry.contains_key(*k),
+            "docs/metrics.md documents productive.{k}, which the report lacks"
+        );
+    }
+    assert_eq!(
+        documented.len(),
+        entry.len(),
+        "every productive field is documented: {:?}",
+        entry.keys().collect::<Vec<_>>()
+    );
+    assert!(report["ranks"][0]["productive"].is_object());
     // The field lists of the collectives table and the communicators.
     for (prefix, top) in [
         ("Each `collectives` entry: ", "collectives"),

@@ -37,7 +37,7 @@ mod heatmap;
 mod summary;
 
 pub use heatmap::heatmap_svg;
-pub use summary::{is_comm_kernel, op_from_kernel, summarize, CollKey, CollRec, RankSummary, StepStat};
+pub use summary::{is_comm_kernel, op_from_kernel, summarize, summarize_with, CollKey, CollRec, RankSummary, StepStat};
 
 use gputrace_format::{FormatError, TraceFile};
 use serde::Serialize;
@@ -155,6 +155,14 @@ pub struct RankRow {
     pub host_idle_ns: u64,
     /// Steps (ProfilerStep markers), with step time, compute and host idle.
     pub steps: Vec<StepRow>,
+    /// Number of steps (gputrace step marks, else ProfilerStep ranges), as `gputrace report` counts them.
+    pub step_count: u64,
+    /// Median step time, s (nearest rank, as `gputrace report`).
+    pub step_time_p50_s: Option<f64>,
+    /// Tokens per second in the steps (null without token counts).
+    pub tokens_per_s: Option<f64>,
+    /// `succeeded` or `failed` (run record, exit marker, trailer).
+    pub outcome: String,
 }
 
 /// One step of one rank.
@@ -226,6 +234,9 @@ pub struct Comparison {
     pub lateness: Vec<Vec<u64>>,
     /// Rank ids for the rows of `lateness`.
     pub lateness_ranks: Vec<u32>,
+    /// The job's tokens per second: the ranks' summed (null without token counts), as
+    /// `gputrace report`'s `productive.tokens_per_s`.
+    pub tokens_per_s: Option<f64>,
 }
 
 fn median_i64(v: &mut [i64]) -> i64 {
@@ -461,6 +472,10 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             transfer_ns: transfer[r],
             compute_ns: compute[r],
             host_idle_ns: host[r],
+            step_count: sums[r].productive.steps,
+            step_time_p50_s: sums[r].productive.step_time_p50_s,
+            tokens_per_s: sums[r].productive.tokens_per_s,
+            outcome: sums[r].productive.outcome.clone(),
             steps: sums[r]
                 .steps
                 .iter()
@@ -545,6 +560,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     }
     stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));
     let lateness_ranks = sums.iter().map(|s| s.rank).collect();
+    let tokens_per_s = gputrace_analysis::productive::job_rate(sums.iter().map(|s| s.productive.tokens_per_s));
     ranks.sort_by(|a, b| b.wait_imposed_ns.cmp(&a.wait_imposed_ns).then(a.rank.cmp(&b.rank)));
     rows.sort_by_key(|r| std::cmp::Reverse(r.imposed_ns));
     rows.truncate(100);
@@ -559,6 +575,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         collectives: rows,
         lateness,
         lateness_ranks,
+        tokens_per_s,
     })
 }
 
@@ -607,13 +624,23 @@ pub fn render_text(c: &Comparison) -> String {
     }
     let _ = writeln!(
         s,
-        "\n{:>6} {:>10} {:>12} {:>11} {:>12} {:>12} {:>12} {:>12}  host",
-        "rank", "last at", "imposed ms", "waited ms", "late µs", "compute ms", "host-idle ms", "offset ms"
+        "\n{:>6} {:>10} {:>12} {:>11} {:>12} {:>12} {:>12} {:>12} {:>6} {:>12} {:>10}  host",
+        "rank",
+        "last at",
+        "imposed ms",
+        "waited ms",
+        "late µs",
+        "compute ms",
+        "host-idle ms",
+        "offset ms",
+        "steps",
+        "p50 step ms",
+        "tokens/s"
     );
     for r in &c.ranks {
         let _ = writeln!(
             s,
-            "{:>6} {:>10} {:>12.2} {:>11.2} {:>12.1} {:>12.2} {:>12.2} {:>12.3}  {}",
+            "{:>6} {:>10} {:>12.2} {:>11.2} {:>12.1} {:>12.2} {:>12.2} {:>12.3} {:>6} {:>12} {:>10}  {}",
             r.rank,
             r.arrived_last,
             ms(r.wait_imposed_ns),
@@ -622,8 +649,22 @@ pub fn render_text(c: &Comparison) -> String {
             ms(r.compute_ns),
             ms(r.host_idle_ns),
             c.clock.offsets_ns.get(&r.rank).copied().unwrap_or(0) as f64 / 1e6,
+            r.step_count,
+            r.step_time_p50_s.map_or("-".into(), |v| format!("{:.2}", v * 1e3)),
+            r.tokens_per_s.map_or("-".into(), |v| format!("{v:.0}")),
             r.host
         );
+    }
+    match c.tokens_per_s {
+        Some(t) => {
+            let _ = writeln!(s, "job: {t:.0} tokens/s (the ranks' sum)");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "job tokens/s: no token counts (step marks with tokens=N, or --tokens-per-step N)"
+            );
+        }
     }
     s
 }

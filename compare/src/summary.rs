@@ -101,16 +101,28 @@ pub struct RankSummary {
     pub steps: Vec<StepStat>,
     /// The whole trace (start and end are 0).
     pub total: StepStat,
+    /// The rank's productive numbers (steps, step time, tokens/s), as `gputrace report` computes them.
+    pub productive: gputrace_analysis::Productive,
 }
 
 /// Read one trace into its summary.
 pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
+    summarize_with(t, fallback_rank, &gputrace_analysis::ProductiveOptions::default())
+}
+
+/// [`summarize`], with token counts, model FLOPs and run records for the productive numbers.
+pub fn summarize_with(
+    t: &TraceFile,
+    fallback_rank: u32,
+    productive: &gputrace_analysis::ProductiveOptions,
+) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
     // Compute and idle by cause: the report's analysis of this rank.
     let opts = gputrace_analysis::Options {
         top_gaps: 0,
         top_kernels: 0,
         infer_steps: false,
         threads: 1,
+        productive: productive.clone(),
         ..Default::default()
     };
     let analysis = gputrace_analysis::analyze_file(t, fallback_rank, &opts)?;
@@ -187,6 +199,7 @@ pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, gputr
         exact_keys,
         steps,
         total,
+        productive: analysis.report.productive,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_compare::{compare_summaries, heatmap_svg, render_text, summarize, Options, RankSummary};
+use gputrace_compare::{compare_summaries, heatmap_svg, render_text, summarize_with, Options, RankSummary};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +23,10 @@ pub struct CompareArgs {
     /// Also write a heatmap of lateness by rank × step (SVG).
     #[arg(long, value_name = "FILE.svg")]
     pub heatmap: Option<PathBuf>,
+    /// Tokens each process trains per step, when neither step marks nor the trace header
+    /// say (for the tokens/s column).
+    #[arg(long, value_name = "N")]
+    pub tokens_per_step: Option<u64>,
 }
 
 /// One rank's summary and its header wall clock, or why it failed.
@@ -31,6 +35,11 @@ type RankResult = Result<(RankSummary, u64), CliError>;
 /// Run `gputrace compare`.
 pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
+    let productive = gputrace_analysis::ProductiveOptions {
+        tokens_per_step: args.tokens_per_step,
+        run_records: inputs::run_records(&args.paths)?,
+        ..Default::default()
+    };
     let total = files.len();
     let done = AtomicUsize::new(0);
     let next = AtomicUsize::new(0);
@@ -51,8 +60,12 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
                     break;
                 }
                 // Open, summarize, close: memory holds one rank per thread.
-                let r = inputs::open_with_threads(&files[i], threads_each)
-                    .and_then(|t| Ok((summarize(&t, i as u32).map_err(CliError::from)?, t.header().start_clock.realtime_ns)));
+                let r = inputs::open_with_threads(&files[i], threads_each).and_then(|t| {
+                    Ok((
+                        summarize_with(&t, i as u32, &productive).map_err(CliError::from)?,
+                        t.header().start_clock.realtime_ns,
+                    ))
+                });
                 results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if progress && (d % 16 == 0 || d == total) {

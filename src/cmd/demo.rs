@@ -7,6 +7,15 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Parameters of the model the demo job trains (stated in the scenario, passed to the report for MFU).
+const DEMO_MODEL_PARAMS: f64 = 0.5e9;
+/// The price of a GPU-hour the demo's report uses, US dollars.
+const DEMO_GPU_HOUR_COST: f64 = 3.0;
+/// Tokens each rank trains per step (in the step marks).
+const DEMO_TOKENS_PER_STEP: u64 = 4096;
+/// Samples each rank handles per step (in the header, as `gputrace run --samples-per-step`).
+const DEMO_SAMPLES_PER_STEP: u64 = 8;
+
 /// Arguments of `gputrace demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -41,6 +50,9 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         // Two GPUs per node, so even a small demo spans hosts with
         // different clocks.
         gpus_per_node: 2,
+        tokens_per_step: Some(DEMO_TOKENS_PER_STEP),
+        samples_per_step: Some(DEMO_SAMPLES_PER_STEP),
+        model_params: Some(DEMO_MODEL_PARAMS),
         ..defaults
     };
     std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
@@ -78,7 +90,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         )?;
     }
     let mut scenario = format!(
-        "Scenario: {} steps of {} layers; step {} has a {} ms data-loader stall on every rank",
+        "Scenario: a {:.1} B-parameter model, {} tokens ({} samples) per rank and step; {} steps of {} layers; step {} has a {} ms data-loader stall on every rank",
+        DEMO_MODEL_PARAMS / 1e9,
+        DEMO_TOKENS_PER_STEP,
+        DEMO_SAMPLES_PER_STEP,
         cfg.steps,
         cfg.layers,
         cfg.stall_step.unwrap_or(0),
@@ -90,7 +105,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
             cfg.slow_factor
         );
     }
-    scenario += &format!("; host clocks differ by up to {} ms.", cfg.clock_skew_ns / 1_000_000);
+    scenario += &format!(
+        "; host clocks differ by up to {} ms. The report prices GPU-hours at ${DEMO_GPU_HOUR_COST:.2}.",
+        cfg.clock_skew_ns / 1_000_000
+    );
     w(&mut out, scenario)?;
     // The whole job as one Perfetto trace, every rank on one time line.
     let pftrace = args.output.join("demo.pftrace");
@@ -112,8 +130,18 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))
     })?;
     // The report of the job, so a first run shows the answer.
-    let report = gputrace_analysis::analyze(&traces, &gputrace_analysis::Options::default())
-        .map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
+    let opts = gputrace_analysis::Options {
+        gpu_hour_cost: Some(DEMO_GPU_HOUR_COST),
+        productive: gputrace_analysis::ProductiveOptions {
+            model: Some(gputrace_analysis::ModelFlops::Params {
+                params: DEMO_MODEL_PARAMS,
+                inference: false,
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
     let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     w(&mut out, String::new())?;
     std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
@@ -136,7 +164,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     )?;
     w(
         &mut out,
-        format!("  gputrace report {d}/     the report above (--json for machines)"),
+        format!(
+            "  gputrace report {d}/ --model-params {:e} --gpu-hour-cost {}     the report above (--json for machines)",
+            DEMO_MODEL_PARAMS, DEMO_GPU_HOUR_COST
+        ),
     )?;
     w(
         &mut out,

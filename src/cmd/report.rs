@@ -4,7 +4,9 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_analysis::{analyze, render_text, AnalysisError, Classifier, HtaCompat, Options};
+use gputrace_analysis::{
+    analyze, render_text, AnalysisError, Classifier, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
+};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +31,35 @@ pub struct ReportArgs {
     /// all-reduce kernels are recognized already.
     #[arg(long = "comm-pattern", value_name = "TEXT")]
     pub comm_patterns: Vec<String>,
+    /// Tokens each process trains (or serves) per step, when neither step marks
+    /// (`step tokens=N`) nor the trace header (`gputrace run --tokens-per-step`) say.
+    #[arg(long, value_name = "N")]
+    pub tokens_per_step: Option<u64>,
+    /// Samples each process handles per step, when neither step marks nor the header say.
+    #[arg(long, value_name = "N")]
+    pub samples_per_step: Option<u64>,
+    /// Model parameters (e.g. 7e9, 7B, 350M), for MFU: 6·N FLOPs per trained token
+    /// (2·N with --inference).
+    #[arg(long, value_name = "N", value_parser = parse_count, conflicts_with_all = ["model_flops_per_token", "flops_per_step"])]
+    pub model_params: Option<f64>,
+    /// Model FLOPs per token, for MFU (instead of --model-params).
+    #[arg(long, value_name = "F", value_parser = parse_count, conflicts_with = "flops_per_step")]
+    pub model_flops_per_token: Option<f64>,
+    /// Model FLOPs each process does per step, for MFU (instead of --model-params).
+    #[arg(long, value_name = "F", value_parser = parse_count)]
+    pub flops_per_step: Option<f64>,
+    /// With --model-params: forward only, 2·N FLOPs per token.
+    #[arg(long, requires = "model_params")]
+    pub inference: bool,
+    /// Precision of the dense tensor-core peak MFU is measured against.
+    #[arg(long, value_name = "bf16|fp16|fp8|tf32", default_value = "bf16", value_parser = parse_precision)]
+    pub precision: Precision,
+    /// Peak TFLOPS per GPU, instead of the table's (for a device not in it).
+    #[arg(long, value_name = "T", value_parser = parse_count)]
+    pub peak_tflops: Option<f64>,
+    /// GPU-Util's sampling window in seconds (nvidia-smi: 1/6 s on most GPUs, up to 1 s).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_window)]
+    pub gpu_util_window: Option<u64>,
     /// HTA-compatible: numbers identical to Holistic Trace Analysis' temporal breakdown, not
     /// gputrace's definitions. With HTA's defaults: the last profiler step and GPU events not
     /// linked to a CPU call are left out (for traces with two or more ProfilerStep names),
@@ -58,6 +89,72 @@ impl ReportArgs {
     }
 }
 
+impl ReportArgs {
+    /// The productive layer's settings from the flags (run records are read separately).
+    pub fn productive(&self) -> ProductiveOptions {
+        let model = match (self.model_params, self.model_flops_per_token, self.flops_per_step) {
+            (Some(params), _, _) => Some(ModelFlops::Params {
+                params,
+                inference: self.inference,
+            }),
+            (None, Some(f), _) => Some(ModelFlops::PerToken(f)),
+            (None, None, Some(f)) => Some(ModelFlops::PerStep(f)),
+            (None, None, None) => None,
+        };
+        ProductiveOptions {
+            tokens_per_step: self.tokens_per_step,
+            samples_per_step: self.samples_per_step,
+            model,
+            precision: self.precision,
+            peak_tflops: self.peak_tflops,
+            nvml_window_ns: self.gpu_util_window.unwrap_or(DEFAULT_NVML_WINDOW_NS),
+            run_records: Vec::new(),
+        }
+    }
+}
+
+/// A positive count with an optional suffix: `7e9`, `7B`, `350M`, `1.5k`, `2T`.
+pub fn parse_count(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() && !t.ends_with(['e', 'E']) => {
+            let m = match c.to_ascii_lowercase() {
+                'k' => 1e3,
+                'm' => 1e6,
+                'b' | 'g' => 1e9,
+                't' => 1e12,
+                _ => return Err(format!("`{s}`: unknown suffix `{c}` (k, M, B or G, T)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
+        _ => Err(format!("`{s}` is not a positive number (e.g. 7e9 or 7B)")),
+    }
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).ok_or_else(|| format!("`{s}`: expected bf16, fp16, fp8 or tf32"))
+}
+
+/// Seconds (e.g. 0.1667, 1/6, 1) to whole nanoseconds, at least 1 µs.
+fn parse_window(s: &str) -> Result<u64, String> {
+    let v = match s.split_once('/') {
+        Some((a, b)) => match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
+            (Ok(a), Ok(b)) if b != 0.0 => a / b,
+            _ => f64::NAN,
+        },
+        None => s.trim().parse::<f64>().unwrap_or(f64::NAN),
+    };
+    if v.is_finite() && (1e-6..=3600.0).contains(&v) {
+        Ok((v * 1e9).round() as u64)
+    } else {
+        Err(format!("`{s}` is not a window in seconds between 1e-6 and 3600 (e.g. 1/6 or 1)"))
+    }
+}
+
 fn parse_price(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -73,6 +170,7 @@ fn use_color(is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
 /// Run `gputrace report`.
 pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
+    let run_records = inputs::run_records(&args.paths)?;
     let traces = files.iter().map(|f| inputs::open(f)).collect::<Result<Vec<_>, _>>()?;
     let classifier = args.comm_patterns.iter().fold(Classifier::default(), |c, p| c.with_pattern(p));
     let opts = Options {
@@ -82,6 +180,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         gpu_hour_cost: args.gpu_hour_cost,
         hta: args.hta(),
         threads: inputs::threads()?,
+        productive: ProductiveOptions {
+            run_records,
+            ..args.productive()
+        },
         ..Options::default()
     };
     let report = analyze(&traces, &opts).map_err(|e| match e {
@@ -125,6 +227,41 @@ mod tests {
         assert!(!include.drop_last_step && include.linked_only && include.round_to_us);
         let exact = mode(&["--hta", "--hta-no-rounding"]).unwrap();
         assert!(exact.drop_last_step && !exact.round_to_us);
+    }
+
+    #[test]
+    fn counts_windows_and_model_flags() {
+        assert_eq!(parse_count("7e9"), Ok(7e9));
+        assert_eq!(parse_count("7B"), Ok(7e9));
+        assert_eq!(parse_count("350M"), Ok(3.5e8));
+        assert_eq!(parse_count("1.5k"), Ok(1500.0));
+        assert!(parse_count("0").is_err() && parse_count("7Q").is_err() && parse_count("-1").is_err());
+        assert_eq!(parse_window("1/6"), Ok(166_666_667));
+        assert_eq!(parse_window("1"), Ok(1_000_000_000));
+        assert!(parse_window("0").is_err() && parse_window("1/0").is_err());
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            report: ReportArgs,
+        }
+        let p = |args: &[&str]| Cli::try_parse_from([&["report"], args, &["t.json"]].concat()).map(|c| c.report.productive());
+        let o = p(&["--model-params", "7B", "--inference", "--precision", "fp8"]).unwrap();
+        assert_eq!(
+            o.model,
+            Some(ModelFlops::Params {
+                params: 7e9,
+                inference: true
+            })
+        );
+        assert_eq!(o.precision, Precision::Fp8);
+        assert_eq!(o.nvml_window_ns, DEFAULT_NVML_WINDOW_NS);
+        assert!(
+            p(&["--model-params", "7B", "--flops-per-step", "1e15"]).is_err(),
+            "one source of model FLOPs"
+        );
+        assert!(p(&["--inference"]).is_err(), "--inference needs --model-params");
+        assert_eq!(p(&["--flops-per-step", "1e15"]).unwrap().model, Some(ModelFlops::PerStep(1e15)));
     }
 
     #[test]

@@ -70,6 +70,16 @@ pub struct JobConfig {
     pub batch_bytes: u64,
     /// Wall-clock start of the job (ns since the epoch, before skew).
     pub start_realtime_ns: u64,
+    /// Tokens each rank trains per step: with it, every step ends with a gputrace step mark
+    /// (`step tokens=N`, an instant in domain `gputrace`, after the optimizer) as the Python
+    /// module writes it (none: no step marks).
+    pub tokens_per_step: Option<u64>,
+    /// Samples each rank handles per step, as the header extra `gputrace.samples_per_step`
+    /// (what `gputrace run --samples-per-step` records).
+    pub samples_per_step: Option<u64>,
+    /// Parameters of the model the scenario trains (header extra `synthetic.model_params`;
+    /// `gputrace demo` passes it to the report for MFU).
+    pub model_params: Option<f64>,
 }
 
 impl Default for JobConfig {
@@ -95,6 +105,9 @@ impl Default for JobConfig {
             bucket_bytes: 64 << 20,
             batch_bytes: 16 << 20,
             start_realtime_ns: 1_790_000_000_000_000_000,
+            tokens_per_step: None,
+            samples_per_step: None,
+            model_params: None,
         }
     }
 }
@@ -106,7 +119,7 @@ impl JobConfig {
         // kernel + launch call each; per bucket: kernel, launch, collective;
         // copies: H2D (+ API), D2H (+ API, + sync); 4 markers (step, fwd, bwd, opt).
         let per_bucket = if self.nccl_metadata { 3 } else { 2 };
-        kernels * 2 + self.buckets as u64 * per_bucket + 2 + 3 + 4
+        kernels * 2 + self.buckets as u64 * per_bucket + 2 + 3 + 4 + u64::from(self.tokens_per_step.is_some())
     }
 }
 
@@ -378,6 +391,8 @@ impl RankCtx<'_> {
             span: (host + 1_000, copy_end + 500),
         });
         sink(Item::MarkerEnd(MarkNo::Step, api_end));
+        // After optimizer.step() and the loss read: the step mark (with step marks on).
+        sink(Item::StepMark(api_end));
         api_end
     }
 }
@@ -411,6 +426,7 @@ enum Item {
     },
     MarkerStart(MarkNo, u64),
     MarkerEnd(MarkNo, u64),
+    StepMark(u64),
 }
 
 /// First pass: simulate every rank's compute and line up the all-reduces.
@@ -520,6 +536,12 @@ pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
         cfg.stall_step.map_or("none".into(), |r| r.to_string()),
     );
     extra.insert("synthetic.seed".into(), cfg.seed.to_string());
+    if let Some(n) = cfg.samples_per_step {
+        extra.insert("gputrace.samples_per_step".into(), n.to_string());
+    }
+    if let Some(n) = cfg.model_params {
+        extra.insert("synthetic.model_params".into(), format!("{n:e}"));
+    }
     Header {
         producer: Producer::Synthetic,
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -588,6 +610,8 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     let simple = w.intern("Simple");
     let mark_names = [w.intern("forward"), w.intern("backward"), w.intern("optimizer")];
     let step_names: Vec<StringId> = (0..cfg.steps).map(|s| w.intern(&format!("ProfilerStep#{s}"))).collect();
+    let gputrace_domain = w.intern("gputrace");
+    let step_mark = cfg.tokens_per_step.map(|n| w.intern(&format!("step tokens={n}")));
     let device = DeviceId(rank % cfg.gpus_per_node.max(1));
     let offset = sched.clock_offsets[rank as usize];
     let tid = ThreadId(40_000 + rank);
@@ -721,6 +745,19 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
                         cuda_event: 0,
                     }));
                 }
+                Item::StepMark(at) => {
+                    if let Some(name) = step_mark {
+                        push(Event::Marker(Marker {
+                            start: t(at),
+                            end: t(at),
+                            thread: tid,
+                            name,
+                            domain: gputrace_domain,
+                            kind: MarkerKind::INSTANT,
+                            color: 0,
+                        }));
+                    }
+                }
                 Item::MarkerStart(m, at) => opened[m as usize] = at,
                 Item::MarkerEnd(m, at) => {
                     let name = match m {
@@ -785,6 +822,167 @@ pub fn write_job(cfg: &JobConfig, dir: &Path) -> io::Result<Vec<(PathBuf, RankSt
     Ok(out)
 }
 
+/// A one-GPU job planned to read 95% GPU-Util while computing far less: the ground truth of
+/// the productive layer (`docs/metrics.md`, "Productive work"). **Synthetic data.**
+///
+/// Time is cut into `windows` windows of `window_ns` from the first kernel's start `o`.
+/// Every window except `idle_windows` holds one kernel of `kernel_ns`: at the window's start,
+/// and in the last window at its end, so that the span is exactly `windows × window_ns`
+/// (the first and last windows are always busy; listing them as idle has no effect). A
+/// step mark `step tokens=<tokens_per_step>` (domain `gputrace`) ends every
+/// `windows_per_step` windows; the header says `gputrace.samples_per_step`. Recording
+/// starts `startup_ns` before `o` and ends at the span's end.
+#[derive(Clone, Debug)]
+pub struct Underfilled {
+    /// GPU-Util's window.
+    pub window_ns: u64,
+    /// Windows in the span.
+    pub windows: u64,
+    /// Windows without a kernel.
+    pub idle_windows: Vec<u64>,
+    /// The kernel of each busy window.
+    pub kernel_ns: u64,
+    /// Windows per step.
+    pub windows_per_step: u64,
+    /// Tokens in each step mark.
+    pub tokens_per_step: u64,
+    /// Header extra `gputrace.samples_per_step`.
+    pub samples_per_step: u64,
+    /// Recording before the first kernel.
+    pub startup_ns: u64,
+    /// The device's name.
+    pub device_name: String,
+    /// `o`, ns since the epoch.
+    pub start_ns: u64,
+    /// An `exit ...` instant (domain `gputrace`) at the end, e.g. `exit status=1`.
+    pub exit_marker: Option<String>,
+    /// Finish the file with a trailer (false: as if the process was killed).
+    pub trailer: bool,
+    /// Host name in the header.
+    pub hostname: String,
+}
+
+impl Default for Underfilled {
+    fn default() -> Self {
+        Underfilled {
+            window_ns: 166_666_667,
+            windows: 60,
+            idle_windows: vec![10, 30, 50],
+            kernel_ns: 70_000_000,
+            windows_per_step: 6,
+            tokens_per_step: 2048,
+            samples_per_step: 4,
+            startup_ns: 2 * 166_666_667,
+            device_name: "NVIDIA H100 80GB HBM3".into(),
+            start_ns: 1_790_000_000_000_000_000,
+            exit_marker: None,
+            trailer: true,
+            hostname: "underfilled-node".into(),
+        }
+    }
+}
+
+impl Underfilled {
+    /// Windows with a kernel.
+    pub fn busy_windows(&self) -> u64 {
+        (0..self.windows).filter(|i| !self.is_idle(*i)).count() as u64
+    }
+
+    fn is_idle(&self, i: u64) -> bool {
+        i != 0 && i + 1 != self.windows && self.idle_windows.contains(&i)
+    }
+
+    /// Write the trace.
+    pub fn write(&self) -> Result<Vec<u8>> {
+        let (o, w_ns) = (self.start_ns, self.window_ns);
+        let end = o + self.windows * w_ns;
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            "synthetic.note".into(),
+            "underfilled ground-truth job: not a GPU measurement".into(),
+        );
+        extra.insert("gputrace.samples_per_step".into(), self.samples_per_step.to_string());
+        let header = Header {
+            producer: Producer::Synthetic,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            hostname: self.hostname.clone(),
+            pid: 4242,
+            start_clock: ClockPair {
+                realtime_ns: o - self.startup_ns,
+                monotonic_ns: 1,
+                cupti_ns: None,
+            },
+            time_domain: TimeDomain::Realtime,
+            devices: vec![DeviceInfo {
+                name: self.device_name.clone(),
+                sm_count: 132,
+                ..DeviceInfo::default()
+            }],
+            extra,
+            ..Header::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &header, WriterOptions::default())?;
+        let name = w.intern("underfilled_gemv_kernel");
+        let domain = w.intern("gputrace");
+        let mark = w.intern(&format!("step tokens={}", self.tokens_per_step));
+        for i in (0..self.windows).filter(|i| !self.is_idle(*i)) {
+            let start = if i + 1 == self.windows {
+                end - self.kernel_ns
+            } else {
+                o + i * w_ns
+            };
+            w.push(Event::Kernel(Kernel {
+                start: Nanos(start),
+                end: Nanos(start + self.kernel_ns),
+                device: DeviceId(0),
+                context: CONTEXT,
+                stream: COMPUTE_STREAM,
+                correlation: CorrelationId(i as u32 + 1),
+                name,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                static_shared_mem: 0,
+                dynamic_shared_mem: 0,
+                registers: 32,
+                graph_id: 0,
+                graph_node_id: 0,
+            }))?;
+        }
+        let instant = |at: u64, name: StringId| {
+            Event::Marker(Marker {
+                start: Nanos(at),
+                end: Nanos(at),
+                thread: ThreadId(4242),
+                name,
+                domain,
+                kind: MarkerKind::INSTANT,
+                color: 0,
+            })
+        };
+        let mut k = 1;
+        while k * self.windows_per_step <= self.windows && self.windows_per_step > 0 {
+            w.push(instant(o + k * self.windows_per_step * w_ns, mark))?;
+            k += 1;
+        }
+        if let Some(exit) = &self.exit_marker {
+            let id = w.intern(exit);
+            w.push(instant(end, id))?;
+        }
+        if !self.trailer {
+            w.flush()?;
+            return Ok(w.get_mut().clone());
+        }
+        w.finish(Trailer {
+            end_clock: ClockPair {
+                realtime_ns: end,
+                monotonic_ns: 0,
+                cupti_ns: None,
+            },
+            ..Trailer::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -805,6 +1003,63 @@ mod tests {
         let t = TraceFile::from_bytes("synth", a).unwrap();
         assert_eq!(t.event_total(), sa.events);
         assert_eq!(t.header().producer, Producer::Synthetic);
+    }
+
+    #[test]
+    fn step_marks_end_every_step() {
+        let cfg = JobConfig {
+            ranks: 1,
+            steps: 3,
+            layers: 2,
+            tokens_per_step: Some(4096),
+            samples_per_step: Some(8),
+            ..JobConfig::default()
+        };
+        let (bytes, stats) = write_rank(&cfg, &schedule(&cfg), 0, Vec::new()).unwrap();
+        assert_eq!(stats.events, cfg.events_per_step() * 3, "one mark more per step");
+        let t = TraceFile::from_bytes("synth", bytes).unwrap();
+        assert_eq!(t.header().extra["gputrace.samples_per_step"], "8");
+        let marks: Vec<(u64, String, String)> = t
+            .events_of(&[EventKind::Marker])
+            .map(|e| e.unwrap())
+            .filter_map(|e| match e {
+                Event::Marker(m) if m.kind == MarkerKind::INSTANT => {
+                    Some((m.start.0, t.name(m.domain).into_owned(), t.name(m.name).into_owned()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(marks.len(), 3);
+        assert!(
+            marks.iter().all(|(_, d, n)| d == "gputrace" && n == "step tokens=4096"),
+            "{marks:?}"
+        );
+        // Each mark is at the end of its ProfilerStep range.
+        let ends: Vec<u64> = t
+            .events_of(&[EventKind::Marker])
+            .map(|e| e.unwrap())
+            .filter_map(|e| match e {
+                Event::Marker(m) if t.name(m.name).starts_with("ProfilerStep#") => Some(m.end.0),
+                _ => None,
+            })
+            .collect();
+        let mut at: Vec<u64> = marks.iter().map(|m| m.0).collect();
+        at.sort_unstable();
+        let mut ends = ends;
+        ends.sort_unstable();
+        assert_eq!(at, ends);
+    }
+
+    #[test]
+    fn the_underfilled_job_is_as_planned() {
+        let u = Underfilled::default();
+        let t = TraceFile::from_bytes("u", u.write().unwrap()).unwrap();
+        let kernels = t.events_of(&[EventKind::Kernel]).count() as u64;
+        assert_eq!(kernels, u.busy_windows());
+        assert_eq!(t.time_span().map(|(a, b)| b.0 - a.0), Some(u.windows * u.window_ns));
+        assert!(t.trailer().is_some());
+        let killed = Underfilled { trailer: false, ..u };
+        assert!(TraceFile::from_bytes("k", killed.write().unwrap()).unwrap().trailer().is_none());
     }
 
     #[test]

@@ -1,0 +1,862 @@
+//! The productive layer of the seed: what useful work the GPU-hours bought.
+//!
+//! Per rank and for the job: steps and their time, tokens and samples per
+//! second, GPU-Util as nvidia-smi defines it (computed from the timeline),
+//! MFU, cost per million tokens, and the GPU-hours of failed runs.
+//! `docs/metrics.md` ("Productive work") defines every number.
+//!
+//! Inputs from the trace, as the agent and the Python module write them:
+//! - step marks: an instant marker in domain `gputrace` named `step` with an optional
+//!   `key=value` tail (`step tokens=4096 samples=8`), or in any domain a name starting
+//!   `gputrace.step` with the same tail; each mark ends a step ([`parse_step_mark`]);
+//! - the process's outcome: an instant in domain `gputrace` named `exit status=<int>` or
+//!   `exit exception=<TypeName>` ([`parse_exit_mark`]);
+//! - header extras `gputrace.tokens_per_step` and `gputrace.samples_per_step`;
+//! - run records (`gputrace-run.<host>.<pid>.json`) beside the traces, given in
+//!   [`ProductiveOptions::run_records`].
+
+use crate::peaks::{device_peak, Precision};
+use crate::report::{DeviceReport, RankReport, StepReport};
+use gputrace_format::{Header, RunRecord};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// NVML's GPU-Util sampling period on most products, 1/6 s (rounded to the ns).
+pub const DEFAULT_NVML_WINDOW_NS: u64 = 166_666_667;
+
+/// Header extra: tokens one process trains (or serves) per step.
+pub const TOKENS_PER_STEP_KEY: &str = "gputrace.tokens_per_step";
+/// Header extra: samples one process handles per step.
+pub const SAMPLES_PER_STEP_KEY: &str = "gputrace.samples_per_step";
+
+/// How many model FLOPs the work is worth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ModelFlops {
+    /// FLOPs per token (`--model-flops-per-token`).
+    PerToken(f64),
+    /// A model of `params` parameters: 6·N FLOPs per trained token, 2·N per inferred one
+    /// (`--model-params`, `--inference`).
+    Params {
+        /// Parameters.
+        params: f64,
+        /// Forward only (2·N) instead of training (6·N).
+        inference: bool,
+    },
+    /// FLOPs one process does per step (`--flops-per-step`).
+    PerStep(f64),
+}
+
+impl ModelFlops {
+    fn describe(self) -> String {
+        match self {
+            ModelFlops::PerToken(f) => format!("--model-flops-per-token {f:e}"),
+            ModelFlops::Params { params, inference: false } => format!("6·N per token, N = {params:e} (--model-params, training)"),
+            ModelFlops::Params { params, inference: true } => format!("2·N per token, N = {params:e} (--model-params --inference)"),
+            ModelFlops::PerStep(f) => format!("--flops-per-step {f:e}"),
+        }
+    }
+}
+
+/// Settings of the productive layer.
+#[derive(Clone, Debug)]
+pub struct ProductiveOptions {
+    /// Tokens per step and process when neither marks nor the header say.
+    pub tokens_per_step: Option<u64>,
+    /// Samples per step and process when neither marks nor the header say.
+    pub samples_per_step: Option<u64>,
+    /// Model FLOPs, for MFU (none: MFU is null).
+    pub model: Option<ModelFlops>,
+    /// Precision of the peak MFU is measured against.
+    pub precision: Precision,
+    /// Peak TFLOPS per GPU, instead of the table's.
+    pub peak_tflops: Option<f64>,
+    /// GPU-Util's sampling window (0 is taken as the default).
+    pub nvml_window_ns: u64,
+    /// Run records found beside the traces: (file, record).
+    pub run_records: Vec<(String, RunRecord)>,
+}
+
+impl Default for ProductiveOptions {
+    fn default() -> Self {
+        ProductiveOptions {
+            tokens_per_step: None,
+            samples_per_step: None,
+            model: None,
+            precision: Precision::Bf16,
+            peak_tflops: None,
+            nvml_window_ns: DEFAULT_NVML_WINDOW_NS,
+            run_records: Vec::new(),
+        }
+    }
+}
+
+impl ProductiveOptions {
+    pub(crate) fn window_ns(&self) -> u64 {
+        if self.nvml_window_ns == 0 {
+            DEFAULT_NVML_WINDOW_NS
+        } else {
+            self.nvml_window_ns
+        }
+    }
+}
+
+/// What a step mark says about its step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepMark {
+    /// `tokens=`.
+    pub tokens: Option<u64>,
+    /// `samples=`.
+    pub samples: Option<u64>,
+}
+
+/// What a marker name is to the productive layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkParse {
+    /// Not a step mark.
+    NotAStepMark,
+    /// A step mark.
+    Step(StepMark),
+    /// Looks like a step mark, but a value does not parse (`tokens=lots`), a key repeats or a
+    /// word has no `=`: ignored (it ends no step) and counted.
+    Malformed,
+}
+
+/// Parse a marker's domain and name as a step mark.
+pub fn parse_step_mark(domain: &str, name: &str) -> MarkParse {
+    let tail = if domain == "gputrace" && (name == "step" || name.starts_with("step ")) {
+        &name[4..]
+    } else if let Some(rest) = name.strip_prefix("gputrace.step") {
+        if !(rest.is_empty() || rest.starts_with(' ')) {
+            return MarkParse::NotAStepMark;
+        }
+        rest
+    } else {
+        return MarkParse::NotAStepMark;
+    };
+    let mut mark = StepMark::default();
+    for word in tail.split_ascii_whitespace() {
+        let Some((key, value)) = word.split_once('=') else {
+            return MarkParse::Malformed;
+        };
+        let slot = match key {
+            "tokens" => &mut mark.tokens,
+            "samples" => &mut mark.samples,
+            _ => continue,
+        };
+        match value.parse::<u64>() {
+            Ok(v) if slot.is_none() => *slot = Some(v),
+            _ => return MarkParse::Malformed,
+        }
+    }
+    MarkParse::Step(mark)
+}
+
+/// How a process said it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExitMark {
+    /// `exit status=<int>`.
+    Status(i64),
+    /// `exit exception=<TypeName>`.
+    Exception(String),
+}
+
+/// Parse an `exit` marker (domain `gputrace`); anything else, or a malformed one, is `None`.
+pub fn parse_exit_mark(domain: &str, name: &str) -> Option<ExitMark> {
+    if domain != "gputrace" {
+        return None;
+    }
+    let rest = name.strip_prefix("exit ")?.trim();
+    if let Some(v) = rest.strip_prefix("status=") {
+        return v.parse().ok().map(ExitMark::Status);
+    }
+    let t = rest.strip_prefix("exception=")?;
+    (!t.is_empty() && !t.contains(char::is_whitespace)).then(|| ExitMark::Exception(t.to_string()))
+}
+
+/// Where a rank's steps came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepSource {
+    /// gputrace step marks.
+    StepMarks,
+    /// `ProfilerStep#N` ranges.
+    ProfilerStep,
+    /// Inferred from the repeating kernel pattern.
+    Inferred,
+    /// No steps.
+    #[default]
+    None,
+}
+
+/// The productive numbers of one rank or of the job (same keys in both).
+///
+/// Invariants: `productive_gpu_hours + failed_gpu_hours <= gpu_hours` (a failed process
+/// has no productive hours); `gpu_util_busy_ns <= span_ns`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Productive {
+    /// Where the steps came from (the job: the first rank's source).
+    pub step_source: StepSource,
+    /// Steps (the job: distinct step numbers over ranks).
+    pub steps: u64,
+    /// Step marks ignored because they do not parse.
+    pub malformed_step_marks: u64,
+    /// Median step time, s (nearest rank; the job: of each step's slowest rank).
+    pub step_time_p50_s: Option<f64>,
+    /// 95th percentile step time, s (nearest rank).
+    pub step_time_p95_s: Option<f64>,
+    /// Coefficient of variation of the step times (population standard deviation / mean).
+    pub step_time_cv: Option<f64>,
+    /// Time inside steps, s (the job: summed over ranks).
+    pub time_in_steps_s: f64,
+    /// Tokens in the steps (the job: summed over ranks).
+    pub tokens: Option<u64>,
+    /// Where the token counts came from: `step marks`, `header`, `--tokens-per-step`.
+    pub tokens_source: Option<String>,
+    /// Samples in the steps.
+    pub samples: Option<u64>,
+    /// Where the sample counts came from.
+    pub samples_source: Option<String>,
+    /// `tokens / time_in_steps_s` (the job: the ranks' sum).
+    pub tokens_per_s: Option<f64>,
+    /// `samples / time_in_steps_s` (the job: the ranks' sum).
+    pub samples_per_s: Option<f64>,
+    /// Active devices.
+    pub devices: u64,
+    /// Summed spans of the active devices, ns.
+    pub span_ns: u64,
+    /// Summed compute of the active devices, ns.
+    pub compute_ns: u64,
+    /// Time of the GPU-Util windows in which a kernel ran, ns.
+    pub gpu_util_busy_ns: u64,
+    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without activity).
+    pub gpu_util_nvml_pct: Option<f64>,
+    /// Its window, s.
+    pub gpu_util_window_s: f64,
+    /// `100 · compute_ns / span_ns`.
+    pub compute_pct: Option<f64>,
+    /// Model FLOPs in the steps.
+    pub model_flops: Option<f64>,
+    /// How they were counted.
+    pub model_flops_source: Option<String>,
+    /// `model_flops / time_in_steps_s / 1e12` (the job: the ranks' sum).
+    pub achieved_tflops: Option<f64>,
+    /// Peak of the active devices at `precision`, TFLOPS (summed over devices).
+    pub peak_tflops: Option<f64>,
+    /// Where the peak came from (the table's device, or `--peak-tflops`).
+    pub peak_source: Option<String>,
+    /// Precision of the peak.
+    pub precision: Precision,
+    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`.
+    pub mfu: Option<f64>,
+    /// Traced GPU-hours: each active device's process window (its span when the trace has none).
+    pub gpu_hours: f64,
+    /// GPU-hours inside completed steps of processes that did not fail.
+    pub productive_gpu_hours: f64,
+    /// `productive_gpu_hours / gpu_hours` (null without steps).
+    pub productive_gpu_hour_rate: Option<f64>,
+    /// GPU-hours of processes that did not succeed (all of their traced hours).
+    pub failed_gpu_hours: f64,
+    /// `gpu_hours` priced at `--gpu-hour-cost`.
+    pub cost_usd: Option<f64>,
+    /// `failed_gpu_hours` priced.
+    pub failed_cost_usd: Option<f64>,
+    /// `cost_usd / tokens of processes that did not fail × 1e6`.
+    pub cost_per_million_tokens: Option<f64>,
+    /// Whether the process failed (the job: whether any did).
+    pub failed: bool,
+    /// `succeeded` or `failed` (the job: `n of m ranks failed` or `succeeded`).
+    pub outcome: String,
+    /// What says so: the run record, the exit marker, the trailer.
+    pub outcome_evidence: String,
+    /// Null fields → the flag or input that fills them.
+    pub missing: BTreeMap<String, String>,
+}
+
+/// One device's share of the window grid, while its work streams by in start order.
+///
+/// Invariant: windows are `[origin + i·W, origin + (i+1)·W)`; `marked` windows carry a
+/// kernel and are exactly those `i` with a kernel overlapping them; `upto` is the highest
+/// marked index. Kernels arrive in start order, so every window between a kernel's start
+/// window and `upto` is already marked (the kernel that set `upto` started no later and
+/// covers them), and a new kernel only adds the windows after `upto`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UtilWindows {
+    window: u64,
+    origin: Option<u64>,
+    upto: Option<u64>,
+    marked: u64,
+}
+
+impl UtilWindows {
+    pub(crate) fn new(window: u64) -> Self {
+        UtilWindows {
+            window: window.max(1),
+            origin: None,
+            upto: None,
+            marked: 0,
+        }
+    }
+
+    /// Any work at `start` (the first one sets the grid's origin: the span's start).
+    pub(crate) fn work(&mut self, start: u64) {
+        self.origin.get_or_insert(start);
+    }
+
+    /// A kernel `[start, end)`.
+    pub(crate) fn kernel(&mut self, start: u64, end: u64) {
+        let origin = *self.origin.get_or_insert(start);
+        if end <= start {
+            return;
+        }
+        let first = start.saturating_sub(origin) / self.window;
+        let last = (end - 1).saturating_sub(origin) / self.window;
+        let from = match self.upto {
+            Some(u) => first.max(u + 1),
+            None => first,
+        };
+        if last >= from {
+            self.marked += last - from + 1;
+            self.upto = Some(last);
+        }
+    }
+
+    /// Busy time of the span `[first, last)`: whole windows, and the last (partial) window
+    /// for its length in the span.
+    pub(crate) fn busy_ns(&self, first: Option<u64>, last: Option<u64>) -> u64 {
+        let (Some(f), Some(l)) = (first, last) else { return 0 };
+        let span = l.saturating_sub(f);
+        if span == 0 || self.marked == 0 {
+            return 0;
+        }
+        let last_window = (span - 1) / self.window;
+        let last_len = span - last_window * self.window;
+        if self.upto == Some(last_window) {
+            (self.marked - 1) * self.window + last_len
+        } else {
+            self.marked * self.window
+        }
+    }
+}
+
+/// The step-mark facts of one rank, from the analysis' first pass.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RankMarks {
+    /// The marks' counts, one per step, in step order (when the steps are the marks').
+    pub per_step: Vec<StepMark>,
+    pub malformed: u64,
+    pub exit: Option<ExitMark>,
+    pub source: StepSource,
+}
+
+/// Nearest-rank percentile `p` (0 < p ≤ 1) of sorted values.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let k = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[k - 1])
+}
+
+/// (p50, p95, cv) of step durations in ns, seconds for the percentiles.
+fn step_stats(durations: &[u64]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let mut d = durations.to_vec();
+    d.sort_unstable();
+    let s = |v: Option<u64>| v.map(|v| v as f64 / 1e9);
+    let cv = (!d.is_empty()).then(|| {
+        let n = d.len() as f64;
+        let mean = d.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let var = d.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        if mean > 0.0 {
+            var.sqrt() / mean
+        } else {
+            0.0
+        }
+    });
+    (s(percentile(&d, 0.5)), s(percentile(&d, 0.95)), cv)
+}
+
+/// The device whose steps stand for the rank: the one with the most compute (as `compare`).
+pub fn rank_steps(r: &RankReport) -> &[StepReport] {
+    r.devices
+        .iter()
+        .filter(|d| d.first_ns.is_some())
+        .max_by_key(|d| d.compute_ns)
+        .map_or(&[], |d| d.steps.as_slice())
+}
+
+fn hours(ns: u64) -> f64 {
+    ns as f64 / 3.6e12
+}
+
+fn header_count(h: &Header, key: &str) -> Option<u64> {
+    h.extra.get(key).and_then(|v| v.trim().parse().ok())
+}
+
+/// Per-step counts: the mark's, else the header's, else the flag's.
+fn counts(
+    marks: &[StepMark],
+    steps: usize,
+    pick: impl Fn(&StepMark) -> Option<u64>,
+    header: Option<u64>,
+    flag: Option<u64>,
+    flag_name: &str,
+) -> (Option<u64>, Option<String>) {
+    let mut total: Option<u64> = None;
+    let mut sources: Vec<&str> = Vec::new();
+    for k in 0..steps {
+        let (v, src) = match (marks.get(k).and_then(&pick), header, flag) {
+            (Some(v), _, _) => (v, "step marks"),
+            (None, Some(v), _) => (v, "header"),
+            (None, None, Some(v)) => (v, flag_name),
+            _ => continue,
+        };
+        total = Some(total.unwrap_or(0).saturating_add(v));
+        if !sources.contains(&src) {
+            sources.push(src);
+        }
+    }
+    (total, (!sources.is_empty()).then(|| sources.join(", ")))
+}
+
+/// How a rank ended: (failed, evidence).
+fn outcome(header: &Header, has_trailer: bool, exit: Option<&ExitMark>, records: &[(String, RunRecord)]) -> (bool, String) {
+    let mut failures: Vec<String> = Vec::new();
+    let mut success: Vec<String> = Vec::new();
+    // The record of the `gputrace run` on this host whose run holds the trace's start
+    // (a minute of slack for clock steps); the closest start on ties.
+    let start = header.start_clock.realtime_ns;
+    const SLACK: u64 = 60_000_000_000;
+    let record = records
+        .iter()
+        .filter(|(_, r)| r.host == header.hostname)
+        .filter(|(_, r)| start.saturating_add(SLACK) >= r.start_realtime_ns && start <= r.end_realtime_ns.saturating_add(SLACK))
+        .min_by_key(|(_, r)| r.start_realtime_ns.abs_diff(start));
+    if let Some((file, r)) = record {
+        if r.succeeded() {
+            success.push(format!("run record {file}: {}", r.outcome()));
+        } else {
+            failures.push(format!("run record {file}: {}", r.outcome()));
+        }
+    }
+    match exit {
+        Some(ExitMark::Status(0)) => success.push("exit marker: status 0".into()),
+        Some(ExitMark::Status(s)) => failures.push(format!("exit marker: status {s}")),
+        Some(ExitMark::Exception(t)) => failures.push(format!("exit marker: exception {t}")),
+        None => {}
+    }
+    if !has_trailer {
+        failures.push("no trailer: the process was killed before the writer finished".into());
+    }
+    if !failures.is_empty() {
+        (true, failures.join("; "))
+    } else if success.is_empty() {
+        (false, "trailer present (no run record or exit marker)".into())
+    } else {
+        (false, success.join("; "))
+    }
+}
+
+/// The hint for a null MFU.
+fn mfu_hint(
+    model: Option<ModelFlops>,
+    has_flops: bool,
+    peak: Option<f64>,
+    devices: &[&DeviceReport],
+    precision: Precision,
+) -> Option<String> {
+    if model.is_none() {
+        return Some("--model-params N (or --model-flops-per-token F, --flops-per-step F)".into());
+    }
+    if !has_flops {
+        return Some("tokens per step (step marks with tokens=, --tokens-per-step N) for the model FLOPs".into());
+    }
+    if peak.is_none() {
+        let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+        return Some(format!(
+            "--peak-tflops T (no dense {} peak for `{}` in the table)",
+            precision.name(),
+            names.join("`, `")
+        ));
+    }
+    None
+}
+
+/// The productive numbers of one rank; `util_busy_ns[i]` is the GPU-Util busy time of `r.devices[i]`.
+pub(crate) fn rank_productive(
+    r: &RankReport,
+    util_busy_ns: &[u64],
+    marks: &RankMarks,
+    header: &Header,
+    has_trailer: bool,
+    opts: &ProductiveOptions,
+    usd_per_gpu_hour: Option<f64>,
+) -> Productive {
+    let active: Vec<&DeviceReport> = r.devices.iter().filter(|d| d.first_ns.is_some()).collect();
+    let steps = rank_steps(r);
+    let durations: Vec<u64> = steps.iter().map(|s| s.duration_ns).collect();
+    let (p50, p95, cv) = step_stats(&durations);
+    let in_steps_ns: u64 = durations.iter().sum();
+    let in_steps_s = in_steps_ns as f64 / 1e9;
+    let per_step: &[StepMark] = if marks.source == StepSource::StepMarks {
+        &marks.per_step
+    } else {
+        &[]
+    };
+    let (tokens, tokens_source) = counts(
+        per_step,
+        steps.len(),
+        |m| m.tokens,
+        header_count(header, TOKENS_PER_STEP_KEY),
+        opts.tokens_per_step,
+        "--tokens-per-step",
+    );
+    let (samples, samples_source) = counts(
+        per_step,
+        steps.len(),
+        |m| m.samples,
+        header_count(header, SAMPLES_PER_STEP_KEY),
+        opts.samples_per_step,
+        "--samples-per-step",
+    );
+    let rate = |n: Option<u64>| n.filter(|_| in_steps_ns > 0).map(|n| n as f64 / in_steps_s);
+    let span: u64 = active.iter().map(|d| d.span_ns).sum();
+    let compute: u64 = active.iter().map(|d| d.compute_ns).sum();
+    let busy: u64 = util_busy_ns
+        .iter()
+        .zip(&r.devices)
+        .filter(|(_, d)| d.first_ns.is_some())
+        .map(|(b, _)| *b)
+        .sum();
+    let pct = |x: u64| (span > 0).then(|| 100.0 * x as f64 / span as f64);
+
+    let model_flops = match opts.model {
+        Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
+        Some(ModelFlops::Params { params, inference }) => tokens.map(|t| t as f64 * params * if inference { 2.0 } else { 6.0 }),
+        Some(ModelFlops::PerStep(f)) => (!steps.is_empty()).then_some(steps.len() as f64 * f),
+        None => None,
+    };
+    let achieved = model_flops.filter(|_| in_steps_ns > 0).map(|f| f / in_steps_s / 1e12);
+    let (peak, peak_source) = match opts.peak_tflops {
+        Some(p) => (Some(p * active.len() as f64), Some("--peak-tflops".to_string())),
+        None => {
+            let rows: Option<Vec<(&'static str, f64)>> = active
+                .iter()
+                .map(|d| device_peak(&d.name).and_then(|row| row.tflops(opts.precision).map(|t| (row.device, t))))
+                .collect();
+            match rows {
+                Some(rows) if !rows.is_empty() => {
+                    let mut names: Vec<&str> = rows.iter().map(|r| r.0).collect();
+                    names.dedup();
+                    (
+                        Some(rows.iter().map(|r| r.1).sum()),
+                        Some(format!("table: {} dense {}", names.join(", "), opts.precision.name())),
+                    )
+                }
+                _ => (None, None),
+            }
+        }
+    };
+    let mfu = match (achieved, peak) {
+        (Some(a), Some(p)) if p > 0.0 => Some(a / p),
+        _ => None,
+    };
+
+    let traced_ns: u64 = active
+        .iter()
+        .map(|d| d.process_window.map_or(d.span_ns, |w| w.window_ns.max(d.span_ns)))
+        .sum();
+    let gpu_hours = hours(traced_ns);
+    let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);
+    // Steps are CPU windows; on each active device they count once, and never more than
+    // the traced time.
+    let productive_ns = if failed {
+        0
+    } else {
+        (in_steps_ns.saturating_mul(active.len() as u64)).min(traced_ns)
+    };
+    let productive_gpu_hours = hours(productive_ns);
+    let failed_gpu_hours = if failed { gpu_hours } else { 0.0 };
+    let cost_usd = usd_per_gpu_hour.map(|p| gpu_hours * p);
+    let good_tokens = tokens.filter(|&t| !failed && t > 0);
+    let cost_per_million_tokens = match (cost_usd, good_tokens) {
+        (Some(c), Some(t)) => Some(c / t as f64 * 1e6),
+        _ => None,
+    };
+
+    let mut missing = BTreeMap::new();
+    if steps.is_empty() {
+        missing.insert("steps".to_string(), "step marks (gputrace.step) or ProfilerStep ranges".to_string());
+    }
+    if tokens.is_none() {
+        missing.insert("tokens_per_s".into(), "--tokens-per-step N (or step marks with tokens=N)".into());
+    }
+    if samples.is_none() {
+        missing.insert("samples_per_s".into(), "--samples-per-step N (or step marks with samples=N)".into());
+    }
+    if mfu.is_none() {
+        if let Some(h) = mfu_hint(opts.model, model_flops.is_some(), peak, &active, opts.precision) {
+            missing.insert("mfu".into(), h);
+        }
+    }
+    if cost_per_million_tokens.is_none() {
+        let hint = if usd_per_gpu_hour.is_none() {
+            "--gpu-hour-cost USD"
+        } else if failed {
+            "tokens of a process that succeeded"
+        } else {
+            "tokens per step (--tokens-per-step N)"
+        };
+        missing.insert("cost_per_million_tokens".into(), hint.into());
+    }
+    Productive {
+        step_source: marks.source,
+        steps: steps.len() as u64,
+        malformed_step_marks: marks.malformed,
+        step_time_p50_s: p50,
+        step_time_p95_s: p95,
+        step_time_cv: cv,
+        time_in_steps_s: in_steps_s,
+        tokens,
+        tokens_source,
+        samples,
+        samples_source,
+        tokens_per_s: rate(tokens),
+        samples_per_s: rate(samples),
+        devices: active.len() as u64,
+        span_ns: span,
+        compute_ns: compute,
+        gpu_util_busy_ns: busy,
+        gpu_util_nvml_pct: pct(busy),
+        gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        compute_pct: pct(compute),
+        model_flops,
+        model_flops_source: opts.model.map(ModelFlops::describe),
+        achieved_tflops: achieved,
+        peak_tflops: peak,
+        peak_source,
+        precision: opts.precision,
+        mfu,
+        gpu_hours,
+        productive_gpu_hours,
+        productive_gpu_hour_rate: (!steps.is_empty() && gpu_hours > 0.0).then(|| productive_gpu_hours / gpu_hours),
+        failed_gpu_hours,
+        cost_usd,
+        failed_cost_usd: usd_per_gpu_hour.map(|p| failed_gpu_hours * p),
+        cost_per_million_tokens,
+        failed,
+        outcome: if failed { "failed" } else { "succeeded" }.into(),
+        outcome_evidence: evidence,
+        missing,
+    }
+}
+
+/// The job's throughput from its ranks' (tokens or samples per second): ranks run at the
+/// same time, so their rates add; null when no rank has one. `report` and `compare` both use it.
+pub fn job_rate(ranks: impl Iterator<Item = Option<f64>> + Clone) -> Option<f64> {
+    sum_opt(ranks)
+}
+
+fn sum_opt<T: Copy + std::iter::Sum<T>>(v: impl Iterator<Item = Option<T>> + Clone) -> Option<T> {
+    v.clone().any(|x| x.is_some()).then(|| v.flatten().sum())
+}
+
+/// The job's numbers from its ranks: sums of the ranks' amounts and rates (ranks run at the
+/// same time), each step's time that of its slowest rank.
+pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd_per_gpu_hour: Option<f64>) -> Productive {
+    let p: Vec<&Productive> = ranks.iter().map(|r| &r.productive).collect();
+    let mut by_step: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in ranks {
+        for s in rank_steps(r) {
+            let e = by_step.entry(s.step).or_insert(0);
+            *e = (*e).max(s.duration_ns);
+        }
+    }
+    let durations: Vec<u64> = by_step.values().copied().collect();
+    let (p50, p95, cv) = step_stats(&durations);
+    let span: u64 = p.iter().map(|x| x.span_ns).sum();
+    let compute: u64 = p.iter().map(|x| x.compute_ns).sum();
+    let busy: u64 = p.iter().map(|x| x.gpu_util_busy_ns).sum();
+    let pct = |x: u64| (span > 0).then(|| 100.0 * x as f64 / span as f64);
+    let achieved = sum_opt(p.iter().map(|x| x.achieved_tflops));
+    let peak = sum_opt(p.iter().map(|x| x.peak_tflops));
+    // MFU over the ranks that have both.
+    let both: Vec<&&Productive> = p
+        .iter()
+        .filter(|x| x.achieved_tflops.is_some() && x.peak_tflops.is_some())
+        .collect();
+    let (a, pk) = both.iter().fold((0.0, 0.0), |(a, pk), x| {
+        (a + x.achieved_tflops.unwrap_or(0.0), pk + x.peak_tflops.unwrap_or(0.0))
+    });
+    let mfu = (!both.is_empty() && pk > 0.0).then(|| a / pk);
+    let gpu_hours: f64 = p.iter().map(|x| x.gpu_hours).sum();
+    let productive_gpu_hours: f64 = p.iter().map(|x| x.productive_gpu_hours).sum();
+    let failed_gpu_hours: f64 = p.iter().map(|x| x.failed_gpu_hours).sum();
+    let failed_ranks = p.iter().filter(|x| x.failed).count();
+    let cost_usd = usd_per_gpu_hour.map(|c| gpu_hours * c);
+    let good_tokens: u64 = p.iter().filter(|x| !x.failed).filter_map(|x| x.tokens).sum();
+    let tokens = sum_opt(p.iter().map(|x| x.tokens));
+    let mut missing = BTreeMap::new();
+    for x in &p {
+        for (k, v) in &x.missing {
+            missing.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let any_steps = p.iter().any(|x| x.steps > 0);
+    let cost_per_million_tokens = match cost_usd {
+        Some(c) if good_tokens > 0 => Some(c / good_tokens as f64 * 1e6),
+        _ => None,
+    };
+    if cost_per_million_tokens.is_some() {
+        missing.remove("cost_per_million_tokens");
+    }
+    if mfu.is_some() {
+        missing.remove("mfu");
+    }
+    if tokens.is_some() {
+        missing.remove("tokens_per_s");
+    }
+    let join = |f: fn(&Productive) -> &Option<String>| {
+        let mut v: Vec<&str> = p.iter().filter_map(|x| f(x).as_deref()).collect();
+        v.sort_unstable();
+        v.dedup();
+        (!v.is_empty()).then(|| v.join("; "))
+    };
+    Productive {
+        step_source: p.first().map_or(StepSource::None, |x| x.step_source),
+        steps: by_step.len() as u64,
+        malformed_step_marks: p.iter().map(|x| x.malformed_step_marks).sum(),
+        step_time_p50_s: p50,
+        step_time_p95_s: p95,
+        step_time_cv: cv,
+        time_in_steps_s: p.iter().map(|x| x.time_in_steps_s).sum(),
+        tokens,
+        tokens_source: join(|x| &x.tokens_source),
+        samples: sum_opt(p.iter().map(|x| x.samples)),
+        samples_source: join(|x| &x.samples_source),
+        tokens_per_s: job_rate(p.iter().map(|x| x.tokens_per_s)),
+        samples_per_s: job_rate(p.iter().map(|x| x.samples_per_s)),
+        devices: p.iter().map(|x| x.devices).sum(),
+        span_ns: span,
+        compute_ns: compute,
+        gpu_util_busy_ns: busy,
+        gpu_util_nvml_pct: pct(busy),
+        gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        compute_pct: pct(compute),
+        model_flops: sum_opt(p.iter().map(|x| x.model_flops)),
+        model_flops_source: opts.model.map(ModelFlops::describe),
+        achieved_tflops: achieved,
+        peak_tflops: peak,
+        peak_source: join(|x| &x.peak_source),
+        precision: opts.precision,
+        mfu,
+        gpu_hours,
+        productive_gpu_hours,
+        productive_gpu_hour_rate: (any_steps && gpu_hours > 0.0).then(|| productive_gpu_hours / gpu_hours),
+        failed_gpu_hours,
+        cost_usd,
+        failed_cost_usd: usd_per_gpu_hour.map(|c| failed_gpu_hours * c),
+        cost_per_million_tokens,
+        failed: failed_ranks > 0,
+        outcome: if failed_ranks > 0 {
+            format!("{failed_ranks} of {} rank(s) failed", p.len())
+        } else {
+            "succeeded".into()
+        },
+        outcome_evidence: p
+            .iter()
+            .zip(ranks)
+            .filter(|(x, _)| x.failed)
+            .map(|(x, r)| format!("rank {}: {}", r.rank, x.outcome_evidence))
+            .collect::<Vec<_>>()
+            .join("; "),
+        missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_marks_parse() {
+        let step = |d: &str, n: &str| parse_step_mark(d, n);
+        let mark = |tokens, samples| MarkParse::Step(StepMark { tokens, samples });
+        assert_eq!(step("gputrace", "step"), mark(None, None));
+        assert_eq!(step("gputrace", "step tokens=4096 samples=8"), mark(Some(4096), Some(8)));
+        assert_eq!(
+            step("gputrace", "step samples=8 tokens=4096"),
+            mark(Some(4096), Some(8)),
+            "any order"
+        );
+        assert_eq!(
+            step("gputrace", "step  tokens=1 lr=3e-4"),
+            mark(Some(1), None),
+            "unknown keys are ignored"
+        );
+        assert_eq!(
+            step("", "gputrace.step tokens=7"),
+            mark(Some(7), None),
+            "any domain with the prefix"
+        );
+        assert_eq!(step("torch", "gputrace.step"), mark(None, None));
+        assert_eq!(
+            step("", "step tokens=7"),
+            MarkParse::NotAStepMark,
+            "`step` alone only in domain gputrace"
+        );
+        assert_eq!(step("gputrace", "steps"), MarkParse::NotAStepMark);
+        assert_eq!(step("", "gputrace.steps"), MarkParse::NotAStepMark);
+        assert_eq!(step("gputrace", "exit status=0"), MarkParse::NotAStepMark);
+        for bad in [
+            "step tokens=lots",
+            "step tokens=-1",
+            "step tokens=1 tokens=2",
+            "step tokens",
+            "step samples=",
+            "step tokens=99999999999999999999999",
+        ] {
+            assert_eq!(step("gputrace", bad), MarkParse::Malformed, "{bad}");
+        }
+    }
+
+    #[test]
+    fn exit_marks_parse() {
+        assert_eq!(parse_exit_mark("gputrace", "exit status=0"), Some(ExitMark::Status(0)));
+        assert_eq!(parse_exit_mark("gputrace", "exit status=-9"), Some(ExitMark::Status(-9)));
+        assert_eq!(
+            parse_exit_mark("gputrace", "exit exception=RuntimeError"),
+            Some(ExitMark::Exception("RuntimeError".into()))
+        );
+        assert_eq!(parse_exit_mark("gputrace", "exit status=x"), None);
+        assert_eq!(parse_exit_mark("gputrace", "exit exception="), None);
+        assert_eq!(parse_exit_mark("other", "exit status=1"), None);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<u64> = (1..=20).collect();
+        assert_eq!(percentile(&v, 0.5), Some(10));
+        assert_eq!(percentile(&v, 0.95), Some(19));
+        assert_eq!(percentile(&[5], 0.95), Some(5));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn util_windows_count_each_window_once() {
+        // Window 10, span [100, 155): windows [100,110) .. [150,155) (partial, 5 ns).
+        let mut u = UtilWindows::new(10);
+        u.work(100);
+        u.kernel(100, 101); // window 0
+        u.kernel(100, 125); // windows 0-2
+        u.kernel(105, 112); // within 0-1, already marked
+        u.kernel(140, 141); // window 4
+        u.kernel(152, 155); // window 5, the partial one
+        assert_eq!(u.busy_ns(Some(100), Some(155)), 4 * 10 + 5);
+        // Window 3 ([130, 140)) had nothing.
+        let mut u = UtilWindows::new(10);
+        u.work(100);
+        u.kernel(129, 131); // windows 2 and 3
+        assert_eq!(u.busy_ns(Some(100), Some(200)), 20);
+        assert_eq!(UtilWindows::new(10).busy_ns(None, None), 0);
+    }
+}
