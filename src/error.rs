@@ -12,6 +12,9 @@ pub enum CliError {
     /// A PyTorch profiler (Kineto) trace could not be read.
     #[error(transparent)]
     Kineto(#[from] gputrace_kineto::KinetoError),
+    /// A classification rules file could not be used.
+    #[error(transparent)]
+    Classify(#[from] gputrace_analysis::ClassifyError),
     /// A file or directory operation failed.
     #[error("{}: {source}", path.display())]
     Io {

@@ -331,3 +331,59 @@ fn report_reads_run_records_beside_the_traces() {
         "{stderr}"
     );
 }
+
+#[test]
+fn classification_rules_from_a_file_or_the_environment_and_their_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(dir.path());
+    let traces = dir.path().to_str().unwrap();
+    // The demo's NCCL kernels counted as compute by a user rule: no communication left.
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\npattern = \"ncclDevKernel\"\ncategory = \"compute\"\nsource = \"test\"\n",
+    )
+    .unwrap();
+    let exposed = |out: &std::process::Output| -> u64 {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["totals"]["exposed_communication_ns"].as_u64().unwrap()
+    };
+    assert!(exposed(&gputrace(&["report", "--json", traces])) > 0);
+    let by_flag = gputrace(&["report", "--json", "--classify", rules.to_str().unwrap(), traces]);
+    assert_eq!(exposed(&by_flag), 0);
+    let by_env = common::gputrace_env(&["report", "--json", traces], &[("GPUTRACE_CLASSIFY", rules.to_str().unwrap())]);
+    assert_eq!(exposed(&by_env), 0);
+
+    // The audit names the rule file's line and the built-in NCCL rule's kernels.
+    let out = gputrace(&["report", "--explain-classes", traces]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Classification: which rule"), "{stdout}");
+    assert!(stdout.contains("NCCL") && stdout.contains("built-in"), "{stdout}");
+    assert!(stdout.contains("Exposed communication by library and operation"), "{stdout}");
+    let out = gputrace(&["report", "--explain-classes", "--classify", rules.to_str().unwrap(), traces]);
+    assert!(
+        text(&out.stdout).contains(&format!("{}:1", rules.display())),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A bad file: one line naming the file, the line and what is wrong; no panic.
+    std::fs::write(&rules, "[[rule]]\npattern = \"x\"\ncategory = \"teleport\"\n").unwrap();
+    let out = gputrace(&["report", "--classify", rules.to_str().unwrap(), traces]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:3:", rules.display())) && err.contains("teleport"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let out = gputrace(&["compare", "--classify", "/nonexistent/rules.toml", traces]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("/nonexistent/rules.toml: cannot read"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -39,13 +39,7 @@ pub struct NcclTestsFactors {
     pub bus_factor: f64,
 }
 
-/// An operation name lower-cased without separators: `AllToAll`, `all_to_all` → `alltoall`.
-pub(crate) fn op_key(op: &str) -> String {
-    op.chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
+pub(crate) use gputrace_classify::op_key;
 
 /// NCCL-tests' factors for operation `op` (NCCL's function name, any case; `AllToAll` and
 /// `AlltoAll` both match) on `nranks` ranks. `None` for an operation NCCL-tests does not

@@ -44,7 +44,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod classify;
 mod collectives;
 mod error;
 mod findings;
@@ -57,9 +56,9 @@ mod render;
 mod report;
 pub mod sweep;
 
-pub use classify::{is_peer_copy, Category, Classifier, DEFAULT_COMM_PATTERNS};
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};
+pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};
 pub use hta::HtaCompat;
 pub use peaks::{device_peak, DevicePeak, Precision};
 pub use productive::{ModelFlops, Productive, ProductiveOptions, StepSource, DEFAULT_NVML_WINDOW_NS};
@@ -98,6 +97,8 @@ pub struct Options {
     /// Token counts, model FLOPs, peaks, GPU-Util's window and run records for the
     /// productive layer ([`Productive`]).
     pub productive: ProductiveOptions,
+    /// Fill [`Report::classification`]: which rule classified how much kernel time.
+    pub explain_classes: bool,
 }
 
 impl Default for Options {
@@ -113,8 +114,63 @@ impl Default for Options {
             threads: 0,
             hta: None,
             productive: ProductiveOptions::default(),
+            explain_classes: false,
         }
     }
+}
+
+/// [`Report::classification`]: the kernels of `kernels` (name → count, total) by the rule
+/// that classified them.
+fn explain_classes<'a>(classifier: &Classifier, kernels: impl Iterator<Item = (&'a str, u64, u64)>) -> Vec<RuleUse> {
+    let rules = classifier.rules();
+    /// Kernels, names, total and the name with the most time (its total, the name).
+    type Acc<'n> = (u64, u64, u64, Option<(u64, &'n str)>);
+    // Per rule, then the row of no rule.
+    let mut acc: Vec<Acc<'a>> = vec![(0, 0, 0, None); rules.len() + 1];
+    for (name, count, total) in kernels {
+        let i = classifier.rule_for(name).map_or(rules.len(), |r| usize::from(r.0));
+        let a = &mut acc[i];
+        a.0 += count;
+        a.1 += 1;
+        a.2 += total;
+        if a.3
+            .is_none_or(|(t, n)| (total, std::cmp::Reverse(name)) > (t, std::cmp::Reverse(n)))
+        {
+            a.3 = Some((total, name));
+        }
+    }
+    acc.into_iter()
+        .enumerate()
+        .map(|(i, (kernels, kernel_names, total_ns, best))| {
+            let example = best.map(|(_, n)| n.to_string());
+            match rules.get(i) {
+                Some(r) => RuleUse {
+                    library: Some(r.library.clone()),
+                    pattern: Some(r.pattern.clone()),
+                    category: r.category,
+                    operation: r.operation.clone(),
+                    source: r.source.clone(),
+                    origin: r.origin.to_string(),
+                    kernels,
+                    kernel_names,
+                    total_ns,
+                    example,
+                },
+                None => RuleUse {
+                    library: None,
+                    pattern: None,
+                    category: Category::Compute,
+                    operation: None,
+                    source: "no rule matched: compute".into(),
+                    origin: "-".into(),
+                    kernels,
+                    kernel_names,
+                    total_ns,
+                    example,
+                },
+            }
+        })
+        .collect()
 }
 
 /// Analyze traces, one per rank (any order; the report is sorted by rank).
@@ -182,6 +238,12 @@ impl Report {
                 for (op, ns) in &d.exposed_communication_by_op_ns {
                     *totals.exposed_communication_by_op_ns.entry(op.clone()).or_insert(0) += ns;
                 }
+                for (library, ops) in &d.exposed_communication_by_library_ns {
+                    let t = totals.exposed_communication_by_library_ns.entry(library.clone()).or_default();
+                    for (op, ns) in ops {
+                        *t.entry(op.clone()).or_insert(0) += ns;
+                    }
+                }
                 totals.idle_ns += d.idle_ns;
                 totals.idle_causes.add(&d.idle_causes);
                 totals.kernels += d.kernels;
@@ -203,6 +265,9 @@ impl Report {
                 e.total += a.total;
             }
         }
+        let classification = opts
+            .explain_classes
+            .then(|| explain_classes(&opts.classifier, kernels.iter().map(|(n, k)| (*n, k.1, k.2))));
         let all_kernel_ns: u64 = kernels.values().map(|k| k.2).sum();
         let mut top: Vec<KernelStat> = kernels
             .into_iter()
@@ -261,11 +326,12 @@ impl Report {
             findings: Vec::new(),
             cost,
             lossy,
-            communication_patterns: opts.classifier.patterns().to_vec(),
+            communication_patterns: opts.classifier.patterns(),
             communicators,
             collectives,
             hta_compat: opts.hta,
             productive,
+            classification,
         };
         report.findings = findings::findings(&report, opts);
         report

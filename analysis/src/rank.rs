@@ -22,7 +22,6 @@
 //! HTA-compatible mode with its filter, 4 bytes per distinct correlation id
 //! of the CPU calls.
 
-use crate::classify::{is_peer_copy, Category, Classifier};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
@@ -33,6 +32,7 @@ use crate::productive::{
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
+use gputrace_classify::{canonical_operation, is_peer_copy, Category, Classifier, RuleId, PEER_COPY_LIBRARY};
 use gputrace_format::*;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -51,7 +51,44 @@ struct Names<'a> {
     /// Per string id: which fact groups are known (`NAME_DONE`, `KERNEL_DONE`)
     /// and the facts of those groups.
     cache: Vec<u8>,
+    /// Per string id, once its kernel facts are known: the classifier's rule that
+    /// matched it (`NO_RULE`: none).
+    rules: Vec<u16>,
+    /// Library and operation of the rank's communication work.
+    classes: CommClasses,
 }
+
+const NO_RULE: u16 = u16::MAX;
+
+/// The (library, operation) pairs of a rank's communication work, numbered in the
+/// order first seen. Each kernel name, or (rule, collective label) for linked work,
+/// is resolved once.
+#[derive(Default)]
+struct CommClasses {
+    list: Vec<(String, String)>,
+    index: FxHashMap<(String, String), u32>,
+    /// Unlinked communication kernels: name → class.
+    by_name: FxHashMap<StringId, u32>,
+    /// Linked communication work: (rule or `NO_RULE` for copies, collective label) → class.
+    by_link: FxHashMap<(u16, u32), u32>,
+}
+
+impl CommClasses {
+    fn intern(&mut self, library: &str, operation: &str) -> u32 {
+        let key = (library.to_string(), operation.to_string());
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(key.clone());
+        self.index.insert(key, i);
+        i
+    }
+}
+
+/// Library of communication that no rule matched (HTA-compatible mode: kernels HTA calls
+/// communication).
+const UNCLASSIFIED_LIBRARY: &str = "unclassified";
 
 const NAME_COMM: u8 = 1;
 const NAME_SYNC_API: u8 = 2;
@@ -73,6 +110,8 @@ impl<'a> Names<'a> {
             file,
             classifier,
             cache: vec![0; file.string_count()],
+            rules: vec![NO_RULE; file.string_count()],
+            classes: CommClasses::default(),
         }
     }
 
@@ -116,9 +155,11 @@ impl<'a> Names<'a> {
                 f |= NAME_HTA_STEP;
             }
         } else {
-            if self.classifier.kernel(s) == Category::Communication {
+            let rule = self.classifier.rule_for(s);
+            if rule.is_some_and(|r| self.classifier.rule(r).category == Category::Communication) {
                 f |= NAME_COMM;
             }
+            self.rules[i] = rule.map_or(NO_RULE, |r| r.0);
             match hta_kernel_type(s) {
                 HtaKernelType::Computation => f |= NAME_HTA_COMPUTE,
                 HtaKernelType::Communication => f |= NAME_HTA_COMM,
@@ -127,6 +168,64 @@ impl<'a> Names<'a> {
         }
         self.cache[i] = f;
         f
+    }
+
+    /// The rule that classified kernel `id`, if any.
+    fn rule(&mut self, id: StringId) -> Option<RuleId> {
+        self.kernel_flags(id);
+        match self.rules.get(id.0 as usize) {
+            Some(&r) if r != NO_RULE => Some(RuleId(r)),
+            _ => None,
+        }
+    }
+
+    /// The (library, operation) class of communication kernel `id`, linked to the
+    /// collective label `link` (an index into `links.labels`) or not.
+    fn kernel_class(&mut self, id: StringId, link: Option<u32>, links: &Links) -> u32 {
+        let cached = match link {
+            None => self.classes.by_name.get(&id).copied(),
+            Some(l) => {
+                let r = self.rule(id).map_or(NO_RULE, |r| r.0);
+                self.classes.by_link.get(&(r, l)).copied()
+            }
+        };
+        if let Some(c) = cached {
+            return c;
+        }
+        self.new_kernel_class(id, link, links)
+    }
+
+    #[cold]
+    fn new_kernel_class(&mut self, id: StringId, link: Option<u32>, links: &Links) -> u32 {
+        let rule = self.rule(id);
+        let library = rule.map_or(UNCLASSIFIED_LIBRARY, |r| self.classifier.rule(r).library.as_str());
+        let name = self.file.string(id).unwrap_or("");
+        let operation = match link {
+            // The linked collective knows its operation.
+            Some(l) => link_operation(&links.labels[l as usize]),
+            None => self.classifier.operation(rule, name),
+        };
+        let c = self.classes.intern(library, &operation);
+        match link {
+            None => self.classes.by_name.insert(id, c),
+            Some(l) => self.classes.by_link.insert((rule.map_or(NO_RULE, |r| r.0), l), c),
+        };
+        c
+    }
+
+    /// The class of a peer copy linked to collective label `link`, or not.
+    fn copy_class(&mut self, link: Option<u32>, links: &Links) -> u32 {
+        match link {
+            None => self.classes.intern(PEER_COPY_LIBRARY, "copy"),
+            Some(l) => {
+                if let Some(&c) = self.classes.by_link.get(&(NO_RULE, l)) {
+                    return c;
+                }
+                let c = self.classes.intern("NCCL", &link_operation(&links.labels[l as usize]));
+                self.classes.by_link.insert((NO_RULE, l), c);
+                c
+            }
+        }
     }
 
     fn kernel(&mut self, id: StringId) -> Category {
@@ -150,6 +249,12 @@ impl<'a> Names<'a> {
             Category::Transfer
         }
     }
+}
+
+/// The canonical operation of a collective label (`AllReduce`, `Recv+Send`), or the
+/// label itself.
+fn link_operation(label: &str) -> String {
+    canonical_operation(label).map_or_else(|| label.to_string(), str::to_string)
 }
 
 /// CUDA runtime and driver calls that block the calling thread until GPU work is done.
@@ -195,6 +300,8 @@ struct Work {
     name: StringId,
     /// Communication work: the label (operation) it is attributed to.
     label: u32,
+    /// Communication work: its (library, operation) class in `Names::classes`.
+    class: u32,
     kind: EventKind,
     cat: Category,
 }
@@ -256,6 +363,8 @@ struct DevicePass {
     /// Exposed communication per label (index into `Links::labels`); `None` for labels
     /// no communication work of this device carried.
     exposed_by_label: Vec<Option<u64>>,
+    /// Exposed communication by library, then operation.
+    exposed_by_library: BTreeMap<String, BTreeMap<String, u64>>,
     kernels: u64,
     short_kernels: u64,
     short_kernel_ns: u64,
@@ -739,10 +848,13 @@ struct Pieces<'w> {
     /// other (empty, `fast_lo > fast_hi`, until the first piece).
     fast_lo: u64,
     fast_hi: u64,
-    /// Communication intervals that may still cover the cursor: (end, label), in start
-    /// order. The first one still running at an instant owns it (first come).
-    comm: Vec<(u64, u32)>,
+    /// Communication intervals that may still cover the cursor: (end, label, class), in
+    /// start order. The first one still running at an instant owns it (first come).
+    comm: Vec<(u64, u32, u32)>,
     exposed_by_label: Vec<Option<u64>>,
+    /// Exposed communication per class (index into `Names::classes`), grown as classes
+    /// appear.
+    exposed_by_class: Vec<Option<u64>>,
 }
 
 impl Pieces<'_> {
@@ -795,18 +907,26 @@ impl Pieces<'_> {
             let owner = self.comm.iter().find(|c| c.0 > t).copied();
             // The sweep saw communication here, so an interval covers `t`; the fallback
             // only keeps the identity should that ever not hold.
-            let (end, label) = owner.unwrap_or((b, LABEL_UNATTRIBUTED));
+            let (end, label, class) = owner.unwrap_or((b, LABEL_UNATTRIBUTED, 0));
             let hi = end.min(b);
             *self.exposed_by_label[label as usize].get_or_insert(0) += hi - t;
+            if let Some(c) = self.exposed_by_class.get_mut(class as usize) {
+                *c.get_or_insert(0) += hi - t;
+            }
             t = hi;
         }
     }
 
     /// A communication interval entered the sweep (after the sweep accounted up to `start`).
-    fn comm_started(&mut self, start: u64, end: u64, label: u32) {
+    fn comm_started(&mut self, start: u64, end: u64, label: u32, class: u32) {
         self.comm.retain(|c| c.0 > start);
-        self.comm.push((end, label));
+        self.comm.push((end, label, class));
         self.exposed_by_label[label as usize].get_or_insert(0);
+        let c = class as usize;
+        if c >= self.exposed_by_class.len() {
+            self.exposed_by_class.resize(c + 1, None);
+        }
+        self.exposed_by_class[c].get_or_insert(0);
     }
 }
 
@@ -836,6 +956,7 @@ fn device_pass(
         fast_hi: 0,
         comm: Vec::new(),
         exposed_by_label: vec![None; links.labels.len()],
+        exposed_by_class: Vec::new(),
     };
     let link_table: &[(u32, u32)] = links.by_device.get(&device).map_or(&[], |v| v.as_slice());
     let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -881,7 +1002,7 @@ fn device_pass(
             }
         };
         // What the sweep needs of the event besides its times and correlation.
-        let (kind, name, label, cat, d2h_bytes) = match ev {
+        let (kind, name, label, class, cat, d2h_bytes) = match ev {
             Event::Kernel(k) => {
                 let dur = end.saturating_sub(start);
                 kernels += 1;
@@ -897,11 +1018,14 @@ fn device_pass(
                     Some(_) => names.hta_kernel(k.name),
                     None => names.kernel(k.name),
                 };
-                let label = match cat {
-                    Category::Communication => Links::label(link_table, corr).unwrap_or(LABEL_UNATTRIBUTED),
-                    _ => LABEL_UNATTRIBUTED,
+                let (label, class) = match cat {
+                    Category::Communication => {
+                        let link = Links::label(link_table, corr);
+                        (link.unwrap_or(LABEL_UNATTRIBUTED), names.kernel_class(k.name, link, links))
+                    }
+                    _ => (LABEL_UNATTRIBUTED, 0),
                 };
-                (EventKind::Kernel, k.name, label, cat, 0)
+                (EventKind::Kernel, k.name, label, class, cat, 0)
             }
             Event::Memcpy(m) => {
                 copies += 1;
@@ -910,25 +1034,30 @@ fn device_pass(
                 a.count += 1;
                 a.bytes += m.bytes;
                 a.total += end.saturating_sub(start);
-                let (cat, label) = if is_peer_copy(m) {
+                let (cat, label, class) = if is_peer_copy(m) {
                     // A copy-engine collective runs as peer copies.
-                    (Category::Communication, Links::label(link_table, corr).unwrap_or(LABEL_PEER_COPY))
+                    let link = Links::label(link_table, corr);
+                    (
+                        Category::Communication,
+                        link.unwrap_or(LABEL_PEER_COPY),
+                        names.copy_class(link, links),
+                    )
                 } else {
-                    (Category::Transfer, LABEL_UNATTRIBUTED)
+                    (Category::Transfer, LABEL_UNATTRIBUTED, 0)
                 };
                 let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
-                (EventKind::Memcpy, StringId::EMPTY, label, cat, d2h_bytes)
+                (EventKind::Memcpy, StringId::EMPTY, label, class, cat, d2h_bytes)
             }
             Event::Memset(m) => {
                 memsets += 1;
                 memset_agg.count += 1;
                 memset_agg.bytes += m.bytes;
                 memset_agg.total += end.saturating_sub(start);
-                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, Category::Transfer, 0)
+                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0)
             }
             // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
             // "other" type: non-compute work. Otherwise they only explain idle time.
-            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, Category::Transfer, 0),
+            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
             _ => return None,
         };
         let work = Work {
@@ -938,6 +1067,7 @@ fn device_pass(
             corr,
             name,
             label,
+            class,
             kind,
             cat,
         };
@@ -984,7 +1114,7 @@ fn device_pass(
         }
         sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
         if w.cat == Category::Communication {
-            pieces.comm_started(w.start, w.end, w.label);
+            pieces.comm_started(w.start, w.end, w.label, w.class);
         }
     };
     let chunks = file.chunks();
@@ -1036,6 +1166,16 @@ fn device_pass(
         totals.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
         "exposed communication by label tiles exposed communication"
     );
+    let mut exposed_by_library: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (i, ns) in pieces.exposed_by_class.iter().enumerate() {
+        if let (Some(ns), Some((library, op))) = (ns, names.classes.list.get(i)) {
+            *exposed_by_library
+                .entry(library.clone())
+                .or_default()
+                .entry(op.clone())
+                .or_insert(0) += ns;
+        }
+    }
     Ok(DevicePass {
         device,
         windows: Vec::new(),
@@ -1044,6 +1184,7 @@ fn device_pass(
         gaps,
         step_masks: pieces.step_masks,
         exposed_by_label: pieces.exposed_by_label,
+        exposed_by_library,
         kernels,
         short_kernels,
         short_kernel_ns,
@@ -1350,6 +1491,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
             .zip(&links.labels)
             .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
             .collect(),
+        exposed_communication_by_library_ns: p.exposed_by_library.clone(),
         idle_ns: m(0),
         overlap,
         idle_causes: IdleCauses::default(),
@@ -1429,6 +1571,7 @@ mod tests {
                 fast_hi: 0,
                 comm: Vec::new(),
                 exposed_by_label: vec![None; 2],
+                exposed_by_class: Vec::new(),
             };
             let mut want = vec![[0u64; 8]; windows.len()];
             let mut t = 0;

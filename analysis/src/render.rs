@@ -293,6 +293,8 @@ pub fn render_text(r: &Report, color: bool) -> String {
         }
     }
     render_collectives(&mut o, r, &st);
+    render_comm_libraries(&mut o, r, &st);
+    render_classification(&mut o, r, &st);
     if r.lossy {
         let _ = writeln!(o, "\n{}", st.heading("Losses"));
         for rk in r.ranks.iter().filter(|rk| rk.losses.any()) {
@@ -506,6 +508,87 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
     );
     if devices.len() > MAX_EXPOSED_ROWS {
         let _ = writeln!(o, "({} GPUs with exposed communication: per GPU in the JSON)", devices.len());
+    }
+}
+
+/// Rows of the exposed-communication-by-library table.
+const MAX_LIBRARY_ROWS: usize = 12;
+
+/// The job's exposed communication by library and operation (what the classification
+/// decided, whether or not a collective record names it).
+fn render_comm_libraries(o: &mut String, r: &Report, st: &Style) {
+    let t = &r.totals;
+    if t.exposed_communication_ns == 0 {
+        return;
+    }
+    let mut rows: Vec<(&str, &str, u64)> = t
+        .exposed_communication_by_library_ns
+        .iter()
+        .flat_map(|(lib, ops)| ops.iter().map(move |(op, ns)| (lib.as_str(), op.as_str(), *ns)))
+        .collect();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)).then(a.1.cmp(b.1)));
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading(
+            "Exposed communication by library and operation (the classification rule of each kernel; report --explain-classes audits it)"
+        )
+    );
+    let _ = writeln!(o, "{:<32} {:<16} {:>13} {:>7}", "library", "operation", "exposed", "share");
+    for (lib, op, v) in rows.iter().take(MAX_LIBRARY_ROWS) {
+        let _ = writeln!(
+            o,
+            "{:<32} {:<16} {:>13} {:>7}",
+            truncate(lib, 32),
+            truncate(op, 16),
+            ns(*v),
+            pct(*v, t.exposed_communication_ns)
+        );
+    }
+    if rows.len() > MAX_LIBRARY_ROWS {
+        let _ = writeln!(o, "({} more: in the JSON)", rows.len() - MAX_LIBRARY_ROWS);
+    }
+}
+
+/// `--explain-classes`: which rule classified how much kernel time.
+fn render_classification(o: &mut String, r: &Report, st: &Style) {
+    let Some(rules) = &r.classification else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading("Classification: which rule made how much kernel time communication (first matching rule wins; user rules first)")
+    );
+    let _ = writeln!(
+        o,
+        "{:<30} {:<22} {:<13} {:>9} {:>6} {:>13}  origin · example",
+        "library", "pattern", "category", "kernels", "names", "kernel time"
+    );
+    let mut unused = 0;
+    for u in rules {
+        if u.kernels == 0 {
+            unused += 1;
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "{:<30} {:<22} {:<13} {:>9} {:>6} {:>13}  {} · {}",
+            truncate(u.library.as_deref().unwrap_or("(no rule)"), 30),
+            truncate(u.pattern.as_deref().unwrap_or("-"), 22),
+            u.category.name(),
+            u.kernels,
+            u.kernel_names,
+            ns(u.total_ns),
+            u.origin,
+            truncate(u.example.as_deref().unwrap_or(""), 60)
+        );
+    }
+    if unused > 0 {
+        let _ = writeln!(
+            o,
+            "({unused} rule(s) matched no kernel of these traces; all rules with their sources: --json)"
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 //! header's `time_domain`); `*_ns` fields that are durations obey the
 //! identities stated on each struct. `docs/metrics.md` defines every number.
 
-use crate::classify::Category;
+use gputrace_classify::Category;
 use gputrace_format::{LossSource, Trailer};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,6 +45,35 @@ pub struct Report {
     pub hta_compat: Option<crate::HtaCompat>,
     /// The job's steps, throughput, GPU-Util, MFU, cost and failed GPU-hours (from the ranks').
     pub productive: crate::Productive,
+    /// With `Options::explain_classes`: every classification rule, in the order they are
+    /// tried, with the kernels it classified, then a row for kernels no rule matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classification: Option<Vec<RuleUse>>,
+}
+
+/// How much GPU time one classification rule classified (over all ranks).
+#[derive(Clone, Debug, Serialize)]
+pub struct RuleUse {
+    /// The rule's library (`null` for the row of kernels no rule matched).
+    pub library: Option<String>,
+    /// Its pattern (a lower-case substring of kernel names).
+    pub pattern: Option<String>,
+    /// What the rule makes a kernel: `communication` or `compute`.
+    pub category: Category,
+    /// The rule's fixed operation, if it has one.
+    pub operation: Option<String>,
+    /// Why the rule exists (a project and file).
+    pub source: String,
+    /// `built-in`, `--comm-pattern`, or `FILE:LINE`.
+    pub origin: String,
+    /// Kernel executions it classified.
+    pub kernels: u64,
+    /// Distinct kernel names it classified.
+    pub kernel_names: u64,
+    /// Sum of their durations (not a union: overlapping kernels count twice).
+    pub total_ns: u64,
+    /// The name with the most GPU time among them.
+    pub example: Option<String>,
 }
 
 /// One trace file (one process, usually one rank).
@@ -148,6 +177,13 @@ pub struct DeviceReport {
     /// ran several operations). Where several communication intervals overlap, the one that
     /// started first owns the time. The values sum to `exposed_communication_ns`.
     pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
+    /// `exposed_communication_ns` split by library (the classification rule that made the
+    /// kernel communication; `peer copy` for peer copies no collective is linked to;
+    /// `NCCL` for copies an NCCL collective ran), then by canonical operation (the linked
+    /// collective's, else the rule's, else read from the kernel name; `other` when the
+    /// name shows none). Same ownership rule as `exposed_communication_by_op_ns`; the
+    /// values sum to `exposed_communication_ns`.
+    pub exposed_communication_by_library_ns: BTreeMap<String, BTreeMap<String, u64>>,
     /// Nothing running on the device within the span.
     pub idle_ns: u64,
     /// The seven non-idle overlap cells.
@@ -372,6 +408,8 @@ pub struct Totals {
     pub exposed_transfer_ns: u64,
     /// Sum of the devices' `exposed_communication_by_op_ns` (sums to `exposed_communication_ns`).
     pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
+    /// Sum of the devices' `exposed_communication_by_library_ns`.
+    pub exposed_communication_by_library_ns: BTreeMap<String, BTreeMap<String, u64>>,
     /// Sum of idle.
     pub idle_ns: u64,
     /// Sum of idle causes.

@@ -10,7 +10,7 @@
 //! stretch between them into at most four pieces at the `ends[c]`
 //! breakpoints, each with a known set of active categories.
 
-use crate::classify::Category;
+use gputrace_classify::Category;
 
 /// Overlap mask bit of compute.
 pub const COMPUTE: u8 = Category::Compute.bit();

@@ -290,6 +290,18 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     if !exact && sums.iter().any(|s| s.exact_keys) {
         warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
     }
+    let mut ordered: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in &sums {
+        for (library, n) in &s.ordered_by_stream {
+            let e = ordered.entry(library.as_str()).or_insert(0);
+            *e = (*e).max(*n);
+        }
+    }
+    for (library, n) in ordered {
+        warnings.push(format!(
+            "{library}: up to {n} communication kernels per rank carry no collective identity and were matched across ranks by their order within their stream (a rank that ran a different number, or on another stream, does not line up)"
+        ));
+    }
     // Collectives recorded by the NCCL plugin but not linked to their kernels
     // (NCCL-only traces: CUPTI held by another profiler; NCCL < 2.28) have
     // only the time the rank called NCCL (start = end).

@@ -3,16 +3,22 @@
 //! analysis `gputrace report` makes, so both commands agree). Afterwards
 //! only the summary stays.
 
+use gputrace_analysis::{Category, Classifier};
 use gputrace_format::*;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-/// Is this kernel communication? The same default list `gputrace report`
-/// uses (NCCL in all naming eras, RCCL, MSCCL, DeepEP, NVSHMEM, custom
-/// all-reduce kernels): one definition for both commands.
+/// Libraries whose collectives NCCL's profiler plugin identifies (communicator and
+/// sequence number); other libraries' communication kernels are matched across ranks
+/// by their order within their stream.
+const NCCL_FAMILY: &[&str] = &["NCCL", "RCCL", "MSCCL"];
+
+/// Is this kernel communication under the built-in rules (the same table `gputrace
+/// report` uses: NCCL in all naming eras, RCCL, MSCCL, DeepEP, NVSHMEM, custom
+/// all-reduce kernels)?
 pub fn is_comm_kernel(name: &str) -> bool {
     use std::sync::OnceLock;
-    static CLASSIFIER: OnceLock<gputrace_analysis::Classifier> = OnceLock::new();
-    CLASSIFIER.get_or_init(gputrace_analysis::Classifier::default).kernel(name) == gputrace_analysis::Category::Communication
+    static CLASSIFIER: OnceLock<Classifier> = OnceLock::new();
+    CLASSIFIER.get_or_init(Classifier::default).kernel(name) == Category::Communication
 }
 
 /// The collective operation a communication kernel runs, from its name
@@ -103,18 +109,29 @@ pub struct RankSummary {
     pub total: StepStat,
     /// The rank's productive numbers (steps, step time, tokens/s), as `gputrace report` computes them.
     pub productive: gputrace_analysis::Productive,
+    /// Communication kernels of libraries without collective identities (DeepEP,
+    /// custom all-reduce, NVSHMEM, ...), keyed by their order within their stream:
+    /// how many per library.
+    pub ordered_by_stream: BTreeMap<String, u64>,
 }
 
 /// Read one trace into its summary.
 pub fn summarize(t: &TraceFile, fallback_rank: u32) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
-    summarize_with(t, fallback_rank, &gputrace_analysis::ProductiveOptions::default())
+    summarize_with(
+        t,
+        fallback_rank,
+        &gputrace_analysis::ProductiveOptions::default(),
+        &Classifier::default(),
+    )
 }
 
-/// [`summarize`], with token counts, model FLOPs and run records for the productive numbers.
+/// [`summarize`], with token counts, model FLOPs and run records for the productive
+/// numbers, and the user's classification rules.
 pub fn summarize_with(
     t: &TraceFile,
     fallback_rank: u32,
     productive: &gputrace_analysis::ProductiveOptions,
+    classifier: &Classifier,
 ) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
     // Compute and idle by cause: the report's analysis of this rank.
     let opts = gputrace_analysis::Options {
@@ -123,6 +140,7 @@ pub fn summarize_with(
         infer_steps: false,
         threads: 1,
         productive: productive.clone(),
+        classifier: classifier.clone(),
         ..Default::default()
     };
     let analysis = gputrace_analysis::analyze_file(t, fallback_rank, &opts)?;
@@ -157,37 +175,65 @@ pub fn summarize_with(
         }
     }
     let exact_keys = !collectives.is_empty();
-    if !exact_keys {
-        let mut ops: HashMap<StringId, Option<String>> = HashMap::new();
-        let mut comm: Vec<(u64, u64, String)> = Vec::new();
-        for e in t.events_of(&[EventKind::Kernel, EventKind::Memcpy]) {
-            match e? {
-                Event::Kernel(k) => {
-                    let op = ops.entry(k.name).or_insert_with(|| {
-                        let n = t.name(k.name);
-                        is_comm_kernel(&n).then(|| op_from_kernel(&n))
-                    });
-                    if let Some(op) = op {
-                        comm.push((k.start.0, k.end.0, op.clone()));
+    // Communication kernels by name: NCCL-family kernels (without identities: keyed by
+    // their operation's order on the rank, as before NCCL's plugin existed) and other
+    // libraries' kernels (keyed by library, operation and stream, and their order there).
+    enum Comm {
+        NcclFamily(String),
+        Ordered { library: String, op: String },
+    }
+    let mut kinds: HashMap<StringId, Option<Comm>> = HashMap::new();
+    // (start, end, key op, stream or None)
+    let mut comm: Vec<(u64, u64, String, Option<u32>)> = Vec::new();
+    let mut ordered_by_stream: BTreeMap<String, u64> = BTreeMap::new();
+    for e in t.events_of(&[EventKind::Kernel, EventKind::Memcpy]) {
+        match e? {
+            Event::Kernel(k) => {
+                let kind = kinds.entry(k.name).or_insert_with(|| {
+                    let n = t.name(k.name);
+                    let rule = classifier.rule_for(&n)?;
+                    let r = classifier.rule(rule);
+                    if r.category != Category::Communication {
+                        return None;
                     }
+                    Some(if NCCL_FAMILY.contains(&r.library.as_str()) {
+                        Comm::NcclFamily(op_from_kernel(&n))
+                    } else {
+                        Comm::Ordered {
+                            library: r.library.clone(),
+                            op: classifier.operation(Some(rule), &n),
+                        }
+                    })
+                });
+                match kind {
+                    Some(Comm::NcclFamily(op)) if !exact_keys => comm.push((k.start.0, k.end.0, op.clone(), None)),
+                    Some(Comm::Ordered { library, op }) => {
+                        *ordered_by_stream.entry(library.clone()).or_insert(0) += 1;
+                        comm.push((k.start.0, k.end.0, format!("{library} {op}"), Some(k.stream.0)));
+                    }
+                    _ => {}
                 }
-                Event::Memcpy(m) if gputrace_analysis::is_peer_copy(&m) => comm.push((m.start.0, m.end.0, "PtoP".into())),
-                _ => {}
             }
+            Event::Memcpy(m) if !exact_keys && gputrace_analysis::is_peer_copy(&m) => comm.push((m.start.0, m.end.0, "PtoP".into(), None)),
+            _ => {}
         }
-        comm.sort();
-        let mut seq: HashMap<String, u64> = HashMap::new();
-        for (start, end, op) in comm {
-            let s = seq.entry(op.clone()).or_insert(0);
-            *s += 1;
-            collectives.push(CollRec {
-                key: CollKey { comm: 0, op, seq: *s },
-                start,
-                end,
-                bytes: 0,
-                nranks: 0,
-            });
-        }
+    }
+    comm.sort();
+    let mut seq: HashMap<(String, Option<u32>), u64> = HashMap::new();
+    for (start, end, op, stream) in comm {
+        let s = seq.entry((op.clone(), stream)).or_insert(0);
+        *s += 1;
+        let op = match stream {
+            Some(st) => format!("{op} (stream {st})"),
+            None => op,
+        };
+        collectives.push(CollRec {
+            key: CollKey { comm: 0, op, seq: *s },
+            start,
+            end,
+            bytes: 0,
+            nranks: 0,
+        });
     }
     collectives.sort_by_key(|c| c.start);
     let h = t.header();
@@ -200,6 +246,7 @@ pub fn summarize_with(
         steps,
         total,
         productive: analysis.report.productive,
+        ordered_by_stream,
     })
 }
 

@@ -225,3 +225,53 @@ fn collectives_without_gpu_times_name_the_late_rank_but_no_cause() {
     let s = c.stragglers.first().expect("the late rank is a straggler");
     assert_eq!((s.rank, s.cause.as_str()), (1, "unknown"), "{}", render_text(&c));
 }
+
+/// DeepEP's dispatch and combine kernels carry no collective identity: they are matched
+/// across ranks by their order within their stream, with a warning, and the rank whose
+/// compute runs long before every fifth dispatch is the one the others wait for.
+#[test]
+fn non_nccl_collectives_match_by_order_within_their_stream() {
+    use gputrace_format::*;
+    let trace = |rank: u32, extra_ns: u64| {
+        let mut h = Header::default();
+        h.rank.rank = Some(Rank(rank));
+        let mut w = TraceWriter::new(Vec::new(), &h, WriterOptions::default()).unwrap();
+        let gemm = w.intern("sm90_xmma_gemm_bf16bf16");
+        let dispatch = w.intern("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)");
+        let combine = w.intern("void deep_ep::intranode::combine<__nv_bfloat16, 8>(int4*)");
+        let kernel = |name, stream: u32, start: u64, end: u64| {
+            Event::Kernel(Kernel {
+                start: Nanos(start),
+                end: Nanos(end),
+                stream: StreamId(stream),
+                name,
+                ..Kernel::default()
+            })
+        };
+        for i in 0..40u64 {
+            let t = 1_000_000_000 + i * 10_000_000;
+            // Every fifth step, this rank's compute runs `extra_ns` longer.
+            let late = if i % 5 == 0 { extra_ns } else { 0 };
+            w.push(kernel(gemm, 7, t, t + 2_000_000 + late)).unwrap();
+            let d = t + 2_000_000 + late;
+            w.push(kernel(dispatch, 20, d, t + 5_000_000)).unwrap();
+            w.push(kernel(combine, 20, t + 6_000_000, t + 7_000_000)).unwrap();
+        }
+        TraceFile::from_bytes(format!("rank{rank}.gtrace"), w.finish(Trailer::default()).unwrap()).unwrap()
+    };
+    let c = compare(&[trace(0, 0), trace(1, 2_000_000)], &Options::default()).unwrap();
+    assert_eq!(c.matched, 80, "{}", render_text(&c));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("DeepEP: up to 80 communication kernels per rank")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c
+        .collectives
+        .iter()
+        .all(|r| r.op.starts_with("DeepEP ") && r.op.ends_with("(stream 20)")));
+    let s = c.stragglers.first().expect("rank 1 is late at every fifth dispatch");
+    assert_eq!(s.rank, 1, "{}", render_text(&c));
+}

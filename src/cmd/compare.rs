@@ -27,6 +27,8 @@ pub struct CompareArgs {
     /// say (for the tokens/s column).
     #[arg(long, value_name = "N")]
     pub tokens_per_step: Option<u64>,
+    #[command(flatten)]
+    pub classify: super::ClassifyArgs,
 }
 
 /// One rank's summary and its header wall clock, or why it failed.
@@ -40,6 +42,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         run_records: inputs::run_records(&args.paths)?,
         ..Default::default()
     };
+    let classifier = args.classify.classifier()?;
     let total = files.len();
     let done = AtomicUsize::new(0);
     let next = AtomicUsize::new(0);
@@ -62,7 +65,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
                 // Open, summarize, close: memory holds one rank per thread.
                 let r = inputs::open_with_threads(&files[i], threads_each).and_then(|t| {
                     Ok((
-                        summarize_with(&t, i as u32, &productive).map_err(CliError::from)?,
+                        summarize_with(&t, i as u32, &productive, &classifier).map_err(CliError::from)?,
                         t.header().start_clock.realtime_ns,
                     ))
                 });

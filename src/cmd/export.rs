@@ -56,6 +56,8 @@ pub struct ExportArgs {
     /// does (instead of trusting each host's wall clock).
     #[arg(long)]
     pub align: bool,
+    #[command(flatten)]
+    pub classify: super::ClassifyArgs,
 }
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
@@ -154,11 +156,13 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             );
         }
     }
+    let classifier = args.classify.classifier()?;
     let job = if args.align && traces.len() >= 2 {
         aligned_job(&traces)?
     } else {
         Job::new(traces.iter())
-    };
+    }
+    .with_classifier(classifier.clone());
     let filter = Filter {
         from: args.from,
         to: args.to,
@@ -195,7 +199,14 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             ranks: Vec::new(),
             ..filter.clone()
         };
-        let stats = export_one(&Job::new([trace]), &one, format, gzip, &path, &files[i..=i])?;
+        let stats = export_one(
+            &Job::new([trace]).with_classifier(classifier.clone()),
+            &one,
+            format,
+            gzip,
+            &path,
+            &files[i..=i],
+        )?;
         report(args, &path, format, gzip, &stats, 1).map_err(CliError::Output)?;
         written += 1;
     }

@@ -9,6 +9,39 @@ pub mod report;
 pub mod run;
 pub mod version;
 
+/// How GPU work is classified: shared by every command that splits time into compute,
+/// communication and transfer.
+#[derive(Debug, Default, clap::Args)]
+pub struct ClassifyArgs {
+    /// Classification rules (TOML, docs/classify.md), tried before the built-in ones;
+    /// default: the file named by GPUTRACE_CLASSIFY.
+    #[arg(long = "classify", value_name = "RULES.toml")]
+    pub rules: Option<std::path::PathBuf>,
+    /// Also count kernels whose name contains this (case-insensitive) as
+    /// communication; repeatable. NCCL, RCCL, MSCCL(++), DeepEP, NVSHMEM,
+    /// userbuffers, UCC and custom all-reduce kernels are recognized already.
+    #[arg(long = "comm-pattern", value_name = "TEXT")]
+    pub comm_patterns: Vec<String>,
+}
+
+impl ClassifyArgs {
+    /// The classifier: `--classify` (else `GPUTRACE_CLASSIFY`), then `--comm-pattern`s,
+    /// then the built-in rules.
+    pub fn classifier(&self) -> Result<gputrace_analysis::Classifier, crate::error::CliError> {
+        let from_env = std::env::var_os("GPUTRACE_CLASSIFY")
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from);
+        let mut c = gputrace_analysis::Classifier::default();
+        for p in self.comm_patterns.iter().rev() {
+            c = c.with_pattern(p);
+        }
+        match self.rules.clone().or(from_env) {
+            Some(path) => Ok(c.with_rules_file(&path)?),
+            None => Ok(c),
+        }
+    }
+}
+
 /// Write `value` as pretty JSON and a newline to `out` in one write.
 /// Stdout is line-buffered, so serializing straight into it costs a write
 /// system call per line (1,364 for nccl_data's report).

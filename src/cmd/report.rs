@@ -5,7 +5,7 @@
 use crate::error::CliError;
 use crate::inputs;
 use gputrace_analysis::{
-    analyze, render_text, AnalysisError, Classifier, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
+    analyze, render_text, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -26,11 +26,12 @@ pub struct ReportArgs {
     /// Price of one GPU-hour in US dollars: prices idle and exposed time.
     #[arg(long, value_name = "USD", value_parser = parse_price)]
     pub gpu_hour_cost: Option<f64>,
-    /// Also count kernels whose name contains this (case-insensitive) as
-    /// communication; repeatable. NCCL, RCCL, DeepEP, NVSHMEM and custom
-    /// all-reduce kernels are recognized already.
-    #[arg(long = "comm-pattern", value_name = "TEXT")]
-    pub comm_patterns: Vec<String>,
+    #[command(flatten)]
+    pub classify: super::ClassifyArgs,
+    /// List which classification rule made how much GPU time communication (or kept
+    /// it compute), to audit the classification on this trace.
+    #[arg(long)]
+    pub explain_classes: bool,
     /// Tokens each process trains (or serves) per step, when neither step marks
     /// (`step tokens=N`) nor the trace header (`gputrace run --tokens-per-step`) say.
     #[arg(long, value_name = "N")]
@@ -172,9 +173,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
     let run_records = inputs::run_records(&args.paths)?;
     let traces = files.iter().map(|f| inputs::open(f)).collect::<Result<Vec<_>, _>>()?;
-    let classifier = args.comm_patterns.iter().fold(Classifier::default(), |c, p| c.with_pattern(p));
+    let classifier = args.classify.classifier()?;
     let opts = Options {
         classifier,
+        explain_classes: args.explain_classes,
         top_gaps: args.top,
         top_kernels: args.top,
         gpu_hour_cost: args.gpu_hour_cost,

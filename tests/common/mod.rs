@@ -104,10 +104,17 @@ pub fn run_testprog(cupti_major: u32, scenario: &str, flags: &[&str], args: &[&s
     DoublesRun { out, dir, report }
 }
 
-/// Run the `gputrace` binary under test.
+/// Run the `gputrace` binary under test (without the caller's `GPUTRACE_CLASSIFY`).
 pub fn gputrace(args: &[&str]) -> Output {
+    gputrace_env(args, &[])
+}
+
+/// [`gputrace`] with extra environment variables.
+pub fn gputrace_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .args(args)
+        .env_remove("GPUTRACE_CLASSIFY")
+        .envs(env.iter().copied())
         .output()
         .expect("run gputrace")
 }

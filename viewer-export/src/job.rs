@@ -2,6 +2,7 @@
 //! filters (time window, ranks, devices, event budget).
 
 use crate::error::{ExportError, Result};
+use gputrace_classify::Classifier;
 use gputrace_format::*;
 
 /// One input trace (one process, usually one rank) and its clock alignment.
@@ -22,6 +23,9 @@ pub struct RankInput<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Job<'a> {
     inputs: Vec<RankInput<'a>>,
+    /// Which GPU work is communication (the utilization counters use it, so that they
+    /// agree with `gputrace report` run with the same rules).
+    classifier: Classifier,
 }
 
 impl<'a> Job<'a> {
@@ -29,7 +33,19 @@ impl<'a> Job<'a> {
     pub fn new(traces: impl IntoIterator<Item = &'a TraceFile>) -> Job<'a> {
         Job {
             inputs: traces.into_iter().map(|trace| RankInput { trace, offset_ns: 0 }).collect(),
+            classifier: Classifier::default(),
         }
+    }
+
+    /// The same job classified by `classifier` (default: the built-in rules).
+    pub fn with_classifier(mut self, classifier: Classifier) -> Job<'a> {
+        self.classifier = classifier;
+        self
+    }
+
+    /// The classification rules of the job.
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
     }
 
     /// Add one input.

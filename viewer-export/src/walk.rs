@@ -19,7 +19,7 @@
 
 use crate::error::Result;
 use crate::job::{apply_shift, chunk_selected, Filter, Job, Plan};
-use gputrace_analysis::{Category, Classifier};
+use gputrace_classify::Category;
 use gputrace_format::*;
 use std::cmp::Reverse;
 
@@ -675,7 +675,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
     let bins = options.bins;
     let mut stats = WalkStats::default();
     // The report's classification, so that the utilization counters agree with it.
-    let classifier = Classifier::default();
+    let classifier = job.classifier();
     for (ordinal, &index) in plan.inputs.iter().enumerate() {
         let trace = job.inputs()[index].trace;
         let shift = job.shift(index);
