@@ -577,6 +577,19 @@ mod tests {
     }
 
     #[test]
+    fn the_docs_list_every_built_in_rule_in_order() {
+        let doc = include_str!("../../docs/classify.md");
+        let mut at = 0;
+        for (i, r) in DEFAULT_RULES.iter().enumerate() {
+            let row = format!("| {} | {} | `{}` |", i + 1, r.library, r.pattern);
+            let found = doc[at..]
+                .find(&row)
+                .unwrap_or_else(|| panic!("docs/classify.md lacks, or misorders, {row}"));
+            at += found + row.len();
+        }
+    }
+
+    #[test]
     fn every_default_pattern_is_lower_case_and_sourced() {
         for r in DEFAULT_RULES {
             assert_eq!(r.pattern, r.pattern.to_ascii_lowercase());
