@@ -786,7 +786,10 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
         debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
-        dev.steps = steps;
+        // A device the header lists but that ran nothing has no steps: its step
+        // windows would be all idle, and every table that sums steps over devices
+        // would count it (a rank's trace lists every GPU of its node).
+        dev.steps = if p.totals.first_start.is_some() { steps } else { Vec::new() };
         dev.steps_inferred_from = p.steps_inferred_from.map(|id| file.name(id).into_owned());
         reports.push(dev);
     }

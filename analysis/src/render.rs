@@ -57,15 +57,23 @@ fn truncate(s: &str, max: usize) -> String {
 pub fn render_text(r: &Report, color: bool) -> String {
     let st = Style { color };
     let mut o = String::new();
-    let devices: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
+    // A GPU counts when it ran something, not when a header lists it.
+    let devices = r.totals.active_devices;
+    let listed: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
+    let idle_listed = listed.saturating_sub(devices as usize);
     let synthetic = r.ranks.iter().any(|rk| rk.producer == "synthetic");
     let _ = writeln!(
         o,
         "{}",
         st.heading(&format!(
-            "gputrace report: {} rank(s), {} GPU(s){}",
+            "gputrace report: {} rank(s), {} GPU(s){}{}",
             r.ranks.len(),
             devices,
+            if idle_listed > 0 {
+                format!(" ({idle_listed} more listed without activity)")
+            } else {
+                String::new()
+            },
             if synthetic {
                 " (synthetic data, not a GPU measurement)"
             } else {

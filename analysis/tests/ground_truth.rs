@@ -467,3 +467,28 @@ fn entries_an_importer_skipped_are_listed_but_not_a_loss() {
     assert!(r.ranks[0].devices[0].process_window.is_none(), "imports have no process window");
     assert!(render_text(&r, false).contains("5 input entries were outside the timeline model"));
 }
+
+/// A rank's PyTorch trace lists every GPU of its node, but the rank ran on one: the
+/// listed-only GPUs have no steps, so the step table's shares equal the device's.
+#[test]
+fn gpus_listed_without_activity_have_no_steps() {
+    let mut b = Builder::new(header_with_window(1_000, &[0, 1, 2, 3, 4, 5, 6, 7]));
+    b.range("ProfilerStep#0", 0, 10_000).range("ProfilerStep#1", 10_000, 20_000);
+    b.kernel(3, 7, "gemm", 0, 9_000, 0);
+    b.kernel(3, 7, "gemm", 10_000, 19_000, 0);
+    let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
+    let devices = &r.ranks[0].devices;
+    assert_eq!(devices.len(), 8, "the header's GPUs are all reported");
+    for d in devices {
+        if d.device == 3 {
+            assert_eq!(d.steps.len(), 2);
+            // Each step: 9 µs of gemm, 1 µs idle.
+            assert!(d.steps.iter().all(|s| (s.compute_ns, s.idle_ns) == (9_000, 1_000)), "{:?}", d.steps);
+        } else {
+            assert!(d.first_ns.is_none() && d.steps.is_empty(), "gpu {}: {:?}", d.device, d.steps);
+        }
+    }
+    assert_eq!(r.totals.active_devices, 1);
+    let text = render_text(&r, false);
+    assert!(text.contains("1 rank(s), 1 GPU(s) (7 more listed without activity)"), "{text}");
+}
