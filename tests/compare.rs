@@ -110,3 +110,48 @@ fn compare_has_steps_p50_and_tokens_per_second() {
         "{text}"
     );
 }
+
+/// The ranks `report`'s `stragglers` findings name are the ones `compare` names.
+fn same_stragglers(dir: &std::path::Path) -> Vec<u64> {
+    let exe = env!("CARGO_BIN_EXE_gputrace");
+    let c = Command::new(exe).args(["compare", "--json"]).arg(dir).output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
+    let r = Command::new(exe).args(["report", "--json"]).arg(dir).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let from_compare: Vec<u64> = c["stragglers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rank"].as_u64().unwrap())
+        .collect();
+    let from_report: Vec<u64> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "stragglers")
+        .map(|f| f["values"]["rank"].as_f64().unwrap() as u64)
+        .collect();
+    assert_eq!(
+        from_report,
+        from_compare,
+        "{}",
+        serde_json::to_string_pretty(&r["findings"]).unwrap()
+    );
+    from_compare
+}
+
+#[test]
+fn report_and_compare_name_the_same_straggler() {
+    let dir = tempfile::tempdir().unwrap();
+    common::demo(dir.path(), 6, 6, 4);
+    assert_eq!(same_stragglers(dir.path()), [3]);
+    let hta = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter");
+    if !hta.exists() {
+        common::shared_traces_absent(&format!("{} not found", hta.display()));
+        return;
+    }
+    assert_eq!(same_stragglers(&hta), [1]);
+}

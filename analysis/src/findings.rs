@@ -408,10 +408,14 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 .map(|(_, d)| d.exposed_communication_ns)
                 .collect();
             let others_mean = others.iter().sum::<u64>() / others.len().max(1) as u64;
+            // Uneven compute is not the same as being the straggler: the rank the
+            // others wait for is found from the collectives (`gputrace compare`, and
+            // the report's `stragglers` finding when the CLI adds it); a rank that
+            // computes most may still arrive early.
             out.push(finding(
-                    "stragglers",
-                    Severity::High,
-                    format!("Uneven per-GPU activity: rank {srank} gpu {} is a straggler", sdev.device),
+                    "uneven-compute",
+                    Severity::Medium,
+                    format!("Uneven compute: rank {srank} gpu {} computed the most", sdev.device),
                     format!(
                         "its compute {} is {:.1}% above the median {}; the other GPUs average {} of exposed communication against its {}",
                         Nanos(sdev.compute_ns),

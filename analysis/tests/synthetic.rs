@@ -108,7 +108,7 @@ fn the_slow_ranks_peers_wait_in_communication() {
         );
         assert!(d.compute_ns < slow.compute_ns);
     }
-    let f = r.findings.iter().find(|f| f.rule == "stragglers").expect("straggler finding");
+    let f = r.findings.iter().find(|f| f.rule == "uneven-compute").expect("straggler finding");
     assert!(f.title.contains("rank 2"), "{}", f.title);
     assert_eq!(f.values["rank"], 2.0);
 }
@@ -122,7 +122,7 @@ fn without_a_slow_rank_or_stall_nothing_is_flagged_as_such() {
     };
     let r = analyze(&job(&cfg), &Options::default()).unwrap();
     assert!(
-        r.findings.iter().all(|f| f.rule != "stragglers" && f.rule != "long-pauses"),
+        r.findings.iter().all(|f| f.rule != "uneven-compute" && f.rule != "long-pauses"),
         "{:#?}",
         r.findings
     );
@@ -149,14 +149,10 @@ fn text_report_names_the_findings() {
         "Top kernels",
         "Copies and memsets",
         "Findings",
-        "stragglers",
+        "Uneven compute",
         "Cost at $4.00",
     ] {
-        if needle == "stragglers" {
-            assert!(text.contains("straggler"), "{needle}");
-        } else {
-            assert!(text.contains(needle), "{needle}\n{text}");
-        }
+        assert!(text.contains(needle), "{needle}\n{text}");
     }
 }
 
@@ -254,6 +250,6 @@ fn a_straggler_among_two_ranks() {
         ..config()
     };
     let r = analyze(&job(&cfg), &Options::default()).unwrap();
-    let f = r.findings.iter().find(|f| f.rule == "stragglers").expect("straggler finding");
+    let f = r.findings.iter().find(|f| f.rule == "uneven-compute").expect("straggler finding");
     assert_eq!(f.values["rank"], 1.0);
 }

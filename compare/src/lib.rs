@@ -37,7 +37,7 @@ mod heatmap;
 mod summary;
 
 pub use heatmap::heatmap_svg;
-pub use summary::{is_comm_kernel, op_from_kernel, summarize, summarize_with, CollKey, CollRec, RankSummary, StepStat};
+pub use summary::{is_comm_kernel, op_from_kernel, summarize, summarize_report, summarize_with, CollKey, CollRec, RankSummary, StepStat};
 
 use gputrace_format::{FormatError, TraceFile};
 use serde::Serialize;
@@ -69,6 +69,66 @@ pub enum CompareError {
     /// No collective matched across all ranks.
     #[error("no collective operation could be matched across the ranks (do the traces come from the same job and contain NCCL kernels?)")]
     NothingMatched,
+}
+
+/// The report's `stragglers` findings from a comparison: the ranks the others wait for,
+/// with the cause, exactly as `gputrace compare` names them (one definition for both
+/// commands).
+pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
+    c.stragglers
+        .iter()
+        .map(|st| {
+            let next = match st.cause.as_str() {
+                "gpu" => "Its GPU computes longer before each collective: compare its kernels and clocks with a peer (a slower or throttled GPU, or more work: sequence lengths, data shards, expert load).",
+                "host" => "Its CPU launches late: look at that rank's input pipeline and host-side work between steps (data loading, logging, garbage collection).",
+                "network" => "It arrives late without computing more or launching later: check its links (NVLink/PCIe/NIC), placement and topology.",
+                _ => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
+            };
+            let mut values = std::collections::BTreeMap::new();
+            values.insert("rank".to_string(), f64::from(st.rank));
+            values.insert("wait_imposed_ns".to_string(), st.wait_imposed_ns as f64);
+            values.insert("share_of_waiting".to_string(), st.score);
+            values.insert("arrived_last".to_string(), st.arrived_last as f64);
+            gputrace_analysis::Finding {
+                rule: "stragglers",
+                severity: gputrace_analysis::Severity::High,
+                title: format!("Rank {} is the straggler: the others wait for it (cause: {})", st.rank, st.cause),
+                evidence: format!(
+                    "arrived last at {} of {} matched collectives and made the others wait {} in all ({:.0}% of all waiting): {}",
+                    st.arrived_last,
+                    c.matched,
+                    gputrace_format::Nanos(st.wait_imposed_ns),
+                    100.0 * st.score,
+                    st.why
+                ),
+                next_step: next.to_string(),
+                values,
+            }
+        })
+        .collect()
+}
+
+/// The `stragglers` findings for `report`, made by comparing its ranks (the traces it
+/// was made from, in any order: matched by file) as `gputrace compare` does, reusing the
+/// report's analysis of each rank.
+pub fn report_stragglers(
+    report: &gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+    opts: &Options,
+) -> Result<Vec<gputrace_analysis::Finding>, CompareError> {
+    let by_file: HashMap<String, &TraceFile> = traces.iter().map(|t| (t.path().display().to_string(), t)).collect();
+    let mut sums = Vec::with_capacity(report.ranks.len());
+    let mut start_realtime = Vec::with_capacity(report.ranks.len());
+    for r in &report.ranks {
+        let Some(t) = by_file.get(&r.file) else {
+            continue;
+        };
+        sums.push(summarize_report(t, r.clone(), classifier)?);
+        start_realtime.push(t.header().start_clock.realtime_ns);
+    }
+    let c = compare_summaries(sums, &start_realtime, opts)?;
+    Ok(straggler_findings(&c))
 }
 
 /// Settings.

@@ -144,8 +144,19 @@ pub fn summarize_with(
         ..Default::default()
     };
     let analysis = gputrace_analysis::analyze_file(t, fallback_rank, &opts)?;
+    summarize_report(t, analysis.report, classifier)
+}
+
+/// The summary of trace `t` from its report (`gputrace report`'s analysis of the same
+/// trace, which this reuses for compute, idle and steps): only the collectives, or the
+/// communication kernels, are read again.
+pub fn summarize_report(
+    t: &TraceFile,
+    report: gputrace_analysis::RankReport,
+    classifier: &Classifier,
+) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
     // One GPU per rank is the norm; with several, the busiest one.
-    let dev = analysis.report.devices.iter().max_by_key(|d| d.compute_ns);
+    let dev = report.devices.iter().max_by_key(|d| d.compute_ns);
     let steps: Vec<StepStat> = dev
         .map(|d| {
             d.steps
@@ -238,14 +249,14 @@ pub fn summarize_with(
     collectives.sort_by_key(|c| c.start);
     let h = t.header();
     Ok(RankSummary {
-        rank: h.rank.rank.map_or(fallback_rank, |r| r.0),
+        rank: report.rank,
         path: t.path().display().to_string(),
         host: h.hostname.clone(),
         collectives,
         exact_keys,
         steps,
         total,
-        productive: analysis.report.productive,
+        productive: report.productive,
         ordered_by_stream,
     })
 }

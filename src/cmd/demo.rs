@@ -141,7 +141,8 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         },
         ..Default::default()
     };
-    let report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
+    let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
+    super::report::add_stragglers(&mut report, &traces, &opts.classifier);
     let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     w(&mut out, String::new())?;
     std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;

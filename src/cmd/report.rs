@@ -163,6 +163,32 @@ fn parse_price(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Add the `stragglers` findings of a multi-rank job: the ranks the others wait for, as
+/// `gputrace compare` names them. A job whose ranks share no collective gets none.
+pub(crate) fn add_stragglers(
+    report: &mut gputrace_analysis::Report,
+    traces: &[gputrace_format::TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+) {
+    if report.ranks.len() < 2 {
+        return;
+    }
+    if let Ok(found) = gputrace_compare::report_stragglers(report, traces, classifier, &gputrace_compare::Options::default()) {
+        // A straggler whose cause is its GPU's longer compute already says what
+        // "uneven compute" would say of the same rank.
+        let gpu_bound: Vec<f64> = found
+            .iter()
+            .filter(|f| f.title.ends_with("(cause: gpu)"))
+            .filter_map(|f| f.values.get("rank").copied())
+            .collect();
+        report
+            .findings
+            .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
+        report.findings.extend(found);
+        report.findings.sort_by_key(|f| f.severity);
+    }
+}
+
 /// Color only on a terminal, and never when `NO_COLOR` is set to anything non-empty.
 fn use_color(is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     is_terminal && !matches!(no_color, Some(v) if !v.is_empty())
@@ -188,10 +214,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         },
         ..Options::default()
     };
-    let report = analyze(&traces, &opts).map_err(|e| match e {
+    let mut report = analyze(&traces, &opts).map_err(|e| match e {
         AnalysisError::NoTraces => CliError::NoTraces(args.paths[0].clone()),
         other => CliError::from(other),
     })?;
+    if opts.hta.is_none() {
+        add_stragglers(&mut report, &traces, &opts.classifier);
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         super::write_json(&mut out, &report)?;
