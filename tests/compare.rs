@@ -155,3 +155,44 @@ fn report_and_compare_name_the_same_straggler() {
     }
     assert_eq!(same_stragglers(&hta), [1]);
 }
+
+#[test]
+fn poor_clock_alignment_is_said() {
+    let exe = env!("CARGO_BIN_EXE_gputrace");
+    let dir = tempfile::tempdir().unwrap();
+    common::demo(dir.path(), 3, 4, 4);
+    let v = |dir: &std::path::Path| -> serde_json::Value {
+        let out = Command::new(exe).args(["compare", "--json"]).arg(dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let demo = v(dir.path());
+    assert_eq!(demo["clock"]["poor"], false);
+    assert!(demo["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|w| !w.as_str().unwrap().contains("alignment")));
+    // The HTA pair: two ranks of a 128-rank job whose SendRecvs pair with other ranks;
+    // after alignment their collectives still end 28 ms apart.
+    let hta = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces/facebookresearch_HolisticTraceAnalysis@f4d0062/tests/data/trace_filter");
+    if !hta.exists() {
+        common::shared_traces_absent(&format!("{} not found", hta.display()));
+        return;
+    }
+    let pair = v(&hta);
+    assert_eq!(pair["clock"]["poor"], true, "{}", pair["clock"]);
+    assert!(pair["clock"]["residual_ns"].as_u64().unwrap() > 20_000_000);
+    let warnings: Vec<&str> = pair["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.starts_with("clock alignment is poor")), "{warnings:?}");
+    let out = Command::new(exe).args(["report", "--json"]).arg(&hta).output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "stragglers")
+        .unwrap();
+    assert!(f["evidence"].as_str().unwrap().contains("clock alignment is poor"), "{f}");
+}

@@ -94,12 +94,20 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
                 severity: gputrace_analysis::Severity::High,
                 title: format!("Rank {} is the straggler: the others wait for it (cause: {})", st.rank, st.cause),
                 evidence: format!(
-                    "arrived last at {} of {} matched collectives and made the others wait {} in all ({:.0}% of all waiting): {}",
+                    "arrived last at {} of {} matched collectives and made the others wait {} in all ({:.0}% of all waiting): {}{}",
                     st.arrived_last,
                     c.matched,
                     gputrace_format::Nanos(st.wait_imposed_ns),
                     100.0 * st.score,
-                    st.why
+                    st.why,
+                    if c.clock.poor {
+                        format!(
+                            "; but the clock alignment is poor (residual {}), so treat this as a lead, not a measurement (gputrace compare says why)",
+                            gputrace_format::Nanos(c.clock.residual_ns)
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
                 next_step: next.to_string(),
                 values,
@@ -170,7 +178,16 @@ pub struct Clock {
     /// Estimate from the recorded wall clocks (header start clock pairs),
     /// before alignment, ns.
     pub header_offsets_ns: BTreeMap<u32, i64>,
+    /// Median duration of the matched collectives on the reference rank, ns.
+    pub median_collective_ns: u64,
+    /// The residual exceeds both [`POOR_ALIGNMENT_FLOOR_NS`] and a tenth of the median
+    /// collective:
+    /// per-collective numbers are unreliable (a warning says why).
+    pub poor: bool,
 }
+
+/// Residuals up to this are never called poor (timer and launch jitter).
+pub const POOR_ALIGNMENT_FLOOR_NS: u64 = 50_000;
 
 /// One straggler.
 #[derive(Clone, Debug, Serialize)]
@@ -443,6 +460,38 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         clock.offsets_ns.insert(sums[r].rank, off);
         clock.drift_ppm.insert(sums[r].rank, slope * 1e6);
         clock.header_offsets_ns.insert(sums[r].rank, starts[r] as i64 - starts[0] as i64);
+    }
+
+    // Alignment quality: the same collective should end at (nearly) the same aligned
+    // time on every rank. A residual above the collectives' own length means the
+    // per-collective arrival and waiting numbers below are not trustworthy.
+    let mut durations: Vec<u64> = matched
+        .iter()
+        .map(|(_, idx)| {
+            let c = &sums[0].collectives[idx[0]];
+            c.end.saturating_sub(c.start)
+        })
+        .collect();
+    durations.sort_unstable();
+    let median_duration = durations.get(durations.len() / 2).copied().unwrap_or(0);
+    clock.median_collective_ns = median_duration;
+    // Ranks leave a collective together (within the network's latency), so its end
+    // times should agree far better than its length, which includes the waiting.
+    clock.poor = clock.residual_ns > POOR_ALIGNMENT_FLOOR_NS && clock.residual_ns > median_duration / 10;
+    if clock.poor {
+        warnings.push(format!(
+            "clock alignment is poor: after alignment the same collective still ends {:.1} µs apart across ranks (median deviation; ranks leave a \
+             collective together, and its median length is {:.1} µs): per-collective arrival, skew and waiting are unreliable. Usually the ranks' traces cover different \
+             steps or windows (profile the same steps on every rank), or the inputs are a few ranks of a larger job whose point-to-point \
+             operations pair with ranks not given{}",
+            clock.residual_ns as f64 / 1e3,
+            median_duration as f64 / 1e3,
+            if exact {
+                ""
+            } else {
+                ", or collectives matched by kernel order did not line up (different operation counts per rank)"
+            }
+        ));
     }
 
     // Steps on the reference rank, for the heatmap columns.
