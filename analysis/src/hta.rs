@@ -136,7 +136,7 @@ fn us_f64(ns: i128) -> f64 {
 
 impl HtaClock {
     /// A trace's clock: `header.extra["kineto.baseTimeNanoseconds"]` for imported Kineto
-    /// traces; for gputrace's own, the base `gputrace export --format chrome` gives the file
+    /// traces (0 when the trace has none: its `ts` are absolute); for gputrace's own, the base `gputrace export --format chrome` gives the file
     /// on its own: its first event that is not a loss record, in wall-clock time rounded down
     /// to a whole µs, taken back to the trace's clock. `report --hta` then equals HTA on that
     /// export even when the trace's clock is not a whole number of µs from wall-clock time
@@ -148,6 +148,12 @@ impl HtaClock {
             .get("kineto.baseTimeNanoseconds")
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| {
+                if header.producer == gputrace_format::Producer::Import {
+                    // A PyTorch profiler trace without `baseTimeNanoseconds`: its `ts` are
+                    // absolute µs, and HTA rounds those very floats (at 1.7·10¹⁵ µs an
+                    // `f64` has quarter-µs steps, so `ts + dur` itself rounds first).
+                    return 0;
+                }
                 let chunks = file.chunks();
                 let first = chunks
                     .iter()

@@ -13,8 +13,9 @@
 //!   `HTA_DISABLE_NS_ROUNDING=1`), exactly where HTA's number is whole µs,
 //!   else within 1 µs; and the one row where HTA itself failed.
 //!
-//! Skips with a message when the folder is absent; the large traces run
-//! only with `GPUTRACE_REFERENCE_ALL=1` (all of them agree too).
+//! Every row of the CSV runs, large traces included (so a regression cannot hide
+//! in a trace left out); skips with a message when the folder is absent, and
+//! fails then under `CI=true`.
 
 mod util;
 
@@ -23,10 +24,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
-
-/// Traces larger than this (compressed) are checked only with
-/// `GPUTRACE_REFERENCE_ALL=1`: a debug build imports them slowly.
-const SMALL_TRACE_BYTES: u64 = 800_000;
 
 /// One CSV line, honoring double quotes around fields with commas.
 fn csv_fields(line: &str) -> Vec<String> {
@@ -144,9 +141,6 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
     // HTA rows where HTA itself failed: (trace, mode) whose report must show why.
     let mut hta_failures: Vec<(PathBuf, HtaCompat, String)> = Vec::new();
     let mut skipped = 0;
-    let all = std::env::var_os("GPUTRACE_REFERENCE_ALL").is_some();
-    let mut deferred = 0;
-    let small = |path: &Path| all || std::fs::metadata(path).map_or(0, |m| m.len()) <= SMALL_TRACE_BYTES;
     for line in csv.lines().skip(1) {
         let f = csv_fields(line);
         let [_, file, rank, tool, metric, value, ..] = f.as_slice() else {
@@ -171,10 +165,6 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
         };
         let reference: f64 = value.parse().expect("a number");
         let path = path();
-        if !small(&path) {
-            deferred += 1;
-            continue;
-        }
         // gputrace's own definitions, where they agree with the tool's.
         if metric != "temporal_breakdown.non_compute_time(us)" {
             if known_difference(file, tool).is_some() {
@@ -211,9 +201,7 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
         modes.entry(r.path.clone()).or_default().push(r.mode);
     }
     for (path, mode, _) in &hta_failures {
-        if small(path) {
-            modes.entry(path.clone()).or_default().push(Some(*mode));
-        }
+        modes.entry(path.clone()).or_default().push(Some(*mode));
     }
     for m in modes.values_mut() {
         m.sort_by_key(|m| m.map(|h| (h.drop_last_step, h.linked_only, h.round_to_us)));
@@ -303,12 +291,12 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
     );
     let hta_checked: usize = rows.iter().filter(|r| r.mode.is_some()).count();
     assert!(
-        checked >= if all { 150 } else { 60 } && hta_checked >= if all { 100 } else { 30 },
+        checked >= 190 && hta_checked >= 100,
         "only {checked} rows checked ({hta_checked} in HTA mode, {skipped} skipped)"
     );
     eprintln!(
         "{checked} reference numbers agree ({agree:?}); {skipped} skipped as explained differences; \
-         {deferred} on large traces left for GPUTRACE_REFERENCE_ALL=1; largest difference where \
+         largest difference where \
          not whole µs: {largest:.3?} µs; HTA's own failures explained: {reproduced:?}"
     );
 }
