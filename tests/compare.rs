@@ -196,3 +196,56 @@ fn poor_clock_alignment_is_said() {
         .unwrap();
     assert!(f["evidence"].as_str().unwrap().contains("clock alignment is poor"), "{f}");
 }
+
+/// The heatmap as a picture: rsvg-convert (librsvg) renders it to a PNG of the
+/// document's size, for a one-step 8-rank job and a 1,024-rank job.
+#[test]
+fn heatmap_renders_as_a_png_of_its_size() {
+    let rsvg = std::env::var_os("RSVG_CONVERT").unwrap_or_else(|| "rsvg-convert".into());
+    if Command::new(&rsvg).arg("--version").output().is_err() {
+        let msg = "rsvg-convert not found (Debian package librsvg2-bin): heatmap PNG test skipped";
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{msg}; under CI=true it must be installed (.ci/run does)"
+        );
+        eprintln!("{msg}");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_gputrace");
+    for (ranks, steps) in [(8u32, 1u32), (1024, 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        common::demo(dir.path(), ranks, steps, 1);
+        let svg = dir.path().join("late.svg");
+        let out = Command::new(exe)
+            .arg("compare")
+            .arg("--heatmap")
+            .arg(&svg)
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        let attr = |k: &str| -> u32 {
+            text.split(&format!("{k}=\""))
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (w, h) = (attr("width"), attr("height"));
+        let png = dir.path().join("late.png");
+        let st = Command::new(&rsvg).arg(&svg).arg("-o").arg(&png).output().unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+        assert_eq!((be(16), be(20)), (w, h), "{ranks}×{steps}");
+        assert!(text.contains("µs</text>"), "a colour scale in µs");
+        if ranks == 8 {
+            assert!(text.contains("◀ straggler (rank 4)"), "{text}");
+        }
+    }
+}

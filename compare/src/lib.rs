@@ -306,8 +306,9 @@ pub struct Comparison {
     pub warnings: Vec<String>,
     /// Matched collectives (at most `max_collectives` kept, the worst first).
     pub collectives: Vec<CollectiveRow>,
-    /// Lateness (arrival after the earliest), ns, per rank (in `ranks`
-    /// order of rank id) per step: the heatmap's data.
+    /// Mean lateness (arrival after the earliest rank) over the matched collectives of
+    /// each step (or group of collectives), ns, per rank (in `lateness_ranks` order) per
+    /// step: the heatmap's data.
     pub lateness: Vec<Vec<u64>>,
     /// Rank ids for the rows of `lateness`.
     pub lateness_ranks: Vec<u32>,
@@ -516,6 +517,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         }
     };
     let mut lateness = vec![vec![0u64; columns.max(1)]; n];
+    let mut per_column = vec![0u64; columns.max(1)];
     let mut arrived_last = vec![0u64; n];
     let mut imposed = vec![0u64; n];
     let mut waited = vec![0u64; n];
@@ -542,12 +544,13 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         arrived_last[last] += 1;
         imposed[last] += (latest - second).max(0) as u64;
         let col = col_of(k, sums[0].collectives[idx[0]].start).min(columns.saturating_sub(1));
+        per_column[col] += 1;
         for r in 0..n {
             waited[r] += (latest - arr[r]).max(0) as u64;
             late_sum[r] += (arr[r] - median) as i128;
             transfer[r] += (ends[r] - latest).max(0) as u64;
             let l = (arr[r] - earliest).max(0) as u64;
-            lateness[r][col] = lateness[r][col].max(l);
+            lateness[r][col] += l;
             if !ref_steps.is_empty() {
                 step_wait[r][col] += (latest - arr[r]).max(0) as u64;
                 step_xfer[r][col] += (ends[r] - latest).max(0) as u64;
@@ -680,6 +683,13 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         });
     }
     stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));
+    // Mean lateness per cell: a rank that is late at most collectives of a step stands
+    // out from one that was late once.
+    for row in &mut lateness {
+        for (v, &k) in row.iter_mut().zip(&per_column) {
+            *v /= k.max(1);
+        }
+    }
     let lateness_ranks = sums.iter().map(|s| s.rank).collect();
     let tokens_per_s = gputrace_analysis::productive::job_rate(sums.iter().map(|s| s.productive.tokens_per_s));
     ranks.sort_by(|a, b| b.wait_imposed_ns.cmp(&a.wait_imposed_ns).then(a.rank.cmp(&b.rank)));
