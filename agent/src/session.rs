@@ -433,7 +433,7 @@ impl NcclSide {
                 .map(|c| Communicator {
                     id: CommId(c.id),
                     name: crate::nccl::name_str(&c.name).into_owned(),
-                    rank: c.rank.max(0) as u32,
+                    rank: known_rank(c.rank),
                     nranks: c.nranks.max(0) as u32,
                     nodes: c.nodes.max(0) as u32,
                     plugin_version: c.version,
@@ -461,7 +461,7 @@ impl NcclSide {
             if r.rec.comm != 0 && self.known.insert(r.rec.comm) {
                 w.add_communicators(&[Communicator {
                     id: CommId(r.rec.comm),
-                    rank: r.rec.rank.max(0) as u32,
+                    rank: known_rank(r.rec.rank),
                     nranks: r.rec.nranks,
                     plugin_version: self.legacy_version,
                     created: self.time(r.rec.api_ns.max(r.rec.start_ns)),
@@ -571,6 +571,11 @@ fn to_trace_time(realtime_ns: u64, offset: i64) -> Nanos {
     Nanos(realtime_ns.saturating_add_signed(offset))
 }
 
+/// NCCL's rank, or [`RANK_UNKNOWN`] for its `-1` (not rank 0).
+fn known_rank(rank: i32) -> u32 {
+    u32::try_from(rank).unwrap_or(RANK_UNKNOWN)
+}
+
 /// The trace event for one collective: GPU times from its kernel when
 /// linked, else start = end = the time the application called NCCL.
 fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w: &mut TraceWriter<W>) -> Collective {
@@ -603,7 +608,7 @@ fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w
         count: d.count,
         datatype: w.intern(short_datatype(&datatype)),
         bytes,
-        rank: rec.rank.max(0) as u32,
+        rank: known_rank(rec.rank),
         nranks: rec.nranks,
         root: d.root,
         algorithm,
@@ -1012,6 +1017,16 @@ mod tests {
     use super::*;
     use crate::nccl::link::{KernelInfo, Ready};
     use crate::nccl::{Descr, Rec, RecKind};
+
+    #[test]
+    fn an_unknown_rank_is_not_rank_zero() {
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let mut r = ready(None);
+        r.rec.rank = -1;
+        assert_eq!(to_collective(&r, 0, &mut w).rank, RANK_UNKNOWN);
+        r.rec.rank = 0;
+        assert_eq!(to_collective(&r, 0, &mut w).rank, 0);
+    }
 
     fn ready(kernel: Option<KernelInfo>) -> Ready {
         let mut d = Descr {

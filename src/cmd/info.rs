@@ -328,7 +328,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             out,
             "  communicator  {:016x}{name}: rank {}{}{nodes}{via}",
             c.id.0,
-            c.rank,
+            if c.rank == gputrace_format::RANK_UNKNOWN {
+                "unknown".to_string()
+            } else {
+                c.rank.to_string()
+            },
             if c.nranks > 0 {
                 format!(" of {}", c.nranks)
             } else {

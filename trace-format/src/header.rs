@@ -236,7 +236,7 @@ pub struct Communicator {
     /// The communicator's name (NCCL ≥ 2.27; empty when unknown).
     #[serde(default)]
     pub name: String,
-    /// This process's rank in it.
+    /// This process's rank in it ([`crate::RANK_UNKNOWN`] when NCCL did not say).
     pub rank: u32,
     /// Number of ranks.
     pub nranks: u32,

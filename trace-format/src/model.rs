@@ -389,6 +389,9 @@ pub struct Marker {
     pub color: u32,
 }
 
+/// A communicator rank NCCL did not report (its `-1`): never confused with rank 0.
+pub const RANK_UNKNOWN: u32 = u32::MAX;
+
 /// One NCCL collective or point-to-point operation, with what NCCL knows of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Collective {
@@ -411,7 +414,7 @@ pub struct Collective {
     pub datatype: StringId,
     /// Bytes (per rank, as NCCL reports).
     pub bytes: u64,
-    /// This process's rank in the communicator.
+    /// This process's rank in the communicator ([`RANK_UNKNOWN`] when NCCL did not say).
     pub rank: u32,
     /// Number of ranks in the communicator.
     pub nranks: u32,

@@ -114,10 +114,13 @@ impl TraceFile {
         let data = if meta.len() == 0 {
             Backing::Owned(Vec::new())
         } else {
-            // Safety: the map is read-only and private to this process. If
-            // another process truncates the file while it is mapped, reads
-            // could fault; traces are written once and then only read, and
-            // the agent writes to a temporary name until it finishes.
+            // Safety: the map is read-only and private to this process, and
+            // covers the length the file had when opened. The agent writes
+            // its trace under the final name and only ever appends, so a file
+            // still being written stays readable up to that length (a torn
+            // last chunk is reported as damage). Only a file truncated by
+            // another process while mapped could make reads fault; nothing
+            // in gputrace truncates a trace.
             Backing::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
         };
         Self::index(path, data)

@@ -347,7 +347,12 @@ impl<W: Write> JsonWriter<W> {
             b",\"Process Group Description\":",
             if desc.is_empty() { "NCCL communicator" } else { desc },
         );
-        self.arg_u64(b",\"Rank\":", c.rank as u64);
+        if c.rank == RANK_UNKNOWN {
+            // Kineto's own value for a rank it does not know.
+            self.out.buf.extend_from_slice(b",\"Rank\":-1");
+        } else {
+            self.arg_u64(b",\"Rank\":", c.rank as u64);
+        }
         self.arg_u64(b",\"Seq\":", c.seq);
     }
 

@@ -20,6 +20,10 @@ pub enum ExportError {
     /// The filter leaves nothing (no rank, device or time matches).
     #[error("nothing to export: {0}")]
     EmptySelection(String),
+    /// The walk broke an invariant the writer relies on (a bug: the output would be
+    /// wrong, so it is not written as if it were right).
+    #[error("internal error in the exporter: {0} (please report it with the input trace)")]
+    Internal(String),
 }
 
 impl From<io::Error> for ExportError {

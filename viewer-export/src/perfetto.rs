@@ -615,7 +615,12 @@ impl<W: Write> ProtoWriter<W> {
                     name = format!("{name} ({})", k.name);
                 }
                 if let Some(Event::Collective(c)) = event {
-                    name = format!("{name} · rank {}/{}", c.rank, c.nranks);
+                    let rank = if c.rank == RANK_UNKNOWN {
+                        "?".to_string()
+                    } else {
+                        c.rank.to_string()
+                    };
+                    name = format!("{name} · rank {rank}/{}", c.nranks);
                 }
                 named_child(self, proc_uuid, name, 50)
             }
@@ -736,7 +741,11 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             arg_u(b, Arg::Count, c.count);
             arg_s(b, Arg::Dtype, &t.name(c.datatype));
             arg_u(b, Arg::Bytes, c.bytes);
-            arg_u(b, Arg::Rank, c.rank as u64);
+            if c.rank == RANK_UNKNOWN {
+                arg_i(b, Arg::Rank, -1);
+            } else {
+                arg_u(b, Arg::Rank, c.rank as u64);
+            }
             arg_u(b, Arg::GroupSize, c.nranks as u64);
             if c.root >= 0 {
                 arg_i(b, Arg::Root, c.root as i64);
@@ -1056,8 +1065,12 @@ impl<W: Write> Visitor for ProtoWriter<W> {
     fn end_slice(&mut self, _: &Input<'_>, lane: LaneId, at: u64) -> Result<()> {
         // A slice ends only on a lane one of its events described.
         let Some(track) = self.lane_tracks.get(lane.index()).filter(|t| t.uuid != 0) else {
-            debug_assert!(false, "a slice ends on a described track");
-            return Ok(());
+            // An end without its begin would unbalance every slice after it on the
+            // track: fail rather than write a wrong timeline.
+            return Err(crate::ExportError::Internal(format!(
+                "a slice ends at {at} on lane {} where no event began one",
+                lane.0
+            )));
         };
         // Packet tag and length (3), timestamp (11), the rest (24 copied).
         let mut r = Room::new(&mut self.out.buf, 3 + 11 + 24);
@@ -1067,5 +1080,36 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         r.end_wide(p);
         r.done();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Filter, Job, Plan};
+
+    #[test]
+    fn an_unbalanced_slice_end_is_an_error_not_a_silent_drop() {
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let name = w.intern("gemm");
+        w.push(Event::Kernel(Kernel {
+            start: Nanos(1_000),
+            end: Nanos(2_000),
+            name,
+            ..Kernel::default()
+        }))
+        .unwrap();
+        let trace = TraceFile::from_bytes("t.gtrace", w.finish(Trailer::default()).unwrap()).unwrap();
+        let job = Job::new([&trace]);
+        let plan = Plan::new(&job, &Filter::default()).unwrap();
+        let mut writer = ProtoWriter::new(&job, &plan, Vec::new(), true);
+        let input = Input {
+            ordinal: 0,
+            trace: &trace,
+            rank: Rank(0),
+        };
+        let e = writer.end_slice(&input, LaneId(7), 1_500).unwrap_err();
+        assert!(matches!(e, crate::ExportError::Internal(_)), "{e}");
+        assert!(e.to_string().contains("lane 7"), "{e}");
     }
 }
