@@ -656,3 +656,28 @@ fn multi_subscriber_api_is_used_where_cupti_has_it() {
     assert_eq!(run.report.get("subscriber.mode").map(String::as_str), Some("v1"));
     assert_eq!(run.trace().event_counts().get(&EventKind::Kernel).copied(), Some(10));
 }
+
+#[test]
+fn buffers_held_before_the_file_opens_are_all_written_in_order() {
+    // Many small buffers complete before the file exists (the header waits for CUPTI's
+    // DEVICE record, which comes after them): once it opens, all of them are decoded,
+    // and the kernels are stored in start order.
+    let run = run_scenario(
+        13,
+        "cuda_device_count 0\nburst 4000\ndevice\n",
+        &[("GPUTRACE_BUFFER_KB", "64"), ("GPUTRACE_BUFFERS", "64")],
+        &["--ms", "300", "exit", "0"],
+    );
+    assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+    let t = run.trace();
+    // The kernels as stored, chunk after chunk: in start order.
+    let mut dec = t.decoder();
+    let mut stored = Vec::new();
+    for (i, _) in t.chunks().iter().enumerate().filter(|(_, c)| c.kind == EventKind::Kernel) {
+        dec.decode_into(i, &mut stored).unwrap();
+    }
+    let starts: Vec<u64> = stored.iter().map(|e| e.start().0).collect();
+    assert!(starts.len() > 1000, "{}", starts.len());
+    let back = starts.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(back, 0, "{back} kernels stored before an earlier one");
+}

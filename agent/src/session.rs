@@ -157,19 +157,7 @@ pub fn start() -> Result<(), String> {
     c.api
         .enable(kind::CONCURRENT_KERNEL)
         .map_err(|e| format!("{e}; this process runs untraced"))?;
-    let mut kinds = vec![
-        kind::MEMCPY,
-        kind::MEMCPY2,
-        kind::MEMSET,
-        kind::SYNCHRONIZATION,
-        kind::OVERHEAD,
-        kind::DEVICE,
-        kind::CONTEXT,
-    ];
-    if s.config.api_calls {
-        kinds.extend([kind::RUNTIME, kind::DRIVER]);
-    }
-    let mut failed: Vec<String> = kinds
+    let mut failed: Vec<String> = best_effort_kinds(s.config.api_calls)
         .into_iter()
         .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
         .collect();
@@ -182,6 +170,25 @@ pub fn start() -> Result<(), String> {
         }
     }
     spawn_writer(s, failed, api_filter)
+}
+
+/// The activity kinds enabled besides the concurrent kernel kind (best effort), with the
+/// API kinds when `api_calls`. One list for enabling and for stopping, so that stopping
+/// turns off every kind that was turned on.
+fn best_effort_kinds(api_calls: bool) -> Vec<u32> {
+    let mut kinds = vec![
+        kind::MEMCPY,
+        kind::MEMCPY2,
+        kind::MEMSET,
+        kind::SYNCHRONIZATION,
+        kind::OVERHEAD,
+        kind::DEVICE,
+        kind::CONTEXT,
+    ];
+    if api_calls {
+        kinds.extend([kind::RUNTIME, kind::DRIVER]);
+    }
+    kinds
 }
 
 /// Ask CUPTI not to record the API calls the decoder would drop as noise
@@ -309,15 +316,7 @@ impl Session {
         if self.external_ids.swap(false, AcqRel) {
             let _ = c.api.disable(kind::EXTERNAL_CORRELATION);
         }
-        for k in [
-            kind::CONCURRENT_KERNEL,
-            kind::MEMCPY,
-            kind::MEMCPY2,
-            kind::MEMSET,
-            kind::SYNCHRONIZATION,
-            kind::RUNTIME,
-            kind::DRIVER,
-        ] {
+        for k in std::iter::once(kind::CONCURRENT_KERNEL).chain(best_effort_kinds(true)) {
             let _ = c.api.disable(k);
         }
     }
@@ -722,6 +721,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
         devices = identity::devices_from_records(&scan.devices);
     }
+    // `held` is in completion order and is drained with `pop`: reversed, the oldest
+    // buffer is decoded first, so each track's events reach the writer in time order
+    // (an out-of-order start would put its chunk buffer in hold-back mode for good).
+    held.reverse();
     header.devices = devices;
     let path = trace_path(&s.config, &header);
     let opened = std::fs::create_dir_all(&s.config.output_dir)
@@ -1017,6 +1020,19 @@ mod tests {
     use super::*;
     use crate::nccl::link::{KernelInfo, Ready};
     use crate::nccl::{Descr, Rec, RecKind};
+
+    #[test]
+    fn stopping_disables_every_kind_enabling_turned_on() {
+        let stopped = best_effort_kinds(true);
+        for api_calls in [false, true] {
+            for k in best_effort_kinds(api_calls) {
+                assert!(stopped.contains(&k), "kind {k} is enabled but never disabled");
+            }
+        }
+        for k in [kind::OVERHEAD, kind::DEVICE, kind::CONTEXT, kind::RUNTIME, kind::DRIVER] {
+            assert!(stopped.contains(&k), "kind {k}");
+        }
+    }
 
     #[test]
     fn an_unknown_rank_is_not_rank_zero() {
