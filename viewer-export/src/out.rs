@@ -134,64 +134,14 @@ fn put_small(buf: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// The eight decimal digits of `v` (below 10^8, leading zeros included)
-/// as byte values 0-9, the most significant in the lowest byte (first in
-/// memory). Divides all lanes at once: 10000 splits `v` into two 32-bit
-/// lanes, `x * 10486 >> 20` is `x / 100` for `x < 10^4` and `x * 103 >>
-/// 10` is `x / 10` for `x < 100`; no lane's product reaches the next
-/// lane's bits that are kept.
-#[inline(always)]
-fn eight_digits(v: u32) -> u64 {
-    let x = u64::from(v / 10_000) | u64::from(v % 10_000) << 32;
-    let q = ((x * 10_486) >> 20) & 0x0000_007F_0000_007F;
-    let x = q | (x - q * 100) << 16;
-    let q = ((x * 103) >> 10) & 0x000F_000F_000F_000F;
-    q | (x - q * 10) << 8
-}
-
-/// Append the decimal digits of `v`, eight at a time, with one 8-byte
-/// store per group of eight (no loop per digit, no intermediate buffer).
+/// Append the decimal digits of `v` (itoa's formatting, copied into place).
 #[inline(always)]
 pub(crate) fn put_u64(buf: &mut Vec<u8>, v: u64) {
-    const ASCII: u64 = 0x3030_3030_3030_3030;
     if v < 10 {
         buf.push(b'0' + v as u8);
         return;
     }
-    buf.reserve(24);
-    let len = buf.len();
-    // Safety: 24 bytes of spare capacity hold the (at most 16 + 8) bytes
-    // stored below; only the digits written are added to the length.
-    unsafe {
-        let out = buf.as_mut_ptr().add(len);
-        let n = if v < 100_000_000 {
-            let d = eight_digits(v as u32);
-            // Leading zero digits are the zero bytes at the low end (v > 0).
-            let zeros = d.trailing_zeros() & !7;
-            std::ptr::write_unaligned(out as *mut u64, ((d >> zeros) | ASCII).to_le());
-            8 - zeros as usize / 8
-        } else if v < 10_000_000_000_000_000 {
-            let (hi, lo) = ((v / 100_000_000) as u32, (v % 100_000_000) as u32);
-            let d = eight_digits(hi);
-            let zeros = d.trailing_zeros() & !7;
-            let n = 8 - zeros as usize / 8;
-            std::ptr::write_unaligned(out as *mut u64, ((d >> zeros) | ASCII).to_le());
-            std::ptr::write_unaligned(out.add(n) as *mut u64, (eight_digits(lo) | ASCII).to_le());
-            n + 8
-        } else {
-            let (hi, lo) = (v / 10_000_000_000_000_000, v % 10_000_000_000_000_000);
-            // hi <= 1844: at most four digits.
-            let d = eight_digits(hi as u32);
-            let zeros = d.trailing_zeros() & !7;
-            let n = 8 - zeros as usize / 8;
-            std::ptr::write_unaligned(out as *mut u64, ((d >> zeros) | ASCII).to_le());
-            let (mid, low) = ((lo / 100_000_000) as u32, (lo % 100_000_000) as u32);
-            std::ptr::write_unaligned(out.add(n) as *mut u64, (eight_digits(mid) | ASCII).to_le());
-            std::ptr::write_unaligned(out.add(n + 8) as *mut u64, (eight_digits(low) | ASCII).to_le());
-            n + 16
-        };
-        buf.set_len(len + n);
-    }
+    buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// Append the decimal digits of `v`.
@@ -204,9 +154,7 @@ pub(crate) fn put_i64(buf: &mut Vec<u8>, v: i64) {
 /// computed with integers so no precision is lost.
 #[inline]
 pub(crate) fn put_micros(buf: &mut Vec<u8>, ns: u64) {
-    // One conversion of the integer part and three divisions by constants
-    // for the fraction; converting both with `eight_digits` and storing
-    // them as two words measured no faster.
+    // The integer part, then the three decimals of the fraction.
     put_u64(buf, ns / 1000);
     let frac = (ns % 1000) as u16;
     buf.extend_from_slice(&[
