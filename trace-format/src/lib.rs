@@ -33,6 +33,7 @@ pub mod chunk;
 mod codec;
 mod error;
 mod header;
+pub mod metric;
 mod model;
 mod reader;
 mod retime;

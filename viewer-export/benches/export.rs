@@ -117,7 +117,7 @@ fn main() {
                 for ids in track_groups(trace) {
                     let ids = ids
                         .into_iter()
-                        .filter(|&i| !matches!(trace.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+                        .filter(|&i| trace.chunks()[i].kind.has_spans())
                         .collect();
                     trace
                         .for_each_span_merged(

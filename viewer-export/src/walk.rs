@@ -872,7 +872,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             };
             let spans = chunk_ids
                 .iter()
-                .all(|&i| !matches!(chunks[i].kind, EventKind::Collective | EventKind::Loss));
+                .all(|&i| chunks[i].kind.has_spans());
             if spans {
                 // Kernels, copies, memsets, synchronizations, calls and
                 // marks: read as spans, with what the walk needs of each
