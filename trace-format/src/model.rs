@@ -250,6 +250,9 @@ raw_enum!(
         NCCL_PLUGIN = 7 => "nccl-plugin",
         /// Events dropped by an importer (malformed input entries).
         IMPORT = 8 => "import",
+        /// A sampled counter series stopped because its source failed
+        /// (`detail` names the series and the call; format 1.2).
+        COUNTER_FAILED = 9 => "counter-failed",
     }
 );
 

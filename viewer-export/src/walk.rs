@@ -83,7 +83,7 @@ impl Lane {
                 comm: c.comm,
                 device: c.device,
             },
-            Event::Loss(_) => Lane::Process,
+            Event::Loss(_) | Event::Counter(_) => Lane::Process,
         }
     }
 
@@ -915,6 +915,11 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 // The process track: collectives and losses, whole events.
                 let mut events = trace.merge(chunk_ids);
                 while let Some(e) = events.next_event()? {
+                    if let Event::Counter(_) = e {
+                        // Counter samples are not slices: the writers draw
+                        // them as counter tracks of their own, not here.
+                        continue;
+                    }
                     if let Event::Collective(c) = &e {
                         if !filter.keeps_device(c.device) {
                             continue;
