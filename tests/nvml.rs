@@ -162,6 +162,21 @@ fn recorded_series_are_exactly_what_nvml_returned() {
     assert!(extra(&t, "nvml.status").starts_with("sampled gpu 0 at 50 Hz"), "{}", extra(&t, "nvml.status"));
     // The capture itself is whole.
     assert_eq!(t.event_counts().get(&EventKind::Kernel), Some(&100));
+    // `info` lists every series with its sample count, text and JSON.
+    let path = t.path().to_str().unwrap().to_string();
+    let o = common::gputrace(&["info", &path]);
+    let text = common::text(&o.stdout);
+    let sm_line = format!("gpu0 nvml.sm_clock_mhz: {} samples", sm.len());
+    assert!(text.contains(&sm_line), "{text}");
+    assert!(text.contains("gpu0 nvml.sm_clock_max_mhz: 1 samples"), "{text}");
+    assert!(text.contains("counter-failed: 2 counter series stopped early"), "{text}");
+    let o = common::gputrace(&["info", "--json", &path]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed = j["files"][0]["counters"].as_array().unwrap();
+    assert_eq!(listed.len(), got.len());
+    let sm_json = listed.iter().find(|c| c["metric"] == metric::SM_CLOCK_MHZ).unwrap();
+    assert_eq!(sm_json["samples"], sm.len());
+    assert_eq!((sm_json["min"].as_u64(), sm_json["max"].as_u64()), (Some(1200), Some(1980)));
     // Samples lie within the trace's time span (the same time domain).
     let (lo, hi) = t.time_span().unwrap();
     for e in t.events_of(&[EventKind::Counter]) {

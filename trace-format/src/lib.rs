@@ -47,7 +47,7 @@ pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
 pub use reader::{
-    ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents, TrackSummary,
+    ChunkCursor, ChunkDecoder, CounterSeries, ChunkMerge, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents, TrackSummary,
 };
 pub use retime::retime;
 pub use run_record::*;

@@ -960,3 +960,25 @@ fn a_reader_that_does_not_know_counters_skips_them() {
     assert_eq!(all.len(), 1);
     assert!(matches!(all[0], Event::Kernel(_)));
 }
+
+/// `counter_series` groups samples by (device, metric) in time order;
+/// means and times weigh each sample by the gap to the next one.
+#[test]
+fn counter_series_are_grouped_sorted_and_time_weighted() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let clock = w.intern(metric::SM_CLOCK_MHZ);
+    let reasons = w.intern(metric::THROTTLE_REASONS);
+    // Out of order on purpose; gaps of 100 ns, the value 1000 held for 300 of 400 ns.
+    for (t, v) in [(300u64, 2000u64), (0, 1000), (100, 1000), (200, 1000)] {
+        w.push(Event::Counter(Counter { time: Nanos(t), device: DeviceId(1), metric: clock, value: v })).unwrap();
+    }
+    w.push(Event::Counter(Counter { time: Nanos(0), device: DeviceId(0), metric: reasons, value: 4 })).unwrap();
+    let t = TraceFile::from_bytes("s", w.finish(Trailer::default()).unwrap()).unwrap();
+    let s = t.counter_series().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!((s[0].device, s[0].metric.as_str()), (DeviceId(0), metric::THROTTLE_REASONS));
+    assert_eq!(s[1].samples, vec![(Nanos(0), 1000), (Nanos(100), 1000), (Nanos(200), 1000), (Nanos(300), 2000)]);
+    assert_eq!(s[1].time_weighted_mean(), Some(1250.0));
+    assert_eq!(s[1].time_where(|v| v < 1500), (Nanos(300), Nanos(400)));
+    assert_eq!(s[0].time_weighted_mean(), Some(4.0));
+}
