@@ -48,6 +48,7 @@ mod classify;
 mod collectives;
 mod error;
 mod findings;
+pub mod hardware;
 mod hta;
 mod merge;
 pub mod peaks;
