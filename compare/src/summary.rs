@@ -103,6 +103,8 @@ pub struct RankSummary {
     pub total: StepStat,
     /// The rank's productive numbers (steps, step time, tokens/s), as `gputrace report` computes them.
     pub productive: gputrace_analysis::Productive,
+    /// What its (busiest) GPU's own counters said, when the trace has them.
+    pub hardware: Option<gputrace_analysis::hardware::HardwareReport>,
 }
 
 /// Read one trace into its summary.
@@ -137,6 +139,7 @@ pub fn summarize_with(
         })
         .unwrap_or_default();
     let total = dev.map_or_else(StepStat::default, |d| StepStat::from_report(0, 0, d.compute_ns, &d.idle_causes));
+    let hardware = dev.and_then(|d| d.hardware.clone());
 
     // Collectives: NCCL's identities when the trace has them, otherwise
     // the n-th kernel of an operation is that operation's n-th collective.
@@ -200,6 +203,7 @@ pub fn summarize_with(
         steps,
         total,
         productive: analysis.report.productive,
+        hardware,
     })
 }
 
