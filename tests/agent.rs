@@ -452,6 +452,8 @@ fn unwritable_output_and_full_disk_turn_capture_off_not_the_job() {
             .env("GPUTRACE_OUTPUT", out)
             .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
             .env("GPUTRACE_FLUSH_MS", "50")
+            // NVML as on a GPU machine (the fake), so that the one line is the writer's.
+            .env("GPUTRACE_NVML", dbl.join("nvml/libnvidia-ml.so.1"))
             .env("FAKE_CUPTI_SCENARIO", dir.path().join("s"))
             .output()
             .unwrap()

@@ -32,6 +32,12 @@ pub struct Config {
     /// NVTX records the queue to the writer holds (`GPUTRACE_NVTX_RECORDS`,
     /// default 32768 x 176 bytes = 5.5 MiB; 16 to 4 Mi).
     pub nvtx_records: usize,
+    /// NVML samples per second and device (`GPUTRACE_GPU_SAMPLE_HZ`,
+    /// default 10, at most 1000; 0 turns sampling off).
+    pub gpu_sample_hz: u32,
+    /// Explicit libnvidia-ml path (`GPUTRACE_NVML`; default: the system's
+    /// `libnvidia-ml.so.1`).
+    pub nvml_path: Option<String>,
 }
 
 impl Config {
@@ -52,6 +58,8 @@ impl Config {
             nccl: get("GPUTRACE_NCCL").is_none_or(|v| v.trim() != "0"),
             nvtx: get("GPUTRACE_NVTX").is_none_or(|v| v.trim() != "0"),
             nvtx_records: num("GPUTRACE_NVTX_RECORDS", crate::nvtx::QUEUE_LEN as u64, 16, 4 << 20) as usize,
+            gpu_sample_hz: num("GPUTRACE_GPU_SAMPLE_HZ", 10, 0, 1000) as u32,
+            nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
         }
     }
 }
@@ -65,11 +73,13 @@ mod tests {
         let c = Config::from_env(|_| None);
         assert_eq!((c.buffers, c.buffer_bytes, c.flush_period), (16, 4 << 20, Duration::from_secs(1)));
         assert!(c.api_calls && !c.disabled && c.nccl);
+        assert_eq!(c.gpu_sample_hz, 10);
         let c = Config::from_env(|k| match k {
             "GPUTRACE_BUFFERS" => Some("1000000".into()),
             "GPUTRACE_BUFFER_KB" => Some("garbage".into()),
             "GPUTRACE_FLUSH_MS" => Some("1".into()),
             "GPUTRACE_API" => Some("0".into()),
+            "GPUTRACE_GPU_SAMPLE_HZ" => Some("5000".into()),
             _ => None,
         });
         assert_eq!(
@@ -77,5 +87,10 @@ mod tests {
             (4096, 4 << 20, Duration::from_millis(10))
         );
         assert!(!c.api_calls);
+        assert_eq!(c.gpu_sample_hz, 1000);
+        assert_eq!(
+            Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz,
+            0
+        );
     }
 }

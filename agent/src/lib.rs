@@ -25,6 +25,7 @@ mod decode;
 mod dl;
 mod identity;
 mod nccl;
+mod nvml;
 mod nvtx;
 mod pool;
 mod session;

@@ -562,6 +562,85 @@ impl NvtxSide {
     }
 }
 
+/// The writer thread's side of the NVML sampler: moves its samples into
+/// the trace as counter events and its failures as loss records.
+struct HwSide {
+    /// The series' names in the trace, interned at their first sample.
+    names: [Option<StringId>; crate::nvml::SERIES.len()],
+    offset: i64,
+    /// Dropped samples already written as a loss record.
+    dropped_written: u64,
+}
+
+impl HwSide {
+    fn new(offset: i64) -> HwSide {
+        HwSide {
+            names: [None; crate::nvml::SERIES.len()],
+            offset,
+            dropped_written: 0,
+        }
+    }
+
+    fn pump<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
+        let Some(hw) = crate::nvml::state() else { return Ok(()) };
+        // At most one queue's worth per pass (see `NvtxSide::pump`).
+        for _ in 0..hw.queue.capacity() {
+            let Some(x) = hw.queue.pop() else { break };
+            let i = x.series as usize;
+            let Some(&name) = crate::nvml::SERIES.get(i) else { continue };
+            let metric = *self.names[i].get_or_insert_with(|| w.intern(name));
+            w.push(Event::Counter(Counter {
+                time: to_trace_time(x.realtime_ns, self.offset),
+                device: DeviceId(x.device),
+                metric,
+                value: x.value,
+            }))?;
+        }
+        for f in hw.take_failures() {
+            let detail = w.intern(&f.detail);
+            w.push(Event::Loss(Loss {
+                time: to_trace_time(f.realtime_ns, self.offset),
+                source: LossSource::COUNTER_FAILED,
+                count: 1,
+                detail,
+            }))?;
+        }
+        let dropped = hw.dropped.load(Relaxed);
+        if dropped > self.dropped_written {
+            let detail = w.intern("nvml samples (the sampler's queue to the writer was full)");
+            w.push(Event::Loss(Loss {
+                time: to_trace_time(crate::nvml::realtime_ns(), self.offset),
+                source: LossSource::QUEUE_OVERFLOW,
+                count: dropped - self.dropped_written,
+                detail,
+            }))?;
+            self.dropped_written = dropped;
+        }
+        Ok(())
+    }
+
+    /// Stop the sampler (waiting for it briefly, so that every sample it
+    /// took is written), write what is left and note the counts.
+    fn finish<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>, trailer: &mut Trailer) -> Result<(), FormatError> {
+        let Some(hw) = crate::nvml::state() else { return Ok(()) };
+        let stopped = hw.stop_and_wait(Duration::from_millis(500));
+        self.pump(w)?;
+        let mut status = hw.status();
+        if !stopped {
+            status.push_str("; the sampler was still in an NVML call at exit (its last samples may be missing)");
+        }
+        for (k, v) in [
+            ("nvml.status", status),
+            ("nvml.samples", hw.taken.load(Relaxed).to_string()),
+            ("nvml.samples_dropped", hw.dropped.load(Relaxed).to_string()),
+            ("nvml.failed_calls", hw.failed_calls.load(Relaxed).to_string()),
+        ] {
+            trailer.extra.insert(k.into(), v);
+        }
+        Ok(())
+    }
+}
+
 /// A plugin time (`CLOCK_REALTIME` ns) in the trace's domain (0 stays 0).
 fn to_trace_time(realtime_ns: u64, offset: i64) -> Nanos {
     if realtime_ns == 0 {
@@ -726,6 +805,14 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     // (an out-of-order start would put its chunk buffer in hold-back mode for good).
     held.reverse();
     header.devices = devices;
+    let (hw_plan, hw_note) = crate::nvml::plan(
+        s.config.gpu_sample_hz,
+        &header.devices,
+        header.rank.local_rank,
+        s.config.nvml_path.clone(),
+        std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
+    );
+    header.extra.insert("nvml.sampling".into(), hw_note);
     let path = trace_path(&s.config, &header);
     let opened = std::fs::create_dir_all(&s.config.output_dir)
         .and_then(|_| std::fs::File::create(&path))
@@ -765,6 +852,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     };
     let mut nccl = NcclSide::new(s, &start_clock);
     let mut markers = NvtxSide::new(nccl.offset);
+    let mut hw = HwSide::new(nccl.offset);
+    if let Some(p) = hw_plan {
+        crate::nvml::start(p);
+    }
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     loop {
@@ -785,7 +876,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
         losses.undecodable += undecodable;
         if !failed {
-            if let Err(e) = nccl.pump(&mut dec, &mut w, stopping).and_then(|_| markers.pump(&mut w)) {
+            if let Err(e) = nccl
+                .pump(&mut dec, &mut w, stopping)
+                .and_then(|_| markers.pump(&mut w))
+                .and_then(|_| hw.pump(&mut w))
+            {
                 failed = write_failed(s, &path, &e);
             }
         }
@@ -811,7 +906,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         end.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
         trailer.end_clock = end;
         let end_ns = end.realtime_ns;
-        if let Err(e) = markers.finish(&mut w, end_ns, &mut trailer) {
+        if let Err(e) = markers
+            .finish(&mut w, end_ns, &mut trailer)
+            .and_then(|_| hw.finish(&mut w, &mut trailer))
+        {
             write_failed(s, &path, &e);
             s.finished.store(true, Release);
             return;
@@ -857,6 +955,9 @@ fn write_failed(s: &Session, path: &std::path::Path, e: &FormatError) -> bool {
     s.stop_capture();
     if let Some(st) = crate::nccl::state() {
         st.disable("the trace file could not be written");
+    }
+    if let Some(hw) = crate::nvml::state() {
+        hw.stop_and_wait(Duration::ZERO);
     }
     true
 }

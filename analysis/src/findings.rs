@@ -45,6 +45,17 @@ const LOW_COMPUTE_PCT: f64 = 50.0;
 const STEP_P95_OVER_P50: f64 = 1.5;
 /// ... or the coefficient of variation this.
 const STEP_CV: f64 = 0.25;
+/// A GPU with slowdown reasons (power cap, thermal, hardware slowdown) set at least this
+/// share of the sampled time is throttled ...
+const THROTTLED_SHARE: f64 = 0.10;
+/// ... and from this share on it is high severity.
+const THROTTLED_SHARE_HIGH: f64 = 0.30;
+/// A busy GPU whose mean SM clock is below this share of its maximum is slower-clocked.
+const CLOCK_SHARE_LOW: f64 = 0.85;
+/// "Busy" for the clock rule: NVML's GPU utilization at least this, percent.
+const BUSY_UTIL_PCT: f64 = 50.0;
+/// NVML's memory utilization at least this, percent, on a busy GPU: memory-bound.
+const MEMORY_BOUND_UTIL_PCT: f64 = 70.0;
 /// Fewest steps for the stability rule.
 const MIN_STEPS_FOR_STABILITY: u64 = 5;
 
@@ -449,8 +460,111 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
         ));
     }
     productive_findings(r, &mut out);
+    hardware_findings(&devices, &mut out);
     out.sort_by_key(|f| f.severity);
     out
+}
+
+/// The rules over the GPU's own counters: throttled or slower-clocked GPUs, memory-bound
+/// kernels. One finding per rule, naming every device it holds for, worst first.
+fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
+    // (share throttled, clock share of max, rank, device, report)
+    let mut slow: Vec<(f64, f64, u32, u32, &crate::hardware::HardwareReport)> = Vec::new();
+    for &(rank, d) in devices {
+        let Some(h) = &d.hardware else { continue };
+        let throttled = h.throttled_share();
+        let clock = h.sm_clock_pct_of_max.map_or(1.0, |p| p / 100.0);
+        let busy = h.gpu_util_sampled_pct.is_none_or(|u| u >= BUSY_UTIL_PCT);
+        if throttled >= THROTTLED_SHARE || (busy && clock < CLOCK_SHARE_LOW) {
+            slow.push((throttled, clock, rank, d.device, h));
+        }
+    }
+    slow.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.total_cmp(&b.1)).then((a.2, a.3).cmp(&(b.2, b.3))));
+    if let Some(&(throttled, clock, rank, device, h)) = slow.first() {
+        let reasons: Vec<String> = {
+            let mut r: Vec<(&String, &u64)> = h.throttle_by_reason_ns.iter().filter(|(k, _)| k.as_str() != "idle").collect();
+            r.sort_by_key(|(k, v)| (std::cmp::Reverse(**v), *k));
+            r.iter()
+                .map(|(k, v)| format!("{k} {:.0}%", 100.0 * pct(**v, h.throttle_sampled_ns)))
+                .collect()
+        };
+        let mut evidence = format!(
+            "rank {rank} gpu {device}: slowdown reasons set {:.0}% of the sampled time{}",
+            100.0 * throttled,
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            }
+        );
+        if let (Some(m), Some(max)) = (h.sm_clock_mean_mhz, h.sm_clock_max_mhz) {
+            evidence.push_str(&format!(
+                "; SM clock {m:.0} MHz on average, {:.0}% of its {max} MHz maximum",
+                100.0 * clock
+            ));
+        }
+        if let Some(p) = h.power_mean_w {
+            evidence.push_str(&format!("; {p:.0} W on average"));
+        }
+        if let Some(t) = h.temperature_max_c {
+            evidence.push_str(&format!(", up to {t} °C"));
+        }
+        if slow.len() > 1 {
+            let others: Vec<String> = slow[1..].iter().map(|s| format!("rank {} gpu {}", s.2, s.3)).collect();
+            evidence.push_str(&format!("; also {}", others.join(", ")));
+        }
+        let mut values = vec![
+            ("throttled_share", throttled),
+            ("sm_clock_share_of_max", clock),
+            ("rank", rank as f64),
+            ("device", device as f64),
+            ("devices", slow.len() as f64),
+        ];
+        if let Some(p) = h.power_mean_w {
+            values.push(("power_mean_w", p));
+        }
+        let what = if throttled >= THROTTLED_SHARE {
+            "throttled"
+        } else {
+            "running below its maximum clock"
+        };
+        out.push(finding(
+            "gpu-throttled",
+            if throttled >= THROTTLED_SHARE_HIGH { Severity::High } else { Severity::Medium },
+            format!("GPU clocks {what}: rank {rank} gpu {device} computes slower than it can"),
+            evidence,
+            "Look at the power limit, cooling and clocks: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE,CLOCK on that node (a lowered power limit, a failing fan, a hot rack, application clocks set low). In a synchronous job every rank waits for the slowest GPU: gputrace compare shows whether this one is the straggler.",
+            &values,
+        ));
+    }
+    let mut memory: Vec<(f64, u32, u32)> = devices
+        .iter()
+        .filter_map(|&(rank, d)| {
+            let h = d.hardware.as_ref()?;
+            let mem = h.mem_util_sampled_pct?;
+            let busy = h.gpu_util_sampled_pct.is_some_and(|u| u >= HIGH_GPU_UTIL_PCT);
+            (busy && mem >= MEMORY_BOUND_UTIL_PCT).then_some((mem, rank, d.device))
+        })
+        .collect();
+    memory.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    if let Some(&(mem, rank, device)) = memory.first() {
+        let also = if memory.len() > 1 {
+            format!(" and {} more device(s)", memory.len() - 1)
+        } else {
+            String::new()
+        };
+        out.push(finding(
+            "memory-bound",
+            Severity::Info,
+            "Kernels look memory-bound: device memory was busy most of the time".into(),
+            format!(
+                "rank {rank} gpu {device}{also}: NVML's memory utilization {mem:.0}% (time the memory was read or written) while a kernel ran {:.0}%+ of the time",
+                HIGH_GPU_UTIL_PCT
+            ),
+            "Check the top kernels' DRAM throughput against the GPU's peak (ncu --section MemoryWorkloadAnalysis): fuse elementwise kernels, use lower precision or larger tiles to raise arithmetic intensity.",
+            &[("mem_util_sampled_pct", mem), ("devices", memory.len() as f64)],
+        ));
+    }
 }
 
 /// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.

@@ -47,6 +47,7 @@
 mod collectives;
 mod error;
 mod findings;
+pub mod hardware;
 mod hta;
 mod merge;
 pub mod peaks;

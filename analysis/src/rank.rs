@@ -480,6 +480,9 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         Event::Loss(l) if l.source == LossSource::IMPORT => {
             *losses.not_imported.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
         }
+        Event::Loss(l) if l.source == LossSource::COUNTER_FAILED => {
+            *losses.counter_series_stopped.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
+        }
         Event::Loss(l) => *losses.lost_records.entry(l.source.name().to_string()).or_insert(0) += l.count,
         Event::Collective(c) => colls.add(c),
         _ => {}
@@ -805,6 +808,14 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         .collect();
     let rank_from_header = header.rank.rank.is_some();
     let util_busy: Vec<u64> = passes.iter().map(|p| p.util_busy_ns).collect();
+    // The GPU's own counters, next to the timeline's numbers.
+    let counters = file.counter_series()?;
+    if !counters.is_empty() {
+        for (dev, busy) in reports.iter_mut().zip(&util_busy) {
+            let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
+            dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
+        }
+    }
     let mut report = RankReport {
         rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
         rank_from_header,
@@ -1507,6 +1518,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
         longest_gaps: Vec::new(),
         steps: Vec::new(),
         steps_inferred_from: None,
+        hardware: None,
     }
 }
 

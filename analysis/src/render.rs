@@ -216,6 +216,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
     }
 
     render_productive(&mut o, r, &st);
+    render_hardware(&mut o, r, &st);
 
     let mut gaps: Vec<(u32, u32, &GapReport)> = r
         .ranks
@@ -385,6 +386,69 @@ const MAX_EXPOSED_ROWS: usize = 16;
 
 /// NCCL collectives per (communicator, operation), the communicators, and exposed
 /// communication by operation. Nothing without collective records.
+/// The `hardware` sections: what the GPUs' own counters said, one row per device.
+fn render_hardware(o: &mut String, r: &Report, st: &Style) {
+    let rows: Vec<(u32, u32, &crate::hardware::HardwareReport)> = r
+        .ranks
+        .iter()
+        .flat_map(|rk| {
+            rk.devices
+                .iter()
+                .filter_map(move |d| d.hardware.as_ref().map(|h| (rk.rank, d.device, h)))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{}",
+        st.heading("Hardware (the GPU's own counters, NVML samples over the span)")
+    );
+    let _ = writeln!(
+        o,
+        "{:>5} {:>4}  {:>9} {:>9} {:>8}  {:>15} {:>8} {:>9}  {:>10}  by reason",
+        "rank", "gpu", "util NVML", "timeline", "mem util", "SM clock (max)", "of max", "power", "throttled"
+    );
+    let f1 = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
+    for (rank, dev, h) in rows {
+        let clock = match (h.sm_clock_mean_mhz, h.sm_clock_max_mhz) {
+            (Some(m), Some(max)) => format!("{m:.0} ({max}) MHz"),
+            (Some(m), None) => format!("{m:.0} MHz"),
+            _ => "-".into(),
+        };
+        let mut reasons: Vec<(&String, &u64)> = h.throttle_by_reason_ns.iter().filter(|(k, _)| k.as_str() != "idle").collect();
+        reasons.sort_by_key(|(k, v)| (std::cmp::Reverse(**v), *k));
+        let by: Vec<String> = reasons
+            .iter()
+            .map(|(k, v)| format!("{k} {}", pct(**v, h.throttle_sampled_ns)))
+            .collect();
+        let throttled = if h.throttle_sampled_ns == 0 {
+            "-".to_string()
+        } else {
+            pct(h.throttled_ns, h.throttle_sampled_ns)
+        };
+        let _ = writeln!(
+            o,
+            "{:>5} {:>4}  {:>9} {:>9} {:>8}  {:>15} {:>8} {:>9}  {:>10}  {}",
+            rank,
+            dev,
+            f1(h.gpu_util_sampled_pct, "%"),
+            f1(h.gpu_util_nvml_pct, "%"),
+            f1(h.mem_util_sampled_pct, "%"),
+            clock,
+            f1(h.sm_clock_pct_of_max, "%"),
+            f1(h.power_mean_w, " W"),
+            throttled,
+            if by.is_empty() { "-".to_string() } else { by.join(", ") }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "util NVML: NVML's GPU-Util sampled; timeline: the same definition computed from the kernels (they should agree within a few points)"
+    );
+}
+
 fn render_collectives(o: &mut String, r: &Report, st: &Style) {
     if r.collectives.is_empty() {
         return;

@@ -210,6 +210,9 @@ pub struct DeviceReport {
     /// When the steps were inferred from the repeating kernel pattern: the kernel whose
     /// runs start each step (its windows are GPU time, numbered from 0).
     pub steps_inferred_from: Option<String>,
+    /// What the GPU's own counters (NVML, sampled beside the timeline) say over the span;
+    /// null when the trace has none for this device.
+    pub hardware: Option<crate::hardware::HardwareReport>,
 }
 
 /// Time in each combination of overlapping categories; with `idle_ns` they tile the span.
@@ -532,6 +535,11 @@ pub struct Losses {
     /// e.g. CPU operators of a Kineto trace), by the importer's description. They are
     /// not GPU timeline data and do not make the report lossy.
     pub not_imported: BTreeMap<String, u64>,
+    /// Counter series that stopped early because their source failed (loss events with
+    /// source `counter-failed`), by the agent's description (`gpu0 nvml.pcie_tx_kbps:
+    /// nvmlDeviceGetPcieThroughput returned 3 (Not Supported)`). The timeline is whole:
+    /// they do not make the report lossy.
+    pub counter_series_stopped: BTreeMap<String, u64>,
     /// The trailer's loss totals (absent without a trailer).
     pub trailer_losses: BTreeMap<String, u64>,
     /// The writer did not finish: the end of the run is missing.
@@ -551,7 +559,7 @@ impl Losses {
             || self
                 .trailer_losses
                 .iter()
-                .any(|(source, &n)| n > 0 && source != LossSource::IMPORT.name())
+                .any(|(source, &n)| n > 0 && source != LossSource::IMPORT.name() && source != LossSource::COUNTER_FAILED.name())
     }
 }
 

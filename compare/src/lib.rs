@@ -150,6 +150,10 @@ pub struct Options {
     /// A straggler must also impose at least this fraction of the job's
     /// span in waiting (random jitter makes someone last every time).
     pub min_imposed_share: f64,
+    /// A GPU with slowdown reasons set at least this share of the time is throttled.
+    pub throttled_share: f64,
+    /// A mean SM clock this fraction below the peers' median is slower-clocked.
+    pub clock_deficit: f64,
 }
 
 impl Default for Options {
@@ -158,6 +162,8 @@ impl Default for Options {
             straggler_factor: 1.25,
             gpu_threshold: 0.05,
             min_imposed_share: 0.02,
+            throttled_share: 0.10,
+            clock_deficit: 0.05,
         }
     }
 }
@@ -205,6 +211,9 @@ pub struct Straggler {
     pub cause: String,
     /// The evidence, in words.
     pub why: String,
+    /// Its GPU's counters show it throttled or clocked below its peers (see
+    /// [`RankRow::gpu_slowed`]).
+    pub gpu_slowed: bool,
 }
 
 /// Per-rank numbers.
@@ -240,6 +249,17 @@ pub struct RankRow {
     pub tokens_per_s: Option<f64>,
     /// `succeeded` or `failed` (run record, exit marker, trailer).
     pub outcome: String,
+    /// Mean SM clock of its GPU, MHz (null without GPU counters in the trace).
+    pub sm_clock_mean_mhz: Option<f64>,
+    /// Share of the sampled time its GPU had a slowdown reason set (power cap, thermal,
+    /// hardware slowdown), 0..1 (null without throttle-reason samples).
+    pub throttled_share: Option<f64>,
+    /// Its GPU was throttled at least [`Options::throttled_share`] of the time, or its mean SM
+    /// clock was [`Options::clock_deficit`] or more below its peers' median: a common cause of
+    /// a GPU straggler.
+    pub gpu_slowed: bool,
+    /// Why `gpu_slowed`, in words (empty when it is not).
+    pub gpu_slowed_why: String,
 }
 
 /// One step of one rank.
@@ -330,6 +350,15 @@ fn median_u64(mut v: Vec<u64>) -> u64 {
         return 0;
     }
     v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Median (the upper one of an even count, as [`median_u64`]); 0 when empty.
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
@@ -600,6 +629,14 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             step_time_p50_s: sums[r].productive.step_time_p50_s,
             tokens_per_s: sums[r].productive.tokens_per_s,
             outcome: sums[r].productive.outcome.clone(),
+            sm_clock_mean_mhz: sums[r].hardware.as_ref().and_then(|h| h.sm_clock_mean_mhz),
+            throttled_share: sums[r]
+                .hardware
+                .as_ref()
+                .filter(|h| h.throttle_sampled_ns > 0)
+                .map(|h| h.throttled_share()),
+            gpu_slowed: false,
+            gpu_slowed_why: String::new(),
             steps: sums[r]
                 .steps
                 .iter()
@@ -616,6 +653,46 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
                 .collect(),
         })
         .collect();
+    // Throttled or slower-clocked GPUs, from the ranks' own counters.
+    let clocks: Vec<f64> = ranks.iter().filter_map(|r| r.sm_clock_mean_mhz).collect();
+    for r in 0..n {
+        let mut why = Vec::new();
+        if let Some(share) = ranks[r].throttled_share.filter(|&s| s >= opts.throttled_share) {
+            let reasons = sums[r].hardware.as_ref().map_or(String::new(), |h| {
+                let mut v: Vec<(&String, &u64)> = h.throttle_by_reason_ns.iter().filter(|(k, _)| k.as_str() != "idle").collect();
+                v.sort_by_key(|(k, ns)| (std::cmp::Reverse(**ns), *k));
+                let names: Vec<&str> = v.iter().map(|(k, _)| k.as_str()).collect();
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", names.join(", "))
+                }
+            });
+            why.push(format!("its GPU was throttled {:.0}% of the sampled time{reasons}", share * 100.0));
+        }
+        if let Some(mine) = ranks[r].sm_clock_mean_mhz {
+            let peers: Vec<f64> = ranks
+                .iter()
+                .enumerate()
+                .filter(|(p, _)| *p != r)
+                .filter_map(|(_, x)| x.sm_clock_mean_mhz)
+                .collect();
+            if clocks.len() >= 2 && !peers.is_empty() {
+                let median = median_f64(peers);
+                if median > 0.0 && mine < (1.0 - opts.clock_deficit) * median {
+                    why.push(format!(
+                        "its SM clock averaged {mine:.0} MHz against its peers' {median:.0} MHz (median), {:.0}% lower",
+                        100.0 * (1.0 - mine / median)
+                    ));
+                }
+            }
+        }
+        if !why.is_empty() {
+            ranks[r].gpu_slowed = true;
+            ranks[r].gpu_slowed_why = why.join("; ");
+            warnings.push(format!("rank {}: {} (NVML counters)", ranks[r].rank, ranks[r].gpu_slowed_why));
+        }
+    }
     // The job's span on the reference clock, and its steps.
     let span = {
         let c = &sums[0].collectives;
@@ -651,13 +728,14 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
                     .to_string(),
             )
         } else if extra_c >= opts.gpu_threshold {
-            (
-                "gpu",
-                format!(
-                    "its compute kernels took {:.1}% longer than its peers' (median) for the same work",
-                    extra_c * 100.0
-                ),
-            )
+            let mut why = format!(
+                "its compute kernels took {:.1}% longer than its peers' (median) for the same work",
+                extra_c * 100.0
+            );
+            if ranks[r].gpu_slowed {
+                why.push_str(&format!(", and {}", ranks[r].gpu_slowed_why));
+            }
+            ("gpu", why)
         } else if lateness > 0.0 && extra_h_step >= 0.5 * lateness {
             (
                 "host",
@@ -680,6 +758,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             arrived_last: arrived_last[r],
             cause: cause.into(),
             why,
+            gpu_slowed: ranks[r].gpu_slowed,
         });
     }
     stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));

@@ -113,6 +113,8 @@ pub struct RankSummary {
     /// custom all-reduce, NVSHMEM, ...), keyed by their order within their stream:
     /// how many per library.
     pub ordered_by_stream: BTreeMap<String, u64>,
+    /// What its (busiest) GPU's own counters said, when the trace has them.
+    pub hardware: Option<gputrace_analysis::hardware::HardwareReport>,
 }
 
 /// Read one trace into its summary.
@@ -166,6 +168,7 @@ pub fn summarize_report(
         })
         .unwrap_or_default();
     let total = dev.map_or_else(StepStat::default, |d| StepStat::from_report(0, 0, d.compute_ns, &d.idle_causes));
+    let hardware = dev.and_then(|d| d.hardware.clone());
 
     // Collectives: NCCL's identities when the trace has them, otherwise
     // the n-th kernel of an operation is that operation's n-th collective.
@@ -258,6 +261,7 @@ pub fn summarize_report(
         total,
         productive: report.productive,
         ordered_by_stream,
+        hardware,
     })
 }
 

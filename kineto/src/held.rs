@@ -118,6 +118,7 @@ pub(crate) fn remap(e: &mut Event, ids: &[StringId]) {
             id(&mut c.protocol);
         }
         Event::Loss(l) => id(&mut l.detail),
+        Event::Counter(c) => id(&mut c.metric),
         Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) => {}
     }
 }

@@ -53,6 +53,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         tokens_per_step: Some(DEMO_TOKENS_PER_STEP),
         samples_per_step: Some(DEMO_SAMPLES_PER_STEP),
         model_params: Some(DEMO_MODEL_PARAMS),
+        gpu_counters: true,
         ..defaults
     };
     std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
@@ -101,7 +102,8 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     );
     if let Some(r) = cfg.slow_rank {
         scenario += &format!(
-            "; rank {r} runs its kernels {:.1}x slower, so its peers wait in every all-reduce",
+            "; rank {r}'s GPU is power-capped (its NVML counters show the SM clock at {:.0}% of its maximum), so its kernels run {:.1}x slower and its peers wait in every all-reduce",
+            100.0 / cfg.slow_factor,
             cfg.slow_factor
         );
     }

@@ -109,12 +109,33 @@ pub struct FileInfo {
     pub skipped_chunks: u32,
     /// NCCL communicators the trace names (from the NCCL profiler plugin).
     pub communicators: Vec<Communicator>,
+    /// Counter series (GPU counters sampled beside the timeline).
+    pub counters: Vec<SeriesInfo>,
     /// The trailer's free-form notes (what the agent counted at the end,
     /// e.g. `agent.api_calls_filtered`); empty without a trailer.
     pub trailer_extra: BTreeMap<String, String>,
     /// Totals from every event, with `--stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
+}
+
+/// One counter series: its samples summarized.
+#[derive(Debug, Serialize)]
+pub struct SeriesInfo {
+    /// Device ordinal.
+    pub device: u32,
+    /// Series name, e.g. `nvml.sm_clock_mhz`.
+    pub metric: String,
+    /// Samples.
+    pub samples: usize,
+    /// Smallest value.
+    pub min: u64,
+    /// Largest value.
+    pub max: u64,
+    /// Time-weighted mean.
+    pub mean: f64,
+    /// First and last sample, ns in the trace's time domain.
+    pub span_ns: (u64, u64),
 }
 
 /// Losses from one source.
@@ -147,6 +168,20 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
             s.lost = s.lost.saturating_add(l.count);
         }
     }
+    let counters = t
+        .counter_series()?
+        .into_iter()
+        .filter(|c| !c.samples.is_empty())
+        .map(|c| SeriesInfo {
+            device: c.device.0,
+            samples: c.samples.len(),
+            min: c.samples.iter().map(|s| s.1).min().unwrap_or(0),
+            max: c.samples.iter().map(|s| s.1).max().unwrap_or(0),
+            mean: c.time_weighted_mean().unwrap_or(0.0),
+            span_ns: (c.samples[0].0 .0, c.samples[c.samples.len() - 1].0 .0),
+            metric: c.metric,
+        })
+        .collect();
     let tracks = t.tracks();
     let total = t.event_total();
     let damage = t.damage().map(|d| DamageInfo {
@@ -183,6 +218,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         damage,
         skipped_chunks: t.skipped_chunks(),
         communicators: t.communicators().to_vec(),
+        counters,
         trailer_extra: t.trailer().map(|tr| tr.extra.clone()).unwrap_or_default(),
         stats: None,
     })
@@ -281,7 +317,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         .extra
         .iter()
         .chain(&i.trailer_extra)
-        .filter(|(k, _)| ["agent.", "cupti.", "nccl."].iter().any(|p| k.starts_with(p)));
+        .filter(|(k, _)| ["agent.", "cupti.", "nccl.", "nvml."].iter().any(|p| k.starts_with(p)));
     for (n, (k, v)) in notes.enumerate() {
         let label = if n == 0 { "agent" } else { "" };
         writeln!(out, "  {label:<13} {k}: {v}")?;
@@ -340,6 +376,22 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             }
         )?;
     }
+    for (n, c) in i.counters.iter().enumerate() {
+        let label = if n == 0 { "series" } else { "" };
+        let range = if c.metric == metric::THROTTLE_REASONS {
+            format!("bit mask, largest {:#x}", c.max)
+        } else {
+            format!("{}..{}, mean {:.1}", c.min, c.max, c.mean)
+        };
+        writeln!(
+            out,
+            "  {label:<13} gpu{} {}: {} samples over {}, {range}",
+            c.device,
+            c.metric,
+            thousands(c.samples as u64),
+            Nanos(c.span_ns.1.saturating_sub(c.span_ns.0))
+        )?;
+    }
     let kinds: Vec<String> = i.events.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
     writeln!(out, "  events        {} total: {}", thousands(i.events_total), kinds.join(", "))?;
     writeln!(
@@ -355,7 +407,15 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         writeln!(out, "  losses        none recorded")?;
     } else {
         for (src, l) in &i.losses {
-            writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
+            if src == LossSource::COUNTER_FAILED.name() {
+                writeln!(
+                    out,
+                    "  LOSSES        {src}: {} counter series stopped early (see the loss records)",
+                    l.records
+                )?;
+            } else {
+                writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
+            }
         }
     }
     if i.skipped_chunks > 0 {

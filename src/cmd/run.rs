@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// Do not record the program's NVTX ranges and marks.
     #[arg(long)]
     pub no_nvtx: bool,
+    /// Sample each GPU's NVML counters (utilization, clocks, power, energy,
+    /// temperature, throttle reasons, memory used, PCIe) this many times a
+    /// second; 0 turns sampling off (default 10; at most 1000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub gpu_sample_hz: Option<u32>,
     /// Tokens per training step, noted in the trace header (for throughput).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub tokens_per_step: Option<u64>,
@@ -165,6 +170,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(n) = args.samples_per_step {
         cmd.env("GPUTRACE_SAMPLES_PER_STEP", n.to_string());
+    }
+    if let Some(hz) = args.gpu_sample_hz {
+        cmd.env("GPUTRACE_GPU_SAMPLE_HZ", hz.to_string());
     }
     if args.no_nvtx {
         cmd.env("GPUTRACE_NVTX", "0");

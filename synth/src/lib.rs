@@ -80,6 +80,11 @@ pub struct JobConfig {
     /// Parameters of the model the scenario trains (header extra `synthetic.model_params`;
     /// `gputrace demo` passes it to the report for MFU).
     pub model_params: Option<f64>,
+    /// Write NVML-like GPU counter series at 10 Hz, as the agent's sampler does (utilization,
+    /// SM clock and its maximum, power, energy, temperature, throttle reasons, memory used,
+    /// PCIe): `slow_rank`'s GPU is power-capped (SM clock at `1 / slow_factor` of its
+    /// maximum, the software power cap reason set), which is why its kernels are slower.
+    pub gpu_counters: bool,
 }
 
 impl Default for JobConfig {
@@ -108,6 +113,7 @@ impl Default for JobConfig {
             tokens_per_step: None,
             samples_per_step: None,
             model_params: None,
+            gpu_counters: false,
         }
     }
 }
@@ -784,18 +790,96 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
             return Err(e);
         }
     }
-    let mut trailer = Trailer::default();
     let end = sched.plans[rank as usize].last().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
-    trailer.end_clock = ClockPair {
-        realtime_ns: end as u64,
-        monotonic_ns: 0,
-        cupti_ns: None,
+    if cfg.gpu_counters {
+        let start = sched.plans[rank as usize].first().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
+        n_events += write_counters(&mut w, cfg, rank, device, start as u64, end as u64)?;
+    }
+    let trailer = Trailer {
+        end_clock: ClockPair {
+            realtime_ns: end as u64,
+            monotonic_ns: 0,
+            cupti_ns: None,
+        },
+        ..Trailer::default()
     };
     w.flush()?;
     // Everything but the small trailer is written now.
     let bytes = w.bytes_written();
     let out = w.finish(trailer)?;
     Ok((out, RankStats { events: n_events, bytes }))
+}
+
+/// The SM clock's maximum the synthetic GPUs report, MHz (an H100 SXM's).
+const MAX_SM_CLOCK_MHZ: u64 = 1980;
+
+/// NVML-like counter samples of one rank's GPU from `start` to `end` (trace time), every
+/// 100 ms, as the agent's sampler writes them; the number of events written.
+fn write_counters<W: Write>(w: &mut TraceWriter<W>, cfg: &JobConfig, rank: u32, device: DeviceId, start: u64, end: u64) -> Result<u64> {
+    use gputrace_format::metric::{self, throttle};
+    let throttled = cfg.slow_rank == Some(rank);
+    let mut rng = Rng::seeded(&[cfg.seed, rank as u64, 0xc0_u64]);
+    let names: Vec<StringId> = [
+        metric::GPU_UTIL_PCT,
+        metric::MEM_UTIL_PCT,
+        metric::SM_CLOCK_MHZ,
+        metric::POWER_MW,
+        metric::ENERGY_MJ,
+        metric::TEMPERATURE_C,
+        metric::THROTTLE_REASONS,
+        metric::MEM_USED_BYTES,
+        metric::PCIE_TX_KBPS,
+        metric::PCIE_RX_KBPS,
+    ]
+    .iter()
+    .map(|n| w.intern(n))
+    .collect();
+    let push = |w: &mut TraceWriter<W>, time: u64, metric: StringId, value: u64| {
+        w.push(Event::Counter(Counter {
+            time: Nanos(time),
+            device,
+            metric,
+            value,
+        }))
+    };
+    let max = w.intern(metric::SM_CLOCK_MAX_MHZ);
+    push(w, start, max, MAX_SM_CLOCK_MHZ)?;
+    let mut n = 1;
+    // Clocks step in 15 MHz bins; the capped GPU runs at the clock its slower kernels imply.
+    let capped = ((MAX_SM_CLOCK_MHZ as f64 / cfg.slow_factor.max(1.0)) / 15.0).round() as u64 * 15;
+    let mut energy_mj = 1_000_000_000u64 + rank as u64 * 7_000_000;
+    let mut t = start;
+    while t <= end {
+        let clock = if throttled {
+            capped + 15 * (rng.next() % 2)
+        } else {
+            MAX_SM_CLOCK_MHZ - 15 * (rng.next() % 2)
+        };
+        let power_mw = if throttled {
+            700_000 - rng.next() % 2_000
+        } else {
+            rng.jitter(560_000, 0.03)
+        };
+        let values = [
+            97 + rng.next() % 3,
+            rng.jitter(38, 0.1),
+            clock,
+            power_mw,
+            energy_mj,
+            if throttled { 83 } else { 66 } + rng.next() % 3,
+            if throttled { throttle::SW_POWER_CAP } else { 0 },
+            62 << 30,
+            rng.jitter(1_200, 0.2),
+            rng.jitter(2_400, 0.2),
+        ];
+        for (&name, &v) in names.iter().zip(&values) {
+            push(w, t, name, v)?;
+        }
+        n += values.len() as u64;
+        energy_mj += power_mw / 10; // mW over 100 ms, in mJ
+        t += 100_000_000;
+    }
+    Ok(n)
 }
 
 /// File name for a rank, the same shape the agent uses:

@@ -8,6 +8,8 @@
 #   OUTDIR/testprog                              links OUTDIR/libcuda.so.1 (rpath)
 #   OUTDIR/nvtxprog                              NVTX job (vendored nvtx3 headers, no libcuda link)
 #   OUTDIR/selftest_agent.so                     minimal injection agent (selftest)
+#   OUTDIR/nvml/libnvidia-ml.so.1                fake NVML (fake_nvml.c); in its own
+#                                                directory, found only when named
 # cupti_layouts.h is committed; regenerate it with gen_layouts.py.
 set -eu
 [ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
@@ -16,7 +18,7 @@ mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 CC=${CC:-gcc}
 CFLAGS="-O1 -g -fPIC -pthread -Wall -Werror -fvisibility=hidden"
-mkdir -p "$OUT/cupti12" "$OUT/cupti13"
+mkdir -p "$OUT/cupti12" "$OUT/cupti13" "$OUT/nvml"
 
 $CC $CFLAGS -shared -Wl,-soname,libcuda.so.1 -o "$OUT/libcuda.so.1" "$SRC/fake_cuda.c" -ldl &
 p1=$!
@@ -28,6 +30,8 @@ $CC $CFLAGS -DFAKE_CUPTI_MAJOR=13 -shared -Wl,-soname,libcupti.so.13 \
 p3=$!
 $CC $CFLAGS -shared -o "$OUT/selftest_agent.so" "$SRC/selftest_agent.c" -ldl &
 p4=$!
+$CC $CFLAGS -shared -Wl,-soname,libnvidia-ml.so.1 -o "$OUT/nvml/libnvidia-ml.so.1" "$SRC/fake_nvml.c" &
+p5=$!
 wait $p1
 ln -sf libcuda.so.1 "$OUT/libcuda.so"
 $CC -O1 -g -pthread -Wall -Werror -o "$OUT/testprog" "$SRC/testprog.c" \
@@ -36,5 +40,6 @@ $CC -O1 -g -pthread -Wall -Werror -I"$SRC/nvtx3" -o "$OUT/nvtxprog" "$SRC/nvtxpr
 wait $p2
 wait $p3
 wait $p4
+wait $p5
 ln -sf libcupti.so.12 "$OUT/cupti12/libcupti.so"
 ln -sf libcupti.so.13 "$OUT/cupti13/libcupti.so"

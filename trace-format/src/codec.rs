@@ -43,6 +43,7 @@ pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
         EventKind::Marker => (0, 4),
         EventKind::Collective => (5, 11),
         EventKind::Loss => (1, 2),
+        EventKind::Counter => (1, 2),
     }
 }
 
@@ -172,6 +173,12 @@ macro_rules! split {
                 let ($start, $end) = (l.time.0, l.time.0);
                 let $s = [l.count];
                 let $a = [l.source.0 as u64, l.detail.0 as u64];
+                $row
+            }
+            Event::Counter(c) => {
+                let ($start, $end) = (c.time.0, c.time.0);
+                let $s = [c.value];
+                let $a = [c.device.0 as u64, c.metric.0 as u64];
                 $row
             }
         }
@@ -321,6 +328,17 @@ fn template(kind: EventKind, track: &Track, a: &Attrs) -> Result<Event, &'static
                 detail: StringId(u32f(a[1])?),
             })
         }
+        EventKind::Counter => {
+            if *track != Track::Process {
+                return Err("counter sample on a non-process track");
+            }
+            Event::Counter(Counter {
+                time: Nanos(0),
+                device: DeviceId(u32f(a[0])?),
+                metric: StringId(u32f(a[1])?),
+                value: 0,
+            })
+        }
     })
 }
 
@@ -374,6 +392,13 @@ fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'st
             }
             l.time = Nanos(start);
             l.count = s[0];
+        }
+        Event::Counter(c) => {
+            if end != start {
+                return Err("counter sample with a duration");
+            }
+            c.time = Nanos(start);
+            c.value = s[0];
         }
     }
     Ok(())
@@ -1252,7 +1277,7 @@ impl Span {
             Event::Api(c) => (c.start, c.end, c.correlation) = (Nanos(self.start), Nanos(self.end), corr),
             Event::Marker(m) => (m.start, m.end) = (Nanos(self.start), Nanos(self.end)),
             // Kinds spans are not read of (see `SpanRows`).
-            Event::Collective(_) | Event::Loss(_) => {}
+            Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => {}
         }
         e
     }
@@ -1304,7 +1329,7 @@ impl<'a> SpanRows<'a> {
         let has_corr = match kind {
             EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::Api => true,
             EventKind::Marker => false,
-            EventKind::Collective | EventKind::Loss => return Err("no spans for this event kind"),
+            EventKind::Collective | EventKind::Loss | EventKind::Counter => return Err("no spans for this event kind"),
         };
         let n_series = shape(kind).0;
         let mut cols = open_body(kind, track, count, body, templates)?;

@@ -33,6 +33,7 @@ pub mod chunk;
 mod codec;
 mod error;
 mod header;
+pub mod metric;
 mod model;
 mod reader;
 mod retime;
@@ -46,7 +47,8 @@ pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
 pub use reader::{
-    ChunkCursor, ChunkDecoder, ChunkMerge, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents, TrackSummary,
+    ChunkCursor, ChunkDecoder, ChunkMerge, CounterSeries, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile,
+    TrackEvents, TrackSummary,
 };
 pub use retime::retime;
 pub use run_record::*;

@@ -28,7 +28,8 @@ pub enum Track {
         /// OS thread id.
         tid: ThreadId,
     },
-    /// Process-wide events: NCCL collective metadata and loss records.
+    /// Process-wide events: NCCL collective metadata, loss records and
+    /// counter samples (which name their device themselves).
     Process,
 }
 
@@ -65,11 +66,13 @@ pub enum EventKind {
     Collective = 7,
     /// Loss record: data that was dropped, with its source.
     Loss = 8,
+    /// One sample of a hardware counter series (format 1.2).
+    Counter = 9,
 }
 
 impl EventKind {
     /// Every kind, in file-format order.
-    pub const ALL: [EventKind; 8] = [
+    pub const ALL: [EventKind; 9] = [
         EventKind::Kernel,
         EventKind::Memcpy,
         EventKind::Memset,
@@ -78,11 +81,19 @@ impl EventKind {
         EventKind::Marker,
         EventKind::Collective,
         EventKind::Loss,
+        EventKind::Counter,
     ];
 
     /// The kind for a file-format number, if this build knows it.
     pub fn from_u8(v: u8) -> Option<EventKind> {
         EventKind::ALL.get((v as usize).wrapping_sub(1)).copied()
+    }
+
+    /// Whether chunks of this kind can be read as spans
+    /// ([`crate::ChunkDecoder::spans`]): every kind with a duration, that
+    /// is all but collectives, losses and counter samples.
+    pub fn has_spans(self) -> bool {
+        !matches!(self, EventKind::Collective | EventKind::Loss | EventKind::Counter)
     }
 
     /// Lower-case name used in output and JSON.
@@ -96,6 +107,7 @@ impl EventKind {
             EventKind::Marker => "marker",
             EventKind::Collective => "collective",
             EventKind::Loss => "loss",
+            EventKind::Counter => "counter",
         }
     }
 }
@@ -238,6 +250,9 @@ raw_enum!(
         NCCL_PLUGIN = 7 => "nccl-plugin",
         /// Events dropped by an importer (malformed input entries).
         IMPORT = 8 => "import",
+        /// A sampled counter series stopped because its source failed
+        /// (`detail` names the series and the call; format 1.2).
+        COUNTER_FAILED = 9 => "counter-failed",
     }
 );
 
@@ -460,6 +475,26 @@ pub struct Loss {
     pub detail: StringId,
 }
 
+/// One sample of a hardware counter series: the value a device's counter
+/// had at `time`. A series is a (device, metric) pair; the metric's name is
+/// a string of the trace (so each name is stored once, in a strings chunk),
+/// by convention `<source>.<quantity>_<unit>` (see [`crate::metric`]).
+/// Values are unsigned integers in the unit the name ends with; a bit mask
+/// (`nvml.throttle_reasons`) is stored as is. Samples of one series come
+/// in time order; a series that stops (its source failed) simply has no
+/// more samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    /// When the value was read, in the trace's time domain.
+    pub time: Nanos,
+    /// Device the counter belongs to (ordinal, as in the header's devices).
+    pub device: DeviceId,
+    /// Series name, e.g. `nvml.sm_clock_mhz`.
+    pub metric: StringId,
+    /// The value, in the unit the metric's name ends with.
+    pub value: u64,
+}
+
 /// Any event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)]
@@ -472,6 +507,7 @@ pub enum Event {
     Marker(Marker),
     Collective(Collective),
     Loss(Loss),
+    Counter(Counter),
 }
 
 impl Event {
@@ -487,6 +523,7 @@ impl Event {
             Event::Marker(_) => EventKind::Marker,
             Event::Collective(_) => EventKind::Collective,
             Event::Loss(_) => EventKind::Loss,
+            Event::Counter(_) => EventKind::Counter,
         }
     }
 
@@ -502,6 +539,7 @@ impl Event {
             Event::Marker(e) => e.start,
             Event::Collective(e) => e.start,
             Event::Loss(e) => e.time,
+            Event::Counter(e) => e.time,
         }
     }
 
@@ -517,6 +555,7 @@ impl Event {
             Event::Marker(e) => e.end,
             Event::Collective(e) => e.end,
             Event::Loss(e) => e.time,
+            Event::Counter(e) => e.time,
         }
     }
 
@@ -531,7 +570,7 @@ impl Event {
             Event::Memset(e) => e.correlation.0,
             Event::Sync(e) => e.correlation.0,
             Event::Api(e) => e.correlation.0,
-            Event::Marker(_) | Event::Collective(_) | Event::Loss(_) => 0,
+            Event::Marker(_) | Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => 0,
         }
     }
 
@@ -545,7 +584,7 @@ impl Event {
             Event::Sync(e) => gpu_track(e.device, e.context, e.stream),
             Event::Api(e) => Track::Thread { tid: e.thread },
             Event::Marker(e) => Track::Thread { tid: e.thread },
-            Event::Collective(_) | Event::Loss(_) => Track::Process,
+            Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => Track::Process,
         }
     }
 }

@@ -472,6 +472,31 @@ impl TraceFile {
         }
     }
 
+    /// Every counter series of the trace (see [`crate::Counter`]): one per
+    /// (device, metric), ordered by device then name, each series' samples
+    /// in time order. Decodes only the counter chunks.
+    pub fn counter_series(&self) -> Result<Vec<CounterSeries>> {
+        let mut by: BTreeMap<(DeviceId, StringId), Vec<(Nanos, u64)>> = BTreeMap::new();
+        for e in self.events_of(&[EventKind::Counter]) {
+            if let Event::Counter(c) = e? {
+                by.entry((c.device, c.metric)).or_default().push((c.time, c.value));
+            }
+        }
+        let mut out: Vec<CounterSeries> = by
+            .into_iter()
+            .map(|((device, metric), mut samples)| {
+                samples.sort_by_key(|s| s.0);
+                CounterSeries {
+                    device,
+                    metric: self.name(metric).into_owned(),
+                    samples,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (a.device, &a.metric).cmp(&(b.device, &b.metric)));
+        Ok(out)
+    }
+
     /// Events of one track (all kinds), in start order. Memory holds only
     /// the chunks whose time ranges overlap the current position.
     pub fn track_events(&self, track: Track) -> TrackEvents<'_> {
@@ -1228,6 +1253,64 @@ fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Resu
         return Err("trailing bytes".into());
     }
     Ok(())
+}
+
+/// One counter series of a trace, read whole ([`TraceFile::counter_series`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterSeries {
+    /// The device.
+    pub device: DeviceId,
+    /// The series' name (e.g. `nvml.sm_clock_mhz`, see [`crate::metric`]).
+    pub metric: String,
+    /// (time, value), in time order.
+    pub samples: Vec<(Nanos, u64)>,
+}
+
+impl CounterSeries {
+    /// Mean of the values, each weighted by the time until the next sample
+    /// (the last by the median gap, so a series that ends early is not
+    /// stretched); the plain mean of a single sample. `None` when empty.
+    pub fn time_weighted_mean(&self) -> Option<f64> {
+        self.weighted(|v| v as f64)
+    }
+
+    /// Time the predicate held, each sample standing for the time until the
+    /// next (the last for the median gap), and the time all samples stand
+    /// for.
+    pub fn time_where(&self, pred: impl Fn(u64) -> bool) -> (Nanos, Nanos) {
+        let w = self.weights();
+        let mut held = 0u64;
+        let mut all = 0u64;
+        for (i, &(_, v)) in self.samples.iter().enumerate() {
+            all += w[i];
+            if pred(v) {
+                held += w[i];
+            }
+        }
+        (Nanos(held), Nanos(all))
+    }
+
+    fn weights(&self) -> Vec<u64> {
+        let s = &self.samples;
+        let mut gaps: Vec<u64> = s.windows(2).map(|p| p[1].0 .0.saturating_sub(p[0].0 .0)).collect();
+        let mut sorted = gaps.clone();
+        sorted.sort_unstable();
+        let last = sorted.get(sorted.len() / 2).copied().unwrap_or(1).max(1);
+        gaps.push(last);
+        gaps
+    }
+
+    fn weighted(&self, f: impl Fn(u64) -> f64) -> Option<f64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let w = self.weights();
+        let total: u64 = w.iter().sum();
+        if total == 0 {
+            return Some(self.samples.iter().map(|s| f(s.1)).sum::<f64>() / self.samples.len() as f64);
+        }
+        Some(self.samples.iter().zip(&w).map(|(s, &w)| f(s.1) * w as f64).sum::<f64>() / total as f64)
+    }
 }
 
 type EventMeta = (EventKind, Track, u32, Nanos, Nanos);

@@ -9,7 +9,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
     let times = (0u64..1 << 40, 0u64..1 << 24);
     let gpu = (0u32..3, 0u32..3, prop_oneof![0u32..4, Just(u32::MAX)]);
     let small = proptest::array::uniform8(any::<u32>());
-    (0u8..8, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
+    (0u8..9, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
         let start = Nanos(s);
         let end = Nanos(s + d);
         let (device, context, stream) = (DeviceId(dev), ContextId(ctx), StreamId(st));
@@ -107,11 +107,17 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 stream,
                 correlation,
             }),
-            _ => Event::Loss(Loss {
+            7 => Event::Loss(Loss {
                 time: start,
                 source: LossSource(b),
                 count: big,
                 detail: StringId(name),
+            }),
+            _ => Event::Counter(Counter {
+                time: start,
+                device,
+                metric: StringId(name),
+                value: big,
             }),
         }
     })
@@ -155,7 +161,7 @@ fn read_spans(t: &TraceFile) -> Result<Vec<Event>> {
     let mut out = Vec::new();
     let mut block = Vec::new();
     for (i, c) in t.chunks().iter().enumerate() {
-        if matches!(c.kind, EventKind::Collective | EventKind::Loss) {
+        if !c.kind.has_spans() {
             continue;
         }
         let mut cursor = dec.spans(i)?;
@@ -181,7 +187,7 @@ fn read_lean_spans(t: &TraceFile) -> Vec<Span> {
     let mut out = Vec::new();
     let mut block = Vec::new();
     for (i, c) in t.chunks().iter().enumerate() {
-        if matches!(c.kind, EventKind::Collective | EventKind::Loss) {
+        if !c.kind.has_spans() {
             continue;
         }
         let mut cursor = dec.spans(i).unwrap();
@@ -202,7 +208,7 @@ fn read_span_kinds(t: &TraceFile) -> Vec<Event> {
     let mut dec = t.decoder();
     let mut out = Vec::new();
     for (i, c) in t.chunks().iter().enumerate() {
-        if !matches!(c.kind, EventKind::Collective | EventKind::Loss) {
+        if c.kind.has_spans() {
             dec.for_each(i, |e| {
                 let mut e = *e;
                 if let Event::Kernel(k) = &mut e {
@@ -293,7 +299,7 @@ proptest! {
         // Merged spans come in the merge's order, ties included.
         for s in t.tracks() {
             let ids: Vec<usize> = (0..t.chunks().len())
-                .filter(|&i| t.chunks()[i].track == s.track && !matches!(t.chunks()[i].kind, EventKind::Collective | EventKind::Loss))
+                .filter(|&i| t.chunks()[i].track == s.track && t.chunks()[i].kind.has_spans())
                 .collect();
             let mut want = Vec::new();
             let mut m = t.merge(ids.clone());
@@ -358,6 +364,7 @@ proptest! {
                             }
                         }
                         Event::Loss(l) => l.time = moved(lift(l.time), by),
+                        Event::Counter(c) => c.time = moved(lift(c.time), by),
                     }
                     e
                 })
@@ -812,15 +819,15 @@ fn reused_decompression_contexts_decode_like_fresh_ones() {
 #[test]
 fn span_merge_reads_as_the_event_merge() {
     let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
-    let by_track: std::collections::BTreeMap<String, Vec<usize>> = t
-        .chunks()
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| !matches!(c.kind, EventKind::Collective | EventKind::Loss))
-        .fold(Default::default(), |mut m, (i, c)| {
-            m.entry(format!("{:?}", c.track)).or_default().push(i);
-            m
-        });
+    let by_track: std::collections::BTreeMap<String, Vec<usize>> =
+        t.chunks()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.kind.has_spans())
+            .fold(Default::default(), |mut m, (i, c)| {
+                m.entry(format!("{:?}", c.track)).or_default().push(i);
+                m
+            });
     let (mut total, mut runs) = (0, 0);
     // Each track alone, and every span chunk of the file at once.
     let all: Vec<usize> = by_track.values().flatten().copied().collect();
@@ -868,4 +875,146 @@ fn overhead_entries_round_trip_through_the_trailer() {
     t.extra.insert("agent.records_skipped".into(), "5".into());
     let read: Vec<_> = t.overheads().collect();
     assert_eq!(read, [("buffer_flush", 3, 900), ("instrumentation", 12, 3_400_000)]);
+}
+
+/// Counter samples round-trip exactly, with their series names stored once
+/// in the string table, on the process track, in time order per series.
+#[test]
+fn counter_samples_round_trip_with_their_series_names() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let clock = w.intern(metric::SM_CLOCK_MHZ);
+    let power = w.intern(metric::POWER_MW);
+    let mut want = Vec::new();
+    for i in 0..1000u64 {
+        for dev in 0..2u32 {
+            let c = Counter {
+                time: Nanos(1_000_000 + i * 100_000_000),
+                device: DeviceId(dev),
+                metric: if i % 2 == 0 { clock } else { power },
+                value: if i % 2 == 0 {
+                    1980 - (i % 7) * 15 - dev as u64
+                } else {
+                    650_000 + i * 3
+                },
+            };
+            w.push(Event::Counter(c)).unwrap();
+            want.push(c);
+        }
+    }
+    // A value at the top of the range survives the zigzag deltas.
+    let top = Counter {
+        time: Nanos(u32::MAX as u64),
+        device: DeviceId(0),
+        metric: power,
+        value: u64::MAX,
+    };
+    w.push(Event::Counter(top)).unwrap();
+    want.push(top);
+    let bytes = w.finish(Trailer::default()).unwrap();
+    let t = TraceFile::from_bytes("counters", bytes).unwrap();
+    assert!(t.chunks().iter().all(|c| c.kind == EventKind::Counter && c.track == Track::Process));
+    assert_eq!(t.event_counts().get(&EventKind::Counter), Some(&(want.len() as u64)));
+    let mut got: Vec<Counter> = read_all(&t)
+        .into_iter()
+        .map(|e| match e {
+            Event::Counter(c) => c,
+            other => panic!("not a counter: {other:?}"),
+        })
+        .collect();
+    let key = |c: &Counter| (c.time, c.device, c.metric, c.value);
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(got, want);
+    assert_eq!(t.name(clock), "nvml.sm_clock_mhz");
+    assert_eq!(t.name(power), "nvml.power_mw");
+    // The names are in the string table once each.
+    assert_eq!(t.string_count(), 3);
+    assert_eq!(t.format_version(), (1, 2));
+}
+
+/// What a 1.0 or 1.1 reader does with a 1.2 file's counters: an events
+/// chunk of a kind it does not know, on a track it knows, is skipped, and
+/// everything else reads. Here the counter chunk's kind is rewritten to a
+/// number this build does not know either, which takes the same path.
+#[test]
+fn a_reader_that_does_not_know_counters_skips_them() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let name = w.intern("k");
+    let util = w.intern(metric::GPU_UTIL_PCT);
+    w.push(Event::Counter(Counter {
+        time: Nanos(5),
+        device: DeviceId(0),
+        metric: util,
+        value: 97,
+    }))
+    .unwrap();
+    w.flush().unwrap();
+    w.push(Event::Kernel(Kernel {
+        start: Nanos(10),
+        end: Nanos(20),
+        name,
+        ..Kernel::default()
+    }))
+    .unwrap();
+    let mut bytes = w.finish(Trailer::default()).unwrap();
+    // Find the counter chunk: its meta starts with varint kind 9, track tag 3.
+    let mut pos = PREAMBLE_LEN;
+    let mut patched = false;
+    while pos < bytes.len() {
+        let f = Frame::decode(bytes[pos..pos + FRAME_LEN].try_into().unwrap()).unwrap();
+        let p = pos + FRAME_LEN;
+        if f.kind == 3 && bytes[p + 1] == 9 && bytes[p + 2] == 3 {
+            bytes[p + 1] = 99;
+            let crc = crc32(&bytes[p..p + f.payload_len as usize]);
+            bytes[pos + 16..pos + 20].copy_from_slice(&crc.to_le_bytes());
+            let fcrc = crc32(&bytes[pos..pos + 20]);
+            bytes[pos + 20..pos + 24].copy_from_slice(&fcrc.to_le_bytes());
+            patched = true;
+        }
+        pos = p + f.payload_len as usize;
+    }
+    assert!(patched, "no counter chunk found");
+    let t = TraceFile::from_bytes("old-reader", bytes).unwrap();
+    assert!(t.damage().is_none(), "{:?}", t.damage());
+    assert_eq!(t.skipped_chunks(), 1);
+    let all = read_all(&t);
+    assert_eq!(all.len(), 1);
+    assert!(matches!(all[0], Event::Kernel(_)));
+}
+
+/// `counter_series` groups samples by (device, metric) in time order;
+/// means and times weigh each sample by the gap to the next one.
+#[test]
+fn counter_series_are_grouped_sorted_and_time_weighted() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let clock = w.intern(metric::SM_CLOCK_MHZ);
+    let reasons = w.intern(metric::THROTTLE_REASONS);
+    // Out of order on purpose; gaps of 100 ns, the value 1000 held for 300 of 400 ns.
+    for (t, v) in [(300u64, 2000u64), (0, 1000), (100, 1000), (200, 1000)] {
+        w.push(Event::Counter(Counter {
+            time: Nanos(t),
+            device: DeviceId(1),
+            metric: clock,
+            value: v,
+        }))
+        .unwrap();
+    }
+    w.push(Event::Counter(Counter {
+        time: Nanos(0),
+        device: DeviceId(0),
+        metric: reasons,
+        value: 4,
+    }))
+    .unwrap();
+    let t = TraceFile::from_bytes("s", w.finish(Trailer::default()).unwrap()).unwrap();
+    let s = t.counter_series().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!((s[0].device, s[0].metric.as_str()), (DeviceId(0), metric::THROTTLE_REASONS));
+    assert_eq!(
+        s[1].samples,
+        vec![(Nanos(0), 1000), (Nanos(100), 1000), (Nanos(200), 1000), (Nanos(300), 2000)]
+    );
+    assert_eq!(s[1].time_weighted_mean(), Some(1250.0));
+    assert_eq!(s[1].time_where(|v| v < 1500), (Nanos(300), Nanos(400)));
+    assert_eq!(s[0].time_weighted_mean(), Some(4.0));
 }

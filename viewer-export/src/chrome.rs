@@ -791,6 +791,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 }
                 self.out.buf.extend_from_slice(b"}}");
             }
+            // The walk hands no counter samples over (see `walk`).
+            Event::Counter(_) => return Ok(()),
         }
         match item.flow {
             Flow::Out(id) => self.flow(false, id, pid, tid, s),

@@ -122,7 +122,7 @@ pub struct Plan {
 
 /// Event counts by kind (indexed by `EventKind as usize - 1`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct EventCounts(pub [f64; 8]);
+pub struct EventCounts(pub [f64; EventKind::ALL.len()]);
 
 impl EventCounts {
     /// Total over all kinds.
@@ -193,7 +193,7 @@ impl Plan {
         }
         let start = spans
             .iter()
-            .filter(|s| s.3 != EventKind::Loss)
+            .filter(|s| s.3 != EventKind::Loss && s.3 != EventKind::Counter)
             .map(|s| s.0)
             .min()
             .or_else(|| spans.iter().map(|s| s.0).min());

@@ -380,6 +380,7 @@ fn category(e: &Event) -> u64 {
         Event::Marker(_) => 6,
         Event::Collective(_) => 7,
         Event::Loss(_) => 8,
+        Event::Counter(_) => 9,
     }
 }
 
@@ -771,6 +772,8 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
                 arg_s(b, Arg::Detail, &t.name(l.detail));
             }
         }
+        // The walk hands no counter samples over (see `walk`).
+        Event::Counter(_) => {}
     }
     corr
 }
@@ -854,6 +857,7 @@ impl<W: Write> ProtoWriter<W> {
                 self.name_iid_label(&format!("nccl:{op}"))
             }
             Event::Loss(l) => self.name_iid_label(&format!("lost records: {}", l.source)),
+            Event::Counter(c) => self.name_iid_id(input, c.metric),
         }
     }
 

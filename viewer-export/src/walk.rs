@@ -83,7 +83,7 @@ impl Lane {
                 comm: c.comm,
                 device: c.device,
             },
-            Event::Loss(_) => Lane::Process,
+            Event::Loss(_) | Event::Counter(_) => Lane::Process,
         }
     }
 
@@ -870,9 +870,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 };
                 Some(c as u8)
             };
-            let spans = chunk_ids
-                .iter()
-                .all(|&i| !matches!(chunks[i].kind, EventKind::Collective | EventKind::Loss));
+            let spans = chunk_ids.iter().all(|&i| chunks[i].kind.has_spans());
             if spans {
                 // Kernels, copies, memsets, synchronizations, calls and
                 // marks: read as spans, with what the walk needs of each
@@ -915,6 +913,11 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 // The process track: collectives and losses, whole events.
                 let mut events = trace.merge(chunk_ids);
                 while let Some(e) = events.next_event()? {
+                    if let Event::Counter(_) = e {
+                        // Counter samples are not slices: the writers draw
+                        // them as counter tracks of their own, not here.
+                        continue;
+                    }
                     if let Event::Collective(c) = &e {
                         if !filter.keeps_device(c.device) {
                             continue;

@@ -1,0 +1,201 @@
+//! What the GPU's own counters say, beside the timeline: the `hardware`
+//! section of a device's report, from the trace's counter series (NVML,
+//! sampled by the agent; see `gputrace_format::metric`).
+//!
+//! Every number is over the samples inside the device's activity span
+//! (first to last kernel, copy or memset), so that it can stand next to the
+//! timeline's numbers; a device without activity uses all its samples.
+//! Means are time-weighted (each sample stands for the time until the next).
+
+use gputrace_format::metric::{self, throttle};
+use gputrace_format::{CounterSeries, DeviceId, Nanos};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One device's counters, summarized.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HardwareReport {
+    /// Where the counters came from (`nvml`).
+    pub source: String,
+    /// Samples used, over all series.
+    pub samples: u64,
+    /// Time the samples cover, ns.
+    pub sampled_ns: u64,
+    /// NVML's GPU utilization (`nvidia-smi`'s GPU-Util), time-weighted mean, percent.
+    pub gpu_util_sampled_pct: Option<f64>,
+    /// The same quantity computed from the timeline (`gpu_util_nvml_pct`: windows in which a
+    /// kernel ran), for this device, percent; they should agree within a few points.
+    pub gpu_util_nvml_pct: Option<f64>,
+    /// NVML's memory utilization (time the memory controller was busy), mean, percent.
+    pub mem_util_sampled_pct: Option<f64>,
+    /// Mean SM clock, MHz.
+    pub sm_clock_mean_mhz: Option<f64>,
+    /// The SM clock's maximum (`nvmlDeviceGetMaxClockInfo`), MHz.
+    pub sm_clock_max_mhz: Option<u64>,
+    /// `100 · sm_clock_mean_mhz / sm_clock_max_mhz`.
+    pub sm_clock_pct_of_max: Option<f64>,
+    /// Mean power draw, W.
+    pub power_mean_w: Option<f64>,
+    /// Highest power sample, W.
+    pub power_max_w: Option<f64>,
+    /// Energy used over the samples (difference of NVML's total energy counter), J.
+    pub energy_j: Option<f64>,
+    /// Highest temperature sample, °C.
+    pub temperature_max_c: Option<u64>,
+    /// Time with one or more slowdown reasons set (power cap, thermal, hardware slowdown,
+    /// power brake; not idle, not user settings), ns.
+    pub throttled_ns: u64,
+    /// Time the throttle-reason samples cover, ns (the denominator of `throttled_ns`).
+    pub throttle_sampled_ns: u64,
+    /// Time each reason was set, by its short name (`sw-power-cap`, `hw-thermal`, ...), ns;
+    /// reasons never seen are left out.
+    pub throttle_by_reason_ns: BTreeMap<String, u64>,
+    /// Mean PCIe throughput from the device, MB/s.
+    pub pcie_tx_mean_mbps: Option<f64>,
+    /// Mean PCIe throughput to the device, MB/s.
+    pub pcie_rx_mean_mbps: Option<f64>,
+}
+
+impl HardwareReport {
+    /// `throttled_ns / throttle_sampled_ns` (0 without throttle samples).
+    pub fn throttled_share(&self) -> f64 {
+        if self.throttle_sampled_ns == 0 {
+            0.0
+        } else {
+            self.throttled_ns as f64 / self.throttle_sampled_ns as f64
+        }
+    }
+}
+
+/// The samples of `s` inside `span` (all of them without a span, or when
+/// fewer than two fall inside).
+fn clip(s: &CounterSeries, span: Option<(u64, u64)>) -> CounterSeries {
+    let Some((lo, hi)) = span else { return s.clone() };
+    let inside: Vec<(Nanos, u64)> = s.samples.iter().copied().filter(|(t, _)| t.0 >= lo && t.0 <= hi).collect();
+    if inside.len() < 2 {
+        return s.clone();
+    }
+    CounterSeries {
+        device: s.device,
+        metric: s.metric.clone(),
+        samples: inside,
+    }
+}
+
+/// The hardware section of `device` from the trace's `series`; `None`
+/// when the trace has no counters for it. `util_nvml_pct` is the
+/// timeline's GPU-Util of the device.
+pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, util_nvml_pct: Option<f64>) -> Option<HardwareReport> {
+    let mine: Vec<CounterSeries> = series
+        .iter()
+        .filter(|s| s.device == DeviceId(device) && !s.samples.is_empty())
+        .map(|s| {
+            // The ceiling is one sample at the start: never clipped.
+            if s.metric == metric::SM_CLOCK_MAX_MHZ {
+                s.clone()
+            } else {
+                clip(s, span)
+            }
+        })
+        .collect();
+    if mine.is_empty() {
+        return None;
+    }
+    let get = |name: &str| mine.iter().find(|s| s.metric == name);
+    let mean = |name: &str| get(name).and_then(CounterSeries::time_weighted_mean);
+    let mut r = HardwareReport {
+        source: "nvml".into(),
+        samples: mine.iter().map(|s| s.samples.len() as u64).sum(),
+        sampled_ns: mine
+            .iter()
+            .map(|s| s.samples.last().unwrap().0 .0 - s.samples[0].0 .0)
+            .max()
+            .unwrap_or(0),
+        gpu_util_sampled_pct: mean(metric::GPU_UTIL_PCT),
+        gpu_util_nvml_pct: util_nvml_pct,
+        mem_util_sampled_pct: mean(metric::MEM_UTIL_PCT),
+        sm_clock_mean_mhz: mean(metric::SM_CLOCK_MHZ),
+        sm_clock_max_mhz: get(metric::SM_CLOCK_MAX_MHZ).and_then(|s| s.samples.iter().map(|x| x.1).max()),
+        power_mean_w: mean(metric::POWER_MW).map(|mw| mw / 1e3),
+        power_max_w: get(metric::POWER_MW)
+            .and_then(|s| s.samples.iter().map(|x| x.1).max())
+            .map(|mw| mw as f64 / 1e3),
+        energy_j: get(metric::ENERGY_MJ)
+            .filter(|s| s.samples.len() >= 2)
+            .map(|s| s.samples.last().unwrap().1.saturating_sub(s.samples[0].1) as f64 / 1e3),
+        temperature_max_c: get(metric::TEMPERATURE_C).and_then(|s| s.samples.iter().map(|x| x.1).max()),
+        pcie_tx_mean_mbps: mean(metric::PCIE_TX_KBPS).map(|k| k / 1e3),
+        pcie_rx_mean_mbps: mean(metric::PCIE_RX_KBPS).map(|k| k / 1e3),
+        ..HardwareReport::default()
+    };
+    r.sm_clock_pct_of_max = match (r.sm_clock_mean_mhz, r.sm_clock_max_mhz) {
+        (Some(m), Some(max)) if max > 0 => Some(100.0 * m / max as f64),
+        _ => None,
+    };
+    if let Some(s) = get(metric::THROTTLE_REASONS) {
+        let (held, all) = s.time_where(|v| v & throttle::SLOWDOWN != 0);
+        r.throttled_ns = held.0;
+        r.throttle_sampled_ns = all.0;
+        for (bit, name) in throttle::ALL {
+            let (held, _) = s.time_where(|v| v & bit != 0);
+            if held.0 > 0 {
+                r.throttle_by_reason_ns.insert(name.to_string(), held.0);
+            }
+        }
+    }
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(metric: &str, vals: &[u64]) -> CounterSeries {
+        CounterSeries {
+            device: DeviceId(0),
+            metric: metric.into(),
+            samples: vals.iter().enumerate().map(|(i, &v)| (Nanos(1000 + 100 * i as u64), v)).collect(),
+        }
+    }
+
+    #[test]
+    fn golden_numbers_of_a_power_capped_gpu() {
+        let s = vec![
+            series(metric::SM_CLOCK_MHZ, &[1980, 1980, 1400, 1400]),
+            series(metric::SM_CLOCK_MAX_MHZ, &[1980]),
+            series(metric::POWER_MW, &[500_000, 700_000, 700_000, 700_000]),
+            series(metric::ENERGY_MJ, &[10_000, 60_000, 130_000, 200_000]),
+            // Idle, then power cap, then power cap and HW thermal.
+            series(metric::THROTTLE_REASONS, &[0x1, 0x4, 0x4, 0x44]),
+            series(metric::GPU_UTIL_PCT, &[100, 100, 90, 90]),
+        ];
+        let r = report(&s, 0, None, Some(96.0)).unwrap();
+        assert_eq!(r.sm_clock_mean_mhz, Some(1690.0));
+        assert_eq!(r.sm_clock_max_mhz, Some(1980));
+        assert!((r.sm_clock_pct_of_max.unwrap() - 100.0 * 1690.0 / 1980.0).abs() < 1e-9);
+        assert_eq!(r.power_mean_w, Some(650.0));
+        assert_eq!(r.power_max_w, Some(700.0));
+        assert_eq!(r.energy_j, Some(190.0));
+        assert_eq!((r.throttled_ns, r.throttle_sampled_ns), (300, 400));
+        assert_eq!(r.throttle_by_reason_ns.get("idle"), Some(&100));
+        assert_eq!(r.throttle_by_reason_ns.get("sw-power-cap"), Some(&300));
+        assert_eq!(r.throttle_by_reason_ns.get("hw-thermal"), Some(&100));
+        assert_eq!(r.gpu_util_sampled_pct, Some(95.0));
+        assert_eq!(r.gpu_util_nvml_pct, Some(96.0));
+        assert_eq!(r.samples, 21, "every sample of the device's six series");
+        assert!((r.throttled_share() - 0.75).abs() < 1e-12);
+        assert!(report(&s, 1, None, None).is_none(), "no counters for another device");
+    }
+
+    #[test]
+    fn samples_outside_the_activity_span_are_left_out() {
+        let s = vec![
+            series(metric::SM_CLOCK_MHZ, &[300, 1980, 1980, 300]),
+            series(metric::SM_CLOCK_MAX_MHZ, &[1980]),
+        ];
+        // Activity from 1100 to 1200: the two samples at full clock.
+        let r = report(&s, 0, Some((1100, 1200)), None).unwrap();
+        assert_eq!(r.sm_clock_mean_mhz, Some(1980.0));
+        assert_eq!(r.sm_clock_max_mhz, Some(1980), "the ceiling, sampled before the span, is kept");
+    }
+}

@@ -1,0 +1,77 @@
+//! Names of the counter series gputrace writes (see [`crate::Counter`]).
+//!
+//! A series is named `<source>.<quantity>_<unit>`; its values are unsigned
+//! integers in that unit. The names are part of the file format: readers
+//! (`report`, the exporters, `compare`) look series up by them, and a name
+//! they do not know is still listed by `info` and drawn by the exporters.
+
+/// NVML `nvmlDeviceGetUtilizationRates().gpu`: percent of the sample period
+/// in which one or more kernels ran (NVML's "GPU-Util", as `nvidia-smi`).
+pub const GPU_UTIL_PCT: &str = "nvml.gpu_util_pct";
+/// NVML `nvmlDeviceGetUtilizationRates().memory`: percent of the sample
+/// period in which device memory was read or written.
+pub const MEM_UTIL_PCT: &str = "nvml.mem_util_pct";
+/// NVML `nvmlDeviceGetClockInfo(NVML_CLOCK_SM)`, MHz.
+pub const SM_CLOCK_MHZ: &str = "nvml.sm_clock_mhz";
+/// NVML `nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)`, MHz.
+pub const MEM_CLOCK_MHZ: &str = "nvml.mem_clock_mhz";
+/// NVML `nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)`, MHz: one sample when
+/// sampling starts (the ceiling the SM clock is compared with).
+pub const SM_CLOCK_MAX_MHZ: &str = "nvml.sm_clock_max_mhz";
+/// NVML `nvmlDeviceGetPowerUsage`, milliwatts.
+pub const POWER_MW: &str = "nvml.power_mw";
+/// NVML `nvmlDeviceGetTotalEnergyConsumption`, millijoules since the driver
+/// was loaded (differences give the energy of an interval).
+pub const ENERGY_MJ: &str = "nvml.energy_mj";
+/// NVML `nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)`, degrees Celsius.
+pub const TEMPERATURE_C: &str = "nvml.temperature_c";
+/// NVML `nvmlDeviceGetCurrentClocksEventReasons` (formerly
+/// `…ThrottleReasons`): a bit mask, see [`throttle`].
+pub const THROTTLE_REASONS: &str = "nvml.throttle_reasons";
+/// NVML `nvmlDeviceGetMemoryInfo().used`, bytes.
+pub const MEM_USED_BYTES: &str = "nvml.mem_used_bytes";
+/// NVML `nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)`, KB/s
+/// (NVML averages over 20 ms).
+pub const PCIE_TX_KBPS: &str = "nvml.pcie_tx_kbps";
+/// NVML `nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)`, KB/s.
+pub const PCIE_RX_KBPS: &str = "nvml.pcie_rx_kbps";
+
+/// Bits of [`THROTTLE_REASONS`], with NVML's values
+/// (`nvmlClocksEventReason*` in `nvml.h`).
+pub mod throttle {
+    /// Nothing runs; clocks are low because the GPU is idle (not a throttle).
+    pub const GPU_IDLE: u64 = 0x1;
+    /// Clocks limited by the applications clocks setting.
+    pub const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
+    /// Software power cap (the power limit).
+    pub const SW_POWER_CAP: u64 = 0x4;
+    /// Hardware slowdown (thermal or power brake, by the hardware).
+    pub const HW_SLOWDOWN: u64 = 0x8;
+    /// Sync boost (clocks held to those of a group of GPUs).
+    pub const SYNC_BOOST: u64 = 0x10;
+    /// Software thermal slowdown.
+    pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
+    /// Hardware thermal slowdown.
+    pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
+    /// Hardware power brake (an external signal).
+    pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
+    /// Clocks limited by the display clock setting.
+    pub const DISPLAY_CLOCK_SETTING: u64 = 0x100;
+
+    /// Every reason with its short name, in bit order.
+    pub const ALL: [(u64, &str); 9] = [
+        (GPU_IDLE, "idle"),
+        (APPLICATIONS_CLOCKS_SETTING, "applications-clocks"),
+        (SW_POWER_CAP, "sw-power-cap"),
+        (HW_SLOWDOWN, "hw-slowdown"),
+        (SYNC_BOOST, "sync-boost"),
+        (SW_THERMAL_SLOWDOWN, "sw-thermal"),
+        (HW_THERMAL_SLOWDOWN, "hw-thermal"),
+        (HW_POWER_BRAKE_SLOWDOWN, "hw-power-brake"),
+        (DISPLAY_CLOCK_SETTING, "display-clocks"),
+    ];
+
+    /// The reasons that slow a busy GPU down: power and thermal limits and
+    /// hardware slowdowns (not idle, not settings a user chose).
+    pub const SLOWDOWN: u64 = SW_POWER_CAP | HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
+}
