@@ -381,7 +381,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bott
 .tile .v{font-size:24px;font-weight:600;display:block}.tile .l{color:var(--mute);font-size:12px}.tile.dash .v{color:var(--mute)}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
 th{font-weight:600;color:var(--mute);white-space:nowrap}table.sortable th{cursor:pointer}table.sortable th:after{content:" ↕";opacity:.4}
-td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.name{word-break:break-all;max-width:520px}
+td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.name{word-break:break-all;max-width:520px}
 td.b{width:34%;min-width:160px}svg.bar{width:100%;height:12px;display:block;background:var(--card)}
 .compute{fill:var(--compute);background:var(--compute)}.comm{fill:var(--comm);background:var(--comm)}.xfer{fill:var(--xfer);background:var(--xfer)}
 .host{fill:var(--host);background:var(--host)}.lat{fill:var(--lat);background:var(--lat)}.sync{fill:var(--sync);background:var(--sync)}.unat{fill:var(--unat);background:var(--unat)}
@@ -428,9 +428,9 @@ impl Html {
              <title>{}</title><style>{CSS}</style></head><body>\n",
             esc(&title)
         );
-        let _ = write!(
+        let _ = writeln!(
             o,
-            "<h1>{}</h1><p class=\"mute\">{} rank(s), {} GPU(s){} · schema {}</p>\n",
+            "<h1>{}</h1><p class=\"mute\">{} rank(s), {} GPU(s){} · schema {}</p>",
             esc(&title),
             r.ranks.len(),
             devices,
@@ -462,10 +462,10 @@ impl Html {
         } else {
             page.inputs.join(" ")
         };
-        let _ = write!(
+        let _ = writeln!(
             o,
             "<h2>Timeline</h2><p>To see every kernel, copy and collective on one timeline: <code>gputrace export {} --format perfetto --align -o job.pftrace</code>, \
-             then open <code>job.pftrace</code> in the Perfetto UI (ui.perfetto.dev, “Open trace file”; the file stays in your browser).</p>\n",
+             then open <code>job.pftrace</code> in the Perfetto UI (ui.perfetto.dev, “Open trace file”; the file stays in your browser).</p>",
             esc(&inputs)
         );
         let _ = write!(
@@ -528,10 +528,9 @@ impl Html {
         };
         o.push_str(&tile("", "per million tokens", cost, p.missing.get("cost_per_million_tokens")));
         o.push_str("</div>\n");
-        let _ =
-            write!(
+        let _ = writeln!(
             o,
-            "<p class=\"mute\">{} steps · p50 step {} · p95 step {} · {} GPU-hours traced, {} productive, {} failed · outcome: {}</p>\n",
+            "<p class=\"mute\">{} steps · p50 step {} · p95 step {} · {} GPU-hours traced, {} productive, {} failed · outcome: {}</p>",
             Num::u("productive.steps", p.steps, Fmt::Num).span(),
             Num::f("productive.step_time_p50_s", p.step_time_p50_s.map(|s| s * 1e9), Fmt::Ns)
                 .value_of(&p.step_time_p50_s)
@@ -539,7 +538,9 @@ impl Html {
             Num::f("productive.step_time_p95_s", p.step_time_p95_s.map(|s| s * 1e9), Fmt::Ns)
                 .value_of(&p.step_time_p95_s)
                 .span(),
-            Num::f("productive.gpu_hours", Some(p.gpu_hours), Fmt::Num).text(format!("{:.4}", p.gpu_hours)).span(),
+            Num::f("productive.gpu_hours", Some(p.gpu_hours), Fmt::Num)
+                .text(format!("{:.4}", p.gpu_hours))
+                .span(),
             Num::f("productive.productive_gpu_hours", Some(p.productive_gpu_hours), Fmt::Num)
                 .text(format!("{:.4}", p.productive_gpu_hours))
                 .span(),
@@ -667,9 +668,9 @@ impl Html {
                 idx.truncate(self.max_step_rows);
                 idx.sort_unstable();
             }
-            let _ = write!(
+            let _ = writeln!(
                 o,
-                "<h3>rank {} gpu {}{}</h3><table class=\"sortable steps\"><thead><tr><th class=\"r\">step</th><th class=\"r\">duration</th><th class=\"r\">compute</th><th class=\"r\">exp.comm</th><th class=\"r\">exp.xfer</th><th class=\"r\">idle</th><th class=\"r\">host-bound</th><th>time</th></tr></thead><tbody>\n",
+                "<h3>rank {} gpu {}{}</h3><table class=\"sortable steps\"><thead><tr><th class=\"r\">step</th><th class=\"r\">duration</th><th class=\"r\">compute</th><th class=\"r\">exp.comm</th><th class=\"r\">exp.xfer</th><th class=\"r\">idle</th><th class=\"r\">host-bound</th><th>time</th></tr></thead><tbody>",
                 rk.rank,
                 d.device,
                 match c.and_then(|c| c.stragglers.first()) {

@@ -34,7 +34,10 @@ fn names_from_a_hostile_trace_do_not_inject_markup() {
     let mut page = Page::new(&report);
     page.inputs = vec!["</title><script>x()</script>".into()];
     let html = Html::default().render(&page);
-    assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2F;script&gt;"), "the kernel name is shown, escaped");
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;&#x2F;script&gt;"),
+        "the kernel name is shown, escaped"
+    );
     assert_eq!(html.matches("<script>").count(), 1, "only the page's own script");
     assert!(!html.contains("<img") && !html.contains("</title><script>"));
 }
