@@ -125,6 +125,18 @@ pub fn report_stragglers(
     classifier: &gputrace_analysis::Classifier,
     opts: &Options,
 ) -> Result<Vec<gputrace_analysis::Finding>, CompareError> {
+    Ok(straggler_findings(&compare_report(report, traces, classifier, opts)?))
+}
+
+/// The comparison of `report`'s ranks (the traces it was made from, in any order:
+/// matched by file), as `gputrace compare` makes it, reusing the report's analysis of
+/// each rank.
+pub fn compare_report(
+    report: &gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+    opts: &Options,
+) -> Result<Comparison, CompareError> {
     let by_file: HashMap<String, &TraceFile> = traces.iter().map(|t| (t.path().display().to_string(), t)).collect();
     let mut sums = Vec::with_capacity(report.ranks.len());
     let mut start_realtime = Vec::with_capacity(report.ranks.len());
@@ -135,8 +147,7 @@ pub fn report_stragglers(
         sums.push(summarize_report(t, r.clone(), classifier)?);
         start_realtime.push(t.header().start_clock.realtime_ns);
     }
-    let c = compare_summaries(sums, &start_realtime, opts)?;
-    Ok(straggler_findings(&c))
+    compare_summaries(sums, &start_realtime, opts)
 }
 
 /// Settings.

@@ -59,6 +59,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
     // Replace an earlier demo's traces so `info DIR` shows only this job.
     let _ = std::fs::remove_file(args.output.join("demo.pftrace"));
+    let _ = std::fs::remove_file(args.output.join("report.html"));
     if let Ok(entries) = std::fs::read_dir(&args.output) {
         for e in entries.flatten() {
             let p = e.path();
@@ -148,6 +149,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     w(&mut out, String::new())?;
     std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
+    // The same report as one HTML page.
+    let html = args.output.join("report.html");
+    let inputs = vec![args.output.display().to_string()];
+    crate::cmd::report::write_html(&html, &report, &traces, &opts.classifier, inputs)?;
     // And which rank the others wait for.
     if traces.len() >= 2 {
         let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default())
@@ -159,6 +164,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     w(
         &mut out,
         format!("\nWrote {d}/demo.pftrace: all ranks on one timeline; open it at https://ui.perfetto.dev"),
+    )?;
+    w(
+        &mut out,
+        format!("Wrote {d}/report.html: this report as one page (no network needed); open it in a browser"),
     )?;
     w(&mut out, "Next:".into())?;
     w(

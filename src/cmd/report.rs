@@ -20,6 +20,11 @@ pub struct ReportArgs {
     /// Print one JSON document instead of text (schema: docs/metrics.md).
     #[arg(long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page (inline SVG, CSS and JS; no
+    /// network), with the ranks' comparison for a multi-rank job. Stdout then gets one line
+    /// saying where it is (or, with --json, the JSON document).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
     /// How many kernels, and idle gaps per GPU, to list.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -222,6 +227,17 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         add_stragglers(&mut report, &traces, &opts.classifier);
     }
     let mut out = std::io::stdout().lock();
+    if let Some(path) = &args.html {
+        let inputs: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        let bytes = write_html(path, &report, &traces, &opts.classifier, inputs)?;
+        let line = format!("gputrace report: wrote {} ({bytes} bytes): open it in a browser", path.display());
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            writeln!(out, "{line}").map_err(CliError::Output)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     if args.json {
         super::write_json(&mut out, &report)?;
     } else {
@@ -229,6 +245,35 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         out.write_all(render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write `report` as an HTML page to `path` (through a temporary file), with the ranks'
+/// comparison when there are two or more (computed as `gputrace compare` does; when it
+/// cannot be made, the page says why). Returns the page's size in bytes.
+pub fn write_html(
+    path: &std::path::Path,
+    report: &gputrace_analysis::Report,
+    traces: &[gputrace_format::TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+    inputs: Vec<String>,
+) -> Result<usize, CliError> {
+    let (comparison, comparison_note) = if traces.len() >= 2 {
+        match gputrace_compare::compare_report(report, traces, classifier, &gputrace_compare::Options::default()) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
+    let page = gputrace_html::Page {
+        report,
+        comparison: comparison.as_ref(),
+        comparison_note,
+        inputs,
+    };
+    let html = gputrace_html::Html::default().render(&page);
+    crate::inputs::write_via_temp(path, |mut file| file.write_all(html.as_bytes()).map_err(CliError::io(path)))?;
+    Ok(html.len())
 }
 
 #[cfg(test)]

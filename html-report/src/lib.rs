@@ -1,0 +1,981 @@
+//! One self-contained HTML page of a `gputrace report`: the headline, where
+//! each GPU's time went (stacked bars, sortable), the steps with the slow ones
+//! marked, the findings, top kernels, copies, collectives with bus bandwidth
+//! and, for a multi-rank job, `gputrace compare`'s straggler view (a lateness
+//! heatmap and the waiting each rank imposed).
+//!
+//! The page is written from the very structs that `report --json` and
+//! `compare --json` serialize ([`Report`], [`Comparison`]), and every number
+//! on it carries its source: `data-key` is the path of the field in
+//! `report --json` (`ranks.0.devices.0.compute_ns`; paths into
+//! `compare --json` start with `compare.`), `data-value` the field's JSON
+//! text (serialized by serde_json, as the JSON documents are). A share of
+//! another field also names its denominator (`data-per`, `data-per-value`);
+//! `data-fmt` says how the text was made from the values. A test can thus
+//! read the DOM and check it number for number against the JSON.
+//!
+//! Invariants: no request leaves the page (no link, script or style source,
+//! no font); every string from a trace is HTML-escaped; the page's size
+//! does not follow the number of ranks or steps beyond fixed caps (rows are
+//! capped, the heatmap is bucketed), so a 1,024-rank job stays far under
+//! 2 MB.
+//!
+//! ```
+//! use gputrace_format::*;
+//! use gputrace_analysis::{analyze, Options};
+//! use gputrace_html::{Html, Page, PageWriter};
+//!
+//! let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default())?;
+//! let gemm = w.intern("<b>gemm</b>");
+//! w.push(Event::Kernel(Kernel {
+//!     start: Nanos(0), end: Nanos(100), device: DeviceId(0), context: ContextId(1),
+//!     stream: StreamId(7), correlation: CorrelationId(0), name: gemm, grid: [1; 3], block: [1; 3],
+//!     static_shared_mem: 0, dynamic_shared_mem: 0, registers: 0, graph_id: 0, graph_node_id: 0,
+//! }))?;
+//! let trace = TraceFile::from_bytes("doc.gtrace", w.finish(Trailer::default())?)?;
+//! let report = analyze(&[trace], &Options::default())?;
+//! let mut html = Vec::new();
+//! Html::default().write(&Page::new(&report), &mut html)?;
+//! let html = String::from_utf8(html)?;
+//! assert!(html.contains(r#"data-key="ranks.0.devices.0.compute_ns" data-value="100""#));
+//! assert!(html.contains("&lt;b&gt;gemm&lt;&#x2F;b&gt;") && !html.contains("<b>gemm"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+use gputrace_analysis::{Category, DeviceReport, Productive, Report, Severity, StepReport};
+use gputrace_compare::Comparison;
+use gputrace_format::Nanos;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// What one page shows.
+#[derive(Clone, Debug)]
+pub struct Page<'a> {
+    /// The report, as `report --json` serializes it.
+    pub report: &'a Report,
+    /// The ranks compared, as `compare --json` serializes it (multi-rank jobs).
+    pub comparison: Option<&'a Comparison>,
+    /// Why there is no comparison for a multi-rank job (shown in its place).
+    pub comparison_note: Option<String>,
+    /// The inputs as the user named them (for the page's title and the export command).
+    pub inputs: Vec<String>,
+}
+
+impl<'a> Page<'a> {
+    /// A page of `report` alone.
+    pub fn new(report: &'a Report) -> Self {
+        Page {
+            report,
+            comparison: None,
+            comparison_note: None,
+            inputs: Vec::new(),
+        }
+    }
+}
+
+/// A writer of pages: takes a [`Page`], writes bytes; the caller picks the file.
+pub trait PageWriter {
+    /// Write the page to `out`.
+    fn write<W: Write>(&self, page: &Page<'_>, out: W) -> io::Result<()>;
+}
+
+/// The HTML writer and its caps (what keeps a large job's page small).
+#[derive(Clone, Copy, Debug)]
+pub struct Html {
+    /// GPUs listed one row each; beyond, the ones with the lowest compute share.
+    pub max_device_rows: usize,
+    /// Steps listed per device; beyond, the slowest.
+    pub max_step_rows: usize,
+    /// Ranks listed in the waiting table (the ones that imposed the most).
+    pub max_rank_rows: usize,
+    /// Heatmap rows (ranks are bucketed beyond).
+    pub heatmap_rows: usize,
+    /// Heatmap columns (steps are bucketed beyond).
+    pub heatmap_cols: usize,
+}
+
+impl Default for Html {
+    fn default() -> Self {
+        Html {
+            max_device_rows: 64,
+            max_step_rows: 60,
+            max_rank_rows: 32,
+            heatmap_rows: 48,
+            heatmap_cols: 40,
+        }
+    }
+}
+
+impl PageWriter for Html {
+    fn write<W: Write>(&self, page: &Page<'_>, mut out: W) -> io::Result<()> {
+        out.write_all(self.render(page).as_bytes())
+    }
+}
+
+/// Escape text (and attribute values: every attribute here is double-quoted).
+fn esc(s: &str) -> std::borrow::Cow<'_, str> {
+    html_escape::encode_safe(s)
+}
+
+/// The JSON text of a value, exactly as the JSON documents write it.
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn ns(v: u64) -> String {
+    Nanos(v).to_string()
+}
+
+/// `18.2 k`, `3.4 M`.
+fn si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1} G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// How a number's text is made from its value(s); the browser test reads it back.
+#[derive(Clone, Copy)]
+enum Fmt {
+    /// A duration in ns, as `1.234 ms`.
+    Ns,
+    /// `100 · value / per`, one decimal, `%`.
+    Pct,
+    /// The value is a percentage already: `{:.1}%` (`{:.0}%` in the headline).
+    Pct100,
+    /// A 0..1 fraction: `100 · value`, one decimal, `%`.
+    Frac,
+    /// With an SI prefix.
+    Si,
+    /// US dollars.
+    Usd,
+    /// A plain number (counts, GB/s, bytes).
+    Num,
+    /// Seconds, shown as a duration.
+    Secs,
+}
+
+impl Fmt {
+    fn name(self) -> &'static str {
+        match self {
+            Fmt::Ns => "ns",
+            Fmt::Pct => "pct",
+            Fmt::Pct100 => "pct100",
+            Fmt::Frac => "frac",
+            Fmt::Si => "si",
+            Fmt::Usd => "usd",
+            Fmt::Num => "num",
+            Fmt::Secs => "s",
+        }
+    }
+}
+
+/// A number in the page: its JSON path and value, and its text.
+struct Num {
+    key: String,
+    value: String,
+    per: Option<(String, String)>,
+    fmt: Fmt,
+    text: String,
+    /// What a table sorts by (the shown quantity, not the raw value).
+    sort: f64,
+}
+
+impl Num {
+    fn u(key: impl Into<String>, v: u64, fmt: Fmt) -> Num {
+        let text = match fmt {
+            Fmt::Ns => ns(v),
+            _ => v.to_string(),
+        };
+        Num {
+            key: key.into(),
+            value: json(&v),
+            per: None,
+            fmt,
+            text,
+            sort: v as f64,
+        }
+    }
+
+    fn i(key: impl Into<String>, v: i64) -> Num {
+        let text = if v < 0 {
+            format!("−{}", ns(v.unsigned_abs()))
+        } else {
+            ns(v as u64)
+        };
+        Num {
+            key: key.into(),
+            value: json(&v),
+            per: None,
+            fmt: Fmt::Ns,
+            text,
+            sort: v as f64,
+        }
+    }
+
+    /// `part` as a share of `whole`.
+    fn pct(key: impl Into<String>, part: u64, per_key: impl Into<String>, whole: u64) -> Num {
+        let r = ratio(part, whole);
+        Num {
+            key: key.into(),
+            value: json(&part),
+            per: Some((per_key.into(), json(&whole))),
+            fmt: Fmt::Pct,
+            text: if whole == 0 { "-".into() } else { format!("{:.1}%", 100.0 * r) },
+            sort: r,
+        }
+    }
+
+    fn f(key: impl Into<String>, v: Option<f64>, fmt: Fmt) -> Num {
+        let text = match v {
+            None => "-".to_string(),
+            Some(x) => match fmt {
+                Fmt::Pct100 => format!("{x:.1}%"),
+                Fmt::Frac => format!("{:.1}%", 100.0 * x),
+                Fmt::Si => si(x),
+                Fmt::Usd => format!("${x:.4}"),
+                Fmt::Ns => ns(x.max(0.0).round() as u64),
+                _ => format!("{x:.2}"),
+            },
+        };
+        Num {
+            key: key.into(),
+            value: json(&v),
+            per: None,
+            fmt,
+            text,
+            sort: v.unwrap_or(f64::NEG_INFINITY),
+        }
+    }
+
+    fn text(mut self, text: String) -> Num {
+        self.text = text;
+        self
+    }
+
+    fn attrs(&self) -> String {
+        let mut a = format!(
+            r#"data-key="{}" data-value="{}" data-fmt="{}""#,
+            esc(&self.key),
+            esc(&self.value),
+            self.fmt.name()
+        );
+        if let Some((k, v)) = &self.per {
+            let _ = write!(a, r#" data-per="{}" data-per-value="{}""#, esc(k), esc(v));
+        }
+        a
+    }
+
+    fn span(&self) -> String {
+        format!(r#"<span class="n" {}>{}</span>"#, self.attrs(), esc(&self.text))
+    }
+
+    fn td(&self) -> String {
+        format!(
+            r#"<td class="r" {} data-sort="{}">{}</td>"#,
+            self.attrs(),
+            self.sort,
+            esc(&self.text)
+        )
+    }
+}
+
+fn td_text(s: &str) -> String {
+    format!(r#"<td data-sort="{0}">{0}</td>"#, esc(s))
+}
+
+/// The parts of a stacked bar, in drawing order (class, label).
+const PARTS: [(&str, &str); 7] = [
+    ("compute", "compute"),
+    ("comm", "exposed communication"),
+    ("xfer", "exposed transfer"),
+    ("host", "idle: host-bound"),
+    ("lat", "idle: launch/dependency latency"),
+    ("sync", "idle: synchronization"),
+    ("unat", "idle: unattributed"),
+];
+
+/// A stacked bar of `values` (same order as [`PARTS`]) over `whole`.
+fn bar(values: [u64; 7], whole: u64) -> String {
+    let mut s = String::from(r#"<svg class="bar" viewBox="0 0 1000 12" preserveAspectRatio="none" role="img">"#);
+    let mut x = 0.0;
+    for ((class, label), v) in PARTS.iter().zip(values) {
+        if v == 0 || whole == 0 {
+            continue;
+        }
+        let w = 1000.0 * v as f64 / whole as f64;
+        let _ = write!(
+            s,
+            r#"<rect class="{class}" x="{x:.2}" width="{w:.2}" height="12"><title>{label}: {} ({:.1}%)</title></rect>"#,
+            ns(v),
+            100.0 * v as f64 / whole as f64
+        );
+        x += w;
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn legend() -> String {
+    let mut s = String::from(r#"<p class="legend">"#);
+    for (class, label) in PARTS {
+        let _ = write!(s, r#"<span><i class="sw {class}"></i>{label}</span>"#);
+    }
+    s.push_str("</p>");
+    s
+}
+
+/// Idle of a device is split by cause; idle outside any gap (before the first or after the
+/// last activity of a step window) goes with `unattributed`, so the bar fills its whole.
+fn device_parts(d: &DeviceReport) -> [u64; 7] {
+    let c = &d.idle_causes;
+    [
+        d.compute_ns,
+        d.exposed_communication_ns,
+        d.exposed_transfer_ns,
+        c.host_bound_ns,
+        c.launch_latency_ns,
+        c.synchronization_ns,
+        d.idle_ns
+            .saturating_sub(c.host_bound_ns + c.launch_latency_ns + c.synchronization_ns),
+    ]
+}
+
+fn step_parts(s: &StepReport) -> [u64; 7] {
+    let c = &s.idle_causes;
+    [
+        s.compute_ns,
+        s.exposed_communication_ns,
+        s.exposed_transfer_ns,
+        c.host_bound_ns,
+        c.launch_latency_ns,
+        c.synchronization_ns,
+        s.idle_ns
+            .saturating_sub(c.host_bound_ns + c.launch_latency_ns + c.synchronization_ns),
+    ]
+}
+
+const CSS: &str = r#"
+:root{color-scheme:light dark;--bg:#fff;--fg:#1d1f23;--mute:#5f6670;--line:#d9dce1;--card:#f5f6f8;--compute:#2f7d32;--comm:#e08a00;--xfer:#7b4fb3;--host:#c62828;--lat:#ef7a7a;--sync:#1e6fb8;--unat:#9aa0a6;--late:#d62728;--high:#c62828;--med:#b26a00;--info:#5f6670}
+@media (prefers-color-scheme:dark){:root{--bg:#16181c;--fg:#e6e8eb;--mute:#a0a6ae;--line:#353a42;--card:#1f2228;--compute:#5cb85f;--comm:#f0a830;--xfer:#a27be0;--host:#ef5350;--lat:#f39a9a;--sync:#5aa3e8;--unat:#6f757c;--late:#ff5a4f;--high:#ff6b66;--med:#f0a830;--info:#a0a6ae}}
+*{box-sizing:border-box}body{margin:0 auto;max-width:1200px;padding:16px 24px 48px;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+.mute,.note{color:var(--mute)}.note{font-size:12px}.warn{border:1px solid var(--high);color:var(--high);padding:6px 10px;border-radius:6px}
+.head{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}.tile{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:150px}
+.tile .v{font-size:24px;font-weight:600;display:block}.tile .l{color:var(--mute);font-size:12px}.tile.dash .v{color:var(--mute)}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
+th{font-weight:600;color:var(--mute);white-space:nowrap}table.sortable th{cursor:pointer}table.sortable th:after{content:" ↕";opacity:.4}
+td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.name{word-break:break-all;max-width:520px}
+td.b{width:34%;min-width:160px}svg.bar{width:100%;height:12px;display:block;background:var(--card)}
+.compute{fill:var(--compute);background:var(--compute)}.comm{fill:var(--comm);background:var(--comm)}.xfer{fill:var(--xfer);background:var(--xfer)}
+.host{fill:var(--host);background:var(--host)}.lat{fill:var(--lat);background:var(--lat)}.sync{fill:var(--sync);background:var(--sync)}.unat{fill:var(--unat);background:var(--unat)}
+.legend span{margin-right:14px;font-size:12px;white-space:nowrap}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+tr.slow td:first-child:after{content:" slow";color:var(--high);font-weight:600}tr.all td{font-weight:600}
+.finding{border-left:4px solid var(--info);padding:4px 10px;margin:8px 0;background:var(--card);border-radius:0 6px 6px 0}
+.finding.high{border-color:var(--high)}.finding.medium{border-color:var(--med)}.sev{font-weight:700;font-size:11px;margin-right:6px}
+.finding.high .sev{color:var(--high)}.finding.medium .sev{color:var(--med)}.finding p{margin:2px 0}.vals{font-size:12px;color:var(--mute)}
+.vals .n{margin-right:10px}code{background:var(--card);padding:1px 4px;border-radius:4px}
+svg.hm text{fill:var(--fg);font-size:11px}svg.hm .cell{fill:var(--late)}svg.hm .bg{fill:var(--card)}
+"#;
+
+/// Sort a `table.sortable` by the clicked column (numbers by `data-sort`, else text).
+const JS: &str = r#"
+document.querySelectorAll("table.sortable").forEach(function(t){
+  t.querySelectorAll("thead th").forEach(function(th,i){
+    th.addEventListener("click",function(){
+      var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows).filter(function(r){return !r.classList.contains("all");});
+      var dir=th.dataset.dir==="desc"?1:-1;th.dataset.dir=dir===1?"asc":"desc";
+      function v(r){var c=r.cells[i];if(!c)return "";var s=c.getAttribute("data-sort");var n=parseFloat(s);return isNaN(n)?(s||c.textContent):n;}
+      rows.sort(function(a,c){var x=v(a),y=v(c);return (x<y?-1:x>y?1:0)*dir;});
+      rows.forEach(function(r){b.appendChild(r);});
+    });
+  });
+});
+"#;
+
+impl Html {
+    /// The page as one string.
+    pub fn render(&self, page: &Page<'_>) -> String {
+        let r = page.report;
+        let mut o = String::with_capacity(64 * 1024);
+        let title = if page.inputs.is_empty() {
+            "gputrace report".to_string()
+        } else {
+            format!("gputrace report: {}", page.inputs.join(" "))
+        };
+        let devices: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
+        let synthetic = r.ranks.iter().any(|rk| rk.producer == "synthetic");
+        let _ = write!(
+            o,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+             <title>{}</title><style>{CSS}</style></head><body>\n",
+            esc(&title)
+        );
+        let _ = writeln!(
+            o,
+            "<h1>{}</h1><p class=\"mute\">{} rank(s), {} GPU(s){} · schema {}</p>",
+            esc(&title),
+            r.ranks.len(),
+            devices,
+            if synthetic {
+                " · <b>synthetic data, not a GPU measurement</b>"
+            } else {
+                ""
+            },
+            Num::u("schema_version", r.schema_version.into(), Fmt::Num).span()
+        );
+        if r.lossy {
+            o.push_str("<p class=\"warn\">The trace lost data: every number below describes what was recorded (see Losses in the text report or <code>gputrace info</code>).</p>\n");
+        }
+        if r.hta_compat.is_some() {
+            o.push_str("<p class=\"warn\">HTA-compatible mode: span, compute and idle are Holistic Trace Analysis' temporal breakdown, not gputrace's definitions.</p>\n");
+        }
+        self.headline(&mut o, &r.productive);
+        self.devices(&mut o, r);
+        self.steps(&mut o, r, page.comparison);
+        self.findings(&mut o, r);
+        self.kernels(&mut o, r);
+        self.collectives(&mut o, r);
+        if r.ranks.len() >= 2 {
+            self.straggler(&mut o, page);
+        }
+        self.cost(&mut o, r);
+        let inputs = if page.inputs.is_empty() {
+            "TRACES".to_string()
+        } else {
+            page.inputs.join(" ")
+        };
+        let _ = writeln!(
+            o,
+            "<h2>Timeline</h2><p>To see every kernel, copy and collective on one timeline: <code>gputrace export {} --format perfetto --align -o job.pftrace</code>, \
+             then open <code>job.pftrace</code> in the Perfetto UI (ui.perfetto.dev, “Open trace file”; the file stays in your browser).</p>",
+            esc(&inputs)
+        );
+        let _ = write!(
+            o,
+            "<p class=\"note\">Written by gputrace from the same data as <code>gputrace report --json</code>{}. Definitions: docs/metrics.md.</p>\n<script>{JS}</script></body></html>\n",
+            if page.comparison.is_some() {
+                " and <code>gputrace compare --json</code>"
+            } else {
+                ""
+            }
+        );
+        o
+    }
+
+    fn headline(&self, o: &mut String, p: &Productive) {
+        let tile = |class: &str, label: &str, n: Num, hint: Option<&String>| {
+            let hint = match hint {
+                Some(h) if n.text == "-" => format!(r#"<span class="l">{}</span>"#, esc(h.split(" (").next().unwrap_or(h))),
+                _ => String::new(),
+            };
+            format!(
+                r#"<div class="tile {class}"><span class="v">{}</span><span class="l">{label}</span>{hint}</div>"#,
+                n.span()
+            )
+        };
+        o.push_str("<div class=\"head\">");
+        let pct0 = |key: &str, v: Option<f64>| {
+            let n = Num::f(key, v, Fmt::Pct100);
+            let t = v.map_or("-".into(), |x| format!("{x:.0}%"));
+            n.text(t)
+        };
+        o.push_str(&tile(
+            "dash",
+            "GPU-Util, as nvidia-smi and dashboards show it",
+            pct0("productive.gpu_util_nvml_pct", p.gpu_util_nvml_pct),
+            None,
+        ));
+        o.push_str(&tile(
+            "",
+            "compute: time a compute kernel ran",
+            pct0("productive.compute_pct", p.compute_pct),
+            None,
+        ));
+        let mfu = Num::f("productive.mfu", p.mfu, Fmt::Frac);
+        let mfu = match p.mfu {
+            Some(m) => mfu.text(format!("{:.0}%", 100.0 * m)),
+            None => mfu,
+        };
+        o.push_str(&tile("", "MFU: model FLOPs over peak", mfu, p.missing.get("mfu")));
+        o.push_str(&tile(
+            "",
+            "tokens/s",
+            Num::f("productive.tokens_per_s", p.tokens_per_s, Fmt::Si),
+            p.missing.get("tokens_per_s"),
+        ));
+        let cost = Num::f("productive.cost_per_million_tokens", p.cost_per_million_tokens, Fmt::Usd);
+        let cost = match p.cost_per_million_tokens {
+            Some(c) => cost.text(format!("${c:.2}")),
+            None => cost,
+        };
+        o.push_str(&tile("", "per million tokens", cost, p.missing.get("cost_per_million_tokens")));
+        o.push_str("</div>\n");
+        let _ = writeln!(
+            o,
+            "<p class=\"mute\">{} steps · p50 step {} · p95 step {} · {} GPU-hours traced, {} productive, {} failed · outcome: {}</p>",
+            Num::u("productive.steps", p.steps, Fmt::Num).span(),
+            Num::f("productive.step_time_p50_s", p.step_time_p50_s.map(|s| s * 1e9), Fmt::Ns)
+                .value_of(&p.step_time_p50_s)
+                .span(),
+            Num::f("productive.step_time_p95_s", p.step_time_p95_s.map(|s| s * 1e9), Fmt::Ns)
+                .value_of(&p.step_time_p95_s)
+                .span(),
+            Num::f("productive.gpu_hours", Some(p.gpu_hours), Fmt::Num)
+                .text(format!("{:.4}", p.gpu_hours))
+                .span(),
+            Num::f("productive.productive_gpu_hours", Some(p.productive_gpu_hours), Fmt::Num)
+                .text(format!("{:.4}", p.productive_gpu_hours))
+                .span(),
+            Num::f("productive.failed_gpu_hours", Some(p.failed_gpu_hours), Fmt::Num)
+                .text(format!("{:.4}", p.failed_gpu_hours))
+                .span(),
+            esc(&p.outcome)
+        );
+    }
+
+    fn devices(&self, o: &mut String, r: &Report) {
+        o.push_str("<h2>Where the GPU time went</h2><p class=\"mute\">Per rank and GPU: the span (first to last GPU activity, all streams merged) split exactly into compute, exposed communication, exposed transfer and idle by cause. Click a column to sort.</p>");
+        o.push_str(&legend());
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for (ri, rk) in r.ranks.iter().enumerate() {
+            for (di, d) in rk.devices.iter().enumerate() {
+                if d.first_ns.is_some() {
+                    rows.push((ri, di));
+                }
+            }
+        }
+        let total = rows.len();
+        if rows.len() > self.max_device_rows {
+            let dev = |&(ri, di): &(usize, usize)| &r.ranks[ri].devices[di];
+            rows.sort_by(|a, b| {
+                ratio(dev(a).compute_ns, dev(a).span_ns)
+                    .total_cmp(&ratio(dev(b).compute_ns, dev(b).span_ns))
+                    .then(a.cmp(b))
+            });
+            rows.truncate(self.max_device_rows);
+            rows.sort_unstable();
+        }
+        o.push_str("<table class=\"sortable\" id=\"devices\"><thead><tr><th class=\"r\">rank</th><th class=\"r\">gpu</th><th>host</th><th class=\"r\">span</th><th class=\"r\">compute</th><th class=\"r\">exp.comm</th><th class=\"r\">exp.xfer</th><th class=\"r\">idle</th><th class=\"r\">host-bound</th><th>time</th></tr></thead><tbody>\n");
+        for (ri, di) in rows.iter().copied() {
+            let rk = &r.ranks[ri];
+            let d = &rk.devices[di];
+            let k = |f: &str| format!("ranks.{ri}.devices.{di}.{f}");
+            let span = k("span_ns");
+            let _ = writeln!(
+                o,
+                "<tr>{}{}{}{}{}{}{}{}{}<td class=\"b\">{}</td></tr>",
+                Num::u(format!("ranks.{ri}.rank"), rk.rank.into(), Fmt::Num).td(),
+                Num::u(k("device"), d.device.into(), Fmt::Num).td(),
+                td_text(&rk.hostname),
+                Num::u(k("span_ns"), d.span_ns, Fmt::Ns).td(),
+                Num::pct(k("compute_ns"), d.compute_ns, &span, d.span_ns).td(),
+                Num::pct(k("exposed_communication_ns"), d.exposed_communication_ns, &span, d.span_ns).td(),
+                Num::pct(k("exposed_transfer_ns"), d.exposed_transfer_ns, &span, d.span_ns).td(),
+                Num::pct(k("idle_ns"), d.idle_ns, &span, d.span_ns).td(),
+                Num::pct(k("idle_causes.host_bound_ns"), d.idle_causes.host_bound_ns, &span, d.span_ns).td(),
+                bar(device_parts(d), d.span_ns)
+            );
+        }
+        let t = &r.totals;
+        let c = &t.idle_causes;
+        let span = "totals.span_ns";
+        let _ = writeln!(
+            o,
+            "<tr class=\"all\"><td>all</td><td></td><td></td>{}{}{}{}{}{}<td class=\"b\">{}</td></tr>",
+            Num::u(span, t.span_ns, Fmt::Ns).td(),
+            Num::pct("totals.compute_ns", t.compute_ns, span, t.span_ns).td(),
+            Num::pct("totals.exposed_communication_ns", t.exposed_communication_ns, span, t.span_ns).td(),
+            Num::pct("totals.exposed_transfer_ns", t.exposed_transfer_ns, span, t.span_ns).td(),
+            Num::pct("totals.idle_ns", t.idle_ns, span, t.span_ns).td(),
+            Num::pct("totals.idle_causes.host_bound_ns", c.host_bound_ns, span, t.span_ns).td(),
+            bar(
+                [
+                    t.compute_ns,
+                    t.exposed_communication_ns,
+                    t.exposed_transfer_ns,
+                    c.host_bound_ns,
+                    c.launch_latency_ns,
+                    c.synchronization_ns,
+                    t.idle_ns
+                        .saturating_sub(c.host_bound_ns + c.launch_latency_ns + c.synchronization_ns)
+                ],
+                t.span_ns
+            )
+        );
+        o.push_str("</tbody></table>\n");
+        if rows.len() < total {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">{} of {total} GPUs shown: those with the lowest compute share. Every GPU is in <code>gputrace report --json</code>.</p>",
+                rows.len()
+            );
+        }
+    }
+
+    fn steps(&self, o: &mut String, r: &Report, c: Option<&Comparison>) {
+        // The first rank's busiest device, and the straggler's when it is another rank.
+        let busiest = |ri: usize| {
+            r.ranks[ri]
+                .devices
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| !d.steps.is_empty())
+                .max_by_key(|(_, d)| d.compute_ns)
+                .map(|(di, _)| (ri, di))
+        };
+        let mut shown: Vec<(usize, usize)> = Vec::new();
+        if let Some(first) = (0..r.ranks.len()).find_map(busiest) {
+            shown.push(first);
+        }
+        if let Some(s) = c.and_then(|c| c.stragglers.first()) {
+            if let Some(x) = r.ranks.iter().position(|rk| rk.rank == s.rank).and_then(busiest) {
+                if !shown.iter().any(|(ri, _)| *ri == x.0) {
+                    shown.push(x);
+                }
+            }
+        }
+        if shown.is_empty() {
+            return;
+        }
+        o.push_str("<h2>Steps</h2><p class=\"mute\">Each step's window split like the span; <b>slow</b>: longer than 1.5 times the device's median step.</p>");
+        for (ri, di) in shown {
+            let rk = &r.ranks[ri];
+            let d = &rk.devices[di];
+            let mut durations: Vec<u64> = d.steps.iter().map(|s| s.duration_ns).collect();
+            durations.sort_unstable();
+            let median = durations[durations.len() / 2];
+            let mut idx: Vec<usize> = (0..d.steps.len()).collect();
+            if idx.len() > self.max_step_rows {
+                idx.sort_by_key(|&i| (std::cmp::Reverse(d.steps[i].duration_ns), i));
+                idx.truncate(self.max_step_rows);
+                idx.sort_unstable();
+            }
+            let _ = writeln!(
+                o,
+                "<h3>rank {} gpu {}{}</h3><table class=\"sortable steps\"><thead><tr><th class=\"r\">step</th><th class=\"r\">duration</th><th class=\"r\">compute</th><th class=\"r\">exp.comm</th><th class=\"r\">exp.xfer</th><th class=\"r\">idle</th><th class=\"r\">host-bound</th><th>time</th></tr></thead><tbody>",
+                rk.rank,
+                d.device,
+                match c.and_then(|c| c.stragglers.first()) {
+                    Some(s) if s.rank == rk.rank => " (the straggler)",
+                    _ => "",
+                }
+            );
+            for &si in &idx {
+                let s = &d.steps[si];
+                let k = |f: &str| format!("ranks.{ri}.devices.{di}.steps.{si}.{f}");
+                let dur = k("duration_ns");
+                let slow = median > 0 && s.duration_ns * 2 > median * 3;
+                let _ = writeln!(
+                    o,
+                    "<tr{}>{}{}{}{}{}{}{}<td class=\"b\">{}</td></tr>",
+                    if slow { " class=\"slow\"" } else { "" },
+                    Num::u(k("step"), s.step, Fmt::Num).td(),
+                    Num::u(&dur, s.duration_ns, Fmt::Ns).td(),
+                    Num::pct(k("compute_ns"), s.compute_ns, &dur, s.duration_ns).td(),
+                    Num::pct(k("exposed_communication_ns"), s.exposed_communication_ns, &dur, s.duration_ns).td(),
+                    Num::pct(k("exposed_transfer_ns"), s.exposed_transfer_ns, &dur, s.duration_ns).td(),
+                    Num::pct(k("idle_ns"), s.idle_ns, &dur, s.duration_ns).td(),
+                    Num::u(k("idle_causes.host_bound_ns"), s.idle_causes.host_bound_ns, Fmt::Ns).td(),
+                    bar(step_parts(s), s.duration_ns)
+                );
+            }
+            o.push_str("</tbody></table>\n");
+            if idx.len() < d.steps.len() {
+                let _ = writeln!(
+                    o,
+                    "<p class=\"note\">The {} slowest of {} steps shown; median step {}.</p>",
+                    idx.len(),
+                    d.steps.len(),
+                    ns(median)
+                );
+            }
+        }
+    }
+
+    fn findings(&self, o: &mut String, r: &Report) {
+        o.push_str("<h2>Findings</h2>\n");
+        if r.findings.is_empty() {
+            o.push_str("<p>No rule fired: no large idle, exposed communication or transfer problem found.</p>\n");
+        }
+        for (i, f) in r.findings.iter().enumerate() {
+            let (class, sev) = match f.severity {
+                Severity::High => ("high", "HIGH"),
+                Severity::Medium => ("medium", "MEDIUM"),
+                Severity::Info => ("info", "INFO"),
+            };
+            let mut vals = String::new();
+            // Keys with a dot would not be a path; the rules' keys have none.
+            for (k, v) in f.values.iter().filter(|(k, _)| !k.contains('.')) {
+                let n = Num::f(format!("findings.{i}.values.{k}"), Some(*v), Fmt::Num).text(format!("{} = {}", k, trim(*v)));
+                vals.push_str(&n.span());
+            }
+            let _ = writeln!(
+                o,
+                "<div class=\"finding {class}\"><p><span class=\"sev\">{sev}</span><b>{}</b></p><p><span class=\"mute\">evidence:</span> {}</p><p><span class=\"mute\">next:</span> {}</p><p class=\"vals\">{vals}</p></div>",
+                esc(&f.title),
+                esc(&f.evidence),
+                esc(&f.next_step)
+            );
+        }
+    }
+
+    fn kernels(&self, o: &mut String, r: &Report) {
+        if r.top_kernels.is_empty() {
+            return;
+        }
+        o.push_str("<h2>Top kernels</h2><p class=\"mute\">Summed over ranks; share of all kernel time.</p><table class=\"sortable\" id=\"kernels\"><thead><tr><th class=\"r\">time</th><th class=\"r\">share</th><th class=\"r\">count</th><th class=\"r\">mean</th><th>kind</th><th>name</th></tr></thead><tbody>\n");
+        for (i, k) in r.top_kernels.iter().enumerate() {
+            let key = |f: &str| format!("top_kernels.{i}.{f}");
+            let _ = writeln!(
+                o,
+                "<tr>{}{}{}{}{}<td class=\"name\">{}</td></tr>",
+                Num::u(key("total_ns"), k.total_ns, Fmt::Ns).td(),
+                Num::f(key("share"), Some(k.share), Fmt::Frac).td(),
+                Num::u(key("count"), k.count, Fmt::Num).td(),
+                Num::u(key("mean_ns"), k.mean_ns, Fmt::Ns).td(),
+                td_text(if k.category == Category::Communication { "comm" } else { "compute" }),
+                esc(&k.name)
+            );
+        }
+        o.push_str("</tbody></table>\n");
+        if !r.copies.is_empty() {
+            o.push_str("<h2>Copies and memsets</h2><table class=\"sortable\"><thead><tr><th>kind</th><th>host memory</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">GB/s</th></tr></thead><tbody>\n");
+            for (i, c) in r.copies.iter().enumerate() {
+                let key = |f: &str| format!("copies.{i}.{f}");
+                let _ = writeln!(
+                    o,
+                    "<tr>{}{}{}{}{}{}</tr>",
+                    td_text(&c.kind),
+                    td_text(if c.pageable { "pageable" } else { "-" }),
+                    Num::u(key("count"), c.count, Fmt::Num).td(),
+                    Num::u(key("bytes"), c.bytes, Fmt::Num).td(),
+                    Num::u(key("total_ns"), c.total_ns, Fmt::Ns).td(),
+                    Num::f(key("achieved_gbps"), Some(c.achieved_gbps), Fmt::Num).td()
+                );
+            }
+            o.push_str("</tbody></table>\n");
+        }
+    }
+
+    fn collectives(&self, o: &mut String, r: &Report) {
+        if r.collectives.is_empty() {
+            return;
+        }
+        o.push_str("<h2>Collectives</h2><p class=\"mute\">NCCL collectives per communicator and operation, summed over ranks; time: GPU time of the collectives linked to their kernel; bandwidths as NCCL-tests.</p><table class=\"sortable\" id=\"collectives\"><thead><tr><th>communicator</th><th>op</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">mean</th><th class=\"r\">algbw GB/s</th><th class=\"r\">busbw GB/s</th></tr></thead><tbody>\n");
+        for (i, c) in r.collectives.iter().enumerate() {
+            let key = |f: &str| format!("collectives.{i}.{f}");
+            let comm = if c.communicator_name.is_empty() {
+                c.communicator.clone()
+            } else {
+                format!("{} {}", c.communicator_name, c.communicator)
+            };
+            let _ = writeln!(
+                o,
+                "<tr>{}{}{}{}{}{}{}{}</tr>",
+                td_text(&comm),
+                td_text(&c.op),
+                Num::u(key("count"), c.count, Fmt::Num).td(),
+                Num::u(key("bytes"), c.bytes, Fmt::Num).td(),
+                Num::u(key("time_ns"), c.time_ns, Fmt::Ns).td(),
+                Num::u(key("mean_ns"), c.mean_ns, Fmt::Ns).td(),
+                Num::f(key("algbw_gbps"), c.algbw_gbps, Fmt::Num).td(),
+                Num::f(key("busbw_gbps"), c.busbw_gbps, Fmt::Num).td()
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+
+    fn straggler(&self, o: &mut String, page: &Page<'_>) {
+        o.push_str("<h2>Stragglers</h2>\n");
+        let Some(c) = page.comparison else {
+            let _ = writeln!(
+                o,
+                "<p class=\"mute\">No cross-rank comparison: {}</p>",
+                esc(page.comparison_note.as_deref().unwrap_or("not computed"))
+            );
+            return;
+        };
+        let _ = writeln!(
+            o,
+            "<p class=\"mute\">{} collectives matched across {} ranks ({}); clocks aligned on the collectives' end times, residual {}.</p>",
+            Num::u("compare.matched", c.matched as u64, Fmt::Num).span(),
+            c.ranks.len(),
+            esc(&c.matching),
+            Num::u("compare.clock.residual_ns", c.clock.residual_ns, Fmt::Ns).span()
+        );
+        for w in &c.warnings {
+            let _ = writeln!(o, "<p class=\"warn\">{}</p>", esc(w));
+        }
+        if c.stragglers.is_empty() {
+            o.push_str("<p>No straggler: no rank imposes a disproportionate share of the waiting.</p>\n");
+        }
+        for (i, s) in c.stragglers.iter().enumerate() {
+            let key = |f: &str| format!("compare.stragglers.{i}.{f}");
+            let _ = writeln!(
+                o,
+                "<div class=\"finding high\"><p><span class=\"sev\">STRAGGLER</span><b>rank {}</b>: arrived last at {} collectives and made the others wait {} in all ({} of all waiting); cause: <b>{}</b></p><p>{}</p></div>",
+                Num::u(key("rank"), s.rank.into(), Fmt::Num).span(),
+                Num::u(key("arrived_last"), s.arrived_last, Fmt::Num).span(),
+                Num::u(key("wait_imposed_ns"), s.wait_imposed_ns, Fmt::Ns).span(),
+                Num::f(key("score"), Some(s.score), Fmt::Frac).span(),
+                esc(&s.cause),
+                esc(&s.why)
+            );
+        }
+        self.heatmap(o, c);
+        // Ranks are sorted by imposed wait in the comparison: the first are the worst.
+        let max = c.ranks.iter().map(|x| x.wait_imposed_ns).max().unwrap_or(0);
+        let shown = c.ranks.len().min(self.max_rank_rows);
+        o.push_str("<h3>Waiting imposed per rank</h3><table class=\"sortable\" id=\"waiting\"><thead><tr><th class=\"r\">rank</th><th>host</th><th class=\"r\">last at</th><th class=\"r\">imposed</th><th class=\"r\">waited</th><th class=\"r\">mean lateness</th><th class=\"r\">compute</th><th class=\"r\">host idle</th><th>imposed</th></tr></thead><tbody>\n");
+        for (i, x) in c.ranks.iter().take(shown).enumerate() {
+            let key = |f: &str| format!("compare.ranks.{i}.{f}");
+            let w = if max == 0 {
+                0.0
+            } else {
+                1000.0 * x.wait_imposed_ns as f64 / max as f64
+            };
+            let _ = writeln!(
+                o,
+                "<tr>{}{}{}{}{}{}{}{}<td class=\"b\"><svg class=\"bar\" viewBox=\"0 0 1000 12\" preserveAspectRatio=\"none\"><rect class=\"host\" width=\"{w:.2}\" height=\"12\"></rect></svg></td></tr>",
+                Num::u(key("rank"), x.rank.into(), Fmt::Num).td(),
+                td_text(&x.host),
+                Num::u(key("arrived_last"), x.arrived_last, Fmt::Num).td(),
+                Num::u(key("wait_imposed_ns"), x.wait_imposed_ns, Fmt::Ns).td(),
+                Num::u(key("waited_ns"), x.waited_ns, Fmt::Ns).td(),
+                Num::i(key("mean_lateness_ns"), x.mean_lateness_ns).td(),
+                Num::u(key("compute_ns"), x.compute_ns, Fmt::Ns).td(),
+                Num::u(key("host_idle_ns"), x.host_idle_ns, Fmt::Ns).td()
+            );
+        }
+        o.push_str("</tbody></table>\n");
+        if shown < c.ranks.len() {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">The {shown} ranks that imposed the most waiting, of {}; all in <code>gputrace compare --json</code>.</p>",
+                c.ranks.len()
+            );
+        }
+    }
+
+    /// Lateness by rank × step, ranks and steps bucketed to at most
+    /// `heatmap_rows` × `heatmap_cols` cells; a cell shows its bucket's largest
+    /// lateness and names that entry of `compare.lateness` as its key.
+    fn heatmap(&self, o: &mut String, c: &Comparison) {
+        let rows = c.lateness.len();
+        let cols = c.lateness.first().map_or(0, Vec::len);
+        if rows == 0 || cols == 0 {
+            return;
+        }
+        let (br, bc) = (rows.div_ceil(self.heatmap_rows.max(1)), cols.div_ceil(self.heatmap_cols.max(1)));
+        let (nr, nc) = (rows.div_ceil(br), cols.div_ceil(bc));
+        let max = c.lateness.iter().flatten().copied().max().unwrap_or(0).max(1);
+        let (left, top, cw, ch) = (90usize, 8usize, (880 / nc).clamp(6, 48), (480 / nr).clamp(8, 22));
+        let (w, h) = (left + nc * cw + 10, top + nr * ch + 24);
+        let rank_of = |i: usize| c.lateness_ranks.get(i).copied().unwrap_or(i as u32);
+        let _ = write!(
+            o,
+            "<h3>Arrival lateness at collectives</h3><p class=\"mute\">Behind the earliest rank, by rank × step{}; darker: later; largest {}.</p>\
+             <svg class=\"hm\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">",
+            if br > 1 || bc > 1 {
+                format!(" (buckets of {br} rank(s) × {bc} step(s), each showing its largest)")
+            } else {
+                String::new()
+            },
+            ns(max)
+        );
+        for gi in 0..nr {
+            let (r0, r1) = (gi * br, ((gi + 1) * br).min(rows));
+            let y = top + gi * ch;
+            let label = if r1 - r0 == 1 {
+                format!("rank {}", rank_of(r0))
+            } else {
+                format!("ranks {}-{}", rank_of(r0), rank_of(r1 - 1))
+            };
+            if ch >= 11 || gi % 2 == 0 {
+                let _ = write!(
+                    o,
+                    r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
+                    left - 4,
+                    y + ch.min(12) - 1
+                );
+            }
+            for gj in 0..nc {
+                let (c0, c1) = (gj * bc, ((gj + 1) * bc).min(cols));
+                let (mut bi, mut bj, mut v) = (r0, c0, 0u64);
+                for (i, row) in c.lateness.iter().enumerate().take(r1).skip(r0) {
+                    for (j, &x) in row.iter().enumerate().take(c1).skip(c0) {
+                        if x > v {
+                            (bi, bj, v) = (i, j, x);
+                        }
+                    }
+                }
+                let x = left + gj * cw;
+                let steps = if c1 - c0 == 1 {
+                    format!("step {c0}")
+                } else {
+                    format!("steps {c0}-{}", c1 - 1)
+                };
+                let _ = write!(
+                    o,
+                    r#"<rect class="bg" x="{x}" y="{y}" width="{cw}" height="{ch}"></rect><rect class="cell n" x="{x}" y="{y}" width="{cw}" height="{ch}" fill-opacity="{:.3}" data-key="compare.lateness.{bi}.{bj}" data-value="{v}" data-fmt="ns"><title>{label}, {steps}: {} late</title></rect>"#,
+                    v as f64 / max as f64,
+                    ns(v)
+                );
+            }
+        }
+        let _ = write!(o, r#"<text x="{left}" y="{}">steps →</text></svg>"#, top + nr * ch + 16);
+        o.push('\n');
+    }
+
+    fn cost(&self, o: &mut String, r: &Report) {
+        let Some(c) = &r.cost else { return };
+        let usd = |k: &str, v: f64| Num::f(format!("cost.{k}"), Some(v), Fmt::Usd).span();
+        let _ = writeln!(
+            o,
+            "<h2>Cost at {} per GPU-hour</h2><p>spans {}; idle {}, exposed communication {}, exposed transfer {}, startup/teardown {}: not compute {}</p>",
+            Num::f("cost.usd_per_gpu_hour", Some(c.usd_per_gpu_hour), Fmt::Usd)
+                .text(format!("${:.2}", c.usd_per_gpu_hour))
+                .span(),
+            usd("span_usd", c.span_usd),
+            usd("idle_usd", c.idle_usd),
+            usd("exposed_communication_usd", c.exposed_communication_usd),
+            usd("exposed_transfer_usd", c.exposed_transfer_usd),
+            usd("startup_teardown_usd", c.startup_teardown_usd),
+            usd("not_compute_usd", c.not_compute_usd)
+        );
+    }
+}
+
+/// A finding's value without trailing zeros: `0.42`, `3`, `1234.5`.
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+impl Num {
+    /// Keep the text, but name another value as the JSON's (seconds shown as a duration).
+    fn value_of<T: Serialize>(mut self, v: &T) -> Num {
+        self.value = json(v);
+        self.fmt = Fmt::Secs;
+        self
+    }
+}
