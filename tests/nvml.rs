@@ -31,7 +31,14 @@ fn run_on(ms: u32, hz: u32, devices: u32, env: &[(&str, &str)], unset: &[&str]) 
     ];
     all.extend_from_slice(env);
     let hz = hz.to_string();
-    let r = run_testprog(13, &scenario(ms, devices), &["--gpu-sample-hz", &hz], &["--ms", "5000"], &all, unset);
+    let r = run_testprog(
+        13,
+        &scenario(ms, devices),
+        &["--gpu-sample-hz", &hz],
+        &["--ms", "5000"],
+        &all,
+        unset,
+    );
     let _ = std::fs::copy(&report, r.dir.path().join("nvml-report"));
     assert_eq!(r.out.status.code(), Some(0), "the job's exit code: {}", common::text(&r.out.stderr));
     let files = trace_files(&r.dir.path().join("traces"));
@@ -39,10 +46,13 @@ fn run_on(ms: u32, hz: u32, devices: u32, env: &[(&str, &str)], unset: &[&str]) 
     (r, t)
 }
 
+/// Values per (fake's KEY, device), in time or call order.
+type Series = BTreeMap<(String, u32), Vec<u64>>;
+
 /// The fake's report: values per (KEY, device) in call order, and failures.
-fn fake_report(r: &DoublesRun) -> (BTreeMap<(String, u32), Vec<u64>>, Vec<String>) {
+fn fake_report(r: &DoublesRun) -> (Series, Vec<String>) {
     let text = std::fs::read_to_string(r.dir.path().join("nvml-report")).unwrap_or_default();
-    let mut values: BTreeMap<(String, u32), Vec<u64>> = BTreeMap::new();
+    let mut values: Series = BTreeMap::new();
     let mut fails = Vec::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split(' ').collect();
@@ -78,7 +88,7 @@ fn key_of(metric_name: &str) -> &'static str {
 }
 
 /// The trace's series: (KEY, device) → values in time order.
-fn series(t: &TraceFile) -> BTreeMap<(String, u32), Vec<u64>> {
+fn series(t: &TraceFile) -> Series {
     let mut samples: Vec<(Nanos, String, u32, u64)> = Vec::new();
     for e in t.events_of(&[EventKind::Counter]) {
         if let Event::Counter(c) = e.unwrap() {
@@ -87,7 +97,7 @@ fn series(t: &TraceFile) -> BTreeMap<(String, u32), Vec<u64>> {
     }
     // Stable: samples of one series taken at the same ns keep their order.
     samples.sort_by_key(|s| s.0);
-    let mut out: BTreeMap<(String, u32), Vec<u64>> = BTreeMap::new();
+    let mut out: Series = BTreeMap::new();
     for (_, k, d, v) in samples {
         out.entry((k, d)).or_default().push(v);
     }
@@ -151,15 +161,28 @@ fn recorded_series_are_exactly_what_nvml_returned() {
     assert!(!got.keys().any(|(k, _)| k.starts_with("PCIE")));
     let lines = nvml_lines(&r);
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines.iter().all(|l| l.contains("nvmlDeviceGetPcieThroughput returned 3 (Not Supported)")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("nvmlDeviceGetPcieThroughput returned 3 (Not Supported)")),
+        "{lines:?}"
+    );
     let l = losses(&t);
     assert_eq!(l.len(), 2, "{l:?}");
-    assert!(l.iter().all(|(s, n, d)| *s == LossSource::COUNTER_FAILED && *n == 1 && d.contains("nvml.pcie_")), "{l:?}");
+    assert!(
+        l.iter()
+            .all(|(s, n, d)| *s == LossSource::COUNTER_FAILED && *n == 1 && d.contains("nvml.pcie_")),
+        "{l:?}"
+    );
     assert_eq!(extra(&t, "nvml.failed_calls"), "2");
     let total: usize = got.values().map(Vec::len).sum();
     assert_eq!(extra(&t, "nvml.samples"), total.to_string());
     assert_eq!(extra(&t, "nvml.samples_dropped"), "0");
-    assert!(extra(&t, "nvml.status").starts_with("sampled gpu 0 at 50 Hz"), "{}", extra(&t, "nvml.status"));
+    assert!(
+        extra(&t, "nvml.status").starts_with("sampled gpu 0 at 50 Hz"),
+        "{}",
+        extra(&t, "nvml.status")
+    );
     // The capture itself is whole.
     assert_eq!(t.event_counts().get(&EventKind::Kernel), Some(&100));
     // `info` lists every series with its sample count, text and JSON.
@@ -193,7 +216,10 @@ fn without_nvml_one_line_and_the_capture_goes_on() {
     let t = t.expect("a trace");
     let lines = nvml_lines(&r);
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(lines[0].contains("NVML not available") && lines[0].contains("nope/libnvidia-ml.so.1"), "{lines:?}");
+    assert!(
+        lines[0].contains("NVML not available") && lines[0].contains("nope/libnvidia-ml.so.1"),
+        "{lines:?}"
+    );
     assert_eq!(t.event_counts().get(&EventKind::Counter), None);
     assert_eq!(t.event_counts().get(&EventKind::Kernel), Some(&100));
     assert!(extra(&t, "nvml.status").starts_with("off:"), "{}", extra(&t, "nvml.status"));
@@ -206,7 +232,10 @@ fn sampling_off_calls_no_nvml() {
     assert!(nvml_lines(&r).is_empty());
     assert_eq!(t.event_counts().get(&EventKind::Counter), None);
     assert!(fake_report(&r).0.is_empty() && fake_report(&r).1.is_empty(), "NVML was called");
-    assert_eq!(t.header().extra.get("nvml.sampling").map(String::as_str), Some("off (GPUTRACE_GPU_SAMPLE_HZ=0)"));
+    assert_eq!(
+        t.header().extra.get("nvml.sampling").map(String::as_str),
+        Some("off (GPUTRACE_GPU_SAMPLE_HZ=0)")
+    );
 }
 
 /// Each NVML call failing in turn: only the series it feeds is missing,
@@ -289,7 +318,11 @@ fn a_device_lost_mid_run_stops_its_series_with_one_line() {
     let l = losses(&t);
     assert_eq!(l.len(), 1, "{l:?}");
     assert!(l[0].2.contains("all series") && l[0].2.contains("15"), "{l:?}");
-    assert!(extra(&t, "nvml.status").contains("every series stopped"), "{}", extra(&t, "nvml.status"));
+    assert!(
+        extra(&t, "nvml.status").contains("every series stopped"),
+        "{}",
+        extra(&t, "nvml.status")
+    );
 }
 
 /// Two devices seen, local rank 1: this process samples device 1 only

@@ -88,6 +88,9 @@ mod tests {
         );
         assert!(!c.api_calls);
         assert_eq!(c.gpu_sample_hz, 1000);
-        assert_eq!(Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz, 0);
+        assert_eq!(
+            Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz,
+            0
+        );
     }
 }

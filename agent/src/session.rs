@@ -871,7 +871,8 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             if let Err(e) = nccl
                 .pump(&mut dec, &mut w, stopping)
                 .and_then(|_| markers.pump(&mut w))
-                .and_then(|_| hw.pump(&mut w)) {
+                .and_then(|_| hw.pump(&mut w))
+            {
                 failed = write_failed(s, &path, &e);
             }
         }
@@ -897,7 +898,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         end.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
         trailer.end_clock = end;
         let end_ns = end.realtime_ns;
-        if let Err(e) = markers.finish(&mut w, end_ns, &mut trailer).and_then(|_| hw.finish(&mut w, &mut trailer)) {
+        if let Err(e) = markers
+            .finish(&mut w, end_ns, &mut trailer)
+            .and_then(|_| hw.finish(&mut w, &mut trailer))
+        {
             write_failed(s, &path, &e);
             s.finished.store(true, Release);
             return;

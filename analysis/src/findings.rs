@@ -480,15 +480,24 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
         let reasons: Vec<String> = {
             let mut r: Vec<(&String, &u64)> = h.throttle_by_reason_ns.iter().filter(|(k, _)| k.as_str() != "idle").collect();
             r.sort_by_key(|(k, v)| (std::cmp::Reverse(**v), *k));
-            r.iter().map(|(k, v)| format!("{k} {:.0}%", 100.0 * pct(**v, h.throttle_sampled_ns))).collect()
+            r.iter()
+                .map(|(k, v)| format!("{k} {:.0}%", 100.0 * pct(**v, h.throttle_sampled_ns)))
+                .collect()
         };
         let mut evidence = format!(
             "rank {rank} gpu {device}: slowdown reasons set {:.0}% of the sampled time{}",
             100.0 * throttled,
-            if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) }
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            }
         );
         if let (Some(m), Some(max)) = (h.sm_clock_mean_mhz, h.sm_clock_max_mhz) {
-            evidence.push_str(&format!("; SM clock {m:.0} MHz on average, {:.0}% of its {max} MHz maximum", 100.0 * clock));
+            evidence.push_str(&format!(
+                "; SM clock {m:.0} MHz on average, {:.0}% of its {max} MHz maximum",
+                100.0 * clock
+            ));
         }
         if let Some(p) = h.power_mean_w {
             evidence.push_str(&format!("; {p:.0} W on average"));
@@ -510,7 +519,11 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
         if let Some(p) = h.power_mean_w {
             values.push(("power_mean_w", p));
         }
-        let what = if throttled >= THROTTLED_SHARE { "throttled" } else { "running below its maximum clock" };
+        let what = if throttled >= THROTTLED_SHARE {
+            "throttled"
+        } else {
+            "running below its maximum clock"
+        };
         out.push(finding(
             "gpu-throttled",
             if throttled >= THROTTLED_SHARE_HIGH { Severity::High } else { Severity::Medium },
@@ -531,7 +544,11 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
         .collect();
     memory.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
     if let Some(&(mem, rank, device)) = memory.first() {
-        let also = if memory.len() > 1 { format!(" and {} more device(s)", memory.len() - 1) } else { String::new() };
+        let also = if memory.len() > 1 {
+            format!(" and {} more device(s)", memory.len() - 1)
+        } else {
+            String::new()
+        };
         out.push(finding(
             "memory-bound",
             Severity::Info,

@@ -117,7 +117,9 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         sm_clock_mean_mhz: mean(metric::SM_CLOCK_MHZ),
         sm_clock_max_mhz: get(metric::SM_CLOCK_MAX_MHZ).and_then(|s| s.samples.iter().map(|x| x.1).max()),
         power_mean_w: mean(metric::POWER_MW).map(|mw| mw / 1e3),
-        power_max_w: get(metric::POWER_MW).and_then(|s| s.samples.iter().map(|x| x.1).max()).map(|mw| mw as f64 / 1e3),
+        power_max_w: get(metric::POWER_MW)
+            .and_then(|s| s.samples.iter().map(|x| x.1).max())
+            .map(|mw| mw as f64 / 1e3),
         energy_j: get(metric::ENERGY_MJ)
             .filter(|s| s.samples.len() >= 2)
             .map(|s| s.samples.last().unwrap().1.saturating_sub(s.samples[0].1) as f64 / 1e3),
@@ -187,7 +189,10 @@ mod tests {
 
     #[test]
     fn samples_outside_the_activity_span_are_left_out() {
-        let s = vec![series(metric::SM_CLOCK_MHZ, &[300, 1980, 1980, 300]), series(metric::SM_CLOCK_MAX_MHZ, &[1980])];
+        let s = vec![
+            series(metric::SM_CLOCK_MHZ, &[300, 1980, 1980, 300]),
+            series(metric::SM_CLOCK_MAX_MHZ, &[1980]),
+        ];
         // Activity from 1100 to 1200: the two samples at full clock.
         let r = report(&s, 0, Some((1100, 1200)), None).unwrap();
         assert_eq!(r.sm_clock_mean_mhz, Some(1980.0));

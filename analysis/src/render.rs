@@ -381,7 +381,11 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
     let rows: Vec<(u32, u32, &crate::hardware::HardwareReport)> = r
         .ranks
         .iter()
-        .flat_map(|rk| rk.devices.iter().filter_map(move |d| d.hardware.as_ref().map(|h| (rk.rank, d.device, h))))
+        .flat_map(|rk| {
+            rk.devices
+                .iter()
+                .filter_map(move |d| d.hardware.as_ref().map(|h| (rk.rank, d.device, h)))
+        })
         .collect();
     if rows.is_empty() {
         return;
@@ -393,8 +397,8 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
     );
     let _ = writeln!(
         o,
-        "{:>5} {:>4}  {:>9} {:>9} {:>8}  {:>15} {:>8} {:>9}  {:>10}  {}",
-        "rank", "gpu", "util NVML", "timeline", "mem util", "SM clock (max)", "of max", "power", "throttled", "by reason"
+        "{:>5} {:>4}  {:>9} {:>9} {:>8}  {:>15} {:>8} {:>9}  {:>10}  by reason",
+        "rank", "gpu", "util NVML", "timeline", "mem util", "SM clock (max)", "of max", "power", "throttled"
     );
     let f1 = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
     for (rank, dev, h) in rows {
@@ -405,7 +409,10 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
         };
         let mut reasons: Vec<(&String, &u64)> = h.throttle_by_reason_ns.iter().filter(|(k, _)| k.as_str() != "idle").collect();
         reasons.sort_by_key(|(k, v)| (std::cmp::Reverse(**v), *k));
-        let by: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {}", pct(**v, h.throttle_sampled_ns))).collect();
+        let by: Vec<String> = reasons
+            .iter()
+            .map(|(k, v)| format!("{k} {}", pct(**v, h.throttle_sampled_ns)))
+            .collect();
         let throttled = if h.throttle_sampled_ns == 0 {
             "-".to_string()
         } else {

@@ -506,7 +506,11 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             tokens_per_s: sums[r].productive.tokens_per_s,
             outcome: sums[r].productive.outcome.clone(),
             sm_clock_mean_mhz: sums[r].hardware.as_ref().and_then(|h| h.sm_clock_mean_mhz),
-            throttled_share: sums[r].hardware.as_ref().filter(|h| h.throttle_sampled_ns > 0).map(|h| h.throttled_share()),
+            throttled_share: sums[r]
+                .hardware
+                .as_ref()
+                .filter(|h| h.throttle_sampled_ns > 0)
+                .map(|h| h.throttled_share()),
             gpu_slowed: false,
             gpu_slowed_why: String::new(),
             steps: sums[r]

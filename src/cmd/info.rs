@@ -404,7 +404,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     } else {
         for (src, l) in &i.losses {
             if src == LossSource::COUNTER_FAILED.name() {
-                writeln!(out, "  LOSSES        {src}: {} counter series stopped early (see the loss records)", l.records)?;
+                writeln!(
+                    out,
+                    "  LOSSES        {src}: {} counter series stopped early (see the loss records)",
+                    l.records
+                )?;
             } else {
                 writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
             }

@@ -795,11 +795,13 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
         let start = sched.plans[rank as usize].first().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
         n_events += write_counters(&mut w, cfg, rank, device, start as u64, end as u64)?;
     }
-    let mut trailer = Trailer::default();
-    trailer.end_clock = ClockPair {
-        realtime_ns: end as u64,
-        monotonic_ns: 0,
-        cupti_ns: None,
+    let trailer = Trailer {
+        end_clock: ClockPair {
+            realtime_ns: end as u64,
+            monotonic_ns: 0,
+            cupti_ns: None,
+        },
+        ..Trailer::default()
     };
     w.flush()?;
     // Everything but the small trailer is written now.
@@ -848,8 +850,16 @@ fn write_counters<W: Write>(w: &mut TraceWriter<W>, cfg: &JobConfig, rank: u32, 
     let mut energy_mj = 1_000_000_000u64 + rank as u64 * 7_000_000;
     let mut t = start;
     while t <= end {
-        let clock = if throttled { capped + 15 * (rng.next() % 2) } else { MAX_SM_CLOCK_MHZ - 15 * (rng.next() % 2) };
-        let power_mw = if throttled { 700_000 - rng.next() % 2_000 } else { rng.jitter(560_000, 0.03) };
+        let clock = if throttled {
+            capped + 15 * (rng.next() % 2)
+        } else {
+            MAX_SM_CLOCK_MHZ - 15 * (rng.next() % 2)
+        };
+        let power_mw = if throttled {
+            700_000 - rng.next() % 2_000
+        } else {
+            rng.jitter(560_000, 0.03)
+        };
         let values = [
             97 + rng.next() % 3,
             rng.jitter(38, 0.1),

@@ -98,9 +98,7 @@ fn main() {
     let mut cpu_track = f64::MAX;
     let (mut best_spans, mut cpu_spans) = (f64::MAX, f64::MAX);
     // The chunks spans read (all but collectives and losses), and their events.
-    let span_chunks: Vec<usize> = (0..t.chunks().len())
-        .filter(|&i| t.chunks()[i].kind.has_spans())
-        .collect();
+    let span_chunks: Vec<usize> = (0..t.chunks().len()).filter(|&i| t.chunks()[i].kind.has_spans()).collect();
     let span_events: u64 = span_chunks.iter().map(|&i| t.chunks()[i].count as u64).sum();
     let mut dec = t.decoder();
     for _ in 0..5 {

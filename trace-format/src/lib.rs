@@ -47,7 +47,8 @@ pub use error::{FormatError, Result};
 pub use header::*;
 pub use model::*;
 pub use reader::{
-    ChunkCursor, ChunkDecoder, CounterSeries, ChunkMerge, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile, TrackEvents, TrackSummary,
+    ChunkCursor, ChunkDecoder, ChunkMerge, CounterSeries, Damage, EventChunk, Events, SpanCursor, SpanMerge, SpanRun, TraceFile,
+    TrackEvents, TrackSummary,
 };
 pub use retime::retime;
 pub use run_record::*;

@@ -819,15 +819,15 @@ fn reused_decompression_contexts_decode_like_fresh_ones() {
 #[test]
 fn span_merge_reads_as_the_event_merge() {
     let t = TraceFile::from_bytes("demo", demo_trace()).unwrap();
-    let by_track: std::collections::BTreeMap<String, Vec<usize>> = t
-        .chunks()
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.kind.has_spans())
-        .fold(Default::default(), |mut m, (i, c)| {
-            m.entry(format!("{:?}", c.track)).or_default().push(i);
-            m
-        });
+    let by_track: std::collections::BTreeMap<String, Vec<usize>> =
+        t.chunks()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.kind.has_spans())
+            .fold(Default::default(), |mut m, (i, c)| {
+                m.entry(format!("{:?}", c.track)).or_default().push(i);
+                m
+            });
     let (mut total, mut runs) = (0, 0);
     // Each track alone, and every span chunk of the file at once.
     let all: Vec<usize> = by_track.values().flatten().copied().collect();
@@ -891,14 +891,23 @@ fn counter_samples_round_trip_with_their_series_names() {
                 time: Nanos(1_000_000 + i * 100_000_000),
                 device: DeviceId(dev),
                 metric: if i % 2 == 0 { clock } else { power },
-                value: if i % 2 == 0 { 1980 - (i % 7) * 15 - dev as u64 } else { 650_000 + i * 3 },
+                value: if i % 2 == 0 {
+                    1980 - (i % 7) * 15 - dev as u64
+                } else {
+                    650_000 + i * 3
+                },
             };
             w.push(Event::Counter(c)).unwrap();
             want.push(c);
         }
     }
     // A value at the top of the range survives the zigzag deltas.
-    let top = Counter { time: Nanos(u32::MAX as u64), device: DeviceId(0), metric: power, value: u64::MAX };
+    let top = Counter {
+        time: Nanos(u32::MAX as u64),
+        device: DeviceId(0),
+        metric: power,
+        value: u64::MAX,
+    };
     w.push(Event::Counter(top)).unwrap();
     want.push(top);
     let bytes = w.finish(Trailer::default()).unwrap();
@@ -932,9 +941,21 @@ fn a_reader_that_does_not_know_counters_skips_them() {
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
     let name = w.intern("k");
     let util = w.intern(metric::GPU_UTIL_PCT);
-    w.push(Event::Counter(Counter { time: Nanos(5), device: DeviceId(0), metric: util, value: 97 })).unwrap();
+    w.push(Event::Counter(Counter {
+        time: Nanos(5),
+        device: DeviceId(0),
+        metric: util,
+        value: 97,
+    }))
+    .unwrap();
     w.flush().unwrap();
-    w.push(Event::Kernel(Kernel { start: Nanos(10), end: Nanos(20), name, ..Kernel::default() })).unwrap();
+    w.push(Event::Kernel(Kernel {
+        start: Nanos(10),
+        end: Nanos(20),
+        name,
+        ..Kernel::default()
+    }))
+    .unwrap();
     let mut bytes = w.finish(Trailer::default()).unwrap();
     // Find the counter chunk: its meta starts with varint kind 9, track tag 3.
     let mut pos = PREAMBLE_LEN;
@@ -970,14 +991,29 @@ fn counter_series_are_grouped_sorted_and_time_weighted() {
     let reasons = w.intern(metric::THROTTLE_REASONS);
     // Out of order on purpose; gaps of 100 ns, the value 1000 held for 300 of 400 ns.
     for (t, v) in [(300u64, 2000u64), (0, 1000), (100, 1000), (200, 1000)] {
-        w.push(Event::Counter(Counter { time: Nanos(t), device: DeviceId(1), metric: clock, value: v })).unwrap();
+        w.push(Event::Counter(Counter {
+            time: Nanos(t),
+            device: DeviceId(1),
+            metric: clock,
+            value: v,
+        }))
+        .unwrap();
     }
-    w.push(Event::Counter(Counter { time: Nanos(0), device: DeviceId(0), metric: reasons, value: 4 })).unwrap();
+    w.push(Event::Counter(Counter {
+        time: Nanos(0),
+        device: DeviceId(0),
+        metric: reasons,
+        value: 4,
+    }))
+    .unwrap();
     let t = TraceFile::from_bytes("s", w.finish(Trailer::default()).unwrap()).unwrap();
     let s = t.counter_series().unwrap();
     assert_eq!(s.len(), 2);
     assert_eq!((s[0].device, s[0].metric.as_str()), (DeviceId(0), metric::THROTTLE_REASONS));
-    assert_eq!(s[1].samples, vec![(Nanos(0), 1000), (Nanos(100), 1000), (Nanos(200), 1000), (Nanos(300), 2000)]);
+    assert_eq!(
+        s[1].samples,
+        vec![(Nanos(0), 1000), (Nanos(100), 1000), (Nanos(200), 1000), (Nanos(300), 2000)]
+    );
     assert_eq!(s[1].time_weighted_mean(), Some(1250.0));
     assert_eq!(s[1].time_where(|v| v < 1500), (Nanos(300), Nanos(400)));
     assert_eq!(s[0].time_weighted_mean(), Some(4.0));

@@ -115,10 +115,7 @@ fn main() {
             let mut n = 0u64;
             for trace in &traces {
                 for ids in track_groups(trace) {
-                    let ids = ids
-                        .into_iter()
-                        .filter(|&i| trace.chunks()[i].kind.has_spans())
-                        .collect();
+                    let ids = ids.into_iter().filter(|&i| trace.chunks()[i].kind.has_spans()).collect();
                     trace
                         .for_each_span_merged(
                             ids,

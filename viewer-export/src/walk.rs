@@ -870,9 +870,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 };
                 Some(c as u8)
             };
-            let spans = chunk_ids
-                .iter()
-                .all(|&i| chunks[i].kind.has_spans());
+            let spans = chunk_ids.iter().all(|&i| chunks[i].kind.has_spans());
             if spans {
                 // Kernels, copies, memsets, synchronizations, calls and
                 // marks: read as spans, with what the walk needs of each

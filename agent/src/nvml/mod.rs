@@ -137,10 +137,10 @@ impl Hw {
     fn fail(&self, device: u32, series: &str, e: &NvmlError) {
         self.failed_calls.fetch_add(1, Relaxed);
         let detail = format!("gpu{device} {series}: {e}");
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Failure { realtime_ns: realtime_ns(), detail });
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(Failure {
+            realtime_ns: realtime_ns(),
+            detail,
+        });
     }
 
     fn push(&self, s: Sample) {
@@ -337,22 +337,32 @@ fn run(hw: &'static Hw, plan: &Plan) {
     use crate::session::say;
     let name = plan.library.clone().unwrap_or_else(|| "libnvidia-ml.so.1".into());
     let Some(lib) = crate::dl::Lib::open(&name, 0) else {
-        let hint = if plan.library.is_some() { "GPUTRACE_NVML" } else { "no NVIDIA driver on this machine?" };
-        say(&format!("NVML not available ({name} not found; {hint}): GPU counters are not sampled, capture goes on"));
+        let hint = if plan.library.is_some() {
+            "GPUTRACE_NVML"
+        } else {
+            "no NVIDIA driver on this machine?"
+        };
+        say(&format!(
+            "NVML not available ({name} not found; {hint}): GPU counters are not sampled, capture goes on"
+        ));
         hw.set_status(format!("off: {name} not found"));
         return;
     };
     let nvml = match Nvml::resolve(&lib) {
         Ok(n) => n,
         Err(e) => {
-            say(&format!("NVML not usable ({name}: {e}): GPU counters are not sampled, capture goes on"));
+            say(&format!(
+                "NVML not usable ({name}: {e}): GPU counters are not sampled, capture goes on"
+            ));
             hw.set_status(format!("off: {name}: {e}"));
             return;
         }
     };
     if let Err(e) = nvml.init() {
         hw.failed_calls.fetch_add(1, Relaxed);
-        say(&format!("NVML could not start ({e}): GPU counters are not sampled, capture goes on"));
+        say(&format!(
+            "NVML could not start ({e}): GPU counters are not sampled, capture goes on"
+        ));
         hw.set_status(format!("off: {e}"));
         return;
     }
@@ -387,7 +397,10 @@ fn run(hw: &'static Hw, plan: &Plan) {
             }),
             Err(e) => {
                 hw.fail(t.device.0, "all series", &e);
-                say(&format!("gpu{}: NVML does not know this device ({e}); its counters are not sampled", t.device.0));
+                say(&format!(
+                    "gpu{}: NVML does not know this device ({e}); its counters are not sampled",
+                    t.device.0
+                ));
             }
         }
     }
@@ -408,7 +421,11 @@ fn run(hw: &'static Hw, plan: &Plan) {
             }),
             Err(e) => {
                 hw.fail(l.device, metric::SM_CLOCK_MAX_MHZ, &e);
-                say(&format!("gpu{} {}: {e}; that series is not recorded", l.device, metric::SM_CLOCK_MAX_MHZ));
+                say(&format!(
+                    "gpu{} {}: {e}; that series is not recorded",
+                    l.device,
+                    metric::SM_CLOCK_MAX_MHZ
+                ));
             }
         }
     }
@@ -498,7 +515,13 @@ mod tests {
     fn each_process_samples_its_own_device() {
         let eight: Vec<DeviceInfo> = (0..8).map(dev).collect();
         let (p, note) = plan(10, &eight, Some(3), None, false);
-        assert_eq!(p.unwrap().targets, vec![Target { device: DeviceId(3), uuid: "GPU-3".into() }]);
+        assert_eq!(
+            p.unwrap().targets,
+            vec![Target {
+                device: DeviceId(3),
+                uuid: "GPU-3".into()
+            }]
+        );
         assert!(note.contains("local rank 3"), "{note}");
         // One visible device (CUDA_VISIBLE_DEVICES per rank): that one, whatever the rank.
         let (p, _) = plan(10, &[dev(0)], Some(5), None, true);
