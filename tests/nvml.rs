@@ -46,13 +46,13 @@ fn run_on(ms: u32, hz: u32, devices: u32, env: &[(&str, &str)], unset: &[&str]) 
     (r, t)
 }
 
-/// The fake's report: values per (KEY, device) in call order, and failures.
-/// What the fake NVML served: values per (function, device), and its other lines.
-type FakeReport = (BTreeMap<(String, u32), Vec<u64>>, Vec<String>);
+/// Values per (fake's KEY, device), in time or call order.
+type Series = BTreeMap<(String, u32), Vec<u64>>;
 
-fn fake_report(r: &DoublesRun) -> FakeReport {
+/// The fake's report: values per (KEY, device) in call order, and failures.
+fn fake_report(r: &DoublesRun) -> (Series, Vec<String>) {
     let text = std::fs::read_to_string(r.dir.path().join("nvml-report")).unwrap_or_default();
-    let mut values: BTreeMap<(String, u32), Vec<u64>> = BTreeMap::new();
+    let mut values: Series = BTreeMap::new();
     let mut fails = Vec::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split(' ').collect();
@@ -88,7 +88,7 @@ fn key_of(metric_name: &str) -> &'static str {
 }
 
 /// The trace's series: (KEY, device) → values in time order.
-fn series(t: &TraceFile) -> BTreeMap<(String, u32), Vec<u64>> {
+fn series(t: &TraceFile) -> Series {
     let mut samples: Vec<(Nanos, String, u32, u64)> = Vec::new();
     for e in t.events_of(&[EventKind::Counter]) {
         if let Event::Counter(c) = e.unwrap() {
@@ -97,7 +97,7 @@ fn series(t: &TraceFile) -> BTreeMap<(String, u32), Vec<u64>> {
     }
     // Stable: samples of one series taken at the same ns keep their order.
     samples.sort_by_key(|s| s.0);
-    let mut out: BTreeMap<(String, u32), Vec<u64>> = BTreeMap::new();
+    let mut out: Series = BTreeMap::new();
     for (_, k, d, v) in samples {
         out.entry((k, d)).or_default().push(v);
     }
