@@ -312,59 +312,6 @@ fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &Exp
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn align_puts_every_rank_on_the_reference_clock() {
-        use gputrace_format::Event;
-        use gputrace_synth::{schedule, write_rank, JobConfig};
-        let cfg = JobConfig {
-            ranks: 4,
-            gpus_per_node: 1,
-            steps: 3,
-            layers: 3,
-            clock_skew_ns: 2_000_000_000,
-            ..JobConfig::default()
-        };
-        let sched = schedule(&cfg);
-        let traces: Vec<TraceFile> = (0..4)
-            .map(|r| TraceFile::from_bytes(format!("r{r}"), write_rank(&cfg, &sched, r, Vec::new()).unwrap().0).unwrap())
-            .collect();
-        // The first all-reduce ends on every rank within ~1 µs of true time.
-        let first_end = |t: &TraceFile| {
-            t.events()
-                .filter_map(|e| match e.unwrap() {
-                    Event::Collective(c) => Some(c.end.0 as i64),
-                    _ => None,
-                })
-                .min()
-                .unwrap()
-        };
-        let spread = |job: &Job<'_>| {
-            let ends: Vec<i64> = traces.iter().enumerate().map(|(i, t)| first_end(t) + job.shift(i)).collect();
-            ends.iter().max().unwrap() - ends.iter().min().unwrap()
-        };
-        assert!(spread(&Job::new(traces.iter())) > 100_000_000, "hosts disagree by up to seconds");
-        assert!(spread(&aligned_job(&traces).unwrap()) <= 1_000);
-    }
-
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1500"), Ok(Nanos(1500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Nanos(1_500_000_000)));
-        assert_eq!(parse_duration("200ms"), Ok(Nanos(200_000_000)));
-        assert_eq!(parse_duration("0.000000001s"), Ok(Nanos(1)));
-        assert_eq!(parse_duration("30us"), Ok(Nanos(30_000)));
-        assert_eq!(parse_duration("2.5µs"), Ok(Nanos(2_500)));
-        assert!(parse_duration("1.5ns").is_err());
-        assert!(parse_duration("5 min").is_err());
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("99999999999s").is_err());
-    }
-}
-
 /// `--format parquet`: every event of every rank, plus the report's
 /// rank × device breakdown, as Parquet tables under the output directory.
 fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], job: &Job<'_>) -> Result<ExitCode, CliError> {
@@ -420,4 +367,57 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         tables.join(", ")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn align_puts_every_rank_on_the_reference_clock() {
+        use gputrace_format::Event;
+        use gputrace_synth::{schedule, write_rank, JobConfig};
+        let cfg = JobConfig {
+            ranks: 4,
+            gpus_per_node: 1,
+            steps: 3,
+            layers: 3,
+            clock_skew_ns: 2_000_000_000,
+            ..JobConfig::default()
+        };
+        let sched = schedule(&cfg);
+        let traces: Vec<TraceFile> = (0..4)
+            .map(|r| TraceFile::from_bytes(format!("r{r}"), write_rank(&cfg, &sched, r, Vec::new()).unwrap().0).unwrap())
+            .collect();
+        // The first all-reduce ends on every rank within ~1 µs of true time.
+        let first_end = |t: &TraceFile| {
+            t.events()
+                .filter_map(|e| match e.unwrap() {
+                    Event::Collective(c) => Some(c.end.0 as i64),
+                    _ => None,
+                })
+                .min()
+                .unwrap()
+        };
+        let spread = |job: &Job<'_>| {
+            let ends: Vec<i64> = traces.iter().enumerate().map(|(i, t)| first_end(t) + job.shift(i)).collect();
+            ends.iter().max().unwrap() - ends.iter().min().unwrap()
+        };
+        assert!(spread(&Job::new(traces.iter())) > 100_000_000, "hosts disagree by up to seconds");
+        assert!(spread(&aligned_job(&traces).unwrap()) <= 1_000);
+    }
+
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1500"), Ok(Nanos(1500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Nanos(1_500_000_000)));
+        assert_eq!(parse_duration("200ms"), Ok(Nanos(200_000_000)));
+        assert_eq!(parse_duration("0.000000001s"), Ok(Nanos(1)));
+        assert_eq!(parse_duration("30us"), Ok(Nanos(30_000)));
+        assert_eq!(parse_duration("2.5µs"), Ok(Nanos(2_500)));
+        assert!(parse_duration("1.5ns").is_err());
+        assert!(parse_duration("5 min").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("99999999999s").is_err());
+    }
 }
