@@ -122,3 +122,21 @@ fn duckdb_agrees_with_report_and_compare() {
     );
     assert_eq!(sql["stragglers"][0][1], s["arrived_last"], "arrived_last");
 }
+
+#[test]
+fn parquet_refuses_filters_and_file_outputs_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    common::demo(&job, 2, 1, 2);
+    let jobs = job.to_str().unwrap();
+    let pq = dir.path().join("pq");
+    let out = run(&["export", jobs, "--format", "parquet", "--rank", "1", "-o", pq.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("--format parquet") && err.contains("--rank"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!pq.exists(), "nothing written on a refused export");
+    let out = run(&["export", jobs, "--format", "parquet", "-o", "-"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("give a directory"), "{}", text(&out.stderr));
+}
