@@ -71,6 +71,9 @@ impl Diff {
     }
 }
 
+/// A kernel's (launch count, total ns) in one run.
+type CountTime = (u64, u64);
+
 fn per_gpu(total: u64, gpus: u64) -> u64 {
     total / gpus.max(1)
 }
@@ -90,7 +93,7 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         cat("idle", ta.idle_ns, tb.idle_ns),
     ];
     categories.sort_by(|x, y| y.delta.cmp(&x.delta).then_with(|| x.name.cmp(&y.name)));
-    let mut by_name: BTreeMap<&str, ((u64, u64), (u64, u64))> = BTreeMap::new();
+    let mut by_name: BTreeMap<&str, (CountTime, CountTime)> = BTreeMap::new();
     for k in &a.top_kernels {
         let e = by_name.entry(&k.name).or_default();
         e.0 = (e.0 .0 + k.count, e.0 .1 + k.total_ns);
