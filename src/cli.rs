@@ -24,6 +24,8 @@ pub enum Command {
     Run(cmd::run::RunArgs),
     /// Line up the ranks of a distributed job: clock offsets, collective skew, stragglers and why.
     Compare(cmd::compare::CompareArgs),
+    /// This run against that one: per category and kernel, biggest regressions first; `--fail-if-slower 5%` (exit 3).
+    Diff(cmd::diff::DiffArgs),
     /// Convert PyTorch profiler (Kineto) traces to gputrace files; prints the size ratio.
     Import(cmd::import::ImportArgs),
     /// Write traces for the Perfetto UI (protobuf) or chrome://tracing, TensorBoard, HTA (Kineto JSON).
@@ -46,6 +48,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Report(a) => cmd::report::run(&a),
         Command::Run(a) => cmd::run::run(&a),
         Command::Compare(a) => cmd::compare::run(&a),
+        Command::Diff(a) => cmd::diff::run(&a),
         Command::Import(a) => cmd::import::run(&a),
         Command::Version => cmd::version::run(),
     }

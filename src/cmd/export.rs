@@ -18,6 +18,9 @@ pub enum FormatArg {
     Perfetto,
     /// Chrome/Kineto trace JSON (chrome://tracing, Perfetto, TensorBoard, HTA, TraceLens).
     Chrome,
+    /// Hive-partitioned Parquet tables (`OUT/<table>/rank=N/part-0.parquet`)
+    /// for DuckDB, Spark SQL, DataFusion; see docs/parquet.md.
+    Parquet,
 }
 
 /// Arguments of `gputrace export`.
@@ -58,6 +61,10 @@ pub struct ExportArgs {
     pub align: bool,
     #[command(flatten)]
     pub classify: super::ClassifyArgs,
+    /// Job name in every Parquet row's `job` column (default: the first
+    /// input's name).
+    #[arg(long, value_name = "NAME")]
+    pub job: Option<String>,
 }
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
@@ -163,6 +170,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
         Job::new(traces.iter())
     }
     .with_classifier(classifier.clone());
+    if args.format == FormatArg::Parquet {
+        return export_parquet(args, &files, &traces, &job);
+    }
     let filter = Filter {
         from: args.from,
         to: args.to,
@@ -173,6 +183,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let format = match args.format {
         FormatArg::Perfetto => Format::Perfetto,
         FormatArg::Chrome => Format::ChromeJson,
+        FormatArg::Parquet => unreachable!("handled above"),
     };
     let out = &args.output;
     let gzip = args.gzip || out.extension().is_some_and(|e| e == "gz");
@@ -310,6 +321,69 @@ fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &Exp
             Ok(())
         }
     }
+}
+
+/// `--format parquet`: every event of every rank, plus the report's
+/// rank × device breakdown, as Parquet tables under the output directory.
+fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], job: &Job<'_>) -> Result<ExitCode, CliError> {
+    let out = &args.output;
+    let usage = |what: &str| CliError::Io {
+        path: out.clone(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--format parquet exports whole ranks: {what} is not supported (filter in SQL instead)"),
+        ),
+    };
+    if args.from.is_some() || args.to.is_some() || !args.rank.is_empty() || !args.device.is_empty() {
+        return Err(usage("--from/--to/--rank/--device"));
+    }
+    if args.max_events.is_some() || args.gzip {
+        return Err(usage("--max-events/--gzip"));
+    }
+    if out.as_os_str() == "-" || out.is_file() {
+        return Err(usage("a file or standard output as OUT (give a directory)"));
+    }
+    let report = gputrace_analysis::analyze(traces, &gputrace_analysis::Options::default())
+        .map_err(|e| CliError::Analysis(format!("breakdown for the parquet export: {e}")))?;
+    let sources: Vec<_> = (0..traces.len())
+        .map(|i| gputrace_columnar::RankSource {
+            trace: &traces[i],
+            rank: job.rank(i).0,
+            shift_ns: job.shift(i),
+        })
+        .collect();
+    let name = args.job.clone().unwrap_or_else(|| {
+        let p = args.paths.first().map(|p| p.as_path()).unwrap_or(Path::new("job"));
+        let p = if p.is_dir() { p } else { files.first().map_or(p, |f| f.as_path()) };
+        p.file_stem()
+            .map_or_else(|| "job".to_string(), |s| s.to_string_lossy().into_owned())
+    });
+    let started = std::time::Instant::now();
+    let stats = gputrace_columnar::export(out, &name, &sources, Some(&report)).map_err(|e| CliError::Analysis(e.to_string()))?;
+    let secs = started.elapsed().as_secs_f64();
+    let tables: Vec<String> = gputrace_columnar::TABLES
+        .iter()
+        .zip(stats.rows)
+        .map(|(t, n)| format!("{} {n}", t.name))
+        .collect();
+    eprintln!(
+        "gputrace: wrote {} ({} files, {}, {} events in {:.2} s = {:.0} events/s, {:.1} bytes/event; rows: {})",
+        out.display(),
+        stats.files,
+        mb(stats.bytes),
+        stats.events,
+        secs,
+        stats.events as f64 / secs.max(1e-9),
+        stats.bytes as f64 / (stats.events.max(1)) as f64,
+        tables.join(", ")
+    );
+    if stats.not_exported > 0 {
+        eprintln!(
+            "gputrace: {} GPU counter samples (NVML) not exported: Parquet schema v1 has no table for them (see docs/parquet.md)",
+            stats.not_exported
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
