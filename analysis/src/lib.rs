@@ -64,7 +64,7 @@ pub use hta::HtaCompat;
 pub use peaks::{device_peak, DevicePeak, Precision};
 pub use productive::{ModelFlops, Productive, ProductiveOptions, StepSource, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
-pub use render::render_text;
+pub use render::{render_text, si};
 pub use report::*;
 
 use gputrace_format::TraceFile;

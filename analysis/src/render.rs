@@ -766,7 +766,7 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
 }
 
 /// `18.2 k`, `3.4 M`: three significant-ish digits with an SI prefix.
-fn si(v: f64) -> String {
+pub fn si(v: f64) -> String {
     let a = v.abs();
     if a >= 1e9 {
         format!("{:.1} G", v / 1e9)

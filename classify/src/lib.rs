@@ -384,12 +384,13 @@ impl Classifier {
                 },
             });
         }
-        if self.rules.len() + new.len() > usize::from(u16::MAX) {
-            return Err(ClassifyError::TooMany(self.rules.len() + new.len()));
+        let added = new.len();
+        if self.rules.len() + added > usize::from(u16::MAX) {
+            return Err(ClassifyError::TooMany(self.rules.len() + added));
         }
         // The file's rules keep their order, ahead of everything present.
-        self.rules.splice(0..0, new.iter().cloned());
-        self.user += new.len();
+        self.rules.splice(0..0, new);
+        self.user += added;
         Ok(self)
     }
 

@@ -178,8 +178,8 @@ pub fn render(h: &Heatmap<'_>) -> String {
     for (i, row_cells) in cells.iter().enumerate() {
         let y = TOP + i * cell_h;
         let straggling = straggler_row == Some(i);
+        let label = row_label(i);
         if i % label_every == 0 || straggling {
-            let label = row_label(i);
             let weight = if straggling { r#" font-weight="bold""# } else { "" };
             let _ = write!(
                 s,
@@ -201,7 +201,7 @@ pub fn render(h: &Heatmap<'_>) -> String {
                 r#"<rect x="{}" y="{y}" width="{cell_w}" height="{cell_h}" fill="{}"><title>{}, {}: {}</title></rect>"#,
                 LEFT + j * cell_w,
                 fill(v, max),
-                esc(&row_label(i)),
+                esc(&label),
                 esc(&cols),
                 us(v)
             );

@@ -116,18 +116,6 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
         .collect()
 }
 
-/// The `stragglers` findings for `report`, made by comparing its ranks (the traces it
-/// was made from, in any order: matched by file) as `gputrace compare` does, reusing the
-/// report's analysis of each rank.
-pub fn report_stragglers(
-    report: &gputrace_analysis::Report,
-    traces: &[TraceFile],
-    classifier: &gputrace_analysis::Classifier,
-    opts: &Options,
-) -> Result<Vec<gputrace_analysis::Finding>, CompareError> {
-    Ok(straggler_findings(&compare_report(report, traces, classifier, opts)?))
-}
-
 /// The comparison of `report`'s ranks (the traces it was made from, in any order:
 /// matched by file), as `gputrace compare` makes it, reusing the report's analysis of
 /// each rank.

@@ -128,20 +128,6 @@ fn ns(v: u64) -> String {
     Nanos(v).to_string()
 }
 
-/// `18.2 k`, `3.4 M`.
-fn si(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.1} G", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} M", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} k", v / 1e3)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -248,7 +234,7 @@ impl Num {
             Some(x) => match fmt {
                 Fmt::Pct100 => format!("{x:.1}%"),
                 Fmt::Frac => format!("{:.1}%", 100.0 * x),
-                Fmt::Si => si(x),
+                Fmt::Si => gputrace_analysis::si(x),
                 Fmt::Usd => format!("${x:.4}"),
                 Fmt::Ns => ns(x.max(0.0).round() as u64),
                 _ => format!("{x:.2}"),

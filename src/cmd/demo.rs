@@ -145,14 +145,17 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         ..Default::default()
     };
     let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
-    super::report::add_stragglers(&mut report, &traces, &opts.classifier);
+    let comparison = super::report::comparison(&report, &traces, &opts.classifier);
+    if let Some(Ok(c)) = &comparison {
+        super::report::add_stragglers(&mut report, c);
+    }
     let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     w(&mut out, String::new())?;
     std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
     // The same report as one HTML page.
     let html = args.output.join("report.html");
     let inputs = vec![args.output.display().to_string()];
-    crate::cmd::report::write_html(&html, &report, &traces, &opts.classifier, inputs)?;
+    crate::cmd::report::write_html(&html, &report, comparison.as_ref(), inputs)?;
     // And which rank the others wait for.
     if traces.len() >= 2 {
         let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default())

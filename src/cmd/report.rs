@@ -168,30 +168,34 @@ fn parse_price(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Add the `stragglers` findings of a multi-rank job: the ranks the others wait for, as
-/// `gputrace compare` names them. A job whose ranks share no collective gets none.
-pub(crate) fn add_stragglers(
-    report: &mut gputrace_analysis::Report,
+/// The comparison of a multi-rank job's ranks, as `gputrace compare` makes it (reusing
+/// the report's analysis), or why it cannot be made; `None` for one rank.
+pub(crate) fn comparison(
+    report: &gputrace_analysis::Report,
     traces: &[gputrace_format::TraceFile],
     classifier: &gputrace_analysis::Classifier,
-) {
-    if report.ranks.len() < 2 {
-        return;
-    }
-    if let Ok(found) = gputrace_compare::report_stragglers(report, traces, classifier, &gputrace_compare::Options::default()) {
-        // A straggler whose cause is its GPU's longer compute already says what
-        // "uneven compute" would say of the same rank.
-        let gpu_bound: Vec<f64> = found
-            .iter()
-            .filter(|f| f.title.ends_with("(cause: gpu)"))
-            .filter_map(|f| f.values.get("rank").copied())
-            .collect();
-        report
-            .findings
-            .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
-        report.findings.extend(found);
-        report.findings.sort_by_key(|f| f.severity);
-    }
+) -> Option<Result<gputrace_compare::Comparison, String>> {
+    (report.ranks.len() >= 2).then(|| {
+        gputrace_compare::compare_report(report, traces, classifier, &gputrace_compare::Options::default()).map_err(|e| e.to_string())
+    })
+}
+
+/// Add the `stragglers` findings of comparison `c`: the ranks the others wait for, as
+/// `gputrace compare` names them.
+pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrace_compare::Comparison) {
+    // A straggler whose cause is its GPU's longer compute already says what
+    // "uneven compute" would say of the same rank.
+    let gpu_bound: Vec<f64> = c
+        .stragglers
+        .iter()
+        .filter(|s| s.cause == "gpu")
+        .map(|s| f64::from(s.rank))
+        .collect();
+    report
+        .findings
+        .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
+    report.findings.extend(gputrace_compare::straggler_findings(c));
+    report.findings.sort_by_key(|f| f.severity);
 }
 
 /// Color only on a terminal, and never when `NO_COLOR` is set to anything non-empty.
@@ -223,13 +227,14 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         AnalysisError::NoTraces => CliError::NoTraces(args.paths[0].clone()),
         other => CliError::from(other),
     })?;
-    if opts.hta.is_none() {
-        add_stragglers(&mut report, &traces, &opts.classifier);
+    let comparison = comparison(&report, &traces, &opts.classifier);
+    if let (None, Some(Ok(c))) = (opts.hta, &comparison) {
+        add_stragglers(&mut report, c);
     }
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.html {
         let inputs: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-        let bytes = write_html(path, &report, &traces, &opts.classifier, inputs)?;
+        let bytes = write_html(path, &report, comparison.as_ref(), inputs)?;
         let line = format!("gputrace report: wrote {} ({bytes} bytes): open it in a browser", path.display());
         if args.json {
             eprintln!("{line}");
@@ -248,27 +253,18 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Write `report` as an HTML page to `path` (through a temporary file), with the ranks'
-/// comparison when there are two or more (computed as `gputrace compare` does; when it
-/// cannot be made, the page says why). Returns the page's size in bytes.
+/// comparison ([`comparison`]; when it could not be made, the page says why). Returns
+/// the page's size in bytes.
 pub fn write_html(
     path: &std::path::Path,
     report: &gputrace_analysis::Report,
-    traces: &[gputrace_format::TraceFile],
-    classifier: &gputrace_analysis::Classifier,
+    comparison: Option<&Result<gputrace_compare::Comparison, String>>,
     inputs: Vec<String>,
 ) -> Result<usize, CliError> {
-    let (comparison, comparison_note) = if traces.len() >= 2 {
-        match gputrace_compare::compare_report(report, traces, classifier, &gputrace_compare::Options::default()) {
-            Ok(c) => (Some(c), None),
-            Err(e) => (None, Some(e.to_string())),
-        }
-    } else {
-        (None, None)
-    };
     let page = gputrace_html::Page {
         report,
-        comparison: comparison.as_ref(),
-        comparison_note,
+        comparison: comparison.and_then(|c| c.as_ref().ok()),
+        comparison_note: comparison.and_then(|c| c.as_ref().err().cloned()),
         inputs,
     };
     let html = gputrace_html::Html::default().render(&page);
