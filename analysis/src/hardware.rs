@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(r.throttle_by_reason_ns.get("hw-thermal"), Some(&100));
         assert_eq!(r.gpu_util_sampled_pct, Some(95.0));
         assert_eq!(r.gpu_util_nvml_pct, Some(96.0));
-        assert_eq!(r.samples, 17);
+        assert_eq!(r.samples, 21); // 4 + 1 + 4 + 4 + 4 + 4
         assert!((r.throttled_share() - 0.75).abs() < 1e-12);
         assert!(report(&s, 1, None, None).is_none(), "no counters for another device");
     }
