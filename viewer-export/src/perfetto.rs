@@ -360,6 +360,30 @@ enum TrackKey {
     Lane(usize, Lane),
     /// Utilization counter `category` of a GPU.
     Counter(usize, DeviceId, usize),
+    /// The input's `n`-th counter series (NVML), under its GPU.
+    Series(usize, DeviceId, usize),
+}
+
+/// How a counter series is drawn: its track's label, unit and the factor
+/// from the stored value to the shown one.
+fn counter_display(name: &str) -> (String, &'static str, f64) {
+    use gputrace_format::metric as m;
+    let (label, unit, scale) = match name {
+        m::GPU_UTIL_PCT => ("NVML GPU-Util %", "%", 1.0),
+        m::MEM_UTIL_PCT => ("NVML memory util %", "%", 1.0),
+        m::SM_CLOCK_MHZ => ("SM clock MHz", "MHz", 1.0),
+        m::SM_CLOCK_MAX_MHZ => ("SM clock max MHz", "MHz", 1.0),
+        m::MEM_CLOCK_MHZ => ("memory clock MHz", "MHz", 1.0),
+        m::POWER_MW => ("power W", "W", 1e-3),
+        m::ENERGY_MJ => ("energy J", "J", 1e-3),
+        m::TEMPERATURE_C => ("temperature C", "C", 1.0),
+        m::THROTTLE_REASONS => ("throttle reasons (NVML bit mask)", "", 1.0),
+        m::MEM_USED_BYTES => ("memory used GiB", "GiB", 1.0 / (1u64 << 30) as f64),
+        m::PCIE_TX_KBPS => ("PCIe TX MB/s", "MB/s", 1e-3),
+        m::PCIE_RX_KBPS => ("PCIe RX MB/s", "MB/s", 1e-3),
+        other => return (other.to_string(), "", 1.0),
+    };
+    (label.to_string(), unit, scale)
 }
 
 fn lane_key(ordinal: usize, lane: Lane) -> TrackKey {
@@ -1062,6 +1086,42 @@ impl<W: Write> Visitor for ProtoWriter<W> {
                 end_wide(b, p);
             }
             self.out.maybe_flush()?;
+        }
+        Ok(())
+    }
+
+    fn counters(&mut self, input: &Input<'_>, series: &[CounterSeries]) -> Result<()> {
+        let ordinal = input.ordinal;
+        for (k, s) in series.iter().enumerate() {
+            // Drawn under its GPU's track; a GPU without events in the window has none.
+            let Some(gpu) = self.uuid(TrackKey::Gpu(ordinal, s.device)) else {
+                continue;
+            };
+            let (label, unit, scale) = counter_display(&s.metric);
+            let name = format!("GPU {} {label}", s.device.0);
+            let track = self.descriptor(TrackKey::Series(ordinal, s.device, k), |b| {
+                uint(b, 5, gpu);
+                bytes(b, 2, name.as_bytes());
+                let c = begin(b, 8); // CounterDescriptor
+                bytes(b, 6, unit.as_bytes()); // unit_name
+                end(b, c);
+                uint(b, 12, 2000 + k as u64); // after the utilization counters
+                uint(b, 15, 2); // SIBLING_MERGE_BEHAVIOR_NONE
+            });
+            for &(t, v) in &s.samples {
+                let b = &mut self.out.buf;
+                let p = begin_wide(b, PKT);
+                uint_time(b, P_TIMESTAMP, t.0);
+                uint(b, P_SEQ_ID, SEQUENCE_ID);
+                uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                let te = begin(b, P_TRACK_EVENT);
+                uint(b, E_TYPE, TYPE_COUNTER);
+                uint(b, E_TRACK_UUID, track);
+                double(b, E_DOUBLE_COUNTER_VALUE, v as f64 * scale);
+                end(b, te);
+                end_wide(b, p);
+                self.out.maybe_flush()?;
+            }
         }
         Ok(())
     }

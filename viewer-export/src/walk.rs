@@ -208,6 +208,12 @@ pub(crate) trait Visitor {
     fn gpu_annotation(&mut self, _input: &Input<'_>, _lane: Lane, _id: LaneId, _name: StringId, _start: u64, _end: u64) -> Result<()> {
         Ok(())
     }
+    /// The input's counter series (GPU counters sampled beside the timeline) of the
+    /// devices the filter keeps, with times on the common time line and only the samples
+    /// in the window, after the input's last track.
+    fn counters(&mut self, _input: &Input<'_>, _series: &[CounterSeries]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What the walk computes besides the events.
@@ -953,6 +959,18 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             if w.stats.truncated {
                 return Ok(w.stats);
             }
+        }
+        let mut series = trace.counter_series()?;
+        series.retain(|c| filter.keeps_device(c.device));
+        for c in &mut series {
+            for x in &mut c.samples {
+                x.0 = Nanos(apply_shift(x.0 .0, shift));
+            }
+            c.samples.retain(|x| x.0 .0 >= plan.from && x.0 .0 < plan.to);
+        }
+        series.retain(|c| !c.samples.is_empty());
+        if !series.is_empty() {
+            w.visitor.counters(&input, &series)?;
         }
         stats = w.stats;
     }
