@@ -28,7 +28,7 @@ pub enum Command {
     Diff(cmd::diff::DiffArgs),
     /// Convert PyTorch profiler (Kineto) traces to gputrace files; prints the size ratio.
     Import(cmd::import::ImportArgs),
-    /// Write traces for the Perfetto UI (protobuf) or chrome://tracing, TensorBoard, HTA (Kineto JSON).
+    /// Write traces for the Perfetto UI (protobuf), chrome://tracing, TensorBoard, HTA (Kineto JSON), or Parquet tables for SQL engines.
     Export(cmd::export::ExportArgs),
     /// Where each GPU's time went: compute, communication, transfer, explained idle; findings.
     Report(cmd::report::ReportArgs),
