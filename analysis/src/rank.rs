@@ -827,6 +827,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         .to_string(),
         hostname: header.hostname.clone(),
+        local_rank: header.rank.local_rank,
+        pid: header.pid,
         devices: reports,
         losses,
         events: file.event_total(),

@@ -89,6 +89,10 @@ pub struct RankReport {
     pub producer: String,
     /// Host name.
     pub hostname: String,
+    /// Rank within the node, from the header (null when the launcher set none).
+    pub local_rank: Option<u32>,
+    /// Process id, from the header.
+    pub pid: u32,
     /// Devices with activity or listed in the header, by ordinal.
     pub devices: Vec<DeviceReport>,
     /// Data the trace says it lost.
