@@ -1,0 +1,277 @@
+//! Prometheus metrics of gputrace reports: the same classified GPU time `gputrace report`
+//! computes, as counters per rank and GPU, for `gputrace metrics`, the live endpoint of
+//! `gputrace run --metrics` and node_exporter textfiles.
+//!
+//! [`report_exposition`] is a pure function of a [`Report`] (and the traces' event counts);
+//! [`serve`] is the small HTTP endpoint that serves whatever exposition it is handed. Every
+//! time is in seconds (`_seconds_total`), from the report's integer nanoseconds; the names,
+//! labels and what each family means are listed in `docs/always-on.md`.
+
+pub mod exposition;
+pub mod serve;
+
+pub use exposition::{CounterMemory, Exposition, Labels, MetricType};
+
+use gputrace_analysis::{DeviceReport, RankReport, Report};
+use gputrace_format::{EventKind, TraceFile};
+use std::collections::BTreeMap;
+
+/// What the exposition adds to the report.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The `job` label on every series (absent: no `job` label, so the scraper's own
+    /// `job` applies).
+    pub job: Option<String>,
+}
+
+/// Event counts of each trace by file name, as [`RankReport::file`] names it.
+pub type EventCounts = BTreeMap<String, BTreeMap<EventKind, u64>>;
+
+/// The event counts of `traces`, keyed as the report keys its ranks.
+pub fn event_counts(traces: &[TraceFile]) -> EventCounts {
+    traces
+        .iter()
+        .map(|t| (t.path().display().to_string(), t.event_counts()))
+        .collect()
+}
+
+const SECONDS: f64 = 1e9;
+
+fn s(ns: u64) -> f64 {
+    ns as f64 / SECONDS
+}
+
+/// The labels every series of rank `r` carries.
+fn rank_labels(opts: &Options, r: &RankReport) -> Labels {
+    let mut l = Labels::new();
+    if let Some(job) = &opts.job {
+        l = l.with("job", job);
+    }
+    l = l.with("host", &r.hostname).with("rank", r.rank);
+    if let Some(local) = r.local_rank {
+        l = l.with("local_rank", local);
+    }
+    l
+}
+
+/// The exposition of `report`: per GPU, its time by exclusive category (the four tile
+/// the span, as in `report`), by overlapping activity, idle by cause, exposed
+/// communication by library and operation, work counts and hardware counters; per rank,
+/// events by kind, steps, tokens, samples, losses and whether the trace is finished.
+pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) -> Exposition {
+    use MetricType::{Counter, Gauge};
+    let mut e = Exposition::new();
+    for r in &report.ranks {
+        let rank = rank_labels(opts, r);
+        for d in &r.devices {
+            device(&mut e, &rank.with("gpu", d.device), d);
+        }
+        if let Some(counts) = events.get(&r.file) {
+            for (kind, n) in counts {
+                e.add(
+                    "gputrace_events_total",
+                    Counter,
+                    "Events in the rank's trace, by kind.",
+                    &rank.with("kind", kind.name()),
+                    *n as f64,
+                );
+            }
+        }
+        let p = &r.productive;
+        e.add(
+            "gputrace_steps_total",
+            Counter,
+            "Training (or serving) steps the rank completed.",
+            &rank,
+            p.steps as f64,
+        );
+        e.add(
+            "gputrace_step_seconds_total",
+            Counter,
+            "Wall time inside the rank's steps.",
+            &rank,
+            p.time_in_steps_s,
+        );
+        if let Some(t) = p.tokens {
+            e.add("gputrace_tokens_total", Counter, "Tokens the rank processed.", &rank, t as f64);
+        }
+        if let Some(n) = p.samples {
+            e.add("gputrace_samples_total", Counter, "Samples the rank processed.", &rank, n as f64);
+        }
+        for (source, n) in &r.losses.lost_records {
+            e.add(
+                "gputrace_records_lost_total",
+                Counter,
+                "Records the capture lost (dropped by CUPTI, buffer pool exhausted, ...), by source.",
+                &rank.with("source", source),
+                *n as f64,
+            );
+        }
+        e.add(
+            "gputrace_trace_finished",
+            Gauge,
+            "1 once the rank's trace is complete (its process ended and the writer finished), else 0.",
+            &rank,
+            if r.losses.trailer_missing { 0.0 } else { 1.0 },
+        );
+    }
+    e
+}
+
+fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
+    use MetricType::Counter;
+    const TILES: &str = "GPU time by exclusive category (compute, then exposed communication, then exposed transfer, \
+                         then idle): the four add up to gputrace_gpu_span_seconds_total.";
+    for (category, ns) in [
+        ("compute", d.compute_ns),
+        ("communication_exposed", d.exposed_communication_ns),
+        ("transfer_exposed", d.exposed_transfer_ns),
+        ("idle", d.idle_ns),
+    ] {
+        e.add("gputrace_gpu_seconds_total", Counter, TILES, &l.with("category", category), s(ns));
+    }
+    e.add(
+        "gputrace_gpu_span_seconds_total",
+        Counter,
+        "Time from the GPU's first work to its last work in the trace.",
+        l,
+        s(d.span_ns),
+    );
+    for (category, ns) in [
+        ("compute", d.compute_ns),
+        ("communication", d.communication_ns),
+        ("transfer", d.transfer_ns),
+    ] {
+        e.add(
+            "gputrace_gpu_active_seconds_total",
+            Counter,
+            "Time the GPU ran work of each category (categories overlap).",
+            &l.with("category", category),
+            s(ns),
+        );
+    }
+    let c = &d.idle_causes;
+    for (cause, ns) in [
+        ("host_bound", c.host_bound_ns),
+        ("launch_latency", c.launch_latency_ns),
+        ("synchronization", c.synchronization_ns),
+        ("unattributed", c.unattributed_ns),
+    ] {
+        e.add(
+            "gputrace_gpu_idle_seconds_total",
+            Counter,
+            "Idle GPU time by cause; the causes add up to the idle category.",
+            &l.with("cause", cause),
+            s(ns),
+        );
+    }
+    for (library, ops) in &d.exposed_communication_by_library_ns {
+        for (op, ns) in ops {
+            e.add(
+                "gputrace_gpu_exposed_communication_seconds_total",
+                Counter,
+                "Exposed communication time by library and operation; adds up to the communication_exposed category.",
+                &l.with("library", library).with("operation", op),
+                s(*ns),
+            );
+        }
+    }
+    e.add("gputrace_gpu_kernels_total", Counter, "Kernels the GPU ran.", l, d.kernels as f64);
+    e.add("gputrace_gpu_copies_total", Counter, "Memory copies on the GPU.", l, d.copies as f64);
+    e.add("gputrace_gpu_memsets_total", Counter, "Memsets on the GPU.", l, d.memsets as f64);
+    if let Some(hw) = &d.hardware {
+        if let Some(j) = hw.energy_j {
+            e.add(
+                "gputrace_gpu_energy_joules_total",
+                Counter,
+                "Energy the GPU used over its NVML samples.",
+                l,
+                j,
+            );
+        }
+        for (reason, ns) in &hw.throttle_by_reason_ns {
+            e.add(
+                "gputrace_gpu_throttled_seconds_total",
+                Counter,
+                "Time an NVML slowdown reason was set, by reason.",
+                &l.with("reason", reason),
+                s(*ns),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gputrace_analysis::{analyze, Options as AnalysisOptions};
+    use gputrace_format::*;
+
+    fn trace() -> TraceFile {
+        let mut h = Header::default();
+        h.hostname = "node\"1".into();
+        h.rank.rank = Some(Rank(3));
+        h.rank.local_rank = Some(1);
+        let mut w = TraceWriter::new(Vec::new(), &h, WriterOptions::default()).unwrap();
+        let gemm = w.intern("gemm");
+        let ar = w.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+        for (i, (start, end, name)) in [(0, 100, gemm), (150, 300, ar), (250, 400, gemm)].into_iter().enumerate() {
+            w.push(Event::Kernel(Kernel {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: ContextId(1),
+                stream: StreamId(7 + i as u32 % 2),
+                correlation: CorrelationId(i as u32 + 1),
+                name,
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                static_shared_mem: 0,
+                dynamic_shared_mem: 0,
+                registers: 0,
+                graph_id: 0,
+                graph_node_id: 0,
+            }))
+            .unwrap();
+        }
+        TraceFile::from_bytes("r3.gtrace", w.finish(Trailer::default()).unwrap()).unwrap()
+    }
+
+    fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+        let line = format!("{name}{{{labels}}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map(|v| v.parse().unwrap())
+    }
+
+    #[test]
+    fn the_tiles_are_the_reports_and_labels_are_escaped() {
+        let traces = vec![trace()];
+        let report = analyze(&traces, &AnalysisOptions::default()).unwrap();
+        let d = &report.ranks[0].devices[0];
+        let text = report_exposition(&report, &event_counts(&traces), &Options { job: Some("j".into()) }).render();
+        let base = r#"job="j",host="node\"1",rank="3",local_rank="1",gpu="0""#;
+        let get = |name: &str, extra: &str| sample(&text, name, &format!("{base}{extra}"));
+        assert_eq!(get("gputrace_gpu_seconds_total", r#",category="compute""#), Some(d.compute_ns as f64 / 1e9));
+        assert_eq!(d.compute_ns, 250, "0-100 and 250-400");
+        assert_eq!(
+            get("gputrace_gpu_seconds_total", r#",category="communication_exposed""#),
+            Some(100e-9),
+            "150-250"
+        );
+        assert_eq!(get("gputrace_gpu_seconds_total", r#",category="idle""#), Some(50e-9));
+        assert_eq!(get("gputrace_gpu_span_seconds_total", ""), Some(400e-9));
+        assert_eq!(get("gputrace_gpu_kernels_total", ""), Some(3.0));
+        assert_eq!(
+            get(
+                "gputrace_gpu_exposed_communication_seconds_total",
+                r#",library="NCCL",operation="all_reduce""#
+            ),
+            Some(100e-9)
+        );
+        let rank = r#"job="j",host="node\"1",rank="3",local_rank="1""#;
+        assert_eq!(sample(&text, "gputrace_events_total", &format!("{rank},kind=\"kernel\"")), Some(3.0));
+        assert_eq!(sample(&text, "gputrace_trace_finished", rank), Some(1.0));
+        assert_eq!(text.matches("# TYPE gputrace_gpu_seconds_total counter").count(), 1);
+    }
+}
