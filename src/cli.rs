@@ -32,6 +32,8 @@ pub enum Command {
     Export(cmd::export::ExportArgs),
     /// Where each GPU's time went: compute, communication, transfer, explained idle; findings.
     Report(cmd::report::ReportArgs),
+    /// Prometheus metrics of finished traces (the families `run --metrics` serves live).
+    Metrics(cmd::metrics::MetricsArgs),
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
@@ -45,6 +47,7 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Demo(a) => cmd::demo::run(&a),
         Command::Export(a) => cmd::export::run(&a),
         Command::Info(a) => cmd::info::run(&a),
+        Command::Metrics(a) => cmd::metrics::run(&a),
         Command::Report(a) => cmd::report::run(&a),
         Command::Run(a) => cmd::run::run(&a),
         Command::Compare(a) => cmd::compare::run(&a),

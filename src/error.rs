@@ -64,6 +64,14 @@ pub enum CliError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A command-line value that clap accepted but that cannot be used here.
+    #[error("{flag}: {what}")]
+    BadArgument {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        what: String,
+    },
     /// An environment variable has a value gputrace cannot use.
     #[error("{name}={value:?}: {what}")]
     BadEnv {

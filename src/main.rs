@@ -6,6 +6,7 @@ mod cli;
 mod cmd;
 mod error;
 mod inputs;
+mod live;
 mod python;
 
 use std::process::ExitCode;

@@ -767,6 +767,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             }
         }
     }
+    // Which `gputrace run` this trace belongs to (its live metrics count only its own
+    // traces). Only an id of the launcher's shape is kept.
+    if let Some(id) = std::env::var("GPUTRACE_RUN_ID").ok().filter(|v| is_run_id(v)) {
+        header.extra.insert("gputrace.run_id".into(), id);
+    }
     if !failed_kinds.is_empty() {
         header.extra.insert("agent.kinds_not_enabled".into(), failed_kinds.join("; "));
     }
@@ -945,6 +950,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
     }
     s.finished.store(true, Release);
+}
+
+/// A run id as `gputrace run` makes them: 1 to 64 ASCII digits and dashes.
+fn is_run_id(v: &str) -> bool {
+    (1..=64).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit() || b == b'-')
 }
 
 fn write_failed(s: &Session, path: &std::path::Path, e: &FormatError) -> bool {

@@ -29,10 +29,7 @@ pub type EventCounts = BTreeMap<String, BTreeMap<EventKind, u64>>;
 
 /// The event counts of `traces`, keyed as the report keys its ranks.
 pub fn event_counts(traces: &[TraceFile]) -> EventCounts {
-    traces
-        .iter()
-        .map(|t| (t.path().display().to_string(), t.event_counts()))
-        .collect()
+    traces.iter().map(|t| (t.path().display().to_string(), t.event_counts())).collect()
 }
 
 const SECONDS: f64 = 1e9;
@@ -177,7 +174,13 @@ fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
         }
     }
     e.add("gputrace_gpu_kernels_total", Counter, "Kernels the GPU ran.", l, d.kernels as f64);
-    e.add("gputrace_gpu_copies_total", Counter, "Memory copies on the GPU.", l, d.copies as f64);
+    e.add(
+        "gputrace_gpu_copies_total",
+        Counter,
+        "Memory copies on the GPU.",
+        l,
+        d.copies as f64,
+    );
     e.add("gputrace_gpu_memsets_total", Counter, "Memsets on the GPU.", l, d.memsets as f64);
     if let Some(hw) = &d.hardware {
         if let Some(j) = hw.energy_j {
@@ -239,9 +242,7 @@ mod tests {
 
     fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
         let line = format!("{name}{{{labels}}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&line))
-            .map(|v| v.parse().unwrap())
+        text.lines().find_map(|l| l.strip_prefix(&line)).map(|v| v.parse().unwrap())
     }
 
     #[test]
@@ -252,7 +253,10 @@ mod tests {
         let text = report_exposition(&report, &event_counts(&traces), &Options { job: Some("j".into()) }).render();
         let base = r#"job="j",host="node\"1",rank="3",local_rank="1",gpu="0""#;
         let get = |name: &str, extra: &str| sample(&text, name, &format!("{base}{extra}"));
-        assert_eq!(get("gputrace_gpu_seconds_total", r#",category="compute""#), Some(d.compute_ns as f64 / 1e9));
+        assert_eq!(
+            get("gputrace_gpu_seconds_total", r#",category="compute""#),
+            Some(d.compute_ns as f64 / 1e9)
+        );
         assert_eq!(d.compute_ns, 250, "0-100 and 250-400");
         assert_eq!(
             get("gputrace_gpu_seconds_total", r#",category="communication_exposed""#),
@@ -270,7 +274,10 @@ mod tests {
             Some(100e-9)
         );
         let rank = r#"job="j",host="node\"1",rank="3",local_rank="1""#;
-        assert_eq!(sample(&text, "gputrace_events_total", &format!("{rank},kind=\"kernel\"")), Some(3.0));
+        assert_eq!(
+            sample(&text, "gputrace_events_total", &format!("{rank},kind=\"kernel\"")),
+            Some(3.0)
+        );
         assert_eq!(sample(&text, "gputrace_trace_finished", rank), Some(1.0));
         assert_eq!(text.matches("# TYPE gputrace_gpu_seconds_total counter").count(), 1);
     }

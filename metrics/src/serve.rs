@@ -79,9 +79,7 @@ pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     match t.to_socket_addrs() {
-        Ok(mut addrs) => addrs
-            .next()
-            .ok_or_else(|| format!("`{s}` resolves to no address")),
+        Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{s}` resolves to no address")),
         Err(e) => Err(format!("`{s}` is not PORT, :PORT or HOST:PORT ({e})")),
     }
 }
@@ -196,11 +194,15 @@ fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Reque
 }
 
 fn find_head_end(b: &[u8]) -> Option<usize> {
-    b.windows(4).position(|w| w == b"\r\n\r\n").or_else(|| b.windows(2).position(|w| w == b"\n\n"))
+    b.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| b.windows(2).position(|w| w == b"\n\n"))
 }
 
 fn parse_head(head: &[u8]) -> Request {
-    let Ok(text) = std::str::from_utf8(head) else { return Request::Malformed };
+    let Ok(text) = std::str::from_utf8(head) else {
+        return Request::Malformed;
+    };
     let line = text.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
@@ -234,7 +236,12 @@ fn answer(mut stream: TcpStream, content: &Content, deadline: Duration) -> std::
             ("200 OK", content.get(), head_only, "text/plain; version=0.0.4; charset=utf-8")
         }
         Request::Index { head_only } => ("200 OK", Arc::from(index), head_only, "text/plain; charset=utf-8"),
-        Request::NotFound => ("404 Not Found", Arc::from("not found: the metrics are at /metrics\n"), false, "text/plain"),
+        Request::NotFound => (
+            "404 Not Found",
+            Arc::from("not found: the metrics are at /metrics\n"),
+            false,
+            "text/plain",
+        ),
         Request::BadMethod => ("405 Method Not Allowed", Arc::from("only GET and HEAD\n"), false, "text/plain"),
         Request::Malformed => ("400 Bad Request", Arc::from("bad request\n"), false, "text/plain"),
         Request::TooLarge => (

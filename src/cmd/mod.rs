@@ -6,6 +6,7 @@ pub mod diff;
 pub mod export;
 pub mod import;
 pub mod info;
+pub mod metrics;
 pub mod report;
 pub mod run;
 pub mod version;

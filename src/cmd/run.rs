@@ -57,9 +57,43 @@ pub struct RunArgs {
     /// Samples per training step, noted in the trace header.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub samples_per_step: Option<u64>,
+    /// Serve live Prometheus metrics of this run's traces at http://ADDR/metrics while the
+    /// job runs: PORT or :PORT is loopback (127.0.0.1:PORT); give HOST:PORT (0.0.0.0:9400)
+    /// to listen beyond this machine. Started once per rank (srun, mpirun), the port is
+    /// PORT + the local rank. No listener without this flag.
+    #[arg(long, value_name = "ADDR", value_parser = gputrace_metrics::serve::parse_listen_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Write the same metrics to DIR/gputrace_<pid>.prom every interval, for
+    /// node_exporter's textfile collector.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_textfile: Option<PathBuf>,
+    /// Seconds between two analyses of the growing traces for the live metrics (default 5).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_seconds)]
+    pub metrics_interval: f64,
+    /// After the job ends, keep serving the final metrics this many seconds, so the last
+    /// scrape sees them (default 0).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = parse_linger)]
+    pub metrics_linger: f64,
+    /// The `job` label of the metrics (default: $SLURM_JOB_ID, else no label).
+    #[arg(long, value_name = "NAME")]
+    pub metrics_job: Option<String>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds between 0.1 and 3600")),
+    }
+}
+
+fn parse_linger(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
+    }
 }
 
 /// The traced child's pid, for the signal forwarder (0: none yet).
@@ -188,6 +222,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
+    let run_id = crate::live::new_run_id();
+    cmd.env("GPUTRACE_RUN_ID", &run_id);
+    let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
     let started = SystemTime::now();
     let shown = Path::new(program).display().to_string();
     install_forwarding();
@@ -215,7 +252,44 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         _ => 1,
     };
     summarize(&out_dir, started).map_err(CliError::Output)?;
+    if let Some(live) = live {
+        live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
+    }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The live metrics' settings, if `--metrics` or `--metrics-textfile` asks for them.
+fn live_options(args: &RunArgs) -> Result<Option<crate::live::LiveOptions>, CliError> {
+    if args.metrics.is_none() && args.metrics_textfile.is_none() {
+        return Ok(None);
+    }
+    let listen = match args.metrics {
+        Some(mut addr) => {
+            if addr.port() != 0 {
+                let offset = crate::live::local_rank_offset(|k| std::env::var(k).ok());
+                let port = addr.port().checked_add(offset).ok_or_else(|| CliError::BadArgument {
+                    flag: "--metrics",
+                    what: format!("port {} + local rank {offset} is above 65535", addr.port()),
+                })?;
+                addr.set_port(port);
+            }
+            Some(addr)
+        }
+        None => None,
+    };
+    if let Some(dir) = &args.metrics_textfile {
+        std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+    }
+    Ok(Some(crate::live::LiveOptions {
+        listen,
+        textfile_dir: args.metrics_textfile.clone(),
+        interval: std::time::Duration::from_secs_f64(args.metrics_interval),
+        job: args
+            .metrics_job
+            .clone()
+            .or_else(|| std::env::var("SLURM_JOB_ID").ok().filter(|v| !v.is_empty())),
+        classifier: super::ClassifyArgs::default().classifier()?,
+    }))
 }
 
 /// What this run knows of how the command ended.
