@@ -211,8 +211,10 @@ mod tests {
     use gputrace_format::*;
 
     fn trace() -> TraceFile {
-        let mut h = Header::default();
-        h.hostname = "node\"1".into();
+        let mut h = Header {
+            hostname: "node\"1".into(),
+            ..Header::default()
+        };
         h.rank.rank = Some(Rank(3));
         h.rank.local_rank = Some(1);
         let mut w = TraceWriter::new(Vec::new(), &h, WriterOptions::default()).unwrap();
