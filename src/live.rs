@@ -104,8 +104,8 @@ impl Live {
                 let mut next = Instant::now();
                 while !worker.stop.load(Ordering::Relaxed) {
                     if Instant::now() >= next {
-                        worker.refresh(textfile_for_thread.as_deref());
-                        next = Instant::now() + worker.opts.interval;
+                        let took = worker.refresh(textfile_for_thread.as_deref());
+                        next = Instant::now() + pause_after(worker.opts.interval, took);
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -165,7 +165,8 @@ impl Shared {
         v
     }
 
-    fn refresh(&self, textfile: Option<&Path>) {
+    /// Analyse (if a file changed) and publish; returns the analysis' time.
+    fn refresh(&self, textfile: Option<&Path>) -> Duration {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let files = self.files();
         let seen: Vec<_> = files
@@ -195,6 +196,7 @@ impl Shared {
             st.last_duration_s = started.elapsed().as_secs_f64();
             st.last_at = Some(SystemTime::now());
         }
+        let took = Duration::from_secs_f64(st.last_duration_s);
         let mut e = st.last.clone().unwrap_or_default();
         status(&mut e, &st, self.opts.job.as_deref());
         let text = e.render();
@@ -202,6 +204,7 @@ impl Shared {
             write_textfile(path, &text);
         }
         self.content.set(text);
+        took
     }
 
     /// The exposition of this run's traces (none yet: empty).
@@ -232,6 +235,13 @@ impl Shared {
             &metrics,
         ))
     }
+}
+
+/// Time to the next analysis: the interval, or ten times the last analysis' time when
+/// that is longer, so that re-analysing a long job's growing traces never takes more
+/// than about a tenth of one core.
+fn pause_after(interval: Duration, analysis: Duration) -> Duration {
+    interval.max(analysis.saturating_mul(10))
 }
 
 /// The collector's own families: how fresh the numbers are and what they cost.
@@ -322,5 +332,12 @@ mod tests {
         assert_eq!(local_rank_offset(|k| (k == "SLURM_LOCALID").then(|| "3".into())), 3);
         assert_eq!(local_rank_offset(|k| (k == "LOCAL_RANK").then(|| "x".into())), 0);
         assert!(new_run_id().chars().all(|c| c.is_ascii_digit() || c == '-'));
+    }
+
+    #[test]
+    fn long_analyses_stretch_the_interval() {
+        let s = Duration::from_secs;
+        assert_eq!(pause_after(s(5), Duration::from_millis(100)), s(5));
+        assert_eq!(pause_after(s(5), s(2)), s(20));
     }
 }
