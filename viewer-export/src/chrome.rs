@@ -32,7 +32,7 @@
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
 use crate::out::*;
-use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Visitor, WalkOptions};
+use crate::walk::{walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Visitor, WalkOptions};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -44,6 +44,9 @@ use std::ops::Range;
 pub const SYNC_TID_BASE: u64 = 1_000_000;
 /// See [`SYNC_TID_BASE`].
 pub const COMM_TID_BASE: u64 = 2_000_000;
+/// The `i`-th track of a communication library's kernels (one per library and
+/// stream) of a rank uses `LIBRARY_TID_BASE + i`.
+pub const LIBRARY_TID_BASE: u64 = 3_000_000;
 /// With several ranks in one file, GPU `d` of the input at position `i` gets
 /// pid `MERGED_GPU_PID_BASE + 1000 × i + d` (Linux pids stay below 2^22).
 pub const MERGED_GPU_PID_BASE: u64 = 1_000_000_000;
@@ -101,6 +104,8 @@ struct InputState {
     lanes: FxHashSet<Lane>,
     gpus: FxHashSet<DeviceId>,
     comms: Vec<CommId>,
+    /// The communication-library tracks, in the order first met.
+    library_lanes: Vec<Lane>,
     /// NCCL collectives by the (device, correlation id) of the kernel that ran
     /// them, so that kernel events carry PyTorch's collective args as Kineto
     /// writes them (what TraceLens and HTA read). At most
@@ -188,6 +193,8 @@ struct JsonWriter<W: Write> {
     /// The current event's correlation id and where its digits lie (see
     /// `last_place`).
     last_corr: (u64, Range<usize>),
+    /// Names of the communication-library tracks' libraries.
+    libraries: CommLibraries,
 }
 
 /// `key` then `[x,y,z]`.
@@ -229,6 +236,7 @@ impl<W: Write> JsonWriter<W> {
                     lanes: FxHashSet::default(),
                     gpus: FxHashSet::default(),
                     comms: Vec::new(),
+                    library_lanes: Vec::new(),
                     kernel_coll: linked_collectives(trace),
                 }
             })
@@ -246,6 +254,7 @@ impl<W: Write> JsonWriter<W> {
             cbid_text: TextCache::new(),
             last_place: ((0, 0, 0), 0..0),
             last_corr: (0, 0..0),
+            libraries: CommLibraries::of(job.classifier()),
         }
     }
 
@@ -537,13 +546,23 @@ impl<W: Write> JsonWriter<W> {
                 });
                 (gpu_pid(device), COMM_TID_BASE + i as u64)
             }
+            Lane::Library { device, .. } => {
+                let lanes = &mut self.inputs[ordinal].library_lanes;
+                let i = lanes.iter().position(|l| *l == lane).unwrap_or_else(|| {
+                    lanes.push(lane);
+                    lanes.len() - 1
+                });
+                (gpu_pid(device), LIBRARY_TID_BASE + i as u64)
+            }
             Lane::Process => (host_pid, 0),
             // Kineto draws gpu_user_annotation on the stream's own row.
             Lane::Ranges { device, stream, .. } => (gpu_pid(device), stream_tid(stream)),
         };
         if !matches!(lane, Lane::Ranges { .. }) && self.inputs[ordinal].lanes.insert(lane) {
             let device = match lane {
-                Lane::Stream { device, .. } | Lane::Sync { device, .. } | Lane::Comm { device, .. } => Some(device),
+                Lane::Stream { device, .. } | Lane::Sync { device, .. } | Lane::Comm { device, .. } | Lane::Library { device, .. } => {
+                    Some(device)
+                }
                 _ => None,
             };
             if let Some(d) = device {
@@ -565,6 +584,9 @@ impl<W: Write> JsonWriter<W> {
                 Lane::Sync { stream, .. } => format!("stream {stream} sync"),
                 Lane::Thread { tid } => format!("thread {tid}"),
                 Lane::Comm { comm, .. } => format!("NCCL comm {:016x}", comm.0),
+                Lane::Library { stream, library, .. } => {
+                    format!("{} · stream {stream} (communication)", self.libraries.name(library))
+                }
                 Lane::Process | Lane::Ranges { .. } => "process".to_string(),
             };
             self.metadata(b"thread_name", pid, Some(tid), b"name", &name);
@@ -631,6 +653,31 @@ impl<W: Write> Visitor for JsonWriter<W> {
         self.pid_tid_ts(pid, tid, start);
         self.dur(start, end);
         self.out.buf.push(b'}');
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
+    fn comm_library(
+        &mut self,
+        input: &Input<'_>,
+        lane: Lane,
+        id: LaneId,
+        library: &str,
+        name: StringId,
+        start: u64,
+        end: u64,
+    ) -> Result<()> {
+        let (pid, tid) = self.place(input, lane, id);
+        // A category of its own: Kineto readers (HTA, TraceLens) count `kernel` events,
+        // and these are the same kernels drawn a second time.
+        self.open(b"X", b"gputrace_communication");
+        self.name_id(input, name);
+        self.pid_tid_ts(pid, tid, start);
+        self.dur(start, end);
+        let b = &mut self.out.buf;
+        b.extend_from_slice(b",\"args\":{\"library\":");
+        put_json_str(b, library);
+        b.extend_from_slice(b"}}");
         self.out.maybe_flush()?;
         Ok(())
     }

@@ -36,7 +36,9 @@ use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
 use crate::out::{launch_key, LaunchKey, Out, TextCache};
 use crate::proto::*;
-use crate::walk::{walk, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER};
+use crate::walk::{
+    walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER,
+};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use rustc_hash::FxHashMap;
@@ -105,7 +107,7 @@ const A_STRING: u32 = 6;
 const A_ARRAY: u32 = 12;
 
 /// Categories, interned with iids 1.. in this order.
-const CATEGORIES: [&str; 10] = [
+const CATEGORIES: [&str; 11] = [
     "kernel",
     "gpu_memcpy",
     "gpu_memset",
@@ -116,10 +118,13 @@ const CATEGORIES: [&str; 10] = [
     "nccl_collective",
     "gputrace_loss",
     "gpu_user_annotation",
+    "gputrace_communication",
 ];
 
 /// Category iid of NVTX ranges projected onto GPU streams.
 const GPU_USER_ANNOTATION: u64 = 10;
+/// Category iid of communication-library kernels drawn on their libraries' tracks.
+const GPUTRACE_COMMUNICATION: u64 = 11;
 
 /// Debug annotation names, interned with iids 1.. in this order.
 #[derive(Clone, Copy)]
@@ -224,6 +229,8 @@ struct InputState {
 struct ProtoWriter<W: Write> {
     out: Out<W>,
     args: bool,
+    /// Names of the communication-library tracks' libraries.
+    libraries: CommLibraries,
     inputs: Vec<InputState>,
     next_iid: u64,
     /// Names that are not in a string table (memcpy labels, ...).
@@ -474,6 +481,7 @@ impl<W: Write> ProtoWriter<W> {
         ProtoWriter {
             out: Out::new(out),
             args,
+            libraries: CommLibraries::of(job.classifier()),
             inputs,
             next_iid: 1,
             label_iids: FxHashMap::default(),
@@ -648,6 +656,12 @@ impl<W: Write> ProtoWriter<W> {
                     name = format!("{name} · rank {rank}/{}", c.nranks);
                 }
                 named_child(self, proc_uuid, name, 50)
+            }
+            Lane::Library { device, stream, library } => {
+                let parent = gpu(self, device);
+                let name = format!("GPU {device} · {} · stream {stream} (communication)", self.libraries.name(library));
+                // After the GPU's streams (ranked 3 × stream + 0..2).
+                named_child(self, parent, name, 1 << 40 | u64::from(library) << 32 | stream.0 as u64)
             }
             Lane::Thread { tid } => self.descriptor(key, |b| {
                 let t = begin(b, 4);
@@ -1041,6 +1055,35 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         uint(b, E_TRACK_UUID, track);
         uint(b, E_NAME_IID, name);
         uint(b, E_CATEGORY_IIDS, GPU_USER_ANNOTATION);
+        end(b, te);
+        self.write_new_names();
+        end_wide(&mut self.out.buf, p);
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
+    fn comm_library(
+        &mut self,
+        input: &Input<'_>,
+        lane: Lane,
+        id: LaneId,
+        _library: &str,
+        name: StringId,
+        start: u64,
+        _end: u64,
+    ) -> Result<()> {
+        let track = self.lane_uuid(input, lane, id, None);
+        let name = self.name_iid_id(input, name);
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint_time(b, P_TIMESTAMP, start);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin(b, P_TRACK_EVENT);
+        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
+        uint(b, E_TRACK_UUID, track);
+        uint(b, E_NAME_IID, name);
+        uint(b, E_CATEGORY_IIDS, GPUTRACE_COMMUNICATION);
         end(b, te);
         self.write_new_names();
         end_wide(&mut self.out.buf, p);

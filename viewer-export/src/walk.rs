@@ -46,6 +46,10 @@ pub(crate) enum Lane {
     Comm { comm: CommId, device: DeviceId },
     /// Process-wide instants (loss records).
     Process,
+    /// The kernels of one stream that a communication library other than NCCL ran
+    /// (DeepEP, NVSHMEM, custom all-reduce, ...), drawn again on a track of their
+    /// own; `library` indexes [`CommLibraries`].
+    Library { device: DeviceId, stream: StreamId, library: u16 },
     /// NVTX ranges projected onto one stream (see [`Annotation`]).
     Ranges {
         device: DeviceId,
@@ -90,7 +94,40 @@ impl Lane {
     /// Work on a serial lane never nests: an overlap is a timing artifact
     /// and the later slice is moved to start when the earlier one ends.
     fn serial(self) -> bool {
-        matches!(self, Lane::Stream { .. } | Lane::Sync { .. } | Lane::Comm { .. })
+        matches!(
+            self,
+            Lane::Stream { .. } | Lane::Sync { .. } | Lane::Comm { .. } | Lane::Library { .. }
+        )
+    }
+}
+
+/// The communication libraries whose kernels get tracks of their own: every library of
+/// the classifier's communication rules except NCCL (whose collectives have their
+/// communicators' tracks), in rule order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CommLibraries {
+    names: Vec<String>,
+}
+
+impl CommLibraries {
+    pub fn of(classifier: &gputrace_classify::Classifier) -> CommLibraries {
+        let mut names: Vec<String> = Vec::new();
+        for r in classifier.rules() {
+            if r.category == Category::Communication && r.library != "NCCL" && !names.contains(&r.library) {
+                names.push(r.library.clone());
+            }
+        }
+        CommLibraries { names }
+    }
+
+    /// The index of `library`, if its kernels get tracks.
+    fn index(&self, library: &str) -> Option<u16> {
+        self.names.iter().position(|n| n == library).map(|i| i as u16)
+    }
+
+    /// The name of library `i`.
+    pub fn name(&self, i: u16) -> &str {
+        self.names.get(usize::from(i)).map_or("communication", String::as_str)
     }
 }
 
@@ -206,6 +243,22 @@ pub(crate) trait Visitor {
     /// ended by `end_slice`), after the GPU's last event; only when the walk
     /// was asked for annotations.
     fn gpu_annotation(&mut self, _input: &Input<'_>, _lane: Lane, _id: LaneId, _name: StringId, _start: u64, _end: u64) -> Result<()> {
+        Ok(())
+    }
+    /// A kernel of communication library `library` (a [`Lane::Library`] slice named
+    /// `name`, ended by `end_slice`), drawn again on its library's track after the
+    /// GPU's last event.
+    #[allow(clippy::too_many_arguments)]
+    fn comm_library(
+        &mut self,
+        _input: &Input<'_>,
+        _lane: Lane,
+        _id: LaneId,
+        _library: &str,
+        _name: StringId,
+        _start: u64,
+        _end: u64,
+    ) -> Result<()> {
         Ok(())
     }
     /// The input's counter series (GPU counters sampled beside the timeline) of the
@@ -682,6 +735,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
     let mut stats = WalkStats::default();
     // The report's classification, so that the utilization counters agree with it.
     let classifier = job.classifier();
+    let libraries = CommLibraries::of(classifier);
     for (ordinal, &index) in plan.inputs.iter().enumerate() {
         let trace = job.inputs()[index].trace;
         let shift = job.shift(index);
@@ -808,6 +862,8 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             }
         }
         let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
+        // Per name: 0 not looked up yet, 1 no library track, 2 + the library's index.
+        let mut kernel_library: Vec<u16> = vec![0; trace.string_count()];
         let mut w = Walker {
             input: &input,
             plan,
@@ -815,6 +871,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             lanes: Lanes { open: Vec::new() },
             ids: launches,
             annotations,
+            library_spans: Vec::new(),
             util: None,
             on_gpu: false,
             flow_base: (ordinal as u64) << 32,
@@ -876,6 +933,25 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 };
                 Some(c as u8)
             };
+            let mut library = |e: &Event| -> Option<u16> {
+                let Event::Kernel(k) = e else { return None };
+                let slot = kernel_library.get_mut(k.name.0 as usize);
+                if let Some(&c) = slot.as_deref() {
+                    if c != 0 {
+                        return c.checked_sub(2);
+                    }
+                }
+                let name = trace.name(k.name);
+                let found = classifier
+                    .rule_for(&name)
+                    .map(|id| classifier.rule(id))
+                    .filter(|r| r.category == Category::Communication)
+                    .and_then(|r| libraries.index(&r.library));
+                if let Some(c) = slot {
+                    *c = found.map_or(1, |i| i + 2);
+                }
+                found
+            };
             let spans = chunk_ids.iter().all(|&i| chunks[i].kind.has_spans());
             if spans {
                 // Kernels, copies, memsets, synchronizations, calls and
@@ -895,7 +971,12 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                     }
                     let (facts, states) = &mut tables[slot];
                     facts.clear();
-                    facts.extend(cursor.templates().iter().map(|e| Facts::of(e, category(e))));
+                    facts.extend(
+                        cursor
+                            .templates()
+                            .iter()
+                            .map(|e| Facts::of(e, category(e)).with_library(library(e))),
+                    );
                     states.clear();
                     states.resize_with(facts.len().min(ENTRY_STATES), Default::default);
                 })? {
@@ -955,6 +1036,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             if let Some(d) = device {
                 w.annotations.settle();
                 project_annotations(&input, &w.annotations, &mut w.lanes, d, w.visitor)?;
+                project_library_spans(&input, &mut w.library_spans, &libraries, &mut w.lanes, w.visitor)?;
             }
             if w.stats.truncated {
                 return Ok(w.stats);
@@ -1008,6 +1090,9 @@ struct Facts {
     link: Link,
     /// Utilization category ([`COMPUTE`] .. [`TRANSFER`]) when measured.
     category: Option<u8>,
+    /// The communication library (a [`CommLibraries`] index) of a kernel drawn again
+    /// on its library's track.
+    library: Option<u16>,
 }
 
 impl Facts {
@@ -1024,7 +1109,13 @@ impl Facts {
                 _ => Link::None,
             },
             category,
+            library: None,
         }
+    }
+
+    fn with_library(mut self, library: Option<u16>) -> Facts {
+        self.library = library;
+        self
     }
 }
 
@@ -1039,6 +1130,9 @@ struct Walker<'w, 'a, V: Visitor> {
     /// and the correlation ids whose GPU work got its arrow.
     ids: IdSets,
     annotations: Annotations,
+    /// The kernels of communication libraries in this group, to draw again on their
+    /// libraries' tracks: lane, start, end, name.
+    library_spans: Vec<(Lane, u64, u64, StringId)>,
     util: Option<Utilization>,
     /// On a GPU, with NVTX ranges to project.
     on_gpu: bool,
@@ -1143,8 +1237,30 @@ impl<V: Visitor> Walker<'_, '_, V> {
             },
             state,
         )?;
+        if let (Some(library), Lane::Stream { device, stream, .. }, Event::Kernel(k)) = (f.library, f.lane, of) {
+            self.library_spans.push((Lane::Library { device, stream, library }, s, t, k.name));
+        }
         Ok(true)
     }
+}
+
+/// The kernels of communication libraries of one GPU, drawn again on their libraries'
+/// tracks in time order (each track holds one stream's kernels, already serial).
+fn project_library_spans(
+    input: &Input<'_>,
+    spans: &mut Vec<(Lane, u64, u64, StringId)>,
+    libraries: &CommLibraries,
+    lanes: &mut Lanes,
+    visitor: &mut impl Visitor,
+) -> Result<()> {
+    spans.sort_unstable_by_key(|&(lane, s, t, _)| (lane, s, t));
+    for (lane, s, t, name) in spans.drain(..) {
+        let Lane::Library { library, .. } = lane else { continue };
+        let id = lanes.id(lane);
+        visitor.comm_library(input, lane, id, libraries.name(library), name, s, t)?;
+        visitor.end_slice(input, id, t)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -556,3 +556,46 @@ proptest! {
         prop_assert_eq!(kernel["name"].as_str().unwrap(), name.as_str());
     }
 }
+
+/// The Chrome/Kineto export draws communication-library kernels on rows of their own
+/// under the GPU, with a category Kineto readers do not count as kernels.
+#[test]
+fn communication_libraries_get_rows_of_their_own() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let gemm = w.intern("sm90_xmma_gemm_bf16");
+    let dispatch = w.intern("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*)");
+    for (i, (s, e, name)) in [(1000, 2000, gemm), (2000, 3000, dispatch), (3000, 4000, gemm)]
+        .into_iter()
+        .enumerate()
+    {
+        w.push(Event::Kernel(Kernel {
+            start: Nanos(s),
+            end: Nanos(e),
+            device: DeviceId(0),
+            context: ContextId(1),
+            stream: StreamId(7),
+            correlation: CorrelationId(i as u32 + 1),
+            name,
+            ..Kernel::default()
+        }))
+        .unwrap();
+    }
+    let t = TraceFile::from_bytes("moe", w.finish(Trailer::default()).unwrap()).unwrap();
+    let (json, _, _) = export(&[&t], &Filter::default());
+    let evs = events(&json);
+    let comm: Vec<&Value> = evs.iter().filter(|e| e["cat"] == "gputrace_communication").collect();
+    assert_eq!(comm.len(), 1);
+    assert_eq!(comm[0]["name"], t.name(dispatch).as_ref());
+    assert_eq!(comm[0]["args"]["library"], "DeepEP");
+    assert_eq!(ns_of(&comm[0]["ts"]), 1000, "relative to the trace's start");
+    assert_eq!(
+        evs.iter().filter(|e| e["cat"] == "kernel").count(),
+        3,
+        "the kernels stay on their stream"
+    );
+    let row = evs
+        .iter()
+        .find(|e| e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == comm[0]["tid"] && e["pid"] == comm[0]["pid"])
+        .expect("the row is named");
+    assert_eq!(row["args"]["name"], "DeepEP · stream 7 (communication)");
+}

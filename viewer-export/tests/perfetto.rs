@@ -890,3 +890,67 @@ fn without_args_the_events_are_the_same() {
     assert_eq!(without.flow_in, with.flow_in);
     assert_eq!(without.counters, with.counters);
 }
+
+/// Kernels of communication libraries other than NCCL are drawn a second time, on a
+/// track per library and stream under their GPU, so that DeepEP or a custom all-reduce
+/// stands out from compute on the same stream. NCCL's kernels and compute get none.
+#[test]
+fn communication_libraries_get_tracks_of_their_own() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let gemm = w.intern("sm90_xmma_gemm_bf16");
+    let dispatch = w.intern("void deep_ep::internode::dispatch<true, 8>(int4*, float*)");
+    let combine = w.intern("void deep_ep::internode::combine<__nv_bfloat16, 4, 8>(int4*)");
+    let nccl = w.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    let custom = w.intern("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)");
+    for e in [
+        common::kernel(1000, 1100, 7, gemm),
+        common::kernel(1100, 1200, 8, dispatch),
+        common::kernel(1200, 1300, 9, nccl),
+        common::kernel(1300, 1400, 8, combine),
+        common::kernel(1400, 1450, 7, custom),
+        common::kernel(1450, 1500, 7, gemm),
+    ] {
+        w.push(e).unwrap();
+    }
+    let t = TraceFile::from_bytes("moe", w.finish(Trailer::default()).unwrap()).unwrap();
+    let (bytes, _) = export(&[&t], &Filter::default());
+    let d = decode(&bytes);
+    let on = |track_name: &str| -> Vec<(String, u64, u64, String)> {
+        let mut v: Vec<_> = d
+            .slices
+            .iter()
+            .filter(|s| d.tracks[&s.track].name == track_name)
+            .map(|s| (s.name.clone(), s.start, s.end, s.category.clone()))
+            .collect();
+        v.sort_by_key(|s| s.1);
+        v
+    };
+    let cat = "gputrace_communication".to_string();
+    assert_eq!(
+        on("GPU 0 · DeepEP · stream 8 (communication)"),
+        vec![
+            (t.name(dispatch).into_owned(), 1100, 1200, cat.clone()),
+            (t.name(combine).into_owned(), 1300, 1400, cat.clone())
+        ]
+    );
+    assert_eq!(
+        on("GPU 0 · vLLM/SGLang custom all-reduce · stream 7 (communication)"),
+        vec![(t.name(custom).into_owned(), 1400, 1450, cat.clone())]
+    );
+    let library_tracks: Vec<&str> = d
+        .tracks
+        .values()
+        .map(|t| t.name.as_str())
+        .filter(|n| n.ends_with("(communication)"))
+        .collect();
+    assert_eq!(library_tracks.len(), 2, "none for NCCL or compute: {library_tracks:?}");
+    // The kernels themselves stay on their streams, once.
+    assert_eq!(d.slices.iter().filter(|s| s.category == "kernel").count(), 6);
+    let parent = d
+        .tracks
+        .values()
+        .find(|t| t.name.starts_with("GPU 0 · DeepEP"))
+        .and_then(|t| t.parent)
+        .unwrap();
+    assert!(d.tracks[&parent].name.starts_with("GPU 0"), "under its GPU");
+}
