@@ -687,6 +687,42 @@ fn communicators_survive_a_cut_and_keep_the_first_of_each_id() {
 }
 
 #[test]
+fn capture_windows_survive_a_cut_and_are_sorted_and_merged() {
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    let win = |a: u64, b: u64| CaptureWindow { start: Nanos(a), end: Nanos(b) };
+    w.add_capture_windows(&[win(100, 200)]).unwrap();
+    w.add_capture_windows(&[win(50, 60), win(190, 250), win(300, 300)]).unwrap();
+    w.add_capture_windows(&[]).unwrap();
+    w.flush().unwrap();
+    let bytes = std::mem::take(w.get_mut());
+    let t = TraceFile::from_bytes("cut.gtrace", bytes).unwrap();
+    assert!(t.trailer().is_none());
+    assert_eq!(t.capture_windows(), &[win(50, 60), win(100, 250)]);
+    assert!(TraceFile::from_bytes("demo", demo_trace()).unwrap().capture_windows().is_empty());
+}
+
+/// What a 1.2 reader does with a 1.3 file's capture windows: a chunk kind it
+/// does not know, not critical, is skipped (here: rewritten to a number this
+/// build does not know either, which takes the same path).
+#[test]
+fn a_reader_that_does_not_know_capture_windows_skips_them() {
+    let full = demo_trace();
+    let hdr = Frame::decode(full[16..16 + FRAME_LEN].try_into().unwrap()).unwrap();
+    let at = 16 + FRAME_LEN + hdr.payload_len as usize;
+    let mut payload = vec![0u8];
+    payload.extend_from_slice(br#"[{"start": 1, "end": 2}]"#);
+    for (kind, windows) in [(6u16, 1usize), (60, 0)] {
+        let mut b = full[..at].to_vec();
+        b.extend(chunk(kind, 0, &payload));
+        b.extend_from_slice(&full[at..]);
+        let t = TraceFile::from_bytes("win", b).unwrap();
+        assert!(t.damage().is_none());
+        assert_eq!(t.capture_windows().len(), windows);
+        assert_eq!(t.event_total(), TraceFile::from_bytes("demo", demo_trace()).unwrap().event_total());
+    }
+}
+
+#[test]
 fn a_garbled_communicators_chunk_is_damage_not_a_panic() {
     let full = demo_trace();
     let hdr = Frame::decode(full[16..16 + FRAME_LEN].try_into().unwrap()).unwrap();
@@ -929,7 +965,7 @@ fn counter_samples_round_trip_with_their_series_names() {
     assert_eq!(t.name(power), "nvml.power_mw");
     // The names are in the string table once each.
     assert_eq!(t.string_count(), 3);
-    assert_eq!(t.format_version(), (1, 2));
+    assert_eq!(t.format_version(), (1, gputrace_format::chunk::FORMAT_MINOR));
 }
 
 /// What a 1.0 or 1.1 reader does with a 1.2 file's counters: an events
