@@ -1,0 +1,185 @@
+//! Duty-cycled capture (`gputrace run --duty`) end to end: the real
+//! launcher, agent and child process against the CUPTI and libcuda doubles
+//! (tests/doubles), checked record by record against what the fake CUPTI
+//! says it delivered.
+//!
+//! The agent library must be built first (`cargo build --workspace`), as for
+//! tests/agent.rs.
+
+use gputrace_format::{CaptureWindow, Event, TraceFile};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{agent_lib, doubles, gputrace_lines, text, DoublesRun};
+
+/// Kernels 20 µs long every 10 ms for about 1.5 s: spread over several
+/// windows of a 100ms/400ms duty cycle.
+const SPREAD: &str = "version 13.5\nkernels 150 20000 10000000 duty_kernel\n";
+
+/// A record a kernel or copy of the trace must match: (kind, corr, start, end).
+type Rec = (u32, u32, u64, u64);
+
+/// The fake CUPTI's per-record log (`$FAKE_CUPTI_REPORT.records`): every
+/// record it handed to the agent, that is every record it wrote while its
+/// kind was enabled.
+fn delivered(run: &DoublesRun) -> Vec<Rec> {
+    let text = std::fs::read_to_string(run.dir.path().join("report.records")).unwrap_or_default();
+    let mut v: Vec<Rec> = text
+        .lines()
+        .map(|l| {
+            let kv: BTreeMap<&str, u64> = l
+                .split(' ')
+                .filter_map(|t| t.split_once('='))
+                .map(|(k, v)| (k, v.parse().unwrap_or(0)))
+                .collect();
+            let get = |k: &str| kv.get(k).copied().unwrap_or(0);
+            (get("kind") as u32, get("corr") as u32, get("start"), get("end"))
+        })
+        .filter(|r| r.0 == 10)
+        .collect();
+    v.sort();
+    v
+}
+
+fn kernels(t: &TraceFile) -> Vec<Rec> {
+    let mut v: Vec<Rec> = t
+        .events()
+        .map(|e| e.unwrap())
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some((10, k.correlation.0, k.start.0, k.end.0)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The agent's `gputrace:` lines (not the launcher's summary).
+fn agent_lines(run: &DoublesRun) -> Vec<String> {
+    gputrace_lines(&run.out.stderr).into_iter().filter(|l| !l.contains("trace file(s)")).collect()
+}
+
+fn n(run: &DoublesRun, key: &str) -> u64 {
+    run.report.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn only_trace(run: &DoublesRun) -> TraceFile {
+    let files = common::trace_files(&run.dir.path().join("traces"));
+    assert_eq!(files.len(), 1, "one trace: {files:?}; stderr: {}", text(&run.out.stderr));
+    TraceFile::open(&files[0]).unwrap()
+}
+
+/// The window holding `[start, end]`. A kernel record is written only after
+/// its end has passed, while its kind is enabled, so its end lies in the
+/// window (which closes after the kinds are turned off); it may have
+/// started up to its duration before the window opened (as with CUPTI, which
+/// records a kernel that completes while activity is on).
+fn window_of(windows: &[CaptureWindow], start: u64, end: u64) -> Option<usize> {
+    let slack = 1_000_000;
+    windows.iter().position(|w| end <= w.end.0 && end >= w.start.0 && start + slack >= w.start.0)
+}
+
+#[test]
+fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
+    let run = common::run_testprog(13, SPREAD, &["--duty", "100ms/400ms", "--gpu-sample-hz", "0"], &["--ms", "20000", "exit", "3"], &[], &[]);
+    assert_eq!(run.out.status.code(), Some(3), "exit code passes through: {}", text(&run.out.stderr));
+    assert!(agent_lines(&run).is_empty(), "{:?}", agent_lines(&run));
+    let t = only_trace(&run);
+    assert!(t.trailer().is_some() && t.damage().is_none());
+    assert_eq!(t.header().extra.get("capture.duty").map(String::as_str), Some("100ms/400ms"));
+
+    // Event by event: the trace holds exactly what the fake CUPTI delivered ...
+    let want = delivered(&run);
+    let got = kernels(&t);
+    assert_eq!(got, want, "trace equals delivered records");
+    // ... which is not everything the scenario played: the rest was made while off.
+    let skipped = n(&run, "skipped_disabled.10");
+    assert!(skipped > 0, "kernels were skipped while capture was off: {:?}", run.report);
+    assert_eq!(got.len() as u64 + skipped, 150, "every kernel was either traced or skipped");
+    assert!(n(&run, "enabled.10") <= 1);
+
+    // The windows: several, in order, disjoint, each shorter than a period.
+    let w = t.capture_windows();
+    assert!(w.len() >= 3, "1.5 s of work spans several 400 ms periods: {w:?}");
+    for pair in w.windows(2) {
+        assert!(pair[0].end < pair[1].start, "disjoint: {w:?}");
+        let gap = pair[1].start.0 - pair[0].end.0;
+        assert!(gap >= 100_000_000, "capture was off between windows for most of the period: {w:?}");
+    }
+    assert!(w.iter().all(|x| x.end.0 - x.start.0 < 400_000_000), "{w:?}");
+    // Every traced kernel lies in a window, and the windows that saw work
+    // are more than one (capture came back on).
+    let mut used = vec![0u32; w.len()];
+    for &(_, corr, start, end) in &got {
+        let i = window_of(w, start, end).unwrap_or_else(|| panic!("kernel {corr} [{start}, {end}] outside every window {w:?}"));
+        used[i] += 1;
+    }
+    eprintln!("windows {w:?}, kernels per window {used:?}, skipped {skipped}");
+    assert!(used.iter().filter(|&&c| c > 0).count() >= 2, "{used:?}");
+}
+
+#[test]
+fn an_invalid_duty_is_one_line_and_a_full_capture() {
+    let run = common::run_testprog(
+        13,
+        "version 13.5\nkernels 20 20000 1000000\n",
+        &["--gpu-sample-hz", "0"],
+        &["--ms", "20000", "exit", "0"],
+        &[("GPUTRACE_DUTY", "2s/60s")],
+        &[],
+    );
+    assert_eq!(run.out.status.code(), Some(0), "{}", text(&run.out.stderr));
+    let lines = agent_lines(&run);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("GPUTRACE_DUTY") && lines[0].contains("whole time"), "{lines:?}");
+    let t = only_trace(&run);
+    assert!(t.capture_windows().is_empty());
+    assert!(!t.header().extra.contains_key("capture.duty"));
+    assert_eq!(kernels(&t).len(), 20);
+    assert_eq!(n(&run, "skipped_disabled.10"), 0);
+}
+
+#[test]
+fn the_command_line_refuses_a_window_not_shorter_than_its_period() {
+    let out = common::gputrace(&["run", "--duty", "60s/60s", "--", "true"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("shorter than the period"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_killed_process_keeps_the_windows_that_closed() {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s"), "version 13.5\nkernels 1000000 20000 1000000\n").unwrap();
+    let traces = dir.path().join("traces");
+    let mut child = Command::new(dbl.join("testprog"))
+        .args(["--ms", "60000", "exit", "0"])
+        .env("CUDA_INJECTION64_PATH", agent_lib())
+        .env("GPUTRACE_OUTPUT", &traces)
+        .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+        .env("GPUTRACE_DUTY", "50/200")
+        .env("GPUTRACE_GPU_SAMPLE_HZ", "0")
+        .env("FAKE_CUPTI_SCENARIO", dir.path().join("s"))
+        .spawn()
+        .unwrap();
+    let file = |p: &PathBuf| TraceFile::open(p).ok();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = 0;
+    while seen < 2 {
+        assert!(Instant::now() < deadline, "no two windows reached the disk within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+        seen = common::trace_files(&traces).first().and_then(file).map_or(0, |t| t.capture_windows().len());
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let t = common::trace_files(&traces).first().and_then(file).expect("a readable trace");
+    assert!(t.trailer().is_none());
+    let w = t.capture_windows();
+    assert!(w.len() >= seen, "{w:?}");
+    // The closed windows' kernels were written before the window was.
+    let k = kernels(&t);
+    assert!(w.iter().all(|w| k.iter().any(|&(_, _, _, e)| e >= w.start.0 && e <= w.end.0)), "{w:?}");
+}
