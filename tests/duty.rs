@@ -119,6 +119,30 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
     }
     eprintln!("windows {w:?}, kernels per window {used:?}, skipped {skipped}");
     assert!(used.iter().filter(|&&c| c > 0).count() >= 2, "{used:?}");
+
+    // The report measures the windows only and says so.
+    let path = t.path().display().to_string();
+    let out = common::gputrace(&["report", "--json", &path]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rank = &doc["ranks"][0];
+    assert_eq!(rank["duty_cycle"]["windows"], w.len());
+    assert_eq!(rank["duty_cycle"]["schedule"], "100ms/400ms");
+    let traced: u64 = w.iter().map(|x| x.end.0 - x.start.0).sum();
+    assert_eq!(rank["duty_cycle"]["traced_ns"], traced);
+    let dev = &rank["devices"][0];
+    let span = dev["span_ns"].as_u64().unwrap();
+    assert!(span <= traced, "span {span} counts traced time only ({traced})");
+    let (compute, idle) = (dev["compute_ns"].as_u64().unwrap(), dev["idle_ns"].as_u64().unwrap());
+    assert_eq!(compute + idle, span, "kernels only: compute + idle = span");
+    assert_eq!(compute, got.iter().map(|k| k.3 - k.2.max(window_start(w, k.3))).sum::<u64>());
+    let out = common::gputrace(&["report", &path]);
+    assert!(text(&out.stdout).contains("duty-cycled capture (100ms/400ms)"), "{}", text(&out.stdout));
+}
+
+/// Start of the window a kernel ending at `end` ran in.
+fn window_start(windows: &[CaptureWindow], end: u64) -> u64 {
+    windows.iter().find(|w| end >= w.start.0 && end <= w.end.0).map_or(0, |w| w.start.0)
 }
 
 #[test]
