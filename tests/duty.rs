@@ -59,7 +59,10 @@ fn kernels(t: &TraceFile) -> Vec<Rec> {
 
 /// The agent's `gputrace:` lines (not the launcher's summary).
 fn agent_lines(run: &DoublesRun) -> Vec<String> {
-    gputrace_lines(&run.out.stderr).into_iter().filter(|l| !l.contains("trace file(s)")).collect()
+    gputrace_lines(&run.out.stderr)
+        .into_iter()
+        .filter(|l| !l.contains("trace file(s)"))
+        .collect()
 }
 
 fn n(run: &DoublesRun, key: &str) -> u64 {
@@ -79,13 +82,27 @@ fn only_trace(run: &DoublesRun) -> TraceFile {
 /// records a kernel that completes while activity is on).
 fn window_of(windows: &[CaptureWindow], start: u64, end: u64) -> Option<usize> {
     let slack = 1_000_000;
-    windows.iter().position(|w| end <= w.end.0 && end >= w.start.0 && start + slack >= w.start.0)
+    windows
+        .iter()
+        .position(|w| end <= w.end.0 && end >= w.start.0 && start + slack >= w.start.0)
 }
 
 #[test]
 fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
-    let run = common::run_testprog(13, SPREAD, &["--duty", "100ms/400ms", "--gpu-sample-hz", "0"], &["--ms", "20000", "exit", "3"], &[], &[]);
-    assert_eq!(run.out.status.code(), Some(3), "exit code passes through: {}", text(&run.out.stderr));
+    let run = common::run_testprog(
+        13,
+        SPREAD,
+        &["--duty", "100ms/400ms", "--gpu-sample-hz", "0"],
+        &["--ms", "20000", "exit", "3"],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        run.out.status.code(),
+        Some(3),
+        "exit code passes through: {}",
+        text(&run.out.stderr)
+    );
     assert!(agent_lines(&run).is_empty(), "{:?}", agent_lines(&run));
     let t = only_trace(&run);
     assert!(t.trailer().is_some() && t.damage().is_none());
@@ -137,7 +154,11 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
     assert_eq!(compute + idle, span, "kernels only: compute + idle = span");
     assert_eq!(compute, got.iter().map(|k| k.3 - k.2.max(window_start(w, k.3))).sum::<u64>());
     let out = common::gputrace(&["report", &path]);
-    assert!(text(&out.stdout).contains("duty-cycled capture (100ms/400ms)"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("duty-cycled capture (100ms/400ms)"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 /// Start of the window a kernel ending at `end` ran in.
@@ -195,7 +216,10 @@ fn a_killed_process_keeps_the_windows_that_closed() {
     while seen < 2 {
         assert!(Instant::now() < deadline, "no two windows reached the disk within 60 s");
         std::thread::sleep(Duration::from_millis(50));
-        seen = common::trace_files(&traces).first().and_then(file).map_or(0, |t| t.capture_windows().len());
+        seen = common::trace_files(&traces)
+            .first()
+            .and_then(file)
+            .map_or(0, |t| t.capture_windows().len());
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -205,5 +229,8 @@ fn a_killed_process_keeps_the_windows_that_closed() {
     assert!(w.len() >= seen, "{w:?}");
     // The closed windows' kernels were written before the window was.
     let k = kernels(&t);
-    assert!(w.iter().all(|w| k.iter().any(|&(_, _, _, e)| e >= w.start.0 && e <= w.end.0)), "{w:?}");
+    assert!(
+        w.iter().all(|w| k.iter().any(|&(_, _, _, e)| e >= w.start.0 && e <= w.end.0)),
+        "{w:?}"
+    );
 }

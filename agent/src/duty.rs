@@ -145,7 +145,13 @@ mod tests {
 
     #[test]
     fn parses_ms_pairs_and_refuses_the_rest() {
-        assert_eq!(Duty::parse("2000/60000"), Ok(Duty { on: ms(2000), period: ms(60000) }));
+        assert_eq!(
+            Duty::parse("2000/60000"),
+            Ok(Duty {
+                on: ms(2000),
+                period: ms(60000)
+            })
+        );
         assert_eq!(Duty::parse(" 5 / 10 ").map(|d| d.period), Ok(ms(10)));
         for bad in ["", "2000", "2s/60s", "-1/10", "1/2/3", "a/b"] {
             assert!(matches!(Duty::parse(bad), Err(DutyError::Syntax(_))), "{bad}");

@@ -770,7 +770,10 @@ impl DutySide {
                         say(&format!("{e} during the flush at the end of a capture window"));
                     }
                     if let Some(start) = self.open.take() {
-                        closed = Some(CaptureWindow { start, end: end.max(start) });
+                        closed = Some(CaptureWindow {
+                            start,
+                            end: end.max(start),
+                        });
                     }
                 }
                 Transition::On => {
@@ -785,7 +788,10 @@ impl DutySide {
     /// The window open at the end of the trace, closed now.
     fn close(&mut self, c: &CuptiSide) -> Option<CaptureWindow> {
         let end = trace_now(c);
-        self.open.take().map(|start| CaptureWindow { start, end: end.max(start) })
+        self.open.take().map(|start| CaptureWindow {
+            start,
+            end: end.max(start),
+        })
     }
 }
 

@@ -46,10 +46,7 @@ impl Capture {
 
     /// Traced time within `[lo, hi)`.
     pub(crate) fn covered(&self, lo: u64, hi: u64) -> u64 {
-        self.windows
-            .iter()
-            .map(|&(a, b)| b.min(hi).saturating_sub(a.max(lo)))
-            .sum()
+        self.windows.iter().map(|&(a, b)| b.min(hi).saturating_sub(a.max(lo))).sum()
     }
 
     /// A clipper for intervals that arrive in start order.

@@ -58,7 +58,11 @@ fn duty_line(rank: u32, d: &DutyCycle) -> String {
     format!(
         "rank {rank}: duty-cycled capture{}: {} window(s), {} traced of {} wall ({:.1}%); span and idle count traced time only \
          (the time between windows was not watched)",
-        if d.schedule.is_empty() { String::new() } else { format!(" ({})", d.schedule) },
+        if d.schedule.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.schedule)
+        },
         d.windows,
         ns(d.traced_ns),
         ns(d.wall_ns),

@@ -505,7 +505,10 @@ fn duty_cycled_idle_excludes_the_untraced_gaps() {
     let mut h = header_with_window(500, &[0]);
     h.extra.insert("capture.duty".into(), "1s/10s".into());
     let mut b = Builder::new(h);
-    let win = |a: u64, b: u64| CaptureWindow { start: Nanos(a), end: Nanos(b) };
+    let win = |a: u64, b: u64| CaptureWindow {
+        start: Nanos(a),
+        end: Nanos(b),
+    };
     // Window [1000, 2000): compute [1100, 1500), transfer [1400, 1600), idle 100 + 400.
     b.kernel(0, 7, "gemm", 1100, 1500, 0).copy(4, CopyKind::HTOD, 1400, 1600, 64, false);
     b.w.add_capture_windows(&[win(1000, 2000)]).unwrap();
@@ -537,7 +540,10 @@ fn duty_cycled_idle_excludes_the_untraced_gaps() {
     assert_eq!(s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns, 2000);
     // The report says so.
     let duty = rk.duty_cycle.as_ref().expect("duty-cycled");
-    assert_eq!((duty.schedule.as_str(), duty.windows, duty.traced_ns, duty.wall_ns), ("1s/10s", 2, 2000, 19_500));
+    assert_eq!(
+        (duty.schedule.as_str(), duty.windows, duty.traced_ns, duty.wall_ns),
+        ("1s/10s", 2, 2000, 19_500)
+    );
     assert!((duty.duty_ratio - 2000.0 / 19_500.0).abs() < 1e-12);
     let text = render_text(&r, false);
     assert!(

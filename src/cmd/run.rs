@@ -84,7 +84,9 @@ fn parse_duty(v: &str) -> Result<Duty, String> {
         let part = part.trim();
         let digits = part.find(|c: char| !c.is_ascii_digit()).unwrap_or(part.len());
         let (n, unit) = part.split_at(digits);
-        let n: u64 = n.parse().map_err(|_| format!("{part:?} is not a duration such as 2s, 500ms or 1m"))?;
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("{part:?} is not a duration such as 2s, 500ms or 1m"))?;
         let scale = match unit {
             "ms" => 1,
             "s" => 1000,
@@ -382,7 +384,17 @@ mod tests {
         assert_eq!(parse_duty("2s/60s"), d(2000, 60_000));
         assert_eq!(parse_duty("500ms/1m"), d(500, 60_000));
         assert_eq!(parse_duty(" 1s / 2s "), d(1000, 2000));
-        for bad in ["2s", "2/60", "2s/2s", "3s/2s", "0s/1s", "x/1s", "1h/2h", "-1s/2s", "99999999999999999999m/1s"] {
+        for bad in [
+            "2s",
+            "2/60",
+            "2s/2s",
+            "3s/2s",
+            "0s/1s",
+            "x/1s",
+            "1h/2h",
+            "-1s/2s",
+            "99999999999999999999m/1s",
+        ] {
             assert!(parse_duty(bad).is_err(), "{bad}");
         }
     }

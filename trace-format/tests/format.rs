@@ -689,7 +689,10 @@ fn communicators_survive_a_cut_and_keep_the_first_of_each_id() {
 #[test]
 fn capture_windows_survive_a_cut_and_are_sorted_and_merged() {
     let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
-    let win = |a: u64, b: u64| CaptureWindow { start: Nanos(a), end: Nanos(b) };
+    let win = |a: u64, b: u64| CaptureWindow {
+        start: Nanos(a),
+        end: Nanos(b),
+    };
     w.add_capture_windows(&[win(100, 200)]).unwrap();
     w.add_capture_windows(&[win(50, 60), win(190, 250), win(300, 300)]).unwrap();
     w.add_capture_windows(&[]).unwrap();
