@@ -68,9 +68,9 @@ struct CuptiSide {
     /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
     multi_subscriber: bool,
     cuda: Lib,
-    /// CUPTI's time just before the activity kinds were enabled: where a
-    /// duty-cycled capture's first window starts.
-    enabled_at: Nanos,
+    /// CUPTI's time (and the monotonic clock's) just before the activity
+    /// kinds were enabled: where a duty-cycled capture's first window starts.
+    enabled_at: (Nanos, Instant),
 }
 
 /// Push an external correlation id for the NCCL plugin's kernel-launch
@@ -144,7 +144,10 @@ pub fn start() -> Result<(), String> {
             (config.buffers * config.buffer_bytes) >> 20
         )
     })?;
-    let enabled_at = Nanos(cupti.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns));
+    let enabled_at = (
+        Nanos(cupti.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns)),
+        Instant::now(),
+    );
     let cupti = CuptiSide {
         api: cupti,
         version: cupti_version,
@@ -747,10 +750,10 @@ struct DutySide {
 }
 
 impl DutySide {
-    fn new(duty: Duty, start: Nanos) -> DutySide {
+    fn new(duty: Duty, (start, origin): (Nanos, Instant)) -> DutySide {
         DutySide {
             schedule: Schedule::new(duty),
-            origin: Instant::now(),
+            origin,
             open: Some(start),
             external: false,
         }
