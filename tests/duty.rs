@@ -158,6 +158,9 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
         "{}",
         text(&out.stdout)
     );
+    let out = common::gputrace(&["info", &path]);
+    let want = format!("capture       duty-cycled (100ms/400ms): {} window(s)", w.len());
+    assert!(text(&out.stdout).contains(&want), "{}", text(&out.stdout));
 }
 
 /// Start of the window a kernel ending at `end` ran in.
