@@ -10,7 +10,7 @@ use gputrace_format::{CaptureWindow, Event, TraceFile};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 use common::{agent_lib, doubles, gputrace_lines, text, DoublesRun};
@@ -230,8 +230,12 @@ fn the_command_line_refuses_a_window_not_shorter_than_its_period() {
     assert!(text(&out.stderr).contains("shorter than the period"), "{}", text(&out.stderr));
 }
 
+/// SIGKILL in the middle of a window: the closed windows are in the file,
+/// and so is the one the kill interrupted (its opening record, ended by the
+/// last records that reached the disk).
 #[test]
-fn a_killed_process_keeps_the_windows_that_closed() {
+fn a_killed_process_keeps_its_windows_and_the_one_it_died_in() {
+    const PERIOD: u64 = 400_000_000;
     let dbl = doubles();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s"), "version 13.5\nkernels 1000000 20000 1000000\n").unwrap();
@@ -241,32 +245,50 @@ fn a_killed_process_keeps_the_windows_that_closed() {
         .env("CUDA_INJECTION64_PATH", agent_lib())
         .env("GPUTRACE_OUTPUT", &traces)
         .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
-        .env("GPUTRACE_DUTY", "50/200")
+        .env("GPUTRACE_DUTY", "100/400")
+        .env("GPUTRACE_FLUSH_MS", "20")
         .env("GPUTRACE_GPU_SAMPLE_HZ", "0")
         .env("FAKE_CUPTI_SCENARIO", dir.path().join("s"))
         .spawn()
         .unwrap();
     let file = |p: &PathBuf| TraceFile::open(p).ok();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut seen = 0;
-    while seen < 2 {
-        assert!(Instant::now() < deadline, "no two windows reached the disk within 60 s");
-        std::thread::sleep(Duration::from_millis(50));
-        seen = common::trace_files(&traces)
-            .first()
-            .and_then(file)
-            .map_or(0, |t| t.capture_windows().len());
-    }
+    // The first window's start, once the file has it.
+    let first = loop {
+        assert!(Instant::now() < deadline, "no window reached the disk within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+        let t = common::trace_files(&traces).first().and_then(file);
+        if let Some(w) = t.as_ref().and_then(|t| t.capture_windows().first().copied()) {
+            break w.start.0;
+        }
+    };
+    // The fake CUPTI's clock is CLOCK_REALTIME: kill 50-70 ms into the third
+    // window or a later one (two periodic flushes after it opened).
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let killed_at = loop {
+        assert!(Instant::now() < deadline, "no kill point within 60 s");
+        let t = now();
+        let phase = t.saturating_sub(first) % PERIOD;
+        if t >= first + 2 * PERIOD && (50_000_000..70_000_000).contains(&phase) {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let t = common::trace_files(&traces).first().and_then(file).expect("a readable trace");
     assert!(t.trailer().is_none());
     let w = t.capture_windows();
-    assert!(w.len() >= seen, "{w:?}");
-    // The closed windows' kernels were written before the window was.
-    let k = kernels(&t);
+    assert!(w.len() >= 3, "{w:?}");
+    let last = w[w.len() - 1];
     assert!(
-        w.iter().all(|w| k.iter().any(|&(_, _, _, e)| e >= w.start.0 && e <= w.end.0)),
-        "{w:?}"
+        last.start.0 <= killed_at && killed_at < last.start.0 + PERIOD / 4,
+        "the window the kill interrupted is the last one: {w:?}, killed at {killed_at}"
     );
+    // Every kernel on disk lies in a window, the interrupted one's too.
+    let k = kernels(&t);
+    for &(_, corr, start, end) in &k {
+        assert!(window_of(w, start, end).is_some(), "kernel {corr} [{start}, {end}] outside {w:?}");
+    }
+    assert!(k.iter().any(|r| r.3 > last.start.0), "the interrupted window has kernels");
 }

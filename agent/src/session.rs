@@ -738,7 +738,8 @@ fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w
 
 /// The writer's side of a duty-cycled capture (`duty.rs` has the schedule):
 /// turns CUPTI off at each window's end and on at the next one's start, and
-/// says which window to record.
+/// says what to record: each window as it opens ([`CaptureWindow::opened`],
+/// so a process killed inside it still says when it began) and as it closes.
 struct DutySide {
     schedule: Schedule,
     /// When the schedule's time 0 was (capture was on already).
@@ -759,11 +760,16 @@ impl DutySide {
         }
     }
 
-    /// Act on the transitions due now. Returns the window that closed, if
-    /// one did: its records were flushed into the pool, and the caller
-    /// records it once it has written them.
-    fn poll(&mut self, s: &Session, c: &CuptiSide) -> Option<CaptureWindow> {
-        let mut closed = None;
+    /// The record of the window open since capture started.
+    fn first(&self) -> Option<CaptureWindow> {
+        self.open.map(CaptureWindow::opened)
+    }
+
+    /// Act on the transitions due now. Returns the window records to write,
+    /// in order: a window that closed (its records were flushed into the
+    /// pool; the caller writes it once it has written them), one that opened.
+    fn poll(&mut self, s: &Session, c: &CuptiSide) -> Vec<CaptureWindow> {
+        let mut records = Vec::new();
         while let Some(t) = self.schedule.poll(self.origin.elapsed()) {
             match t {
                 Transition::Off => {
@@ -773,19 +779,21 @@ impl DutySide {
                         say(&format!("{e} during the flush at the end of a capture window"));
                     }
                     if let Some(start) = self.open.take() {
-                        closed = Some(CaptureWindow {
+                        records.push(CaptureWindow {
                             start,
                             end: end.max(start),
                         });
                     }
                 }
                 Transition::On => {
-                    self.open = Some(trace_now(c));
+                    let start = trace_now(c);
+                    self.open = Some(start);
                     s.resume_capture(self.external);
+                    records.push(CaptureWindow::opened(start));
                 }
             }
         }
-        closed
+        records
     }
 
     /// The window open at the end of the trace, closed now.
@@ -969,12 +977,17 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     }
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
+    if let Some(first) = duty.as_ref().and_then(|(_, d)| d.first()) {
+        if let Err(e) = w.add_capture_windows(&[first]).and_then(|_| w.flush()) {
+            failed = write_failed(s, &path, &e);
+        }
+    }
     loop {
         let stopping = s.stop.load(Acquire);
         // A window that closes now is recorded after its records are written.
-        let closed = match (&mut duty, failed, stopping) {
+        let windows = match (&mut duty, failed, stopping) {
             (Some((c, d)), false, false) => d.poll(s, c),
-            _ => None,
+            _ => Vec::new(),
         };
         // Before walking: records in this pass may already be the ones the
         // NCCL linker needs (a job can init NCCL, run and exit in one pass).
@@ -1001,12 +1014,12 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             }
         }
         // The window open at exit ends with the trace.
-        let closed = match (&mut duty, stopping) {
-            (Some((c, d)), true) => d.close(c),
-            _ => closed,
+        let windows = match (&mut duty, stopping) {
+            (Some((c, d)), true) => d.close(c).into_iter().collect(),
+            _ => windows,
         };
-        if let (Some(win), false) = (closed, failed) {
-            if let Err(e) = w.add_capture_windows(&[win]).and_then(|_| w.flush()) {
+        if !windows.is_empty() && !failed {
+            if let Err(e) = w.add_capture_windows(&windows).and_then(|_| w.flush()) {
                 failed = write_failed(s, &path, &e);
             }
         }

@@ -331,6 +331,7 @@ impl TraceFile {
                 damage.as_ref().map_or("no header chunk", |d| d.reason.as_str()),
             ));
         };
+        let capture_windows = resolve_windows(capture_windows, &chunks);
         Ok(TraceFile {
             path,
             data,
@@ -339,7 +340,7 @@ impl TraceFile {
             chunks,
             trailer,
             communicators,
-            capture_windows: normalize_windows(capture_windows),
+            capture_windows,
             damage,
             skipped_chunks: skipped,
             format_minor: minor,
@@ -1364,10 +1365,37 @@ fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'sta
     Ok(Some((kind, track, count, Nanos(t_min), Nanos(t_max))))
 }
 
-/// Capture windows sorted by start, empty ones dropped, overlapping or
-/// touching ones merged (a writer never writes those, but a reader must
-/// not count a stretch twice).
-fn normalize_windows(mut v: Vec<CaptureWindow>) -> Vec<CaptureWindow> {
+/// Capture windows as a reader uses them: an opened window whose closed
+/// record is in the file is that record; one that never closed (the
+/// process was killed inside it) ends with the last GPU or API work of the
+/// file after its start (the records CUPTI delivered while it was open), or
+/// is dropped without any. Then sorted by start, empty ones dropped,
+/// overlapping or touching ones merged (a writer never writes those, but a
+/// reader must not count a stretch twice).
+fn resolve_windows(v: Vec<CaptureWindow>, chunks: &[EventChunk]) -> Vec<CaptureWindow> {
+    let captured_until = chunks
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.kind,
+                EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::Api
+            )
+        })
+        .map(|c| c.t_max)
+        .max()
+        .unwrap_or(Nanos(0));
+    let closed: Vec<Nanos> = v.iter().filter(|w| w.end != CaptureWindow::OPEN).map(|w| w.start).collect();
+    let mut v: Vec<CaptureWindow> = v
+        .into_iter()
+        .filter_map(|w| match w.end {
+            CaptureWindow::OPEN if closed.contains(&w.start) => None,
+            CaptureWindow::OPEN => Some(CaptureWindow {
+                start: w.start,
+                end: captured_until,
+            }),
+            _ => Some(w),
+        })
+        .collect();
     v.retain(|w| w.end > w.start);
     v.sort_by_key(|w| (w.start, w.end));
     let mut out: Vec<CaptureWindow> = Vec::with_capacity(v.len());

@@ -704,6 +704,50 @@ fn capture_windows_survive_a_cut_and_are_sorted_and_merged() {
     assert!(TraceFile::from_bytes("demo", demo_trace()).unwrap().capture_windows().is_empty());
 }
 
+#[test]
+fn an_opened_window_is_its_closed_record_or_ends_with_the_last_gpu_work() {
+    let win = |a: u64, b: u64| CaptureWindow {
+        start: Nanos(a),
+        end: Nanos(b),
+    };
+    let kernel = |w: &mut TraceWriter<Vec<u8>>, start: u64, end: u64| {
+        let name = w.intern("k");
+        w.push(Event::Kernel(Kernel {
+            start: Nanos(start),
+            end: Nanos(end),
+            device: DeviceId(0),
+            context: ContextId(1),
+            stream: StreamId(7),
+            correlation: CorrelationId(1),
+            name,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            static_shared_mem: 0,
+            dynamic_shared_mem: 0,
+            registers: 1,
+            graph_id: 0,
+            graph_node_id: 0,
+        }))
+        .unwrap();
+    };
+    let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+    w.add_capture_windows(&[CaptureWindow::opened(Nanos(100))]).unwrap();
+    kernel(&mut w, 110, 150);
+    w.add_capture_windows(&[win(100, 200)]).unwrap();
+    w.add_capture_windows(&[CaptureWindow::opened(Nanos(1000))]).unwrap();
+    kernel(&mut w, 990, 1300);
+    w.flush().unwrap();
+    // Killed inside the second window: it ends with its last kernel.
+    let cut = w.get_mut().clone();
+    let t = TraceFile::from_bytes("killed", cut).unwrap();
+    assert_eq!(t.capture_windows(), &[win(100, 200), win(1000, 1300)]);
+    // An opened window without any work after its start is dropped.
+    w.add_capture_windows(&[CaptureWindow::opened(Nanos(5000))]).unwrap();
+    w.flush().unwrap();
+    let t = TraceFile::from_bytes("killed", w.get_mut().clone()).unwrap();
+    assert_eq!(t.capture_windows(), &[win(100, 200), win(1000, 1300)]);
+}
+
 /// What a 1.2 reader does with a 1.3 file's capture windows: a chunk kind it
 /// does not know, not critical, is skipped (here: rewritten to a number this
 /// build does not know either, which takes the same path).
