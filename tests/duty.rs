@@ -15,11 +15,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod common;
 use common::{agent_lib, doubles, gputrace_lines, text, DoublesRun};
 
-/// Kernels 20 µs long every 10 ms for about 1.5 s: spread over several
-/// windows of a 100ms/400ms duty cycle.
-const SPREAD: &str = "version 13.5\nkernels 150 20000 10000000 duty_kernel\n";
+/// Every 10 ms for about 1.5 s a kernel (20 µs), its launch (a runtime API
+/// record) and a copy: spread over several windows of a 100ms/400ms cycle.
+fn spread() -> String {
+    "version 13.5\n".to_string() + &"kernels 1 20000 0 duty_kernel\napi 1\nmemcpy 1 4096 1\nsleep_ms 10\n".repeat(150)
+}
 
-/// A record a kernel or copy of the trace must match: (kind, corr, start, end).
+/// CUPTI activity kinds of the records compared: kernel, runtime API, memcpy.
+const KINDS: [u32; 3] = [10, 5, 1];
+
+/// A record of the trace or of the fake CUPTI's log: (kind, corr, start, end).
 type Rec = (u32, u32, u64, u64);
 
 /// The fake CUPTI's per-record log (`$FAKE_CUPTI_REPORT.records`): every
@@ -38,23 +43,30 @@ fn delivered(run: &DoublesRun) -> Vec<Rec> {
             let get = |k: &str| kv.get(k).copied().unwrap_or(0);
             (get("kind") as u32, get("corr") as u32, get("start"), get("end"))
         })
-        .filter(|r| r.0 == 10)
+        .filter(|r| KINDS.contains(&r.0))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The trace's kernels, API calls and copies as CUPTI records.
+fn records(t: &TraceFile) -> Vec<Rec> {
+    let mut v: Vec<Rec> = t
+        .events()
+        .map(|e| e.unwrap())
+        .filter_map(|e| match e {
+            Event::Kernel(k) => Some((10, k.correlation.0, k.start.0, k.end.0)),
+            Event::Api(a) => Some((5, a.correlation.0, a.start.0, a.end.0)),
+            Event::Memcpy(m) => Some((1, m.correlation.0, m.start.0, m.end.0)),
+            _ => None,
+        })
         .collect();
     v.sort();
     v
 }
 
 fn kernels(t: &TraceFile) -> Vec<Rec> {
-    let mut v: Vec<Rec> = t
-        .events()
-        .map(|e| e.unwrap())
-        .filter_map(|e| match e {
-            Event::Kernel(k) => Some((10, k.correlation.0, k.start.0, k.end.0)),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
+    records(t).into_iter().filter(|r| r.0 == 10).collect()
 }
 
 /// The agent's `gputrace:` lines (not the launcher's summary).
@@ -91,7 +103,7 @@ fn window_of(windows: &[CaptureWindow], start: u64, end: u64) -> Option<usize> {
 fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
     let run = common::run_testprog(
         13,
-        SPREAD,
+        &spread(),
         &["--duty", "100ms/400ms", "--gpu-sample-hz", "0"],
         &["--ms", "20000", "exit", "3"],
         &[],
@@ -110,12 +122,21 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
 
     // Event by event: the trace holds exactly what the fake CUPTI delivered ...
     let want = delivered(&run);
-    let got = kernels(&t);
-    assert_eq!(got, want, "trace equals delivered records");
+    let all = records(&t);
+    assert_eq!(all, want, "trace equals delivered records");
     // ... which is not everything the scenario played: the rest was made while off.
+    for kind in KINDS {
+        let traced = all.iter().filter(|r| r.0 == kind).count() as u64;
+        let skipped = n(&run, &format!("skipped_disabled.{kind}"));
+        assert!(
+            skipped > 0,
+            "kind {kind}: records were skipped while capture was off: {:?}",
+            run.report
+        );
+        assert_eq!(traced + skipped, 150, "kind {kind}: every record was either traced or skipped");
+    }
     let skipped = n(&run, "skipped_disabled.10");
-    assert!(skipped > 0, "kernels were skipped while capture was off: {:?}", run.report);
-    assert_eq!(got.len() as u64 + skipped, 150, "every kernel was either traced or skipped");
+    let got = kernels(&t);
 
     // The windows: several, in order, disjoint, each shorter than a period.
     let w = t.capture_windows();
@@ -129,11 +150,11 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
     // Every traced kernel lies in a window, and the windows that saw work
     // are more than one (capture came back on).
     let mut used = vec![0u32; w.len()];
-    for &(_, corr, start, end) in &got {
-        let i = window_of(w, start, end).unwrap_or_else(|| panic!("kernel {corr} [{start}, {end}] outside every window {w:?}"));
+    for &(_, corr, start, end) in &all {
+        let i = window_of(w, start, end).unwrap_or_else(|| panic!("record {corr} [{start}, {end}] outside every window {w:?}"));
         used[i] += 1;
     }
-    eprintln!("windows {w:?}, kernels per window {used:?}, skipped {skipped}");
+    eprintln!("windows {w:?}, records per window {used:?}, kernels skipped {skipped}");
     assert!(used.iter().filter(|&&c| c > 0).count() >= 2, "{used:?}");
 
     // The report measures the windows only and says so.
@@ -149,8 +170,14 @@ fn only_records_made_while_capture_is_on_are_traced_and_windows_are_recorded() {
     let dev = &rank["devices"][0];
     let span = dev["span_ns"].as_u64().unwrap();
     assert!(span <= traced, "span {span} counts traced time only ({traced})");
-    let (compute, idle) = (dev["compute_ns"].as_u64().unwrap(), dev["idle_ns"].as_u64().unwrap());
-    assert_eq!(compute + idle, span, "kernels only: compute + idle = span");
+    let ns = |k: &str| dev[k].as_u64().unwrap();
+    let (compute, idle) = (ns("compute_ns"), ns("idle_ns"));
+    assert_eq!(
+        compute + ns("exposed_communication_ns") + ns("exposed_transfer_ns") + idle,
+        span,
+        "the four-way split tiles the traced span"
+    );
+    assert!(idle < traced, "the untraced time between windows is not idle");
     assert_eq!(compute, got.iter().map(|k| k.3 - k.2.max(window_start(w, k.3))).sum::<u64>());
     let out = common::gputrace(&["report", &path]);
     assert!(
