@@ -1,5 +1,6 @@
 //! Agent settings, from the environment (`gputrace run` sets them).
 
+use crate::duty::{Duty, DutyError};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,11 +39,18 @@ pub struct Config {
     /// Explicit libnvidia-ml path (`GPUTRACE_NVML`; default: the system's
     /// `libnvidia-ml.so.1`).
     pub nvml_path: Option<String>,
+    /// Duty-cycled capture (`GPUTRACE_DUTY="ON_MS/PERIOD_MS"`): CUPTI
+    /// activity on for the first `on` of every `period`. `None`: capture
+    /// the whole time, also when the value is invalid (`duty_error` says why).
+    pub duty: Option<Duty>,
+    /// Why `GPUTRACE_DUTY` was ignored, for the one `gputrace:` line.
+    pub duty_error: Option<DutyError>,
 }
 
 impl Config {
     /// Read the settings through `get` (usually `std::env::var`).
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Config {
+        let duty = get("GPUTRACE_DUTY").filter(|v| !v.trim().is_empty()).map(|v| Duty::parse(&v));
         let num = |k: &str, d: u64, lo: u64, hi: u64| get(k).and_then(|v| v.trim().parse::<u64>().ok()).map_or(d, |v| v.clamp(lo, hi));
         Config {
             output_dir: get("GPUTRACE_OUTPUT")
@@ -60,6 +68,8 @@ impl Config {
             nvtx_records: num("GPUTRACE_NVTX_RECORDS", crate::nvtx::QUEUE_LEN as u64, 16, 4 << 20) as usize,
             gpu_sample_hz: num("GPUTRACE_GPU_SAMPLE_HZ", 10, 0, 1000) as u32,
             nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
+            duty: duty.clone().and_then(Result::ok),
+            duty_error: duty.and_then(Result::err),
         }
     }
 }
@@ -92,5 +102,21 @@ mod tests {
             Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz,
             0
         );
+    }
+
+    #[test]
+    fn duty_is_off_unless_valid() {
+        let duty = |v: &'static str| Config::from_env(move |k| (k == "GPUTRACE_DUTY").then(|| v.into()));
+        let c = Config::from_env(|_| None);
+        assert!(c.duty.is_none() && c.duty_error.is_none());
+        let c = duty("2000/60000");
+        assert_eq!(c.duty.map(|d| d.label()).as_deref(), Some("2s/60s"));
+        assert!(c.duty_error.is_none());
+        for bad in ["2s/60s", "60000/2000", "garbage"] {
+            let c = duty(bad);
+            assert!(c.duty.is_none(), "{bad}");
+            assert!(c.duty_error.is_some(), "{bad}");
+        }
+        assert!(duty(" ").duty_error.is_none(), "empty means unset");
     }
 }

@@ -23,6 +23,7 @@ mod config;
 mod cupti;
 mod decode;
 mod dl;
+mod duty;
 mod identity;
 mod nccl;
 mod nvml;

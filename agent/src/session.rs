@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::cupti::{Cupti, CuptiError, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
 use crate::decode::{kind, Decoder};
 use crate::dl::{self, Lib};
+use crate::duty::{Duty, Schedule, Transition};
 use crate::identity;
 use crate::pool::Pool;
 use gputrace_format::*;
@@ -67,6 +68,9 @@ struct CuptiSide {
     /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
     multi_subscriber: bool,
     cuda: Lib,
+    /// CUPTI's time (and the monotonic clock's) just before the activity
+    /// kinds were enabled: where a duty-cycled capture's first window starts.
+    enabled_at: (Nanos, Instant),
 }
 
 /// Push an external correlation id for the NCCL plugin's kernel-launch
@@ -106,6 +110,9 @@ pub fn start() -> Result<(), String> {
     if config.disabled {
         return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
     }
+    if let Some(e) = &config.duty_error {
+        say(&format!("{e}; capturing the whole time"));
+    }
     // CUPTI 13.2 crashes on its first call without libcuda; in injection
     // mode the driver called us, so it is loaded. Anything else: stop here.
     let cuda = dl::libcuda_loaded().ok_or("libcuda.so.1 is not loaded in this process; capture is off")?;
@@ -137,12 +144,17 @@ pub fn start() -> Result<(), String> {
             (config.buffers * config.buffer_bytes) >> 20
         )
     })?;
+    let enabled_at = (
+        Nanos(cupti.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns)),
+        Instant::now(),
+    );
     let cupti = CuptiSide {
         api: cupti,
         version: cupti_version,
         source,
         multi_subscriber,
         cuda,
+        enabled_at,
     };
     let session = Session::new(pool, Some(cupti), config);
     if SESSION.set(session).is_err() {
@@ -311,13 +323,39 @@ impl Session {
     /// Disable every kind we enabled (best effort), so CUPTI stops costing
     /// the job anything after a failure.
     fn stop_capture(&self) {
-        let Some(c) = &self.cupti else { return };
+        self.pause_capture();
+    }
+
+    /// Disable every kind `start` enabled (best effort). Returns whether
+    /// EXTERNAL_CORRELATION records were on, for [`Self::resume_capture`].
+    fn pause_capture(&self) -> bool {
+        let Some(c) = &self.cupti else { return false };
         // The plugin stops pushing ids before their records are turned off.
-        if self.external_ids.swap(false, AcqRel) {
+        let external = self.external_ids.swap(false, AcqRel);
+        if external {
             let _ = c.api.disable(kind::EXTERNAL_CORRELATION);
         }
         for k in std::iter::once(kind::CONCURRENT_KERNEL).chain(best_effort_kinds(true)) {
             let _ = c.api.disable(k);
+        }
+        external
+    }
+
+    /// Enable again what [`Self::pause_capture`] disabled (duty-cycled
+    /// capture; writer thread only). Kinds that failed at start fail again,
+    /// unseen: the header already names them.
+    fn resume_capture(&self, external: bool) {
+        let Some(c) = &self.cupti else { return };
+        for k in std::iter::once(kind::CONCURRENT_KERNEL).chain(best_effort_kinds(self.config.api_calls)) {
+            let _ = c.api.enable(k);
+        }
+        // Enabling an API kind turns its per-call switches back on.
+        if self.config.api_calls {
+            let _ = filter_api_calls(&c.api);
+        }
+        // Records on before the plugin may push ids again.
+        if external && c.api.enable(kind::EXTERNAL_CORRELATION).is_ok() {
+            self.external_ids.store(true, Release);
         }
     }
 
@@ -698,6 +736,82 @@ fn to_collective<W: std::io::Write>(r: &crate::nccl::link::Ready, offset: i64, w
     }
 }
 
+/// The writer's side of a duty-cycled capture (`duty.rs` has the schedule):
+/// turns CUPTI off at each window's end and on at the next one's start, and
+/// says what to record: each window as it opens ([`CaptureWindow::opened`],
+/// so a process killed inside it still says when it began) and as it closes.
+struct DutySide {
+    schedule: Schedule,
+    /// When the schedule's time 0 was (capture was on already).
+    origin: Instant,
+    /// Start of the open window, in trace time (`None`: capture is off).
+    open: Option<Nanos>,
+    /// EXTERNAL_CORRELATION was on when capture was turned off.
+    external: bool,
+}
+
+impl DutySide {
+    fn new(duty: Duty, (start, origin): (Nanos, Instant)) -> DutySide {
+        DutySide {
+            schedule: Schedule::new(duty),
+            origin,
+            open: Some(start),
+            external: false,
+        }
+    }
+
+    /// The record of the window open since capture started.
+    fn first(&self) -> Option<CaptureWindow> {
+        self.open.map(CaptureWindow::opened)
+    }
+
+    /// Act on the transitions due now. Returns the window records to write,
+    /// in order: a window that closed (its records were flushed into the
+    /// pool; the caller writes it once it has written them), one that opened.
+    fn poll(&mut self, s: &Session, c: &CuptiSide) -> Vec<CaptureWindow> {
+        let mut records = Vec::new();
+        while let Some(t) = self.schedule.poll(self.origin.elapsed()) {
+            match t {
+                Transition::Off => {
+                    self.external = s.pause_capture();
+                    let end = trace_now(c);
+                    if let Err(e) = s.flush(0) {
+                        say(&format!("{e} during the flush at the end of a capture window"));
+                    }
+                    if let Some(start) = self.open.take() {
+                        records.push(CaptureWindow {
+                            start,
+                            end: end.max(start),
+                        });
+                    }
+                }
+                Transition::On => {
+                    let start = trace_now(c);
+                    self.open = Some(start);
+                    s.resume_capture(self.external);
+                    records.push(CaptureWindow::opened(start));
+                }
+            }
+        }
+        records
+    }
+
+    /// The window open at the end of the trace, closed now.
+    fn close(&mut self, c: &CuptiSide) -> Option<CaptureWindow> {
+        let end = trace_now(c);
+        self.open.take().map(|start| CaptureWindow {
+            start,
+            end: end.max(start),
+        })
+    }
+}
+
+/// Now, in the trace's time (CUPTI's clock; the real-time clock if CUPTI
+/// cannot say, which is what CUPTI's clock is by default).
+fn trace_now(c: &CuptiSide) -> Nanos {
+    Nanos(c.api.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns))
+}
+
 fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Option<String>) {
     let cupti = s.cupti.as_ref();
     let mut start_clock = ClockPair::now();
@@ -778,6 +892,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     if let Some(note) = api_filter {
         header.extra.insert("agent.api_filter".into(), note);
     }
+    // Duty-cycled capture: capture has been on since `start`.
+    let mut duty = cupti.zip(s.config.duty).map(|(c, d)| {
+        header.extra.insert("capture.duty".into(), d.label());
+        (c, DutySide::new(d, c.enabled_at))
+    });
     // Buffers completed before the file exists: scanned here for DEVICE
     // records, decoded for real once the file is open (nothing is dropped).
     let mut held: Vec<(*mut u8, usize)> = Vec::new();
@@ -863,8 +982,18 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     }
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
+    if let Some(first) = duty.as_ref().and_then(|(_, d)| d.first()) {
+        if let Err(e) = w.add_capture_windows(&[first]).and_then(|_| w.flush()) {
+            failed = write_failed(s, &path, &e);
+        }
+    }
     loop {
         let stopping = s.stop.load(Acquire);
+        // A window that closes now is recorded after its records are written.
+        let windows = match (&mut duty, failed, stopping) {
+            (Some((c, d)), false, false) => d.poll(s, c),
+            _ => Vec::new(),
+        };
         // Before walking: records in this pass may already be the ones the
         // NCCL linker needs (a job can init NCCL, run and exit in one pass).
         // Without a way to link (no API records or external ids), NCCL's
@@ -886,6 +1015,16 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
                 .and_then(|_| markers.pump(&mut w))
                 .and_then(|_| hw.pump(&mut w))
             {
+                failed = write_failed(s, &path, &e);
+            }
+        }
+        // The window open at exit ends with the trace.
+        let windows = match (&mut duty, stopping) {
+            (Some((c, d)), true) => d.close(c).into_iter().collect(),
+            _ => windows,
+        };
+        if !windows.is_empty() && !failed {
+            if let Err(e) = w.add_capture_windows(&windows).and_then(|_| w.flush()) {
                 failed = write_failed(s, &path, &e);
             }
         }

@@ -442,7 +442,8 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
         }
     }
 
-    let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.window_ns)).sum();
+    // The traced part of the windows: startup and teardown count traced time only.
+    let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
     let st = t.startup_idle_ns + t.teardown_idle_ns;
     if window > 0 && pct(st, window) >= STARTUP_SHARE {
         out.push(finding(

@@ -44,6 +44,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod capture;
 mod collectives;
 mod error;
 mod findings;

@@ -22,6 +22,7 @@
 //! HTA-compatible mode with its filter, 4 bytes per distinct correlation id
 //! of the CPU calls.
 
+use crate::capture::{Capture, Clip};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
@@ -358,6 +359,10 @@ struct DevicePass {
     /// The kernel whose runs delimit inferred steps.
     steps_inferred_from: Option<StringId>,
     totals: SweepTotals,
+    /// Traced time from the first work to the last: `last - first`, or in a
+    /// duty-cycled trace the part of it inside the capture windows (what the
+    /// masks of `totals` tile).
+    span_ns: u64,
     gaps: Vec<Gap>,
     step_masks: Vec<[u64; 8]>,
     /// Exposed communication per label (index into `Links::labels`); `None` for labels
@@ -547,6 +552,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     }
 
     // Pass 2: one sweep per device.
+    let capture = Capture::from_file(file);
     let mut devices: BTreeSet<u32> = header.devices.iter().map(|d| d.ordinal.0).collect();
     for c in file.chunks() {
         if let Track::Gpu { device, .. } = c.track {
@@ -574,6 +580,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             &mut copy_aggs,
             &mut syncs,
             hta.as_ref(),
+            capture.as_ref(),
         )?;
         if let Some(r) = hta_rank.as_mut() {
             r.dropped_last_step_events += p.hta_counts.dropped_last_step;
@@ -705,7 +712,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     let window = process_window(file);
     let mut reports = Vec::with_capacity(passes.len());
     for (di, p) in passes.iter().enumerate() {
-        let mut dev = device_report(p, header, window, &links);
+        let mut dev = device_report(p, header, window, &links, capture.as_ref());
         let windows = &p.windows;
         let mut steps: Vec<StepReport> = windows
             .iter()
@@ -727,8 +734,9 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                     transfer_ns: masks.sum(|x| x & TRANSFER != 0),
                     exposed_communication_ns: masks.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
                     exposed_transfer_ns: masks.sum(|x| x == TRANSFER),
-                    // Pieces are clipped to the window, so busy <= duration.
-                    idle_ns: (w.end - w.start) - busy,
+                    // Pieces are clipped to the step window (and to the capture
+                    // windows), so busy <= traced time in the step.
+                    idle_ns: capture.as_ref().map_or(w.end - w.start, |c| c.covered(w.start, w.end)) - busy,
                     idle_causes: IdleCauses::default(),
                 }
             })
@@ -835,6 +843,18 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         hta: hta_rank,
         profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
         productive: Productive::default(),
+        duty_cycle: capture.as_ref().map(|c| {
+            let (first, last) = c.bounds();
+            let (start, end) = window.map_or((first, last), |(s, e)| (s.min(first), e.max(last)));
+            let traced = c.traced_ns();
+            DutyCycle {
+                schedule: header.extra.get("capture.duty").cloned().unwrap_or_default(),
+                windows: c.len() as u64,
+                traced_ns: traced,
+                wall_ns: end - start,
+                duty_ratio: if end > start { traced as f64 / (end - start) as f64 } else { 1.0 },
+            }
+        }),
     };
     report.productive = rank_productive(
         &report,
@@ -871,12 +891,37 @@ struct Pieces<'w> {
     /// Exposed communication per class (index into `Names::classes`), grown as classes
     /// appear.
     exposed_by_class: Vec<Option<u64>>,
+    /// A duty-cycled trace's capture windows: only the parts of pieces inside
+    /// them count (`None`: traced the whole time).
+    capture: Option<Clip<'w>>,
+    /// With `capture`, the time per overlap mask inside the windows.
+    capture_masks: [u64; 8],
 }
 
 impl Pieces<'_> {
     /// `[a, b)` with categories `mask`; pieces arrive in time order.
     #[inline(always)]
     fn piece(&mut self, a: u64, b: u64, mask: u8) {
+        if self.capture.is_some() {
+            self.piece_in_capture(a, b, mask);
+        } else {
+            self.traced_piece(a, b, mask);
+        }
+    }
+
+    /// The parts of `[a, b)` inside the capture windows.
+    fn piece_in_capture(&mut self, a: u64, b: u64, mask: u8) {
+        let Some(mut clip) = self.capture.take() else { return };
+        clip.each(a, b, |lo, hi| {
+            self.capture_masks[mask as usize] += hi - lo;
+            self.traced_piece(lo, hi, mask);
+        });
+        self.capture = Some(clip);
+    }
+
+    /// `[a, b)`, all of it traced time.
+    #[inline(always)]
+    fn traced_piece(&mut self, a: u64, b: u64, mask: u8) {
         if a >= self.fast_lo && b <= self.fast_hi {
             // Inside window `step_lo` and no other (see `fast_lo`).
             self.step_masks[self.step_lo][mask as usize] += b - a;
@@ -959,6 +1004,7 @@ fn device_pass(
     copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
     syncs: &mut Vec<(u64, u64)>,
     hta: Option<&HtaPass>,
+    capture: Option<&Capture>,
 ) -> Result<DevicePass> {
     let mut hta_counts = HtaCounts::default();
     let mut util = UtilWindows::new(opts.productive.window_ns());
@@ -973,7 +1019,11 @@ fn device_pass(
         comm: Vec::new(),
         exposed_by_label: vec![None; links.labels.len()],
         exposed_by_class: Vec::new(),
+        capture: capture.map(Capture::clip),
+        capture_masks: [0; 8],
     };
+    // Idle gaps are cut to the capture windows as the pieces are.
+    let mut gap_clip = capture.map(Capture::clip);
     let link_table: &[(u32, u32)] = links.by_device.get(&device).map_or(&[], |v| v.as_slice());
     let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
     // Copy kinds are few; aggregate by (kind byte, pageable) and name them at the end.
@@ -1098,22 +1148,28 @@ fn device_pass(
             util.work(w.start);
         }
         if let Some((a, b)) = sweep.gap_before(w.start) {
-            let mut d2h_before = 0;
-            if b - a >= long_pause {
-                while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
-                    d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+            let mut push_gap = |a: u64, b: u64| {
+                let mut d2h_before = 0;
+                if b - a >= long_pause {
+                    while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
+                        d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+                    }
+                    d2h_before = d2h_bytes;
                 }
-                d2h_before = d2h_bytes;
+                gaps.push(Gap {
+                    start: a,
+                    end: b,
+                    next_corr: w.corr,
+                    next_kind: w.kind,
+                    next_name: w.name,
+                    launch: u64::MAX,
+                    d2h_before,
+                });
+            };
+            match gap_clip.as_mut() {
+                None => push_gap(a, b),
+                Some(clip) => clip.each(a, b, push_gap),
             }
-            gaps.push(Gap {
-                start: a,
-                end: b,
-                next_corr: w.corr,
-                next_kind: w.kind,
-                next_name: w.name,
-                launch: u64::MAX,
-                d2h_before,
-            });
         }
         // Keep the lookback queue short even without long gaps.
         while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
@@ -1153,7 +1209,17 @@ fn device_pass(
             }
         },
     )?;
-    let totals = sweep.finish(&mut |a, b, m| pieces.piece(a, b, m));
+    let mut totals = sweep.finish(&mut |a, b, m| pieces.piece(a, b, m));
+    let span_ns = match (capture, totals.first_start.zip(totals.last_end)) {
+        (Some(c), Some((first, last))) => {
+            // Only the pieces inside the windows count: they tile the traced span.
+            totals.masks = pieces.capture_masks;
+            c.covered(first, last)
+        }
+        (_, Some((first, last))) => last - first,
+        (_, None) => 0,
+    };
+    debug_assert_eq!(totals.masks.iter().sum::<u64>(), span_ns, "the masks tile the traced span");
     for (kind, pair) in copy_small.iter().enumerate() {
         for (pageable, a) in pair.iter().enumerate() {
             if a.count > 0 {
@@ -1197,6 +1263,7 @@ fn device_pass(
         windows: Vec::new(),
         steps_inferred_from: None,
         totals,
+        span_ns,
         gaps,
         step_masks: pieces.step_masks,
         exposed_by_label: pieces.exposed_by_label,
@@ -1452,10 +1519,12 @@ fn process_window(file: &TraceFile) -> Option<(u64, u64)> {
     Some((start.min(lo.0), end))
 }
 
-fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, links: &Links) -> DeviceReport {
+fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, links: &Links, capture: Option<&Capture>) -> DeviceReport {
     let t = &p.totals;
     let m = |mask: u8| t.masks[mask as usize];
-    let span = t.last_end.unwrap_or(0) - t.first_start.unwrap_or(0);
+    let span = p.span_ns;
+    // Idle before the first and after the last work counts traced time only.
+    let traced = |lo: u64, hi: u64| capture.map_or(hi.saturating_sub(lo), |c| c.covered(lo, hi));
     let compute = t.sum(|x| x & COMPUTE != 0);
     let communication = t.sum(|x| x & COMM != 0);
     let transfer = t.sum(|x| x & TRANSFER != 0);
@@ -1474,8 +1543,8 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
     };
     let process_window = window.map(|(start, end)| {
         let (startup, teardown) = match (t.first_start, t.last_end) {
-            (Some(f), Some(l)) => (f.saturating_sub(start), end.saturating_sub(l)),
-            _ => (end - start, 0),
+            (Some(f), Some(l)) => (traced(start, f), traced(l, end)),
+            _ => (traced(start, end), 0),
         };
         ProcessWindow {
             start_ns: start,
@@ -1483,6 +1552,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
             window_ns: end - start,
             startup_idle_ns: startup,
             teardown_idle_ns: teardown,
+            traced_ns: traced(start, end),
         }
     });
     DeviceReport {
@@ -1589,6 +1659,8 @@ mod tests {
                 comm: Vec::new(),
                 exposed_by_label: vec![None; 2],
                 exposed_by_class: Vec::new(),
+                capture: None,
+                capture_masks: [0; 8],
             };
             let mut want = vec![[0u64; 8]; windows.len()];
             let mut t = 0;

@@ -53,6 +53,23 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// The banner of a duty-cycled rank.
+fn duty_line(rank: u32, d: &DutyCycle) -> String {
+    format!(
+        "rank {rank}: duty-cycled capture{}: {} window(s), {} traced of {} wall ({:.1}%); span and idle count traced time only \
+         (the time between windows was not watched)",
+        if d.schedule.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.schedule)
+        },
+        d.windows,
+        ns(d.traced_ns),
+        ns(d.wall_ns),
+        100.0 * d.duty_ratio
+    )
+}
+
 /// Render a report as text tables. `color` adds ANSI styling.
 pub fn render_text(r: &Report, color: bool) -> String {
     let st = Style { color };
@@ -94,6 +111,11 @@ pub fn render_text(r: &Report, color: bool) -> String {
 
     // The job's headline: right after the title (after the loss warning, which must come first).
     let _ = writeln!(o, "{}", headline(&r.productive));
+    for rk in &r.ranks {
+        if let Some(d) = &rk.duty_cycle {
+            let _ = writeln!(o, "{}", st.paint("1;33", &duty_line(rk.rank, d)));
+        }
+    }
     if let Some(h) = &r.hta_compat {
         let _ = writeln!(
             o,

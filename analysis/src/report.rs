@@ -108,6 +108,26 @@ pub struct RankReport {
     /// Steps, throughput, GPU-Util, MFU, cost and outcome of this process
     /// (`docs/metrics.md`, "Productive work").
     pub productive: crate::Productive,
+    /// Set when the trace is duty-cycled (`gputrace run --duty`): it was
+    /// traced only inside its capture windows, and every device's span and
+    /// idle count that time only. Null for a trace captured the whole time.
+    pub duty_cycle: Option<DutyCycle>,
+}
+
+/// Which time a duty-cycled trace covers (`docs/metrics.md`, "Duty-cycled traces").
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DutyCycle {
+    /// The schedule, from the header's `capture.duty` (e.g. `2s/60s`; empty if absent).
+    pub schedule: String,
+    /// Capture windows in the trace.
+    pub windows: u64,
+    /// Time inside them.
+    pub traced_ns: u64,
+    /// Wall time the trace covers: the process window (or, without one, the
+    /// first window's start to the last one's end).
+    pub wall_ns: u64,
+    /// `traced_ns / wall_ns`.
+    pub duty_ratio: f64,
 }
 
 /// One kind of CUPTI overhead in a trace.
@@ -327,6 +347,10 @@ pub struct ProcessWindow {
     pub startup_idle_ns: u64,
     /// From the device's last activity to `end_ns`.
     pub teardown_idle_ns: u64,
+    /// The traced part of the window: `window_ns`, or in a duty-cycled
+    /// trace its time inside the capture windows. Startup and teardown idle
+    /// count traced time only, so startup + span + teardown = `traced_ns`.
+    pub traced_ns: u64,
 }
 
 /// One idle gap on a device.

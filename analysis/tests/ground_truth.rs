@@ -34,15 +34,20 @@ fn assert_identities(r: &Report) {
                 d.span_ns
             );
             if let Some(w) = d.process_window {
-                assert_eq!(w.startup_idle_ns + d.span_ns + w.teardown_idle_ns, w.window_ns);
+                assert_eq!(w.startup_idle_ns + d.span_ns + w.teardown_idle_ns, w.traced_ns);
+                if rk.duty_cycle.is_none() {
+                    assert_eq!(w.traced_ns, w.window_ns);
+                }
             }
             for s in &d.steps {
-                assert_eq!(
-                    s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns,
-                    s.duration_ns,
-                    "step {}",
-                    s.step
-                );
+                if rk.duty_cycle.is_none() {
+                    assert_eq!(
+                        s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns,
+                        s.duration_ns,
+                        "step {}",
+                        s.step
+                    );
+                }
                 assert!(s.idle_causes.total_ns() <= s.idle_ns);
             }
         }
@@ -491,4 +496,71 @@ fn gpus_listed_without_activity_have_no_steps() {
     assert_eq!(r.totals.active_devices, 1);
     let text = render_text(&r, false);
     assert!(text.contains("1 rank(s), 1 GPU(s) (7 more listed without activity)"), "{text}");
+}
+
+/// A duty-cycled trace (format 1.3 capture windows): the time between the
+/// windows was not watched, so it is neither span nor idle.
+#[test]
+fn duty_cycled_idle_excludes_the_untraced_gaps() {
+    let mut h = header_with_window(500, &[0]);
+    h.extra.insert("capture.duty".into(), "1s/10s".into());
+    let mut b = Builder::new(h);
+    let win = |a: u64, b: u64| CaptureWindow {
+        start: Nanos(a),
+        end: Nanos(b),
+    };
+    // Window [1000, 2000): compute [1100, 1500), transfer [1400, 1600), idle 100 + 400.
+    b.kernel(0, 7, "gemm", 1100, 1500, 0).copy(4, CopyKind::HTOD, 1400, 1600, 64, false);
+    b.w.add_capture_windows(&[win(1000, 2000)]).unwrap();
+    // Window [11000, 12000): a kernel that started before the window opened
+    // (only its traced part counts), then compute [11500, 11800).
+    b.kernel(0, 7, "gemm", 10_900, 11_200, 0).kernel(0, 7, "gemm", 11_500, 11_800, 0);
+    b.w.add_capture_windows(&[win(11_000, 12_000)]).unwrap();
+    // Ranges for steps: one step across the untraced gap.
+    b.range("ProfilerStep#1", 1000, 12_000);
+    let r = one(b.finish(20_000));
+    assert_identities(&r);
+    let rk = &r.ranks[0];
+    let d = &rk.devices[0];
+    assert_eq!((d.first_ns, d.last_ns), (Some(1100), Some(11_800)));
+    // Traced span: [1100, 2000) + [11000, 11800).
+    assert_eq!(d.span_ns, 900 + 800);
+    assert_eq!(d.compute_ns, 400 + 200 + 300);
+    assert_eq!(d.exposed_transfer_ns, 100);
+    // Idle: [1600, 2000) and [11200, 11500); never the 9000 ns between windows.
+    assert_eq!(d.idle_ns, 400 + 300);
+    assert_eq!(d.idle_causes.gaps, 2, "the gap across the windows is cut to its traced parts");
+    assert!(d.longest_gaps.iter().all(|g| g.duration_ns <= 400), "{:?}", d.longest_gaps);
+    let w = d.process_window.unwrap();
+    assert_eq!((w.window_ns, w.traced_ns), (19_500, 2000));
+    assert_eq!((w.startup_idle_ns, w.teardown_idle_ns), (100, 200));
+    // The step covers 11000 ns of wall time, 2000 of them traced.
+    let s = &d.steps[0];
+    assert_eq!(s.duration_ns, 11_000);
+    assert_eq!(s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns, 2000);
+    // The report says so.
+    let duty = rk.duty_cycle.as_ref().expect("duty-cycled");
+    assert_eq!(
+        (duty.schedule.as_str(), duty.windows, duty.traced_ns, duty.wall_ns),
+        ("1s/10s", 2, 2000, 19_500)
+    );
+    assert!((duty.duty_ratio - 2000.0 / 19_500.0).abs() < 1e-12);
+    let text = render_text(&r, false);
+    assert!(
+        text.contains("duty-cycled capture (1s/10s): 2 window(s)") && text.contains("(10.3%)"),
+        "{text}"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["ranks"][0]["duty_cycle"]["windows"], 2);
+    assert_eq!(v["ranks"][0]["devices"][0]["process_window"]["traced_ns"], 2000);
+
+    // The same events without windows: the gap between them is idle.
+    let mut b = Builder::new(header_with_window(0, &[0]));
+    b.kernel(0, 7, "gemm", 1100, 1500, 0).copy(4, CopyKind::HTOD, 1400, 1600, 64, false);
+    b.kernel(0, 7, "gemm", 10_900, 11_200, 0).kernel(0, 7, "gemm", 11_500, 11_800, 0);
+    let r = one(b.finish(20_000));
+    assert!(r.ranks[0].duty_cycle.is_none());
+    assert_eq!(r.ranks[0].devices[0].span_ns, 10_700);
+    assert_eq!(r.ranks[0].devices[0].idle_ns, 9300 + 300);
+    assert!(!render_text(&r, false).contains("duty-cycled"));
 }

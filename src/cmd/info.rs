@@ -109,6 +109,8 @@ pub struct FileInfo {
     pub skipped_chunks: u32,
     /// NCCL communicators the trace names (from the NCCL profiler plugin).
     pub communicators: Vec<Communicator>,
+    /// Capture windows of a duty-cycled capture (empty: traced the whole time).
+    pub capture_windows: Vec<gputrace_format::CaptureWindow>,
     /// Counter series (GPU counters sampled beside the timeline).
     pub counters: Vec<SeriesInfo>,
     /// The trailer's free-form notes (what the agent counted at the end,
@@ -218,6 +220,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         damage,
         skipped_chunks: t.skipped_chunks(),
         communicators: t.communicators().to_vec(),
+        capture_windows: t.capture_windows().to_vec(),
         counters,
         trailer_extra: t.trailer().map(|tr| tr.extra.clone()).unwrap_or_default(),
         stats: None,
@@ -343,6 +346,19 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     match i.time_span_ns {
         Some((a, b)) => writeln!(out, "  time span     {} ({} .. {} ns)", Nanos(b.saturating_sub(a)), a, b)?,
         None => writeln!(out, "  time span     no events")?,
+    }
+    if let (Some(first), Some(last)) = (i.capture_windows.first(), i.capture_windows.last()) {
+        let traced: u64 = i.capture_windows.iter().map(|w| w.end.0 - w.start.0).sum();
+        writeln!(
+            out,
+            "  capture       duty-cycled{}: {} window(s), {} traced of {} ({} .. {} ns); untraced between them",
+            h.extra.get("capture.duty").map_or(String::new(), |d| format!(" ({d})")),
+            i.capture_windows.len(),
+            Nanos(traced),
+            Nanos(last.end.0 - first.start.0),
+            first.start.0,
+            last.end.0
+        )?;
     }
     for c in &i.communicators {
         let name = if c.name.is_empty() {

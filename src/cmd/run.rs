@@ -77,6 +77,13 @@ pub struct RunArgs {
     /// The `job` label of the metrics (default: $SLURM_JOB_ID, else no label).
     #[arg(long, value_name = "NAME")]
     pub metrics_job: Option<String>,
+    /// Duty-cycled capture, ON/PERIOD (e.g. `2s/60s`): record GPU activity
+    /// for the first ON of every PERIOD only, and nothing in between (CUPTI
+    /// is turned off, so it costs the job nothing there). Units `ms`, `s`,
+    /// `m`. The trace records each capture window; `report` computes idle
+    /// time over the windows only and says the trace is duty-cycled.
+    #[arg(long, value_name = "ON/PERIOD", value_parser = parse_duty)]
+    pub duty: Option<Duty>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -94,6 +101,43 @@ fn parse_linger(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
     }
+}
+
+/// A `--duty` schedule, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duty {
+    /// Capture window length.
+    pub on_ms: u64,
+    /// Period between window starts.
+    pub period_ms: u64,
+}
+
+/// `2s/60s`, `500ms/1m`: ON/PERIOD, each a number with a unit (`ms`, `s`, `m`).
+fn parse_duty(v: &str) -> Result<Duty, String> {
+    fn ms(part: &str) -> Result<u64, String> {
+        let part = part.trim();
+        let digits = part.find(|c: char| !c.is_ascii_digit()).unwrap_or(part.len());
+        let (n, unit) = part.split_at(digits);
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("{part:?} is not a duration such as 2s, 500ms or 1m"))?;
+        let scale = match unit {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            _ => return Err(format!("{part:?}: the unit must be ms, s or m")),
+        };
+        n.checked_mul(scale).ok_or_else(|| format!("{part:?} is too long"))
+    }
+    let (on, period) = v.split_once('/').ok_or("expected ON/PERIOD, e.g. 2s/60s")?;
+    let d = Duty {
+        on_ms: ms(on)?,
+        period_ms: ms(period)?,
+    };
+    if d.on_ms == 0 || d.on_ms >= d.period_ms {
+        return Err("the capture window must be longer than 0 and shorter than the period".into());
+    }
+    Ok(d)
 }
 
 /// The traced child's pid, for the signal forwarder (0: none yet).
@@ -162,6 +206,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(v) = args.flush_ms {
         cmd.env("GPUTRACE_FLUSH_MS", v.to_string());
+    }
+    if let Some(d) = args.duty {
+        cmd.env("GPUTRACE_DUTY", format!("{}/{}", d.on_ms, d.period_ms));
     }
     if args.no_api {
         cmd.env("GPUTRACE_API", "0");
@@ -399,4 +446,30 @@ fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
         }
     }
     writeln!(err, "Next: gputrace info {}/", dir.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duty_takes_units_and_refuses_nonsense() {
+        let d = |on_ms, period_ms| Ok(Duty { on_ms, period_ms });
+        assert_eq!(parse_duty("2s/60s"), d(2000, 60_000));
+        assert_eq!(parse_duty("500ms/1m"), d(500, 60_000));
+        assert_eq!(parse_duty(" 1s / 2s "), d(1000, 2000));
+        for bad in [
+            "2s",
+            "2/60",
+            "2s/2s",
+            "3s/2s",
+            "0s/1s",
+            "x/1s",
+            "1h/2h",
+            "-1s/2s",
+            "99999999999999999999m/1s",
+        ] {
+            assert!(parse_duty(bad).is_err(), "{bad}");
+        }
+    }
 }

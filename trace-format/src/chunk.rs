@@ -17,7 +17,7 @@ pub const MAGIC: &[u8; 8] = b"GPUTRACE";
 /// Format major version this build writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version this build writes (readers accept any minor).
-pub const FORMAT_MINOR: u16 = 2;
+pub const FORMAT_MINOR: u16 = 3;
 /// Length of the file preamble.
 pub const PREAMBLE_LEN: usize = 16;
 /// Chunk sync marker.
@@ -50,6 +50,10 @@ pub enum ChunkKind {
     /// JSON list of [`crate::Communicator`]s, written as communicators
     /// appear (format 1.1; older readers skip it).
     Communicators = 5,
+    /// JSON list of [`crate::CaptureWindow`]s, written as each capture
+    /// window of a duty-cycled capture closes (format 1.3; older readers
+    /// skip it).
+    CaptureWindows = 6,
 }
 
 impl ChunkKind {
@@ -61,6 +65,7 @@ impl ChunkKind {
             3 => Some(ChunkKind::Events),
             4 => Some(ChunkKind::Trailer),
             5 => Some(ChunkKind::Communicators),
+            6 => Some(ChunkKind::CaptureWindows),
             _ => None,
         }
     }

@@ -251,6 +251,31 @@ pub struct Communicator {
     pub created: Nanos,
 }
 
+/// A stretch of time during which a duty-cycled capture recorded GPU
+/// activity (format 1.3). A trace with capture windows was traced only
+/// inside them: outside, nothing was recorded, and a reader must not read
+/// the absence of events there as idle time. A trace without any was
+/// traced the whole time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureWindow {
+    /// When capture was turned on, in the trace's time domain.
+    pub start: Nanos,
+    /// When it was turned off (after the flush that delivered its records).
+    /// In the file, [`CaptureWindow::OPEN`] (0) marks the record written when
+    /// the window opened; [`crate::TraceFile::capture_windows`] resolves it.
+    pub end: Nanos,
+}
+
+impl CaptureWindow {
+    /// `end` of a window that was open when its record was written.
+    pub const OPEN: Nanos = Nanos(0);
+
+    /// The record a writer writes when a window opens at `start`.
+    pub fn opened(start: Nanos) -> CaptureWindow {
+        CaptureWindow { start, end: Self::OPEN }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@
 use crate::chunk::*;
 use crate::codec::{self, Span};
 use crate::error::{FormatError, Result};
-use crate::header::{Communicator, Header, Trailer};
+use crate::header::{CaptureWindow, Communicator, Header, Trailer};
 use crate::model::{Event, EventKind, Track};
 use crate::units::*;
 use crate::varint::Cursor;
@@ -84,6 +84,7 @@ pub struct TraceFile {
     chunks: Vec<EventChunk>,
     trailer: Option<Trailer>,
     communicators: Vec<Communicator>,
+    capture_windows: Vec<CaptureWindow>,
     damage: Option<Damage>,
     skipped_chunks: u32,
     format_minor: u16,
@@ -173,6 +174,7 @@ impl TraceFile {
         let mut chunks = Vec::new();
         let mut trailer = None;
         let mut communicators: Vec<Communicator> = Vec::new();
+        let mut capture_windows: Vec<CaptureWindow> = Vec::new();
         let mut damage = None;
         let mut skipped = 0u32;
         let mut pos = PREAMBLE_LEN;
@@ -299,6 +301,17 @@ impl TraceFile {
                         }
                     }
                 }
+                Some(ChunkKind::CaptureWindows) => {
+                    match read_body(&mut scratch)
+                        .and_then(|_| serde_json::from_slice::<Vec<CaptureWindow>>(&scratch).map_err(|e| e.to_string()))
+                    {
+                        Ok(list) => capture_windows.extend(list),
+                        Err(e) => {
+                            damage = Some(stop(&format!("capture windows: {e}")));
+                            break;
+                        }
+                    }
+                }
                 None if frame.flags & FLAG_CRITICAL != 0 => {
                     return Err(corrupt(
                         pos,
@@ -318,6 +331,7 @@ impl TraceFile {
                 damage.as_ref().map_or("no header chunk", |d| d.reason.as_str()),
             ));
         };
+        let capture_windows = resolve_windows(capture_windows, &chunks);
         Ok(TraceFile {
             path,
             data,
@@ -326,6 +340,7 @@ impl TraceFile {
             chunks,
             trailer,
             communicators,
+            capture_windows,
             damage,
             skipped_chunks: skipped,
             format_minor: minor,
@@ -336,6 +351,13 @@ impl TraceFile {
     /// file order).
     pub fn communicators(&self) -> &[Communicator] {
         &self.communicators
+    }
+
+    /// The capture windows of a duty-cycled capture (format 1.3), sorted by
+    /// start, empty windows dropped and overlapping ones merged. Empty: the
+    /// trace was captured the whole time.
+    pub fn capture_windows(&self) -> &[CaptureWindow] {
+        &self.capture_windows
     }
 
     /// The file's path (or the name given to [`Self::from_bytes`]).
@@ -1341,4 +1363,47 @@ fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'sta
         return Err("events chunk with no events");
     }
     Ok(Some((kind, track, count, Nanos(t_min), Nanos(t_max))))
+}
+
+/// Capture windows as a reader uses them: an opened window whose closed
+/// record is in the file is that record; one that never closed (the
+/// process was killed inside it) ends with the last GPU or API work of the
+/// file after its start (the records CUPTI delivered while it was open), or
+/// is dropped without any. Then sorted by start, empty ones dropped,
+/// overlapping or touching ones merged (a writer never writes those, but a
+/// reader must not count a stretch twice).
+fn resolve_windows(v: Vec<CaptureWindow>, chunks: &[EventChunk]) -> Vec<CaptureWindow> {
+    let captured_until = chunks
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.kind,
+                EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::Api
+            )
+        })
+        .map(|c| c.t_max)
+        .max()
+        .unwrap_or(Nanos(0));
+    let closed: Vec<Nanos> = v.iter().filter(|w| w.end != CaptureWindow::OPEN).map(|w| w.start).collect();
+    let mut v: Vec<CaptureWindow> = v
+        .into_iter()
+        .filter_map(|w| match w.end {
+            CaptureWindow::OPEN if closed.contains(&w.start) => None,
+            CaptureWindow::OPEN => Some(CaptureWindow {
+                start: w.start,
+                end: captured_until,
+            }),
+            _ => Some(w),
+        })
+        .collect();
+    v.retain(|w| w.end > w.start);
+    v.sort_by_key(|w| (w.start, w.end));
+    let mut out: Vec<CaptureWindow> = Vec::with_capacity(v.len());
+    for w in v {
+        match out.last_mut() {
+            Some(last) if w.start <= last.end => last.end = last.end.max(w.end),
+            _ => out.push(w),
+        }
+    }
+    out
 }

@@ -3,7 +3,7 @@
 use crate::chunk::*;
 use crate::codec::ChunkBuf;
 use crate::error::{FormatError, Result};
-use crate::header::{Communicator, Header, Trailer};
+use crate::header::{CaptureWindow, Communicator, Header, Trailer};
 use crate::model::{ApiCall, Event, EventKind, Kernel, Track};
 use crate::units::StringId;
 use crate::varint;
@@ -370,6 +370,18 @@ impl<W: Write> TraceWriter<W> {
         }
         let json = serde_json::to_vec(comms).map_err(|e| FormatError::Write(e.into()))?;
         self.write_chunk(ChunkKind::Communicators as u16, 0, &[], &json, false)
+    }
+
+    /// Record a closed capture window of a duty-cycled capture at once (a
+    /// capture-windows chunk, uncompressed JSON), so a trace cut short
+    /// still says which time its events cover. Call it once per window,
+    /// after the window's events were pushed.
+    pub fn add_capture_windows(&mut self, windows: &[CaptureWindow]) -> Result<()> {
+        if windows.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_vec(windows).map_err(|e| FormatError::Write(e.into()))?;
+        self.write_chunk(ChunkKind::CaptureWindows as u16, 0, &[], &json, false)
     }
 
     fn flush_strings(&mut self) -> Result<()> {
