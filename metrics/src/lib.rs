@@ -60,8 +60,53 @@ pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) 
     let mut e = Exposition::new();
     for r in &report.ranks {
         let rank = rank_labels(opts, r);
+        // Duty-cycled capture: the traced share of the wall time, to extrapolate by.
+        let traced_share = r.duty_cycle.as_ref().map(|c| c.duty_ratio).filter(|&x| x > 0.0);
         for d in &r.devices {
-            device(&mut e, &rank.with("gpu", d.device), d);
+            let l = rank.with("gpu", d.device);
+            device(&mut e, &l, d);
+            if let Some(share) = traced_share {
+                for (category, ns) in tiles(d) {
+                    e.add(
+                        "gputrace_gpu_extrapolated_seconds_total",
+                        Counter,
+                        "Duty-cycled capture only: gputrace_gpu_seconds_total divided by the traced share of the wall \
+                         time (gputrace_capture_duty_ratio), an estimate of the whole run's time by category.",
+                        &l.with("category", category),
+                        s(ns) / share,
+                    );
+                }
+            }
+        }
+        if let Some(c) = &r.duty_cycle {
+            e.add(
+                "gputrace_capture_windows_total",
+                Counter,
+                "Duty-cycled capture: capture windows in the rank's trace.",
+                &rank,
+                c.windows as f64,
+            );
+            e.add(
+                "gputrace_capture_traced_seconds_total",
+                Counter,
+                "Duty-cycled capture: time inside the capture windows (the GPU time series cover only this).",
+                &rank,
+                s(c.traced_ns),
+            );
+            e.add(
+                "gputrace_capture_wall_seconds_total",
+                Counter,
+                "Duty-cycled capture: wall time the rank's trace covers.",
+                &rank,
+                s(c.wall_ns),
+            );
+            e.add(
+                "gputrace_capture_duty_ratio",
+                Gauge,
+                "Duty-cycled capture: traced time / wall time.",
+                &rank,
+                c.duty_ratio,
+            );
         }
         if let Some(counts) = events.get(&r.file) {
             for (kind, n) in counts {
@@ -115,16 +160,21 @@ pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) 
     e
 }
 
-fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
-    use MetricType::Counter;
-    const TILES: &str = "GPU time by exclusive category (compute, then exposed communication, then exposed transfer, \
-                         then idle): the four add up to gputrace_gpu_span_seconds_total.";
-    for (category, ns) in [
+/// The report's exclusive split of a device's span, by category label.
+fn tiles(d: &DeviceReport) -> [(&'static str, u64); 4] {
+    [
         ("compute", d.compute_ns),
         ("communication_exposed", d.exposed_communication_ns),
         ("transfer_exposed", d.exposed_transfer_ns),
         ("idle", d.idle_ns),
-    ] {
+    ]
+}
+
+fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
+    use MetricType::Counter;
+    const TILES: &str = "GPU time by exclusive category (compute, then exposed communication, then exposed transfer, \
+                         then idle): the four add up to gputrace_gpu_span_seconds_total.";
+    for (category, ns) in tiles(d) {
         e.add("gputrace_gpu_seconds_total", Counter, TILES, &l.with("category", category), s(ns));
     }
     e.add(
@@ -282,5 +332,61 @@ mod tests {
         );
         assert_eq!(sample(&text, "gputrace_trace_finished", rank), Some(1.0));
         assert_eq!(text.matches("# TYPE gputrace_gpu_seconds_total counter").count(), 1);
+        assert!(
+            !text.contains("gputrace_capture_") && !text.contains("extrapolated"),
+            "not duty-cycled"
+        );
+    }
+
+    #[test]
+    fn duty_cycled_traces_say_so_and_extrapolate() {
+        let mut h = Header::default();
+        h.extra.insert("capture.duty".into(), "1s/4s".into());
+        let mut w = TraceWriter::new(Vec::new(), &h, WriterOptions::default()).unwrap();
+        let gemm = w.intern("gemm");
+        for (i, (start, end)) in [(1000, 1600), (5000, 5400)].into_iter().enumerate() {
+            w.push(Event::Kernel(Kernel {
+                start: Nanos(start),
+                end: Nanos(end),
+                device: DeviceId(0),
+                context: ContextId(1),
+                stream: StreamId(7),
+                correlation: CorrelationId(i as u32 + 1),
+                name: gemm,
+                ..Kernel::default()
+            }))
+            .unwrap();
+        }
+        w.add_capture_windows(&[
+            CaptureWindow {
+                start: Nanos(1000),
+                end: Nanos(2000),
+            },
+            CaptureWindow {
+                start: Nanos(5000),
+                end: Nanos(6000),
+            },
+        ])
+        .unwrap();
+        let traces = vec![TraceFile::from_bytes("duty.gtrace", w.finish(Trailer::default()).unwrap()).unwrap()];
+        let report = analyze(&traces, &AnalysisOptions::default()).unwrap();
+        let duty = report.ranks[0].duty_cycle.clone().expect("duty-cycled");
+        let text = report_exposition(&report, &event_counts(&traces), &Options::default()).render();
+        let base = r#"host="",rank="0""#;
+        assert_eq!(sample(&text, "gputrace_capture_windows_total", base), Some(2.0));
+        assert_eq!(
+            sample(&text, "gputrace_capture_traced_seconds_total", base),
+            Some(duty.traced_ns as f64 / 1e9)
+        );
+        assert_eq!(sample(&text, "gputrace_capture_duty_ratio", base), Some(duty.duty_ratio));
+        let compute = report.ranks[0].devices[0].compute_ns as f64 / 1e9;
+        assert_eq!(compute, 1000e-9);
+        let extrapolated = sample(
+            &text,
+            "gputrace_gpu_extrapolated_seconds_total",
+            &format!("{base},gpu=\"0\",category=\"compute\""),
+        )
+        .unwrap();
+        assert!((extrapolated - compute / duty.duty_ratio).abs() < 1e-15, "{extrapolated}");
     }
 }
