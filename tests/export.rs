@@ -187,3 +187,51 @@ fn step_marks_survive_as_instants() {
         "the step mark's name is in the Perfetto trace"
     );
 }
+
+#[test]
+fn gpu_counters_are_chrome_counter_events() {
+    let dir = tempfile::tempdir().unwrap();
+    demo(&dir.path().join("job"));
+    let original = std::fs::read_dir(dir.path().join("job"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".r00001."))
+        .unwrap();
+    let trace = gputrace_format::TraceFile::open(&original).unwrap();
+    let series = trace.counter_series().unwrap();
+    let samples: usize = series.iter().map(|s| s.samples.len()).sum();
+    assert!(samples > 0, "the demo samples NVML counters");
+    let out_file = dir.path().join("rank1.json");
+    let out = run(&[
+        "export",
+        original.to_str().unwrap(),
+        "--format",
+        "chrome",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+    let counters: Vec<&serde_json::Value> = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "C").collect();
+    assert_eq!(counters.len(), samples, "one counter event per sample");
+    let power = series
+        .iter()
+        .find(|s| s.metric == gputrace_format::metric::POWER_MW)
+        .expect("a power series");
+    let name = format!("GPU {} power W", power.device.0);
+    let values: Vec<f64> = counters
+        .iter()
+        .filter(|e| e["name"] == name.as_str())
+        .map(|e| e["args"]["value"].as_f64().unwrap())
+        .collect();
+    let want: Vec<f64> = power.samples.iter().map(|&(_, mw)| mw as f64 / 1000.0).collect();
+    assert_eq!(values, want, "{name}: the samples in watts");
+    // Read back as a Kineto trace, the counters are not GPU work: the report is unchanged.
+    let report = |p: &Path| {
+        let out = run(&["report", "--json", p.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ranks"][0]["devices"][0]["compute_ns"].clone()
+    };
+    assert_eq!(report(&out_file), report(&original));
+}

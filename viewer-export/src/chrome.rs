@@ -32,7 +32,7 @@
 use crate::error::Result;
 use crate::job::{Filter, Job, Plan};
 use crate::out::*;
-use crate::walk::{walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Visitor, WalkOptions};
+use crate::walk::{counter_display, walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Visitor, WalkOptions};
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -679,6 +679,30 @@ impl<W: Write> Visitor for JsonWriter<W> {
         put_json_str(b, library);
         b.extend_from_slice(b"}}");
         self.out.maybe_flush()?;
+        Ok(())
+    }
+
+    fn counters(&mut self, input: &Input<'_>, series: &[CounterSeries]) -> Result<()> {
+        let gpu_base = self.inputs[input.ordinal].gpu_pid_base;
+        for c in series {
+            let (label, _, scale) = counter_display(&c.metric);
+            let pid = gpu_base + c.device.0 as u64;
+            let mut name = Vec::new();
+            put_json_str(&mut name, &format!("GPU {} {label}", c.device.0));
+            for &(t, v) in &c.samples {
+                // Chrome's counter events: one series per name and process, the value in args.
+                self.open(b"C", b"gputrace_counter");
+                let b = &mut self.out.buf;
+                b.extend_from_slice(b",\"name\":");
+                b.extend_from_slice(&name);
+                self.pid_tid_ts(pid, 0, t.0);
+                let b = &mut self.out.buf;
+                b.extend_from_slice(b",\"args\":{\"value\":");
+                put_f64(b, v as f64 * scale);
+                b.extend_from_slice(b"}}");
+                self.out.maybe_flush()?;
+            }
+        }
         Ok(())
     }
 

@@ -207,6 +207,18 @@ pub(crate) fn put_json_str(buf: &mut Vec<u8>, s: &str) {
     buf.push(b'"');
 }
 
+/// A finite number as a JSON number (Rust's shortest round-trip decimal, never an
+/// exponent); a non-finite one as `null`.
+pub(crate) fn put_f64(buf: &mut Vec<u8>, v: f64) {
+    use std::io::Write;
+    if v.is_finite() {
+        // Writing to a Vec cannot fail.
+        let _ = write!(buf, "{v}");
+    } else {
+        buf.extend_from_slice(b"null");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,8 @@ use crate::job::{Filter, Job, Plan};
 use crate::out::{launch_key, LaunchKey, Out, TextCache};
 use crate::proto::*;
 use crate::walk::{
-    walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE, TRANSFER,
+    counter_display, walk, CommLibraries, Flow, Input, Item, Lane, LaneId, Utilization, Visitor, WalkOptions, BUSY, COMMUNICATION, COMPUTE,
+    TRANSFER,
 };
 use crate::{ExportStats, Exporter};
 use gputrace_format::*;
@@ -369,28 +370,6 @@ enum TrackKey {
     Counter(usize, DeviceId, usize),
     /// The input's `n`-th counter series (NVML), under its GPU.
     Series(usize, DeviceId, usize),
-}
-
-/// How a counter series is drawn: its track's label, unit and the factor
-/// from the stored value to the shown one.
-fn counter_display(name: &str) -> (String, &'static str, f64) {
-    use gputrace_format::metric as m;
-    let (label, unit, scale) = match name {
-        m::GPU_UTIL_PCT => ("NVML GPU-Util %", "%", 1.0),
-        m::MEM_UTIL_PCT => ("NVML memory util %", "%", 1.0),
-        m::SM_CLOCK_MHZ => ("SM clock MHz", "MHz", 1.0),
-        m::SM_CLOCK_MAX_MHZ => ("SM clock max MHz", "MHz", 1.0),
-        m::MEM_CLOCK_MHZ => ("memory clock MHz", "MHz", 1.0),
-        m::POWER_MW => ("power W", "W", 1e-3),
-        m::ENERGY_MJ => ("energy J", "J", 1e-3),
-        m::TEMPERATURE_C => ("temperature C", "C", 1.0),
-        m::THROTTLE_REASONS => ("throttle reasons (NVML bit mask)", "", 1.0),
-        m::MEM_USED_BYTES => ("memory used GiB", "GiB", 1.0 / (1u64 << 30) as f64),
-        m::PCIE_TX_KBPS => ("PCIe TX MB/s", "MB/s", 1e-3),
-        m::PCIE_RX_KBPS => ("PCIe RX MB/s", "MB/s", 1e-3),
-        other => return (other.to_string(), "", 1.0),
-    };
-    (label.to_string(), unit, scale)
 }
 
 fn lane_key(ordinal: usize, lane: Lane) -> TrackKey {
