@@ -54,6 +54,70 @@ pub struct HardwareReport {
     pub pcie_tx_mean_mbps: Option<f64>,
     /// Mean PCIe throughput to the device, MB/s.
     pub pcie_rx_mean_mbps: Option<f64>,
+    /// GPU-Util, SM clock, power and temperature over time, for plots (the HTML
+    /// report's sparklines): each the mean of its samples in up to [`TIMELINE_BINS`]
+    /// equal bins over its sampled time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<CounterTimeline>,
+}
+
+/// Bins of a [`CounterTimeline`] at most.
+pub const TIMELINE_BINS: usize = 60;
+
+/// One counter series over time, downsampled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CounterTimeline {
+    /// The series (`nvml.power_mw`, see `gputrace_format::metric`).
+    pub metric: String,
+    /// What it is, for a label (`power`).
+    pub label: String,
+    /// The unit of `values` (`W`).
+    pub unit: String,
+    /// Time of the first sample, ns (the trace's clock).
+    pub start_ns: u64,
+    /// Width of each bin, ns.
+    pub bin_ns: u64,
+    /// Mean of the samples in each bin, in `unit`; `None` for a bin without samples.
+    pub values: Vec<Option<f64>>,
+    /// Smallest and largest of `values`.
+    pub min: f64,
+    /// See `min`.
+    pub max: f64,
+}
+
+/// The plotted series: stored name, label, unit, factor to the unit.
+const PLOTTED: [(&str, &str, &str, f64); 4] = [
+    (metric::GPU_UTIL_PCT, "GPU-Util", "%", 1.0),
+    (metric::SM_CLOCK_MHZ, "SM clock", "MHz", 1.0),
+    (metric::POWER_MW, "power", "W", 1e-3),
+    (metric::TEMPERATURE_C, "temperature", "C", 1.0),
+];
+
+/// `s` in at most [`TIMELINE_BINS`] bins (`None` without samples).
+fn timeline(s: &CounterSeries, label: &str, unit: &str, scale: f64) -> Option<CounterTimeline> {
+    let (first, last) = (s.samples.first()?.0 .0, s.samples.last()?.0 .0);
+    let bins = s.samples.len().min(TIMELINE_BINS) as u64;
+    let bin_ns = (last - first) / bins + 1;
+    let mut sums = vec![(0.0f64, 0u32); bins as usize];
+    for &(t, v) in &s.samples {
+        let i = (((t.0 - first) / bin_ns) as usize).min(sums.len() - 1);
+        sums[i].0 += v as f64 * scale;
+        sums[i].1 += 1;
+    }
+    let values: Vec<Option<f64>> = sums.iter().map(|&(sum, n)| (n > 0).then(|| sum / f64::from(n))).collect();
+    let known = values.iter().flatten().copied();
+    let min = known.clone().fold(f64::INFINITY, f64::min);
+    let max = known.fold(f64::NEG_INFINITY, f64::max);
+    Some(CounterTimeline {
+        metric: s.metric.clone(),
+        label: label.into(),
+        unit: unit.into(),
+        start_ns: first,
+        bin_ns,
+        values,
+        min,
+        max,
+    })
 }
 
 impl HardwareReport {
@@ -128,6 +192,10 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         pcie_rx_mean_mbps: mean(metric::PCIE_RX_KBPS).map(|k| k / 1e3),
         ..HardwareReport::default()
     };
+    r.timeline = PLOTTED
+        .iter()
+        .filter_map(|&(name, label, unit, scale)| get(name).and_then(|s| timeline(s, label, unit, scale)))
+        .collect();
     r.sm_clock_pct_of_max = match (r.sm_clock_mean_mhz, r.sm_clock_max_mhz) {
         (Some(m), Some(max)) if max > 0 => Some(100.0 * m / max as f64),
         _ => None,
@@ -171,6 +239,12 @@ mod tests {
         ];
         let r = report(&s, 0, None, Some(96.0)).unwrap();
         assert_eq!(r.sm_clock_mean_mhz, Some(1690.0));
+        let clock = r.timeline.iter().find(|t| t.label == "SM clock").unwrap();
+        assert_eq!(clock.values, vec![Some(1980.0), Some(1980.0), Some(1400.0), Some(1400.0)]);
+        assert_eq!((clock.min, clock.max, clock.start_ns, clock.bin_ns), (1400.0, 1980.0, 1000, 76));
+        let power = r.timeline.iter().find(|t| t.unit == "W").unwrap();
+        assert_eq!(power.values[0], Some(500.0));
+        assert_eq!(r.timeline.len(), 3, "GPU-Util, SM clock, power (no temperature series)");
         assert_eq!(r.sm_clock_max_mhz, Some(1980));
         assert!((r.sm_clock_pct_of_max.unwrap() - 100.0 * 1690.0 / 1980.0).abs() < 1e-9);
         assert_eq!(r.power_mean_w, Some(650.0));

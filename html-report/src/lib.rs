@@ -368,7 +368,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
 th{font-weight:600;color:var(--mute);white-space:nowrap}table.sortable th{cursor:pointer}table.sortable th:after{content:" ↕";opacity:.4}
 td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.name{word-break:break-all;max-width:520px}
-td.b{width:34%;min-width:160px}svg.bar{width:100%;height:12px;display:block;background:var(--card)}
+td.b{width:34%;min-width:160px}svg.spark{width:120px;height:24px;display:block;background:var(--card)}svg.spark polyline{fill:none;stroke:var(--sync);stroke-width:1.5}td.sp{white-space:nowrap}svg.bar{width:100%;height:12px;display:block;background:var(--card)}
 .compute{fill:var(--compute);background:var(--compute)}.comm{fill:var(--comm);background:var(--comm)}.xfer{fill:var(--xfer);background:var(--xfer)}
 .host{fill:var(--host);background:var(--host)}.lat{fill:var(--lat);background:var(--lat)}.sync{fill:var(--sync);background:var(--sync)}.unat{fill:var(--unat);background:var(--unat)}
 .legend span{margin-right:14px;font-size:12px;white-space:nowrap}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
@@ -436,6 +436,7 @@ impl Html {
         self.headline(&mut o, &r.productive);
         self.devices(&mut o, r);
         self.steps(&mut o, r, page.comparison);
+        self.hardware(&mut o, r);
         self.findings(&mut o, r);
         self.kernels(&mut o, r);
         self.collectives(&mut o, r);
@@ -611,6 +612,81 @@ impl Html {
             let _ = writeln!(
                 o,
                 "<p class=\"note\">{} of {total} GPUs shown: those with the lowest compute share. Every GPU is in <code>gputrace report --json</code>.</p>",
+                rows.len()
+            );
+        }
+    }
+
+    /// GPU counters over time, where NVML was sampled: a sparkline per plotted series
+    /// and GPU, with its range.
+    fn hardware(&self, o: &mut String, r: &Report) {
+        const LABELS: [&str; 4] = ["GPU-Util", "SM clock", "power", "temperature"];
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for (ri, rk) in r.ranks.iter().enumerate() {
+            for (di, d) in rk.devices.iter().enumerate() {
+                if d.hardware.as_ref().is_some_and(|h| !h.timeline.is_empty()) {
+                    rows.push((ri, di));
+                }
+            }
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let total = rows.len();
+        if rows.len() > self.max_device_rows {
+            // The slowest clocks first: where the counters have something to say.
+            let pct = |&(ri, di): &(usize, usize)| {
+                r.ranks[ri].devices[di]
+                    .hardware
+                    .as_ref()
+                    .and_then(|h| h.sm_clock_pct_of_max)
+                    .unwrap_or(100.0)
+            };
+            rows.sort_by(|a, b| pct(a).total_cmp(&pct(b)).then(a.cmp(b)));
+            rows.truncate(self.max_device_rows);
+            rows.sort_unstable();
+        }
+        o.push_str("<h2>GPU counters over time</h2><p class=\"mute\">NVML samples taken beside the timeline (<code>gputrace run --gpu-sample-hz</code>), each series the mean of its samples in up to 60 bins over its sampled time; the range is the bins' lowest and highest value (GPU-Util on a 0–100 scale).</p>");
+        o.push_str("<table class=\"sortable\" id=\"hardware\"><thead><tr><th class=\"r\">rank</th><th class=\"r\">gpu</th>");
+        for l in LABELS {
+            let _ = write!(o, "<th>{l}</th>");
+        }
+        o.push_str("</tr></thead><tbody>\n");
+        for (ri, di) in rows.iter().copied() {
+            let rk = &r.ranks[ri];
+            let d = &rk.devices[di];
+            let Some(h) = &d.hardware else { continue };
+            let _ = write!(
+                o,
+                "<tr>{}{}",
+                Num::u(format!("ranks.{ri}.rank"), rk.rank.into(), Fmt::Num).td(),
+                Num::u(format!("ranks.{ri}.devices.{di}.device"), d.device.into(), Fmt::Num).td()
+            );
+            for label in LABELS {
+                match h.timeline.iter().position(|t| t.label == label) {
+                    Some(k) => {
+                        let t = &h.timeline[k];
+                        let key = |f: &str| format!("ranks.{ri}.devices.{di}.hardware.timeline.{k}.{f}");
+                        let _ = write!(
+                            o,
+                            "<td class=\"sp\" data-sort=\"{}\">{}{}–{} {}</td>",
+                            t.max,
+                            sparkline(t),
+                            Num::f(key("min"), Some(t.min), Fmt::Num).text(trim(t.min)).span(),
+                            Num::f(key("max"), Some(t.max), Fmt::Num).text(trim(t.max)).span(),
+                            esc(&t.unit)
+                        );
+                    }
+                    None => o.push_str("<td>-</td>"),
+                }
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</tbody></table>\n");
+        if rows.len() < total {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">{} of {total} sampled GPUs shown: those with the lowest SM clock. Every series is in <code>gputrace report --json</code> (<code>hardware.timeline</code>).</p>",
                 rows.len()
             );
         }
@@ -951,6 +1027,40 @@ impl Html {
 }
 
 /// A finding's value without trailing zeros: `0.42`, `3`, `1234.5`.
+/// A series as an inline SVG line (broken where a bin has no samples); percentages on a
+/// 0-100 scale, other units between the series' own minimum and maximum.
+fn sparkline(t: &gputrace_analysis::hardware::CounterTimeline) -> String {
+    const W: f64 = 120.0;
+    const H: f64 = 24.0;
+    let (lo, hi) = if t.unit == "%" { (0.0, 100.0) } else { (t.min, t.max) };
+    let n = t.values.len().max(2) - 1;
+    let y = |v: f64| {
+        let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+        H - 1.0 - f.clamp(0.0, 1.0) * (H - 2.0)
+    };
+    let mut lines = String::new();
+    let mut points = String::new();
+    let flush = |points: &mut String, lines: &mut String| {
+        if !points.is_empty() {
+            let _ = write!(lines, "<polyline points=\"{}\"/>", points.trim_end());
+            points.clear();
+        }
+    };
+    for (i, v) in t.values.iter().enumerate() {
+        match v {
+            Some(v) => {
+                let _ = write!(points, "{:.1},{:.1} ", i as f64 * W / n as f64, y(*v));
+            }
+            None => flush(&mut points, &mut lines),
+        }
+    }
+    flush(&mut points, &mut lines);
+    format!(
+        "<svg class=\"spark\" viewBox=\"0 0 120 24\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"{} over time\">{lines}</svg>",
+        esc(&t.label)
+    )
+}
+
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
