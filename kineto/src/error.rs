@@ -138,3 +138,12 @@ impl Fail {
         }
     }
 }
+
+/// A byte for an error message.
+pub(crate) fn describe(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02x}")
+    }
+}

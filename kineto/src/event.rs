@@ -45,7 +45,7 @@ pub(crate) struct RawEvent<'a> {
     pub args: Option<RawArgs<'a>>,
     /// What `ph` and `cat` make the event, when already known (a skeleton
     /// works it out once); else the mapper works it out.
-    pub class: Option<crate::map::Class>,
+    pub class: Option<crate::class::Class>,
 }
 
 impl RawEvent<'_> {
@@ -226,16 +226,12 @@ const MAX_RECORDED: usize = 4096;
 /// Deepest nesting accepted (as serde_json's default recursion limit).
 const MAX_DEPTH: usize = 128;
 
-/// Parse the trace event object at the start of `bytes` (its first byte
-/// is `{`) into `ev`, which must be empty. Also returns the number of bytes
-/// it took (meaningful on success and for a type problem, as the element
-/// was then read to its end).
-pub(crate) fn parse_prefix<'a>(bytes: &'a [u8], ev: &mut RawEvent<'a>) -> (Result<(), ParseError>, usize) {
-    crate::skeleton::parse_prefix(bytes, ev)
-}
-
-/// [`parse_prefix`] by the parser alone; with `record`, the range and
-/// destination of every member's value (of `args` members too) in order.
+/// Parse the trace event object at the start of `bytes` (its first byte is `{`)
+/// into `ev`, which must be empty, by the parser alone (the fast path that
+/// matches kept skeletons first is `crate::skeleton::parse_prefix`). Also
+/// returns the number of bytes it took (meaningful on success and for a type
+/// problem, as the element was then read to its end). With `record`, the range
+/// and destination of every member's value (of `args` members too) in order.
 pub(crate) fn parse_prefix_recording<'a>(
     bytes: &'a [u8],
     ev: &mut RawEvent<'a>,
@@ -324,7 +320,7 @@ pub(crate) fn skip_ws(bytes: &[u8], i: usize) -> usize {
 #[cfg(test)]
 pub(crate) fn parse_event(element: &[u8]) -> Result<RawEvent<'_>, ParseError> {
     let mut ev = RawEvent::default();
-    let (r, used) = parse_prefix(element, &mut ev);
+    let (r, used) = parse_prefix_recording(element, &mut ev, None);
     r?;
     let mut p = Parser {
         b: element,
@@ -462,7 +458,7 @@ impl<'a> Parser<'a, '_> {
                 // Only some categories read their args: the others' are
                 // checked and skipped (when the category came first, as
                 // Kineto writes it).
-                Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::map::reads_args(c)) => {
+                Member::Args if ev.cat.as_deref().is_some_and(|c| !crate::class::reads_args(c)) => {
                     self.skip_value()?;
                     if self.record.is_some() && self.b[at] == b'{' {
                         // Checked whole above.
@@ -1064,7 +1060,7 @@ fn unescape(content: &str) -> Result<String, (usize, String)> {
 /// The byte at `i` for a message.
 fn describe_at(b: &[u8], i: usize) -> String {
     match b.get(i) {
-        Some(&c) => crate::scan::describe(c),
+        Some(&c) => crate::error::describe(c),
         None => "the end".into(),
     }
 }

@@ -39,6 +39,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod class;
 mod error;
 mod event;
 mod held;
@@ -630,7 +631,7 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
         Some(b) => {
             return Err(Fail::NotKineto(format!(
                 "it does not start with a JSON object (first byte {})",
-                scan::describe(b)
+                error::describe(b)
             )))
         }
         None => return Err(Fail::NotKineto("the file is empty".into())),
@@ -646,7 +647,7 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
             return match sc.peek()? {
                 Some(b) => Err(Fail::Syntax {
                     at: sc.at(sc.offset()),
-                    what: format!("expected a member name in double quotes, found {}", scan::describe(b)),
+                    what: format!("expected a member name in double quotes, found {}", error::describe(b)),
                 }),
                 None => Err(sc.eof("a member name")),
             };
@@ -666,7 +667,7 @@ fn walk<R: Read>(sc: &mut Scanner<R>, mut member: impl FnMut(&str, &mut Scanner<
         None => Ok(()),
         Some(b) => Err(Fail::Syntax {
             at: sc.at(sc.offset()),
-            what: format!("unexpected {} after the end of the top-level object", scan::describe(b)),
+            what: format!("unexpected {} after the end of the top-level object", error::describe(b)),
         }),
     }
 }

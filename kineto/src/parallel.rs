@@ -29,10 +29,11 @@
 //! between windows, while they would wait). Neither changes the result:
 //! where the parts are cut and who parses them never does.
 
-use crate::event::{parse_prefix, skip_ws, ParseError, RawEvent};
+use crate::event::{skip_ws, ParseError, RawEvent};
 use crate::held::{Held, Sink};
 use crate::map::{Mapper, Tally};
 use crate::scan::{Here, Scanner};
+use crate::skeleton::parse_prefix;
 use crate::{map_element, Fail};
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -10,8 +10,8 @@
 //! metadata around the array) is handed to `serde_json`, which validates
 //! it, with the offset translated back to the file.
 
-use crate::error::{Fail, Position};
-use crate::event::{self, ParseError, RawEvent};
+use crate::error::{describe, Fail, Position};
+use crate::event::{ParseError, RawEvent};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
@@ -437,7 +437,7 @@ impl<R: Read> Scanner<R> {
         let mut input_left = true;
         loop {
             let mut ev = RawEvent::default();
-            let (result, used) = event::parse_prefix(&self.buf[self.pos..self.len], &mut ev);
+            let (result, used) = crate::skeleton::parse_prefix(&self.buf[self.pos..self.len], &mut ev);
             match result {
                 Err(ParseError::Truncated) if input_left => {}
                 Err(ParseError::Truncated) => {
@@ -663,15 +663,6 @@ const fn byte_table(bytes: &[u8]) -> [bool; 256] {
         i += 1;
     }
     t
-}
-
-/// A byte for an error message.
-pub(crate) fn describe(b: u8) -> String {
-    if b.is_ascii_graphic() {
-        format!("'{}'", b as char)
-    } else {
-        format!("byte 0x{b:02x}")
-    }
 }
 
 /// Translate serde_json's line and column inside `text` into a byte index.

@@ -1,4 +1,5 @@
-//! The fast path of [`crate::event::parse_prefix`]: trace events read
+//! The fast path of parsing a trace event (the parser is
+//! [`crate::event::parse_prefix_recording`]): trace events read
 //! against the skeletons of events read before.
 //!
 //! A profiler writes its events from a few templates: the same members in
@@ -33,8 +34,8 @@
 //! checks matches against the parser on every element of the shared
 //! traces and on every prefix and one-byte change of sample events.
 
+use crate::class::Class;
 use crate::event::{self, Member, ParseError, Raw, RawArgs, RawEvent, Recorded, Slot, ValueKind};
-use crate::map::Class;
 use std::borrow::Cow;
 use std::cell::RefCell;
 
@@ -269,8 +270,9 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// [`crate::event::parse_prefix`]: matched against a kept skeleton, or
-/// read by the parser (and its skeleton kept).
+/// Parse the trace event object at the start of `bytes` into the empty `ev`, as
+/// [`crate::event::parse_prefix_recording`] does: matched against a kept skeleton,
+/// or read by the parser (and its skeleton kept). Also returns the bytes it took.
 pub(crate) fn parse_prefix<'a>(bytes: &'a [u8], ev: &mut RawEvent<'a>) -> (Result<(), ParseError>, usize) {
     CACHE.with(|cell| {
         let Ok(mut cache) = cell.try_borrow_mut() else {
