@@ -11,7 +11,6 @@
 //! label that the device sweep uses to attribute exposed communication.
 //! `docs/metrics.md` defines every number.
 
-use crate::rank::RankAnalysis;
 use crate::report::{CollectiveStat, CommunicatorStat};
 use gputrace_format::{Collective, Communicator, StringId, TraceFile};
 use rustc_hash::FxHashMap;
@@ -252,8 +251,11 @@ fn comm_hex(id: u64) -> String {
     format!("{id:016x}")
 }
 
-/// Communicators and (communicator, operation) rows over all ranks (`ranks` sorted by rank).
-pub(crate) fn merge(ranks: &[RankAnalysis]) -> (Vec<CommunicatorStat>, Vec<CollectiveStat>) {
+/// Communicators and (communicator, operation) rows over all ranks: per rank (sorted by
+/// rank), its number, its trace's communicator table and its collectives' aggregates.
+pub(crate) fn merge<'a>(
+    ranks: impl IntoIterator<Item = (u32, &'a [Communicator], &'a [CollectiveAgg])>,
+) -> (Vec<CommunicatorStat>, Vec<CollectiveStat>) {
     #[derive(Default)]
     struct Comm {
         name: String,
@@ -273,12 +275,11 @@ pub(crate) fn merge(ranks: &[RankAnalysis]) -> (Vec<CommunicatorStat>, Vec<Colle
         e.nodes = e.nodes.max(c.nodes);
         e.ranks.insert(rank);
     };
-    for r in ranks {
-        let rank = r.report.rank;
-        for c in &r.communicators {
+    for (rank, communicators, collectives) in ranks {
+        for c in communicators {
             note(&mut comms, rank, c);
         }
-        for a in &r.collectives {
+        for a in collectives {
             let e = comms.entry(a.comm).or_default();
             e.nranks = e.nranks.max(a.nranks);
             e.ranks.insert(rank);

@@ -315,7 +315,8 @@ impl Report {
                 ..c
             }
         });
-        let (communicators, collectives) = collectives::merge(&ranks);
+        let (communicators, collectives) =
+            collectives::merge(ranks.iter().map(|r| (r.report.rank, &r.communicators[..], &r.collectives[..])));
         let ranks: Vec<RankReport> = ranks.into_iter().map(|r| r.report).collect();
         let productive = productive::job_productive(&ranks, &opts.productive, opts.gpu_hour_cost);
         let lossy = ranks.iter().any(|r| r.losses.any());
