@@ -188,5 +188,9 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         &mut out,
         format!("  gputrace info {d}/       header, event counts, time span and losses of each rank"),
     )?;
+    w(
+        &mut out,
+        format!("  gputrace metrics {d}/    the same numbers as Prometheus metrics (live: gputrace run --metrics 9400)"),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
