@@ -303,3 +303,6 @@ fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;
