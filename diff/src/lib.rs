@@ -107,7 +107,9 @@ fn per_gpu(total: u64, gpus: u64) -> u64 {
 
 /// Diff `a` (baseline) against `b`. Kernels come from each report's
 /// `top_kernels`, so analyse both with a `top_kernels` large enough to list
-/// every kernel name.
+/// every kernel name. The scaling section's stragglers are the reports'
+/// `stragglers` findings (the CLI adds them to multi-rank reports, as
+/// `gputrace report` does).
 pub fn diff(a: &Report, b: &Report) -> Diff {
     let (ga, gb) = (a.totals.active_devices, b.totals.active_devices);
     let (ta, tb) = (&a.totals, &b.totals);
@@ -171,7 +173,8 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
     }
 }
 
-/// Plain-text rendering: the verdict, categories, then the `top` kernels.
+/// Plain-text rendering: the verdict, categories, steps, scaling (when present),
+/// then the `top` collectives and the `top` kernels.
 pub fn render_text(d: &Diff, top: usize) -> String {
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;

@@ -31,7 +31,7 @@ pub struct DiffArgs {
     /// slower than A's (`5%` or `5`).
     #[arg(long, value_parser = parse_pct, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
-    /// Kernels shown in the text output.
+    /// Kernels (and collectives) shown in the text output.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
 }
