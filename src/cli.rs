@@ -24,7 +24,7 @@ pub enum Command {
     Run(cmd::run::RunArgs),
     /// Line up the ranks of a distributed job: clock offsets, collective skew, stragglers and why.
     Compare(cmd::compare::CompareArgs),
-    /// This run against that one: per category and kernel, biggest regressions first; `--fail-if-slower 5%` (exit 3).
+    /// This run against that one: categories, kernels, steps, collectives (bus bandwidth), scaling efficiency across GPU counts; `--fail-if-slower 5%` (exit 3).
     Diff(cmd::diff::DiffArgs),
     /// Convert PyTorch profiler (Kineto) traces to gputrace files; prints the size ratio.
     Import(cmd::import::ImportArgs),

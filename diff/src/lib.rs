@@ -5,6 +5,20 @@
 //! counts compare per GPU. Kernels are matched by name; a kernel present in
 //! one run only has zeros on the other side. Rows are sorted biggest
 //! regression (B − A) first.
+//!
+//! Beyond the totals: [`steps`] (step count, p50/p95 step time, per-step
+//! means of each category, the slowest step), [`collectives`] (matched by
+//! communicator name or by operation and ranks, with NCCL-tests bus
+//! bandwidth) and, when A and B ran on different GPU counts, [`scaling`]
+//! (the scaling efficiency and what ate the difference).
+
+pub mod collectives;
+pub mod scaling;
+pub mod steps;
+
+pub use collectives::{diff_collectives, Bandwidth, CollectiveDelta, MatchedBy};
+pub use scaling::{diff_scaling, Basis, LostTime, Scaling, Straggler};
+pub use steps::{diff_steps, SlowStep, StepDiff};
 
 use gputrace_analysis::Report;
 use serde::Serialize;
@@ -26,7 +40,7 @@ pub struct Delta {
 }
 
 impl Delta {
-    fn new(name: impl Into<String>, a: u64, b: u64) -> Delta {
+    pub(crate) fn new(name: impl Into<String>, a: u64, b: u64) -> Delta {
         let delta = b as i64 - a as i64;
         Delta {
             name: name.into(),
@@ -60,6 +74,14 @@ pub struct Diff {
     pub categories: Vec<Delta>,
     /// Kernels by name, biggest time regression first.
     pub kernels: Vec<KernelDelta>,
+    /// Steps: count, p50/p95 step time, per-step category means, the slowest step.
+    pub steps: StepDiff,
+    /// NCCL collectives, biggest bus-bandwidth drop first.
+    pub collectives: Vec<CollectiveDelta>,
+    /// Scaling efficiency from A's GPU count to B's (only when they differ and a
+    /// throughput is known in both).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Scaling>,
     /// One line: faster, slower or the same, and the biggest regression.
     pub verdict: String,
 }
@@ -74,13 +96,20 @@ impl Diff {
 /// A kernel's (launch count, total ns) in one run.
 type CountTime = (u64, u64);
 
+/// Biggest regression (B − A) first, then by name.
+pub(crate) fn sort_regressions(v: &mut [Delta]) {
+    v.sort_by(|x, y| y.delta.cmp(&x.delta).then_with(|| x.name.cmp(&y.name)));
+}
+
 fn per_gpu(total: u64, gpus: u64) -> u64 {
     total / gpus.max(1)
 }
 
 /// Diff `a` (baseline) against `b`. Kernels come from each report's
 /// `top_kernels`, so analyse both with a `top_kernels` large enough to list
-/// every kernel name.
+/// every kernel name. The scaling section's stragglers are the reports'
+/// `stragglers` findings (the CLI adds them to multi-rank reports, as
+/// `gputrace report` does).
 pub fn diff(a: &Report, b: &Report) -> Diff {
     let (ga, gb) = (a.totals.active_devices, b.totals.active_devices);
     let (ta, tb) = (&a.totals, &b.totals);
@@ -92,7 +121,7 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         cat("exposed transfer", ta.exposed_transfer_ns, tb.exposed_transfer_ns),
         cat("idle", ta.idle_ns, tb.idle_ns),
     ];
-    categories.sort_by(|x, y| y.delta.cmp(&x.delta).then_with(|| x.name.cmp(&y.name)));
+    sort_regressions(&mut categories);
     let mut by_name: BTreeMap<&str, (CountTime, CountTime)> = BTreeMap::new();
     for k in &a.top_kernels {
         let e = by_name.entry(&k.name).or_default();
@@ -122,25 +151,44 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
     let worst = categories.first().filter(|c| c.delta > 0).map_or(String::new(), |c| {
         format!("; biggest regression: {} +{:.3} ms per GPU", c.name, c.delta as f64 / 1e6)
     });
+    let scaling = diff_scaling(a, b);
+    let scaled = scaling.as_ref().map_or(String::new(), |s| {
+        format!(
+            "; scaling efficiency {:.1}% ({} -> {} GPUs, {})",
+            100.0 * s.efficiency,
+            s.gpus.0,
+            s.gpus.1,
+            s.basis.name()
+        )
+    });
     Diff {
         gpus: (ga, gb),
         span,
         categories,
         kernels,
-        verdict: format!("{word}{worst}"),
+        steps: diff_steps(a, b),
+        collectives: diff_collectives(a, b),
+        scaling,
+        verdict: format!("{word}{worst}{scaled}"),
     }
 }
 
-/// Plain-text rendering: the verdict, categories, then the `top` kernels.
+/// Plain-text rendering: the verdict, categories, steps, scaling (when present),
+/// then the `top` collectives and the `top` kernels.
 pub fn render_text(d: &Diff, top: usize) -> String {
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;
-    let pct = |p: Option<f64>| p.map_or("new".to_string(), |p| format!("{p:+.1}%"));
+    let pct = pct_text;
     let mut s = format!("{}\n\nGPUs: A {}, B {}\n", d.verdict, d.gpus.0, d.gpus.1);
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "per GPU (ms)", "A", "B", "change");
     for c in std::iter::once(&d.span).chain(&d.categories) {
         let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct(c.pct));
     }
+    render_steps(&mut s, &d.steps);
+    if let Some(sc) = &d.scaling {
+        render_scaling(&mut s, sc);
+    }
+    render_collectives(&mut s, &d.collectives, top);
     let _ = writeln!(s, "\nkernels (biggest time regression first)");
     for k in d.kernels.iter().take(top) {
         let _ = writeln!(
@@ -155,3 +203,109 @@ pub fn render_text(d: &Diff, top: usize) -> String {
     }
     s
 }
+
+fn pct_text(p: Option<f64>) -> String {
+    p.map_or("new".to_string(), |p| format!("{p:+.1}%"))
+}
+
+fn render_steps(s: &mut String, st: &StepDiff) {
+    use std::fmt::Write;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "steps", "A", "B", "change");
+    let _ = writeln!(
+        s,
+        "{:<24} {:>12} {:>12} {:>9}",
+        "count",
+        st.count.a,
+        st.count.b,
+        pct_text(st.count.pct)
+    );
+    for (label, d) in [("p50 step (ms)", &st.p50), ("p95 step (ms)", &st.p95)] {
+        if let Some(d) = d {
+            let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", label, ms(d.a), ms(d.b), pct_text(d.pct));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{:<24} {:>12.3} {:>12.3} {:>9}",
+        "mean step per GPU (ms)",
+        ms(st.mean_duration.a),
+        ms(st.mean_duration.b),
+        pct_text(st.mean_duration.pct)
+    );
+    for c in &st.mean {
+        let _ = writeln!(s, "  {:<22} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct_text(c.pct));
+    }
+    for (run, slow) in [("A", &st.slowest.0), ("B", &st.slowest.1)] {
+        if let Some(x) = slow {
+            let _ = writeln!(
+                s,
+                "slowest step in {run}: step {} on rank {} gpu {}, {:.3} ms (idle {:.3} ms, exposed communication {:.3} ms)",
+                x.step,
+                x.rank,
+                x.device,
+                ms(x.duration_ns),
+                ms(x.idle_ns),
+                ms(x.exposed_communication_ns)
+            );
+        }
+    }
+}
+
+fn render_scaling(s: &mut String, sc: &Scaling) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        s,
+        "\nscaling {} -> {} GPUs on {}: efficiency {:.1}% (per GPU {:.4e} -> {:.4e})",
+        sc.gpus.0,
+        sc.gpus.1,
+        sc.basis.name(),
+        100.0 * sc.efficiency,
+        sc.per_gpu.0,
+        sc.per_gpu.1
+    );
+    if !sc.lost.is_empty() {
+        let _ = writeln!(
+            s,
+            "  GPU time per {} in steps: {:+.1} ns; by category (B - A, share of it):",
+            sc.unit, sc.lost_ns_per_unit
+        );
+        for l in &sc.lost {
+            let share = l.share.map_or(String::new(), |x| format!(" ({:.0}%)", 100.0 * x));
+            let _ = writeln!(s, "    {:<22} {:+.1} ns{share}", l.name, l.delta);
+        }
+    }
+    for st in &sc.stragglers {
+        let _ = writeln!(s, "  straggler in {}: {}", st.run, st.title);
+    }
+}
+
+fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
+    use std::fmt::Write;
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\ncollectives (biggest bus-bandwidth drop first)");
+    let bw = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for c in rows.iter().take(top) {
+        let who = if c.communicator_name.is_empty() {
+            format!("{} x{}", c.op, c.nranks.1.max(c.nranks.0))
+        } else {
+            format!("{} {}", c.op, c.communicator_name)
+        };
+        let _ = writeln!(
+            s,
+            "  {:<28} busbw {} -> {} GB/s {:>9}  count {} -> {}  time {:+.3} ms",
+            who,
+            bw(c.busbw_gbps.a),
+            bw(c.busbw_gbps.b),
+            c.busbw_gbps.pct.map_or("-".to_string(), |p| format!("{p:+.1}%")),
+            c.count.a,
+            c.count.b,
+            c.time.delta as f64 / 1e6
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

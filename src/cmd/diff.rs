@@ -2,6 +2,9 @@
 //! Each side is a trace file, a directory of ranks, or Kineto traces. The
 //! logic lives in the `gputrace-diff` crate; this is argument parsing and
 //! the exit code: 3 when `--fail-if-slower P%` and B is more than P% slower.
+//! Besides categories and kernels the diff has steps (count, p50/p95, per-step
+//! means, the slowest step), collectives with bus bandwidth, and the scaling
+//! efficiency when A and B ran on different GPU counts.
 
 use crate::error::CliError;
 use crate::inputs;
@@ -28,7 +31,7 @@ pub struct DiffArgs {
     /// slower than A's (`5%` or `5`).
     #[arg(long, value_parser = parse_pct, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
-    /// Kernels shown in the text output.
+    /// Kernels (and collectives) shown in the text output.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
 }
@@ -55,10 +58,15 @@ fn analyse(path: &PathBuf) -> Result<gputrace_analysis::Report, CliError> {
         threads: inputs::threads()?,
         ..gputrace_analysis::Options::default()
     };
-    gputrace_analysis::analyze(&traces, &opts).map_err(|e| match e {
+    let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| match e {
         gputrace_analysis::AnalysisError::NoTraces => CliError::NoTraces(path.clone()),
         other => CliError::from(other),
-    })
+    })?;
+    // The scaling section names each run's stragglers, as `gputrace report` does.
+    if let Some(Ok(c)) = super::report::comparison(&report, &traces, &opts.classifier) {
+        super::report::add_stragglers(&mut report, &c);
+    }
+    Ok(report)
 }
 
 /// Run `gputrace diff`.
