@@ -38,6 +38,21 @@ pub struct Config {
     /// Explicit libnvidia-ml path (`GPUTRACE_NVML`; default: the system's
     /// `libnvidia-ml.so.1`).
     pub nvml_path: Option<String>,
+    /// Flight recorder mode (`GPUTRACE_FLIGHT_MS` > 0): keep only the last
+    /// window in a ring, write a trace only when triggered.
+    pub flight: Option<FlightConfig>,
+}
+
+/// Flight recorder settings (see `flight.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlightConfig {
+    /// How much of the timeline to keep (`GPUTRACE_FLIGHT_MS`).
+    pub window: Duration,
+    /// Size of the ring (`GPUTRACE_FLIGHT_CAP_MB`, default 256, 1 to 65536).
+    pub cap_bytes: u64,
+    /// Snapshot after this long without new GPU activity
+    /// (`GPUTRACE_FLIGHT_HANG_MS`; unset or 0: off).
+    pub hang: Option<Duration>,
 }
 
 impl Config {
@@ -60,6 +75,17 @@ impl Config {
             nvtx_records: num("GPUTRACE_NVTX_RECORDS", crate::nvtx::QUEUE_LEN as u64, 16, 4 << 20) as usize,
             gpu_sample_hz: num("GPUTRACE_GPU_SAMPLE_HZ", 10, 0, 1000) as u32,
             nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
+            flight: match num("GPUTRACE_FLIGHT_MS", 0, 0, 7 * 24 * 3_600_000) {
+                0 => None,
+                ms => Some(FlightConfig {
+                    window: Duration::from_millis(ms.max(10)),
+                    cap_bytes: num("GPUTRACE_FLIGHT_CAP_MB", 256, 1, 65536) << 20,
+                    hang: match num("GPUTRACE_FLIGHT_HANG_MS", 0, 0, 7 * 24 * 3_600_000) {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    },
+                }),
+            },
         }
     }
 }
@@ -74,6 +100,7 @@ mod tests {
         assert_eq!((c.buffers, c.buffer_bytes, c.flush_period), (16, 4 << 20, Duration::from_secs(1)));
         assert!(c.api_calls && !c.disabled && c.nccl);
         assert_eq!(c.gpu_sample_hz, 10);
+        assert_eq!(c.flight, None);
         let c = Config::from_env(|k| match k {
             "GPUTRACE_BUFFERS" => Some("1000000".into()),
             "GPUTRACE_BUFFER_KB" => Some("garbage".into()),
@@ -91,6 +118,19 @@ mod tests {
         assert_eq!(
             Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz,
             0
+        );
+        let c = Config::from_env(|k| match k {
+            "GPUTRACE_FLIGHT_MS" => Some("60000".into()),
+            "GPUTRACE_FLIGHT_HANG_MS" => Some("300000".into()),
+            _ => None,
+        });
+        assert_eq!(
+            c.flight,
+            Some(FlightConfig {
+                window: Duration::from_secs(60),
+                cap_bytes: 256 << 20,
+                hang: Some(Duration::from_secs(300)),
+            })
         );
     }
 }

@@ -23,6 +23,7 @@ mod config;
 mod cupti;
 mod decode;
 mod dl;
+mod flight;
 mod identity;
 mod nccl;
 mod nvml;

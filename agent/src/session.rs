@@ -20,7 +20,6 @@ use crate::dl::{self, Lib};
 use crate::identity;
 use crate::pool::Pool;
 use gputrace_format::*;
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
 use std::sync::{Mutex, OnceLock};
@@ -815,10 +814,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     header.extra.insert("nvml.sampling".into(), hw_note);
     let path = trace_path(&s.config, &header);
     let opened = std::fs::create_dir_all(&s.config.output_dir)
-        .and_then(|_| std::fs::File::create(&path))
+        .and_then(|_| crate::flight::open_output(&s.config, &path))
         .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
         .and_then(|f| {
-            TraceWriter::new(BufWriter::with_capacity(1 << 20, f), &header, WriterOptions::default())
+            TraceWriter::new(f, &header, WriterOptions::default())
                 .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
         });
     // The header goes to disk at once: a process that execs or is killed
@@ -858,6 +857,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     }
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
+    let mut flight = s.config.flight.map(|fc| crate::flight::Triggers::new(&s.config, &fc));
+    // Activity records arrived since the last flush period (for the hang trigger).
+    let mut activity = false;
     loop {
         let stopping = s.stop.load(Acquire);
         // Before walking: records in this pass may already be the ones the
@@ -867,6 +869,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         dec.collect_comm = nccl.linker.can_link && crate::nccl::state().is_some();
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
+            activity |= valid > 0;
             if let (false, Some(c)) = (failed, cupti) {
                 if let Err(e) = walk(&c.api, &mut dec, buf, valid, &mut w, &mut undecodable) {
                     failed = write_failed(s, &path, &e);
@@ -894,6 +897,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             if !failed {
                 if let Err(e) = record_losses(s, &mut w, &mut losses).and_then(|_| w.flush()) {
                     failed = write_failed(s, &path, &e);
+                }
+            }
+            if let (Some(t), false) = (&mut flight, failed) {
+                if let Some(why) = t.poll(std::mem::take(&mut activity)) {
+                    crate::flight::snapshot(&mut w, &path, &why);
                 }
             }
             next_flush = Instant::now() + s.config.flush_period;

@@ -1,0 +1,186 @@
+//! Flight recorder mode, on the writer thread: the trace goes to a ring and
+//! a meta file (`gputrace_format::flight`) instead of the trace file, and a
+//! trace is written only when something triggers a snapshot:
+//!
+//! - `gputrace run` got SIGUSR2: it touches `OUTPUT/.gputrace-flight-trigger`,
+//!   whose modification this thread notices once per flush period;
+//! - this process got SIGUSR2 and the application had not set a handler for
+//!   it (ours only stores a flag; it is never installed over the app's);
+//! - no new activity records for `GPUTRACE_FLIGHT_HANG_MS` after some were seen.
+//!
+//! A job that ends badly (non-zero exit, killed) is reconstructed by
+//! `gputrace run` from the files this process leaves; one that exits 0 has
+//! them deleted.
+
+use crate::config::{Config, FlightConfig};
+use crate::session::say;
+use gputrace_format::flight::{self, FlightSink};
+use gputrace_format::TraceWriter;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where the writer's bytes go.
+pub enum Out {
+    /// The trace file (normal mode).
+    File(BufWriter<File>),
+    /// The flight recorder's ring and meta file.
+    Flight(Box<FlightSink>),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::File(f) => f.write(buf),
+            Out::Flight(s) => s.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Out::File(f) => f.write_all(buf),
+            Out::Flight(s) => s.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::File(f) => f.flush(),
+            Out::Flight(s) => s.flush(),
+        }
+    }
+}
+
+/// The trace's name without its extension (`host.r00000.p123`).
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// Open the output for the trace that would be written to `path`: the file,
+/// or in flight mode the ring and meta file beside it. A ring that cannot
+/// be created costs one `gputrace:` line and the process is traced normally.
+pub fn open_output(config: &Config, path: &Path) -> std::io::Result<Out> {
+    if let Some(fc) = &config.flight {
+        match FlightSink::create(&config.output_dir, &stem(path), fc.cap_bytes, fc.window) {
+            Ok(sink) => return Ok(Out::Flight(Box::new(sink))),
+            Err(e) => say(&format!(
+                "cannot create the flight recorder's ring ({} MiB in {}): {e}; tracing normally to {} instead",
+                fc.cap_bytes >> 20,
+                config.output_dir.display(),
+                path.display()
+            )),
+        }
+    }
+    Ok(Out::File(BufWriter::with_capacity(1 << 20, File::create(path)?)))
+}
+
+/// Set by our SIGUSR2 handler.
+static SIGUSR2_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigusr2(_: libc::c_int) {
+    // One atomic store: async-signal-safe.
+    SIGUSR2_SEEN.store(true, Relaxed);
+}
+
+/// Handle SIGUSR2 if its disposition is the default (which would kill the
+/// process); an application's own handler, or its choice to ignore it,
+/// stays. True if installed.
+fn install_sigusr2() -> bool {
+    // Safety: sigaction with a null new action only reads the current one
+    // into a zeroed struct we own.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old) } != 0 {
+        return false;
+    }
+    if old.sa_sigaction != libc::SIG_DFL {
+        return false;
+    }
+    // Safety: a zeroed sigaction with a plain handler that only stores an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigusr2 as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()) == 0
+    }
+}
+
+/// The trigger file's state: modification time and length.
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// What the writer thread checks once per flush period.
+pub struct Triggers {
+    file: PathBuf,
+    seen: Option<(SystemTime, u64)>,
+    hang: Option<Duration>,
+    /// When activity records last arrived (`None`: none yet).
+    last_activity: Option<Instant>,
+    hang_reported: bool,
+}
+
+impl Triggers {
+    /// The triggers of a flight-mode session (installs the SIGUSR2 handler).
+    pub fn new(config: &Config, fc: &FlightConfig) -> Triggers {
+        install_sigusr2();
+        let file = config.output_dir.join(flight::TRIGGER_FILE);
+        Triggers {
+            seen: stamp(&file),
+            file,
+            hang: fc.hang,
+            last_activity: None,
+            hang_reported: false,
+        }
+    }
+
+    /// Why to write a snapshot now, if at all. `activity`: activity records
+    /// arrived since the last call.
+    pub fn poll(&mut self, activity: bool) -> Option<String> {
+        let now = Instant::now();
+        let mut why = None;
+        if SIGUSR2_SEEN.swap(false, Relaxed) {
+            why = Some("SIGUSR2 to the process".to_string());
+        }
+        let st = stamp(&self.file);
+        if st.is_some() && st != self.seen {
+            self.seen = st;
+            why.get_or_insert_with(|| "SIGUSR2 to gputrace run".to_string());
+        }
+        if activity {
+            self.last_activity = Some(now);
+            self.hang_reported = false;
+        } else if let (Some(limit), Some(last), false) = (self.hang, self.last_activity, self.hang_reported) {
+            if now.duration_since(last) >= limit {
+                self.hang_reported = true;
+                why.get_or_insert_with(|| format!("hang: no GPU activity for {} ms", limit.as_millis()));
+            }
+        }
+        why
+    }
+}
+
+/// Write a snapshot of the flight recorder (everything pushed to `w` so
+/// far, the window's worth of events) as a trace beside where `path` would
+/// be, and say where. Any failure is one `gputrace:` line; recording goes on.
+pub fn snapshot(w: &mut TraceWriter<Out>, path: &Path, why: &str) {
+    if let Err(e) = w.flush() {
+        say(&format!("flight recorder snapshot ({why}) failed: {e}"));
+        return;
+    }
+    let Out::Flight(sink) = w.get_mut() else { return };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let trace = flight::unused_trace_path(dir, &stem(path));
+    match sink.snapshot(&trace, why) {
+        Ok(r) => say(&format!(
+            "flight recorder snapshot ({why}): {} ({} event chunks)",
+            trace.display(),
+            r.chunks
+        )),
+        Err(e) => say(&format!("flight recorder snapshot ({why}) failed: {e}")),
+    }
+}
