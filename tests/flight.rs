@@ -18,7 +18,10 @@ fn leftovers(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = rd
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".gtrace") && !(n.starts_with("gputrace-run.") && n.ends_with(".json")))
+        .filter(|n| {
+            let run_record = n.starts_with("gputrace-run.") && n.ends_with(".json");
+            !(n.ends_with(".gtrace") || run_record)
+        })
         .collect();
     v.sort();
     v
