@@ -184,3 +184,51 @@ pub fn snapshot(w: &mut TraceWriter<Out>, path: &Path, why: &str) {
         Err(e) => say(&format!("flight recorder snapshot ({why}) failed: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, hang: Option<Duration>) -> Config {
+        let mut c = Config::from_env(|_| None);
+        c.output_dir = dir.to_path_buf();
+        c.flight = Some(FlightConfig {
+            window: Duration::from_secs(60),
+            cap_bytes: 1 << 20,
+            hang,
+        });
+        c
+    }
+
+    #[test]
+    fn flight_mode_writes_no_trace_file_and_falls_back_to_one_if_the_ring_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(dir.path(), None);
+        let path = dir.path().join("host.p1.gtrace");
+        assert!(matches!(open_output(&c, &path).unwrap(), Out::Flight(_)));
+        assert!(!path.exists());
+        assert!(flight::ring_path(dir.path(), "host.p1").exists());
+        // A directory where the ring should go: traced normally instead.
+        let path = dir.path().join("host.p2.gtrace");
+        std::fs::create_dir(flight::ring_path(dir.path(), "host.p2")).unwrap();
+        assert!(matches!(open_output(&c, &path).unwrap(), Out::File(_)));
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn the_trigger_file_and_a_hang_each_fire_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = config(dir.path(), Some(Duration::from_millis(50)));
+        let mut t = Triggers::new(&c, c.flight.as_ref().unwrap());
+        assert_eq!(t.poll(false), None, "no hang before any activity");
+        std::fs::write(dir.path().join(flight::TRIGGER_FILE), b"t").unwrap();
+        assert_eq!(t.poll(true).as_deref(), Some("SIGUSR2 to gputrace run"));
+        assert_eq!(t.poll(false), None);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(t.poll(false).as_deref(), Some("hang: no GPU activity for 50 ms"));
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(t.poll(false), None, "one snapshot per hang");
+        std::fs::write(dir.path().join(flight::TRIGGER_FILE), b"tt").unwrap();
+        assert_eq!(t.poll(true).as_deref(), Some("SIGUSR2 to gputrace run"));
+    }
+}

@@ -58,6 +58,9 @@ pub const RING_HEADER_LEN: usize = 128;
 pub const RECORD_PREFIX_LEN: usize = 32;
 /// Smallest ring data area accepted.
 pub const MIN_CAPACITY: u64 = 64 * 1024;
+/// Bytes of a chunk that hold its frame and events metadata (kind, track,
+/// count, times: under 60 bytes of varints).
+const HEAD_LEN: usize = FRAME_LEN + 104;
 /// Record prefix magic.
 const RECORD_MAGIC: &[u8; 4] = b"GTFR";
 /// Name suffix of ring files (`.<stem>.flight-ring`).
@@ -216,9 +219,10 @@ impl Ring {
                         self.counters.evicted_age += 1;
                     } else {
                         self.counters.evicted_cap += 1;
-                        let mut scratch = Vec::new();
-                        copy_out(&self.map, self.cap, r.chunk_pos, r.chunk_len, &mut scratch);
-                        self.counters.evicted_cap_events += events_in_chunk(&scratch);
+                        // The frame and the chunk's metadata are enough to count its events.
+                        let mut head = Vec::with_capacity(HEAD_LEN);
+                        copy_out(&self.map, self.cap, r.chunk_pos, r.chunk_len.min(HEAD_LEN), &mut head);
+                        self.counters.evicted_cap_events += events_in_chunk(&head);
                     }
                     self.oldest = r.chunk_pos + r.chunk_len as u64;
                 }
