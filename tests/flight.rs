@@ -282,3 +282,40 @@ fn a_short_window_keeps_only_the_recent_events_and_counts_the_rest() {
     // The window plus a flush period or two of slack (chunks are kept whole).
     assert!(last - first < 1_000_000_000, "{} ms of events kept", (last - first) / 1_000_000);
 }
+
+#[test]
+fn a_step_much_slower_than_the_median_gets_a_snapshot() {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let scen = dir.path().join("scenario");
+    std::fs::write(&scen, "version 13.5\nkernels 20 10000 1000\n").unwrap();
+    // Steps 40 ms apart, one of 600 ms, then six more.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args([
+            "run",
+            "--flight-recorder",
+            "60s",
+            "--flush-ms",
+            "20",
+            "--flight-slow-step",
+            "4",
+            "-o",
+        ])
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(dbl.join("nvtxprog"))
+        .args(["--cuda", "0", "--steps", "16", "40", "600", "0"])
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+        .env("LD_LIBRARY_PATH", dbl)
+        .env("FAKE_CUPTI_SCENARIO", &scen)
+        .env_remove("NVTX_INJECTION64_PATH")
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let traces = dir.path().join("traces");
+    let t = one_trace(&traces, &out.stderr);
+    assert!(extra(&t, "flight.trigger").starts_with("slow step: 6"), "{:?}", trailer(&t).extra);
+    assert!(leftovers(&traces).is_empty(), "{:?}", leftovers(&traces));
+}

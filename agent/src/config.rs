@@ -44,7 +44,7 @@ pub struct Config {
 }
 
 /// Flight recorder settings (see `flight.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlightConfig {
     /// How much of the timeline to keep (`GPUTRACE_FLIGHT_MS`).
     pub window: Duration,
@@ -53,6 +53,9 @@ pub struct FlightConfig {
     /// Snapshot after this long without new GPU activity
     /// (`GPUTRACE_FLIGHT_HANG_MS`; unset or 0: off).
     pub hang: Option<Duration>,
+    /// Snapshot when a step (between two step marks) takes this many times
+    /// the running median (`GPUTRACE_FLIGHT_SLOW_STEP`, at least 1.5; unset: off).
+    pub slow_step: Option<f64>,
 }
 
 impl Config {
@@ -84,6 +87,9 @@ impl Config {
                         0 => None,
                         ms => Some(Duration::from_millis(ms)),
                     },
+                    slow_step: get("GPUTRACE_FLIGHT_SLOW_STEP")
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                        .filter(|f| f.is_finite() && *f >= 1.5),
                 }),
             },
         }
@@ -130,6 +136,7 @@ mod tests {
                 window: Duration::from_secs(60),
                 cap_bytes: 256 << 20,
                 hang: Some(Duration::from_secs(300)),
+                slow_step: None,
             })
         );
     }

@@ -6,7 +6,9 @@
 //!   whose modification this thread notices once per flush period;
 //! - this process got SIGUSR2 and the application had not set a handler for
 //!   it (ours only stores a flag; it is never installed over the app's);
-//! - no new activity records for `GPUTRACE_FLIGHT_HANG_MS` after some were seen.
+//! - no new activity records for `GPUTRACE_FLIGHT_HANG_MS` after some were seen;
+//! - a step (from one step mark to the next) `GPUTRACE_FLIGHT_SLOW_STEP` times
+//!   as long as the running median of the steps before it.
 //!
 //! A job that ends badly (non-zero exit, killed) is reconstructed by
 //! `gputrace run` from the files this process leaves; one that exits 0 has
@@ -122,6 +124,7 @@ pub struct Triggers {
     /// When activity records last arrived (`None`: none yet).
     last_activity: Option<Instant>,
     hang_reported: bool,
+    slow: Option<SlowSteps>,
 }
 
 impl Triggers {
@@ -135,14 +138,29 @@ impl Triggers {
             hang: fc.hang,
             last_activity: None,
             hang_reported: false,
+            slow: fc.slow_step.map(SlowSteps::new),
         }
     }
 
+    /// Whether step marks should be collected for [`Self::poll`].
+    pub fn wants_steps(&self) -> bool {
+        self.slow.is_some()
+    }
+
     /// Why to write a snapshot now, if at all. `activity`: activity records
-    /// arrived since the last call.
-    pub fn poll(&mut self, activity: bool) -> Option<String> {
+    /// arrived since the last call; `steps`: the times (ns) of the step
+    /// marks written since then, in order (drained).
+    pub fn poll(&mut self, activity: bool, steps: &mut Vec<u64>) -> Option<String> {
         let now = Instant::now();
         let mut why = None;
+        if let Some(slow) = &mut self.slow {
+            for t in steps.drain(..) {
+                if let Some(w) = slow.mark(t) {
+                    why.get_or_insert(w);
+                }
+            }
+        }
+        steps.clear();
         if SIGUSR2_SEEN.swap(false, Relaxed) {
             why = Some("SIGUSR2 to the process".to_string());
         }
@@ -161,6 +179,84 @@ impl Triggers {
             }
         }
         why
+    }
+}
+
+/// Whether an NVTX marker is a step mark (the forms
+/// `gputrace_analysis::productive::parse_step_mark` accepts).
+pub fn is_step_mark(domain: &str, name: &str) -> bool {
+    let step = |rest: &str| rest.is_empty() || rest.starts_with(' ');
+    (domain == "gputrace" && name.strip_prefix("step").is_some_and(step)) || name.strip_prefix("gputrace.step").is_some_and(step)
+}
+
+/// Step durations the running median is taken over.
+const STEP_HISTORY: usize = 32;
+/// Steps seen before one can be judged slow.
+const MIN_STEPS: usize = 5;
+
+/// The slow-step trigger: step durations from consecutive step marks.
+struct SlowSteps {
+    factor: f64,
+    last_mark: Option<u64>,
+    /// The last durations, a ring of `len` entries.
+    durations: [u64; STEP_HISTORY],
+    len: usize,
+    next: usize,
+    /// False after a slow step, until a step that is not: one snapshot per
+    /// slow stretch.
+    armed: bool,
+}
+
+impl SlowSteps {
+    fn new(factor: f64) -> SlowSteps {
+        SlowSteps {
+            factor,
+            last_mark: None,
+            durations: [0; STEP_HISTORY],
+            len: 0,
+            next: 0,
+            armed: true,
+        }
+    }
+
+    fn median(&self) -> u64 {
+        let mut v = self.durations;
+        let v = &mut v[..self.len];
+        v.sort_unstable();
+        v[self.len / 2]
+    }
+
+    /// A step mark at `t_ns`: why to snapshot, if the step it ends is slow.
+    fn mark(&mut self, t_ns: u64) -> Option<String> {
+        let prev = self.last_mark.replace(t_ns)?;
+        let d = t_ns.checked_sub(prev)?;
+        let mut verdict = None;
+        if self.len >= MIN_STEPS {
+            let median = self.median();
+            if median > 0 && d as f64 > self.factor * median as f64 {
+                verdict = Some(format!(
+                    "slow step: {} ms, {:.1} x the median of the {} steps before it ({} ms)",
+                    d / 1_000_000,
+                    d as f64 / median as f64,
+                    self.len,
+                    median / 1_000_000
+                ));
+            }
+        }
+        self.durations[self.next] = d;
+        self.next = (self.next + 1) % STEP_HISTORY;
+        self.len = (self.len + 1).min(STEP_HISTORY);
+        match verdict {
+            Some(_) if self.armed => {
+                self.armed = false;
+                verdict
+            }
+            Some(_) => None,
+            None => {
+                self.armed = true;
+                None
+            }
+        }
     }
 }
 
@@ -196,6 +292,7 @@ mod tests {
             window: Duration::from_secs(60),
             cap_bytes: 1 << 20,
             hang,
+            slow_step: Some(3.0),
         });
         c
     }
@@ -220,15 +317,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = config(dir.path(), Some(Duration::from_millis(50)));
         let mut t = Triggers::new(&c, c.flight.as_ref().unwrap());
-        assert_eq!(t.poll(false), None, "no hang before any activity");
+        assert_eq!(t.poll(false, &mut Vec::new()), None, "no hang before any activity");
         std::fs::write(dir.path().join(flight::TRIGGER_FILE), b"t").unwrap();
-        assert_eq!(t.poll(true).as_deref(), Some("SIGUSR2 to gputrace run"));
-        assert_eq!(t.poll(false), None);
+        assert_eq!(t.poll(true, &mut Vec::new()).as_deref(), Some("SIGUSR2 to gputrace run"));
+        assert_eq!(t.poll(false, &mut Vec::new()), None);
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(t.poll(false).as_deref(), Some("hang: no GPU activity for 50 ms"));
+        assert_eq!(t.poll(false, &mut Vec::new()).as_deref(), Some("hang: no GPU activity for 50 ms"));
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(t.poll(false), None, "one snapshot per hang");
+        assert_eq!(t.poll(false, &mut Vec::new()), None, "one snapshot per hang");
         std::fs::write(dir.path().join(flight::TRIGGER_FILE), b"tt").unwrap();
-        assert_eq!(t.poll(true).as_deref(), Some("SIGUSR2 to gputrace run"));
+        assert_eq!(t.poll(true, &mut Vec::new()).as_deref(), Some("SIGUSR2 to gputrace run"));
+    }
+
+    #[test]
+    fn a_step_three_times_the_median_fires_once_per_slow_stretch() {
+        assert!(is_step_mark("gputrace", "step tokens=4096") && is_step_mark("", "gputrace.step"));
+        assert!(!is_step_mark("gputrace", "stepper") && !is_step_mark("app", "step"));
+        let mut s = SlowSteps::new(3.0);
+        let ms = 1_000_000;
+        let mut t = 0;
+        let mut fired = Vec::new();
+        for (i, d) in [100, 100, 110, 90, 100, 100, 500, 600, 100, 100, 450].iter().enumerate() {
+            t += d * ms;
+            if let Some(why) = s.mark(t) {
+                fired.push((i, why));
+            }
+        }
+        // The first mark only starts a step; 500 ms is 5 x 100 ms; 600 ms
+        // right after is the same slow stretch; 450 ms after normal steps fires again.
+        assert_eq!(fired.iter().map(|f| f.0).collect::<Vec<_>>(), [6, 10], "{fired:?}");
+        assert!(fired[0].1.starts_with("slow step: 500 ms, 5.0 x the median"), "{fired:?}");
     }
 }

@@ -490,7 +490,14 @@ struct NvtxSide {
     /// Marker names replaced because the trace's string table reached
     /// [`MAX_TRACE_STRINGS`].
     renamed: u64,
+    /// Collect the times of step marks in `steps` (the flight recorder's
+    /// slow-step trigger drains them; at most [`MAX_PENDING_STEPS`] kept).
+    collect_steps: bool,
+    steps: Vec<u64>,
 }
+
+/// Step mark times [`NvtxSide`] holds between two flight recorder polls.
+const MAX_PENDING_STEPS: usize = 4096;
 
 impl NvtxSide {
     fn new(offset: i64) -> NvtxSide {
@@ -499,6 +506,8 @@ impl NvtxSide {
             done: Vec::new(),
             offset,
             renamed: 0,
+            collect_steps: false,
+            steps: Vec::new(),
         }
     }
 
@@ -516,6 +525,9 @@ impl NvtxSide {
 
     fn write<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
         for d in self.done.drain(..) {
+            if self.collect_steps && self.steps.len() < MAX_PENDING_STEPS && crate::flight::is_step_mark(&d.domain, &d.name) {
+                self.steps.push(d.start_ns);
+            }
             let mut intern = |s: &str| {
                 if w.string_count() >= MAX_TRACE_STRINGS {
                     self.renamed += 1;
@@ -858,6 +870,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     let mut flight = s.config.flight.map(|fc| crate::flight::Triggers::new(&s.config, &fc));
+    markers.collect_steps = flight.as_ref().is_some_and(|t| t.wants_steps());
     // Activity records arrived since the last flush period (for the hang trigger).
     let mut activity = false;
     loop {
@@ -900,7 +913,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
                 }
             }
             if let (Some(t), false) = (&mut flight, failed) {
-                if let Some(why) = t.poll(std::mem::take(&mut activity)) {
+                if let Some(why) = t.poll(std::mem::take(&mut activity), &mut markers.steps) {
                     crate::flight::snapshot(&mut w, &path, &why);
                 }
             }

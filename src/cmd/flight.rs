@@ -33,6 +33,19 @@ pub fn parse_window(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parse a slow-step factor (`3`, `2.5`): a number of at least 1.5.
+pub fn parse_factor(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .trim_end_matches('x')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number (write e.g. 3 or 2.5)"))?;
+    if !f.is_finite() || f < 1.5 {
+        return Err(format!("{s:?}: the factor must be at least 1.5"));
+    }
+    Ok(f)
+}
+
 /// The trigger file, NUL-terminated for the signal handler.
 static TRIGGER: OnceLock<CString> = OnceLock::new();
 
@@ -154,5 +167,8 @@ mod tests {
         assert!(parse_window("60").is_err());
         assert!(parse_window("1ms").is_err());
         assert!(parse_window("soon").is_err());
+        assert_eq!(parse_factor("3"), Ok(3.0));
+        assert_eq!(parse_factor("2.5x"), Ok(2.5));
+        assert!(parse_factor("1").is_err() && parse_factor("NaN").is_err());
     }
 }

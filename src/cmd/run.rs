@@ -75,6 +75,11 @@ pub struct RunArgs {
     /// no new GPU activity for DURATION after having had some (off by default).
     #[arg(long, value_name = "DURATION", requires = "flight_recorder", value_parser = super::flight::parse_window)]
     pub flight_hang: Option<std::time::Duration>,
+    /// With --flight-recorder: also write a snapshot when a step (from one
+    /// step mark to the next; see docs/python.md) takes FACTOR times the
+    /// median of the steps before it (at least 1.5; off by default).
+    #[arg(long, value_name = "FACTOR", requires = "flight_recorder", value_parser = super::flight::parse_factor)]
+    pub flight_slow_step: Option<f64>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -212,6 +217,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         match args.flight_hang {
             Some(h) => cmd.env("GPUTRACE_FLIGHT_HANG_MS", h.as_millis().max(1).to_string()),
             None => cmd.env_remove("GPUTRACE_FLIGHT_HANG_MS"),
+        };
+        match args.flight_slow_step {
+            Some(f) => cmd.env("GPUTRACE_FLIGHT_SLOW_STEP", f.to_string()),
+            None => cmd.env_remove("GPUTRACE_FLIGHT_SLOW_STEP"),
         };
     }
     let started = SystemTime::now();
