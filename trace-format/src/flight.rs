@@ -152,7 +152,17 @@ impl Ring {
             ));
         }
         let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        f.set_len(RING_HEADER_LEN as u64 + capacity)?;
+        let len = RING_HEADER_LEN as u64 + capacity;
+        f.set_len(len)?;
+        // Reserve the blocks now: writing through a mapping into a sparse
+        // file on a full disk raises SIGBUS, which would kill the job.
+        let len = libc::off_t::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "flight ring too large"))?;
+        // Safety: a valid descriptor we own; posix_fallocate returns the error number.
+        let rc = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 0, len) };
+        if rc != 0 {
+            let _ = std::fs::remove_file(path);
+            return Err(io::Error::from_raw_os_error(rc));
+        }
         // Safety: the file was just created and sized by us; nothing else in
         // this process maps it. Another process changing it under us could
         // only corrupt the ring's contents, which every reader validates.
