@@ -79,8 +79,7 @@ const H_EVICTED_AGE: usize = 48;
 const H_EVICTED_CAP: usize = 56;
 const H_EVICTED_CAP_EVENTS: usize = 64;
 
-/// The ring's file and the trace name it belongs to, from a directory and
-/// the trace's stem (`host.r00000.p123`).
+/// The ring file of the trace `stem` (`host.r00000.p123`) in `dir`.
 pub fn ring_path(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!(".{stem}{RING_SUFFIX}"))
 }
