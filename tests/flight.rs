@@ -204,9 +204,9 @@ fn sigkill_leaves_a_trace_from_the_mapped_ring() {
 
 #[test]
 fn sigusr2_to_gputrace_run_snapshots_while_the_job_runs() {
-    // About 2 s of kernels (4 µs apart), then the job exits 0.
+    // About 4 s of kernels (4 µs apart), then the job exits 0.
     let mut live = Live::start(
-        "kernels 500000 2000 2000\n",
+        "kernels 1000000 2000 2000\n",
         &["--flight-recorder", "60s", "--flush-ms", "50"],
         &["--ms", "60000", "exit", "0"],
     );
@@ -230,7 +230,7 @@ fn sigusr2_to_gputrace_run_snapshots_while_the_job_runs() {
 #[test]
 fn sigusr2_to_a_traced_process_without_a_handler_snapshots_and_it_runs_on() {
     let mut live = Live::start(
-        "kernels 500000 2000 2000\n",
+        "kernels 1000000 2000 2000\n",
         &["--flight-recorder", "60s", "--flush-ms", "50"],
         &["--ms", "60000", "exit", "0"],
     );
