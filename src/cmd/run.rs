@@ -62,7 +62,7 @@ pub struct RunArgs {
     /// in the output directory, and a trace is written only when triggered:
     /// SIGUSR2 to `gputrace run` (not forwarded to the job), SIGUSR2 to a
     /// traced process that has no handler of its own, the job exiting
-    /// non-zero or being killed, or `--flight-hang`. A job that exits 0
+    /// non-zero or being killed, `--flight-hang` or `--flight-slow-step`. A job that exits 0
     /// leaves no trace. See docs/always-on.md.
     #[arg(long, value_name = "DURATION", value_parser = super::flight::parse_window)]
     pub flight_recorder: Option<std::time::Duration>,
