@@ -45,6 +45,24 @@ pub struct Config {
     pub duty: Option<Duty>,
     /// Why `GPUTRACE_DUTY` was ignored, for the one `gputrace:` line.
     pub duty_error: Option<DutyError>,
+    /// Flight recorder mode (`GPUTRACE_FLIGHT_MS` > 0): keep only the last
+    /// window in a ring, write a trace only when triggered.
+    pub flight: Option<FlightConfig>,
+}
+
+/// Flight recorder settings (see `flight.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlightConfig {
+    /// How much of the timeline to keep (`GPUTRACE_FLIGHT_MS`).
+    pub window: Duration,
+    /// Size of the ring (`GPUTRACE_FLIGHT_CAP_MB`, default 256, 1 to 65536).
+    pub cap_bytes: u64,
+    /// Snapshot after this long without new GPU activity
+    /// (`GPUTRACE_FLIGHT_HANG_MS`; unset or 0: off).
+    pub hang: Option<Duration>,
+    /// Snapshot when a step (between two step marks) takes this many times
+    /// the running median (`GPUTRACE_FLIGHT_SLOW_STEP`, at least 1.5; unset: off).
+    pub slow_step: Option<f64>,
 }
 
 impl Config {
@@ -70,6 +88,20 @@ impl Config {
             nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
             duty: duty.clone().and_then(Result::ok),
             duty_error: duty.and_then(Result::err),
+            flight: match num("GPUTRACE_FLIGHT_MS", 0, 0, 7 * 24 * 3_600_000) {
+                0 => None,
+                ms => Some(FlightConfig {
+                    window: Duration::from_millis(ms.max(10)),
+                    cap_bytes: num("GPUTRACE_FLIGHT_CAP_MB", 256, 1, 65536) << 20,
+                    hang: match num("GPUTRACE_FLIGHT_HANG_MS", 0, 0, 7 * 24 * 3_600_000) {
+                        0 => None,
+                        ms => Some(Duration::from_millis(ms)),
+                    },
+                    slow_step: get("GPUTRACE_FLIGHT_SLOW_STEP")
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                        .filter(|f| f.is_finite() && *f >= 1.5),
+                }),
+            },
         }
     }
 }
@@ -84,6 +116,7 @@ mod tests {
         assert_eq!((c.buffers, c.buffer_bytes, c.flush_period), (16, 4 << 20, Duration::from_secs(1)));
         assert!(c.api_calls && !c.disabled && c.nccl);
         assert_eq!(c.gpu_sample_hz, 10);
+        assert_eq!(c.flight, None);
         let c = Config::from_env(|k| match k {
             "GPUTRACE_BUFFERS" => Some("1000000".into()),
             "GPUTRACE_BUFFER_KB" => Some("garbage".into()),
@@ -101,6 +134,20 @@ mod tests {
         assert_eq!(
             Config::from_env(|k| (k == "GPUTRACE_GPU_SAMPLE_HZ").then(|| "0".into())).gpu_sample_hz,
             0
+        );
+        let c = Config::from_env(|k| match k {
+            "GPUTRACE_FLIGHT_MS" => Some("60000".into()),
+            "GPUTRACE_FLIGHT_HANG_MS" => Some("300000".into()),
+            _ => None,
+        });
+        assert_eq!(
+            c.flight,
+            Some(FlightConfig {
+                window: Duration::from_secs(60),
+                cap_bytes: 256 << 20,
+                hang: Some(Duration::from_secs(300)),
+                slow_step: None,
+            })
         );
     }
 

@@ -24,6 +24,7 @@ mod cupti;
 mod decode;
 mod dl;
 mod duty;
+mod flight;
 mod identity;
 mod nccl;
 mod nvml;

@@ -21,7 +21,6 @@ use crate::duty::{Duty, Schedule, Transition};
 use crate::identity;
 use crate::pool::Pool;
 use gputrace_format::*;
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
 use std::sync::{Mutex, OnceLock};
@@ -529,7 +528,14 @@ struct NvtxSide {
     /// Marker names replaced because the trace's string table reached
     /// [`MAX_TRACE_STRINGS`].
     renamed: u64,
+    /// Collect the times of step marks in `steps` (the flight recorder's
+    /// slow-step trigger drains them; at most [`MAX_PENDING_STEPS`] kept).
+    collect_steps: bool,
+    steps: Vec<u64>,
 }
+
+/// Step mark times [`NvtxSide`] holds between two flight recorder polls.
+const MAX_PENDING_STEPS: usize = 4096;
 
 impl NvtxSide {
     fn new(offset: i64) -> NvtxSide {
@@ -538,6 +544,8 @@ impl NvtxSide {
             done: Vec::new(),
             offset,
             renamed: 0,
+            collect_steps: false,
+            steps: Vec::new(),
         }
     }
 
@@ -555,6 +563,9 @@ impl NvtxSide {
 
     fn write<W: std::io::Write>(&mut self, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
         for d in self.done.drain(..) {
+            if self.collect_steps && self.steps.len() < MAX_PENDING_STEPS && crate::flight::is_step_mark(&d.domain, &d.name) {
+                self.steps.push(d.start_ns);
+            }
             let mut intern = |s: &str| {
                 if w.string_count() >= MAX_TRACE_STRINGS {
                     self.renamed += 1;
@@ -939,10 +950,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     header.extra.insert("nvml.sampling".into(), hw_note);
     let path = trace_path(&s.config, &header);
     let opened = std::fs::create_dir_all(&s.config.output_dir)
-        .and_then(|_| std::fs::File::create(&path))
+        .and_then(|_| crate::flight::open_output(&s.config, &path))
         .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
         .and_then(|f| {
-            TraceWriter::new(BufWriter::with_capacity(1 << 20, f), &header, WriterOptions::default())
+            TraceWriter::new(f, &header, WriterOptions::default())
                 .map_err(|e| format!("cannot write the trace {}: {e}; capture is off, the job continues", path.display()))
         });
     // The header goes to disk at once: a process that execs or is killed
@@ -987,6 +998,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             failed = write_failed(s, &path, &e);
         }
     }
+    let mut flight = s.config.flight.map(|fc| crate::flight::Triggers::new(&s.config, &fc));
+    markers.collect_steps = flight.as_ref().is_some_and(|t| t.wants_steps());
+    // Activity records arrived since the last flush period (for the hang trigger).
+    let mut activity = false;
     loop {
         let stopping = s.stop.load(Acquire);
         // A window that closes now is recorded after its records are written.
@@ -1001,6 +1016,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         dec.collect_comm = nccl.linker.can_link && crate::nccl::state().is_some();
         let mut undecodable = 0;
         while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
+            activity |= valid > 0;
             if let (false, Some(c)) = (failed, cupti) {
                 if let Err(e) = walk(&c.api, &mut dec, buf, valid, &mut w, &mut undecodable) {
                     failed = write_failed(s, &path, &e);
@@ -1038,6 +1054,11 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             if !failed {
                 if let Err(e) = record_losses(s, &mut w, &mut losses).and_then(|_| w.flush()) {
                     failed = write_failed(s, &path, &e);
+                }
+            }
+            if let (Some(t), false) = (&mut flight, failed) {
+                if let Some(why) = t.poll(std::mem::take(&mut activity), &mut markers.steps) {
+                    crate::flight::snapshot(&mut w, &path, &why);
                 }
             }
             next_flush = Instant::now() + s.config.flush_period;

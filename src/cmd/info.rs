@@ -320,7 +320,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         .extra
         .iter()
         .chain(&i.trailer_extra)
-        .filter(|(k, _)| ["agent.", "cupti.", "nccl.", "nvml."].iter().any(|p| k.starts_with(p)));
+        .filter(|(k, _)| ["agent.", "cupti.", "nccl.", "nvml.", "flight."].iter().any(|p| k.starts_with(p)));
     for (n, (k, v)) in notes.enumerate() {
         let label = if n == 0 { "agent" } else { "" };
         writeln!(out, "  {label:<13} {k}: {v}")?;

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod demo;
 pub mod diff;
 pub mod export;
+pub mod flight;
 pub mod import;
 pub mod info;
 pub mod metrics;

@@ -84,6 +84,29 @@ pub struct RunArgs {
     /// time over the windows only and says the trace is duty-cycled.
     #[arg(long, value_name = "ON/PERIOD", value_parser = parse_duty)]
     pub duty: Option<Duty>,
+    /// Flight recorder: each process keeps only about the last DURATION
+    /// (e.g. 60s, 5m) of its timeline, in a fixed-size memory-mapped ring
+    /// in the output directory, and a trace is written only when triggered:
+    /// SIGUSR2 to `gputrace run` (not forwarded to the job), SIGUSR2 to a
+    /// traced process that has no handler of its own, the job exiting
+    /// non-zero or being killed, `--flight-hang` or `--flight-slow-step`. A job that exits 0
+    /// leaves no trace. See docs/always-on.md.
+    #[arg(long, value_name = "DURATION", value_parser = super::flight::parse_window)]
+    pub flight_recorder: Option<std::time::Duration>,
+    /// Size of each process's flight recorder ring in MiB (default 256);
+    /// events pushed out by it before they are a window old are counted as
+    /// lost (`flight_cap`).
+    #[arg(long, value_name = "MB", requires = "flight_recorder", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub flight_cap_mb: Option<u32>,
+    /// With --flight-recorder: also write a snapshot when a process has had
+    /// no new GPU activity for DURATION after having had some (off by default).
+    #[arg(long, value_name = "DURATION", requires = "flight_recorder", value_parser = super::flight::parse_window)]
+    pub flight_hang: Option<std::time::Duration>,
+    /// With --flight-recorder: also write a snapshot when a step (from one
+    /// step mark to the next; see docs/python.md) takes FACTOR times the
+    /// median of the steps before it (at least 1.5; off by default).
+    #[arg(long, value_name = "FACTOR", requires = "flight_recorder", value_parser = super::flight::parse_factor)]
+    pub flight_slow_step: Option<f64>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -272,9 +295,24 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let run_id = crate::live::new_run_id();
     cmd.env("GPUTRACE_RUN_ID", &run_id);
     let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
+    if let Some(window) = args.flight_recorder {
+        cmd.env("GPUTRACE_FLIGHT_MS", window.as_millis().max(1).to_string());
+        cmd.env("GPUTRACE_FLIGHT_CAP_MB", args.flight_cap_mb.unwrap_or(256).to_string());
+        match args.flight_hang {
+            Some(h) => cmd.env("GPUTRACE_FLIGHT_HANG_MS", h.as_millis().max(1).to_string()),
+            None => cmd.env_remove("GPUTRACE_FLIGHT_HANG_MS"),
+        };
+        match args.flight_slow_step {
+            Some(f) => cmd.env("GPUTRACE_FLIGHT_SLOW_STEP", f.to_string()),
+            None => cmd.env_remove("GPUTRACE_FLIGHT_SLOW_STEP"),
+        };
+    }
     let started = SystemTime::now();
     let shown = Path::new(program).display().to_string();
     install_forwarding();
+    if args.flight_recorder.is_some() {
+        super::flight::install_trigger(&out_dir);
+    }
     let mut child = cmd.spawn().map_err(|source| CliError::Spawn {
         command: shown.clone(),
         source,
@@ -298,7 +336,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
-    summarize(&out_dir, started).map_err(CliError::Output)?;
+    if args.flight_recorder.is_some() {
+        super::flight::finish(&out_dir, started, super::flight::end_trigger(&status).as_deref());
+    }
+    summarize(&out_dir, started, args.flight_recorder.is_some()).map_err(CliError::Output)?;
     if let Some(live) = live {
         live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
     }
@@ -382,7 +423,7 @@ fn check_writable(dir: &Path) -> Result<(), CliError> {
 }
 
 /// Print where the traces are, one line per file written by this run.
-fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
+fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == gputrace_format::FILE_EXTENSION))
@@ -395,6 +436,14 @@ fn summarize(dir: &Path, since: SystemTime) -> std::io::Result<()> {
         .collect();
     files.sort();
     let mut err = std::io::stderr().lock();
+    if files.is_empty() && flight {
+        writeln!(
+            err,
+            "gputrace: flight recorder: nothing triggered a snapshot (the command exited 0, or no process was traced), so no trace was written to {}",
+            dir.display()
+        )?;
+        return Ok(());
+    }
     if files.is_empty() {
         writeln!(
             err,

@@ -2,13 +2,16 @@
  * headers (tests/doubles/nvtx3). NVTX loads NVTX_INJECTION64_PATH (the agent
  * under `gputrace run`) at the first call.
  *
- *   nvtxprog [--cuda MS] [--flood N] [--storm] CODE
+ *   nvtxprog [--cuda MS] [--flood N] [--storm] [--steps N MS SLOW] CODE
  *
  * Always: the scenario below (tests/nvtx.rs checks its markers exactly).
  * --cuda MS: inside the range "cuda-work", dlopen libcuda.so.1, cuInit(0),
  *            fakecuda_work(MS) (the fake CUPTI's API records fall inside).
  * --flood N: N marks "flood" as fast as possible (queue overflow test).
  * --storm:   8 threads mark in a loop while main returns (exit race).
+ * --steps N MS SLOW: after the CUDA work, N step marks (gputrace_mark
+ *            "gputrace" "step") MS ms apart, except that the one before the
+ *            last six comes SLOW ms after the previous one.
  * Exit status CODE (return from main). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -51,13 +54,18 @@ static nvtxEventAttributes_t attrs(void) {
 }
 
 int main(int argc, char **argv) {
-    int cuda_ms = -1, storm = 0;
+    int cuda_ms = -1, storm = 0, steps = 0, step_ms = 0, slow_ms = 0;
     long flood = 0;
     int i = 1;
     for (; i < argc - 1; i++) {
         if (!strcmp(argv[i], "--cuda")) cuda_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flood")) flood = atol(argv[++i]);
         else if (!strcmp(argv[i], "--storm")) storm = 1;
+        else if (!strcmp(argv[i], "--steps") && i + 3 < argc - 1) {
+            steps = atoi(argv[++i]);
+            step_ms = atoi(argv[++i]);
+            slow_ms = atoi(argv[++i]);
+        }
     }
     int code = i < argc ? atoi(argv[i]) : 0;
 
@@ -129,6 +137,10 @@ int main(int argc, char **argv) {
         if (!cuInit || !work || cuInit(0) != 0) return 81;
         work(cuda_ms);
         nvtxRangePop();
+    }
+    for (int k = 0; k < steps; k++) {
+        usleep((useconds_t)(k == steps - 7 ? slow_ms : step_ms) * 1000);
+        if (mark("gputrace", "step") != 1) return 89;
     }
     for (long k = 0; k < flood; k++) nvtxMarkA("flood");
 

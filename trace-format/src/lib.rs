@@ -32,6 +32,7 @@
 pub mod chunk;
 mod codec;
 mod error;
+pub mod flight;
 mod header;
 pub mod metric;
 mod model;

@@ -1335,9 +1335,9 @@ impl CounterSeries {
     }
 }
 
-type EventMeta = (EventKind, Track, u32, Nanos, Nanos);
+pub(crate) type EventMeta = (EventKind, Track, u32, Nanos, Nanos);
 
-fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'static str> {
+pub(crate) fn parse_event_meta(meta: &[u8]) -> std::result::Result<Option<EventMeta>, &'static str> {
     const BAD: &str = "malformed events-chunk metadata";
     let mut c = Cursor::new(meta);
     let raw_kind = c.varint().ok_or(BAD)?;
