@@ -429,6 +429,12 @@ fn nvlink_ecc_and_xid_are_what_nvml_returned() {
     let evidence = f["evidence"].as_str().unwrap();
     assert!(evidence.contains("XID 79, 48"), "{evidence}");
     assert!(evidence.contains("1 uncorrected ECC error"), "{evidence}");
+    let o = common::gputrace(&["report", t.path().to_str().unwrap()]);
+    let text = common::text(&o.stdout);
+    assert!(
+        text.contains("rank 0 gpu 0: NVLink ") && text.contains("2 XID error(s): 79, 48; ECC errors 1 uncorrected, 2 corrected"),
+        "{text}"
+    );
     // `info` lists the new series like any other.
     let o = common::gputrace(&["info", t.path().to_str().unwrap()]);
     let text = common::text(&o.stdout);
