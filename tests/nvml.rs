@@ -58,6 +58,8 @@ fn fake_report(r: &DoublesRun) -> (Series, Vec<String>) {
         let f: Vec<&str> = l.split(' ').collect();
         if f[0] == "FAIL" {
             fails.push(l.to_string());
+        } else if f[0] == "CALL" {
+            continue;
         } else {
             values
                 .entry((f[0].to_string(), f[1].parse().unwrap()))
@@ -66,6 +68,12 @@ fn fake_report(r: &DoublesRun) -> (Series, Vec<String>) {
         }
     }
     (values, fails)
+}
+
+/// The fake's lines about calls that return no value (`CALL ...`).
+fn fake_calls(r: &DoublesRun) -> Vec<String> {
+    let text = std::fs::read_to_string(r.dir.path().join("nvml-report")).unwrap_or_default();
+    text.lines().filter(|l| l.starts_with("CALL ")).map(String::from).collect()
 }
 
 /// The fake's key for a series name.
@@ -83,6 +91,11 @@ fn key_of(metric_name: &str) -> &'static str {
         metric::MEM_USED_BYTES => "MEM_USED",
         metric::PCIE_TX_KBPS => "PCIE_TX",
         metric::PCIE_RX_KBPS => "PCIE_RX",
+        metric::NVLINK_TX_KIB => "NVLINK_TX",
+        metric::NVLINK_RX_KIB => "NVLINK_RX",
+        metric::ECC_UNCORRECTED_ERRORS => "ECC_UNCORRECTED",
+        metric::ECC_CORRECTED_ERRORS => "ECC_CORRECTED",
+        metric::XID => "XID",
         other => panic!("unexpected series {other}"),
     }
 }
@@ -242,7 +255,7 @@ fn sampling_off_calls_no_nvml() {
 /// with one line; the job and the other series go on.
 #[test]
 fn each_failing_call_stops_only_its_series() {
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 10] = [
         ("nvmlDeviceGetUtilizationRates", &["GPU_UTIL", "MEM_UTIL"]),
         ("nvmlDeviceGetClockInfo", &["SM_CLOCK", "MEM_CLOCK"]),
         ("nvmlDeviceGetMaxClockInfo", &["SM_CLOCK_MAX"]),
@@ -251,6 +264,8 @@ fn each_failing_call_stops_only_its_series() {
         ("nvmlDeviceGetTemperature", &["TEMPERATURE"]),
         ("nvmlDeviceGetCurrentClocksEventReasons", &["THROTTLE"]),
         ("nvmlDeviceGetMemoryInfo", &["MEM_USED"]),
+        ("nvmlDeviceGetFieldValues", &["NVLINK_TX", "NVLINK_RX"]),
+        ("nvmlDeviceGetTotalEccErrors", &["ECC_UNCORRECTED", "ECC_CORRECTED"]),
     ];
     let all = [
         "GPU_UTIL",
@@ -265,6 +280,10 @@ fn each_failing_call_stops_only_its_series() {
         "MEM_USED",
         "PCIE_TX",
         "PCIE_RX",
+        "NVLINK_TX",
+        "NVLINK_RX",
+        "ECC_UNCORRECTED",
+        "ECC_CORRECTED",
     ];
     for (func, gone) in cases {
         let fail = format!("{func}:999");
@@ -280,8 +299,9 @@ fn each_failing_call_stops_only_its_series() {
             );
         }
         let lines = nvml_lines(&r);
-        // The clock call feeds two series through two calls: both fail.
-        let calls = if func == "nvmlDeviceGetClockInfo" { 2 } else { 1 };
+        // The clock, NVLink and ECC calls feed two series through two
+        // calls: both fail.
+        let calls = if gone.len() == 2 && func != "nvmlDeviceGetUtilizationRates" { 2 } else { 1 };
         assert_eq!(lines.len(), calls, "{func}: {lines:?}");
         assert!(lines.iter().all(|l| l.contains(func) && l.contains("999")), "{lines:?}");
         assert_eq!(extra(&t, "nvml.failed_calls"), calls.to_string(), "{func}");
@@ -311,7 +331,7 @@ fn a_device_lost_mid_run_stops_its_series_with_one_line() {
         let n = if k == "SM_CLOCK_MAX" { 1 } else { 3 };
         assert_eq!(v.len(), n, "{k}: {v:?}");
     }
-    assert_eq!(got.len(), 12);
+    assert_eq!(got.len(), 16, "every series but XID (none scripted)");
     let lines = nvml_lines(&r);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("gpu0") && lines[0].contains("lost"), "{lines:?}");
@@ -348,4 +368,120 @@ fn a_rank_samples_its_own_device() {
     assert!(got[&("SM_CLOCK".to_string(), 1)].iter().all(|&v| v == 1222));
     let note = t.header().extra.get("nvml.sampling").cloned().unwrap_or_default();
     assert!(note.contains("device 1 (local rank 1 of 2 visible devices)"), "{note}");
+}
+
+/// `gputrace report --json` of a trace.
+fn report_json(t: &TraceFile) -> serde_json::Value {
+    let o = common::gputrace(&["report", "--json", t.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// NVLink counters, ECC counts and XID events: the trace holds what the
+/// fake returned, the report turns them into MB/s and error counts, and an
+/// XID makes the `gpu-errors` finding.
+#[test]
+fn nvlink_ecc_and_xid_are_what_nvml_returned() {
+    let (r, t) = run(
+        400,
+        50,
+        &[
+            ("FAKE_NVML_NVLINK_TX", "1000000,1002048,1010240"),
+            ("FAKE_NVML_NVLINK_RX", "7"),
+            ("FAKE_NVML_ECC_UNCORRECTED", "3,3,4"),
+            ("FAKE_NVML_ECC_CORRECTED", "10,12"),
+            ("FAKE_NVML_XID", "100:79,150:48"),
+        ],
+    );
+    let t = t.expect("a trace");
+    let got = series(&t);
+    let (want, fails) = fake_report(&r);
+    assert!(fails.is_empty(), "{fails:?}");
+    assert_eq!(got, want);
+    let tx = &got[&("NVLINK_TX".to_string(), 0)];
+    assert_eq!(&tx[..3], &[1000000, 1002048, 1010240]);
+    assert_eq!(got[&("XID".to_string(), 0)], vec![79, 48], "each XID once, in order");
+    assert!(nvml_lines(&r).is_empty(), "{:?}", nvml_lines(&r));
+    // The event set was polled, never waited on, and freed at the end.
+    let calls = fake_calls(&r);
+    assert!(calls.iter().all(|c| !c.contains("blocking")), "{calls:?}");
+    assert_eq!(calls.iter().filter(|c| *c == "CALL nvmlEventSetFree -").count(), 1, "{calls:?}");
+    assert_eq!(t.event_counts().get(&EventKind::Kernel), Some(&100));
+    // The report.
+    let v = report_json(&t);
+    let h = &v["ranks"][0]["devices"][0]["hardware"];
+    assert_eq!(h["ecc_uncorrected_errors"], 1, "{h}");
+    assert_eq!(h["ecc_corrected_errors"], 2, "{h}");
+    assert_eq!(h["xid_error_count"], 2, "{h}");
+    assert_eq!(h["xid_errors"].as_array().unwrap().len(), 2, "{h}");
+    assert_eq!(h["xid_errors"][0]["xid"], 79, "{h}");
+    assert_eq!(h["nvlink_rx_mean_mbps"], 0.0, "{h}");
+    // TX: the counter's increase over the time of its samples (all inside
+    // the job's span or all of them: either way first to last of those used).
+    assert!(h["nvlink_tx_mean_mbps"].as_f64().unwrap() > 0.0, "{h}");
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "gpu-errors")
+        .unwrap_or_else(|| panic!("no gpu-errors finding: {}", v["findings"]));
+    assert_eq!(f["severity"], "high", "{f}");
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(evidence.contains("XID 79, 48"), "{evidence}");
+    assert!(evidence.contains("1 uncorrected ECC error"), "{evidence}");
+    let o = common::gputrace(&["report", t.path().to_str().unwrap()]);
+    let text = common::text(&o.stdout);
+    assert!(
+        text.contains("rank 0 gpu 0: NVLink ") && text.contains("2 XID error(s): 79, 48; ECC errors 1 uncorrected, 2 corrected"),
+        "{text}"
+    );
+    // `info` lists the new series like any other.
+    let o = common::gputrace(&["info", t.path().to_str().unwrap()]);
+    let text = common::text(&o.stdout);
+    assert!(text.contains("gpu0 nvml.xid: 2 samples"), "{text}");
+    assert!(text.contains("gpu0 nvml.nvlink_tx_kib:"), "{text}");
+}
+
+/// A GPU without NVLink, with ECC off and without XID events: those series
+/// are absent, one line each, and everything else goes on.
+#[test]
+fn unsupported_nvlink_ecc_and_xid_are_absent() {
+    let (r, t) = run(
+        200,
+        50,
+        &[(
+            "FAKE_NVML_FAIL",
+            "field138:3,field139:3,nvmlDeviceGetTotalEccErrors:3,nvmlDeviceRegisterEvents:3",
+        )],
+    );
+    let t = t.expect("a trace");
+    let got = series(&t);
+    for k in ["NVLINK_TX", "NVLINK_RX", "ECC_UNCORRECTED", "ECC_CORRECTED", "XID"] {
+        assert!(!got.contains_key(&(k.to_string(), 0)), "{k}: {:?}", got.keys().collect::<Vec<_>>());
+    }
+    assert_eq!(got.len(), 12, "the other series: {:?}", got.keys().collect::<Vec<_>>());
+    assert_eq!(got, fake_report(&r).0, "the rest is exactly what NVML returned");
+    let lines = nvml_lines(&r);
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("returned 3 (Not Supported)")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("nvml.nvlink_tx_kib: nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("nvml.xid") && l.contains("nvmlDeviceRegisterEvents")), "{lines:?}");
+    let l = losses(&t);
+    assert_eq!(l.len(), 5, "{l:?}");
+    assert!(l.iter().all(|(s, _, _)| *s == LossSource::COUNTER_FAILED), "{l:?}");
+    assert_eq!(extra(&t, "nvml.failed_calls"), "5");
+    // The set made for XIDs is freed though no device could be registered.
+    assert_eq!(fake_calls(&r).iter().filter(|c| *c == "CALL nvmlEventSetFree -").count(), 1);
+    assert_eq!(t.event_counts().get(&EventKind::Kernel), Some(&100));
+    // No errors, no finding; the hardware section has no NVLink or ECC numbers.
+    let v = report_json(&t);
+    let h = &v["ranks"][0]["devices"][0]["hardware"];
+    assert!(h["nvlink_tx_mean_mbps"].is_null() && h["ecc_uncorrected_errors"].is_null(), "{h}");
+    assert_eq!(h["xid_error_count"], 0, "{h}");
+    assert!(v["findings"].as_array().unwrap().iter().all(|f| f["rule"] != "gpu-errors"));
 }

@@ -56,6 +56,8 @@ const CLOCK_SHARE_LOW: f64 = 0.85;
 const BUSY_UTIL_PCT: f64 = 50.0;
 /// NVML's memory utilization at least this, percent, on a busy GPU: memory-bound.
 const MEMORY_BOUND_UTIL_PCT: f64 = 70.0;
+/// XIDs named at most per device in the `gpu-errors` finding's evidence.
+const XIDS_NAMED: usize = 8;
 /// Fewest steps for the stability rule.
 const MIN_STEPS_FOR_STABILITY: u64 = 5;
 
@@ -462,6 +464,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     }
     productive_findings(r, &mut out);
     hardware_findings(&devices, &mut out);
+    gpu_errors(&devices, &mut out);
     out.sort_by_key(|f| f.severity);
     out
 }
@@ -568,6 +571,63 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
     }
 }
 
+/// `gpu-errors`: XID critical errors or uncorrected ECC errors on any device during the
+/// run. One finding naming every such device and its XIDs.
+fn gpu_errors(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
+    let mut parts = Vec::new();
+    let (mut xids, mut ecc, mut first) = (0u64, 0u64, None);
+    for &(rank, d) in devices {
+        let Some(h) = &d.hardware else { continue };
+        let uncorrected = h.ecc_uncorrected_errors.unwrap_or(0);
+        if h.xid_error_count == 0 && uncorrected == 0 {
+            continue;
+        }
+        first.get_or_insert((rank, d.device));
+        xids += h.xid_error_count;
+        ecc += uncorrected;
+        let mut what = Vec::new();
+        if h.xid_error_count > 0 {
+            // Each XID once, with how often it came, in order of first appearance.
+            let mut seen: Vec<(u64, u64)> = Vec::new();
+            for e in &h.xid_errors {
+                match seen.iter_mut().find(|(x, _)| *x == e.xid) {
+                    Some((_, n)) => *n += 1,
+                    None => seen.push((e.xid, 1)),
+                }
+            }
+            let mut named: Vec<String> = seen
+                .iter()
+                .take(XIDS_NAMED)
+                .map(|&(x, n)| if n > 1 { format!("{x} ×{n}") } else { x.to_string() })
+                .collect();
+            if seen.len() > XIDS_NAMED || (h.xid_error_count as usize) > h.xid_errors.len() {
+                named.push("…".into());
+            }
+            what.push(format!("{} XID error(s) (XID {})", h.xid_error_count, named.join(", ")));
+        }
+        if uncorrected > 0 {
+            what.push(format!("{uncorrected} uncorrected ECC error(s)"));
+        }
+        parts.push(format!("rank {rank} gpu {}: {}", d.device, what.join(", ")));
+    }
+    let Some((rank, device)) = first else { return };
+    let devices_with_errors = parts.len();
+    out.push(finding(
+        "gpu-errors",
+        Severity::High,
+        format!("The GPU reported hardware errors: rank {rank} gpu {device}"),
+        parts.join("; "),
+        "Look the XIDs up in NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors) and the kernel log (dmesg | grep -i xid) of that node; uncorrected ECC errors: nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER. Results after such an error may be wrong and the job may hang: drain the node, reset or replace the GPU, and rerun from the last checkpoint.",
+        &[
+            ("xid_errors", xids as f64),
+            ("ecc_uncorrected_errors", ecc as f64),
+            ("devices", devices_with_errors as f64),
+            ("rank", rank as f64),
+            ("device", device as f64),
+        ],
+    ));
+}
+
 /// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.
 fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
     let p = &r.productive;
@@ -653,5 +713,65 @@ fn fmt_hours(h: f64) -> String {
         format!("{h:.2} GPU-hours")
     } else {
         format!("{h:.4} GPU-hours ({:.1} GPU-seconds)", h * 3600.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::{HardwareReport, XidError};
+
+    fn device(device: u32, hardware: HardwareReport) -> DeviceReport {
+        DeviceReport {
+            device,
+            hardware: Some(hardware),
+            ..DeviceReport::default()
+        }
+    }
+
+    #[test]
+    fn xids_and_uncorrected_ecc_errors_make_one_high_finding() {
+        let xid = |time_ns, xid| XidError { time_ns, xid };
+        let failing = device(
+            1,
+            HardwareReport {
+                xid_error_count: 3,
+                xid_errors: vec![xid(10, 79), xid(20, 48), xid(30, 79)],
+                ..HardwareReport::default()
+            },
+        );
+        let ecc = device(
+            0,
+            HardwareReport {
+                ecc_uncorrected_errors: Some(2),
+                ecc_corrected_errors: Some(40),
+                ..HardwareReport::default()
+            },
+        );
+        // Corrected errors alone are not a finding.
+        let healthy = device(
+            2,
+            HardwareReport {
+                ecc_uncorrected_errors: Some(0),
+                ecc_corrected_errors: Some(40),
+                ..HardwareReport::default()
+            },
+        );
+        let mut out = Vec::new();
+        gpu_errors(&[(0, &healthy), (3, &failing), (4, &ecc)], &mut out);
+        assert_eq!(out.len(), 1);
+        let f = &out[0];
+        assert_eq!((f.rule, f.severity), ("gpu-errors", Severity::High));
+        assert!(f.title.contains("rank 3 gpu 1"), "{}", f.title);
+        assert_eq!(
+            f.evidence,
+            "rank 3 gpu 1: 3 XID error(s) (XID 79 ×2, 48); rank 4 gpu 0: 2 uncorrected ECC error(s)"
+        );
+        assert_eq!(f.values["xid_errors"], 3.0);
+        assert_eq!(f.values["ecc_uncorrected_errors"], 2.0);
+        assert_eq!(f.values["devices"], 2.0);
+        let mut out = Vec::new();
+        gpu_errors(&[(0, &healthy)], &mut out);
+        assert!(out.is_empty());
     }
 }

@@ -6,6 +6,8 @@
 //! (first to last kernel, copy or memset), so that it can stand next to the
 //! timeline's numbers; a device without activity uses all its samples.
 //! Means are time-weighted (each sample stands for the time until the next).
+//! Errors (ECC counts, XID events) are counted over all the samples: an
+//! error outside the activity span still happened to the GPU.
 
 use gputrace_format::metric::{self, throttle};
 use gputrace_format::{CounterSeries, DeviceId, Nanos};
@@ -54,11 +56,40 @@ pub struct HardwareReport {
     pub pcie_tx_mean_mbps: Option<f64>,
     /// Mean PCIe throughput to the device, MB/s.
     pub pcie_rx_mean_mbps: Option<f64>,
+    /// Mean NVLink throughput from the device over all its links, MB/s (10⁶ bytes/s): the
+    /// increase of NVML's cumulative KiB counter over the time between its first and last
+    /// sample. `None` without NVLink (or fewer than two samples).
+    pub nvlink_tx_mean_mbps: Option<f64>,
+    /// Mean NVLink throughput to the device, MB/s, as `nvlink_tx_mean_mbps`.
+    pub nvlink_rx_mean_mbps: Option<f64>,
+    /// Uncorrected ECC errors during the run (increase of NVML's volatile count); `None`
+    /// when ECC is off or unsupported.
+    pub ecc_uncorrected_errors: Option<u64>,
+    /// Corrected ECC errors during the run, as `ecc_uncorrected_errors`.
+    pub ecc_corrected_errors: Option<u64>,
+    /// XID critical errors NVML reported during the run.
+    pub xid_error_count: u64,
+    /// The first [`XID_ERRORS_LISTED`] of them, in time order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xid_errors: Vec<XidError>,
     /// GPU-Util, SM clock, power and temperature over time, for plots (the HTML
     /// report's sparklines): each the mean of its samples in up to [`TIMELINE_BINS`]
     /// equal bins over its sampled time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<CounterTimeline>,
+}
+
+/// XID errors listed at most in [`HardwareReport::xid_errors`] (all are counted).
+pub const XID_ERRORS_LISTED: usize = 100;
+
+/// One XID critical error event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct XidError {
+    /// When the sampler received it, ns (the trace's clock; within one sampling period
+    /// of the event).
+    pub time_ns: u64,
+    /// The XID (NVIDIA's XID catalog; 999: unknown to NVML).
+    pub xid: u64,
 }
 
 /// Bins of a [`CounterTimeline`] at most.
@@ -146,6 +177,28 @@ fn clip(s: &CounterSeries, span: Option<(u64, u64)>) -> CounterSeries {
     }
 }
 
+/// Series read whole, not clipped to the activity span: the ceiling (one sample at the
+/// start) and the errors.
+const UNCLIPPED: [&str; 4] = [
+    metric::SM_CLOCK_MAX_MHZ,
+    metric::ECC_UNCORRECTED_ERRORS,
+    metric::ECC_CORRECTED_ERRORS,
+    metric::XID,
+];
+
+/// Mean rate of a cumulative KiB counter between its first and last sample, MB/s.
+fn counter_rate_mbps(s: &CounterSeries) -> Option<f64> {
+    let (&(t0, v0), &(t1, v1)) = (s.samples.first()?, s.samples.last()?);
+    let ns = t1.0.checked_sub(t0.0).filter(|&ns| ns > 0)?;
+    let bytes = v1.saturating_sub(v0) as f64 * 1024.0;
+    Some(bytes / 1e6 / (ns as f64 / 1e9))
+}
+
+/// Increase of a cumulative count over its samples.
+fn counter_increase(s: &CounterSeries) -> Option<u64> {
+    Some(s.samples.last()?.1.saturating_sub(s.samples.first()?.1))
+}
+
 /// The hardware section of `device` from the trace's `series`; `None`
 /// when the trace has no counters for it. `util_nvml_pct` is the
 /// timeline's GPU-Util of the device.
@@ -154,8 +207,7 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         .iter()
         .filter(|s| s.device == DeviceId(device) && !s.samples.is_empty())
         .map(|s| {
-            // The ceiling is one sample at the start: never clipped.
-            if s.metric == metric::SM_CLOCK_MAX_MHZ {
+            if UNCLIPPED.contains(&s.metric.as_str()) {
                 s.clone()
             } else {
                 clip(s, span)
@@ -190,6 +242,10 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         temperature_max_c: get(metric::TEMPERATURE_C).and_then(|s| s.samples.iter().map(|x| x.1).max()),
         pcie_tx_mean_mbps: mean(metric::PCIE_TX_KBPS).map(|k| k / 1e3),
         pcie_rx_mean_mbps: mean(metric::PCIE_RX_KBPS).map(|k| k / 1e3),
+        nvlink_tx_mean_mbps: get(metric::NVLINK_TX_KIB).and_then(counter_rate_mbps),
+        nvlink_rx_mean_mbps: get(metric::NVLINK_RX_KIB).and_then(counter_rate_mbps),
+        ecc_uncorrected_errors: get(metric::ECC_UNCORRECTED_ERRORS).and_then(counter_increase),
+        ecc_corrected_errors: get(metric::ECC_CORRECTED_ERRORS).and_then(counter_increase),
         ..HardwareReport::default()
     };
     r.timeline = PLOTTED
@@ -200,6 +256,15 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         (Some(m), Some(max)) if max > 0 => Some(100.0 * m / max as f64),
         _ => None,
     };
+    if let Some(s) = get(metric::XID) {
+        r.xid_error_count = s.samples.len() as u64;
+        r.xid_errors = s
+            .samples
+            .iter()
+            .take(XID_ERRORS_LISTED)
+            .map(|&(t, xid)| XidError { time_ns: t.0, xid })
+            .collect();
+    }
     if let Some(s) = get(metric::THROTTLE_REASONS) {
         let (held, all) = s.time_where(|v| v & throttle::SLOWDOWN != 0);
         r.throttled_ns = held.0;
@@ -259,6 +324,40 @@ mod tests {
         assert_eq!(r.samples, 21, "every sample of the device's six series");
         assert!((r.throttled_share() - 0.75).abs() < 1e-12);
         assert!(report(&s, 1, None, None).is_none(), "no counters for another device");
+    }
+
+    #[test]
+    fn nvlink_rates_and_errors_of_a_failing_gpu() {
+        // Samples 100 ns apart: 3 intervals, 300 ns.
+        let s = vec![
+            series(metric::NVLINK_TX_KIB, &[1_000, 1_000, 2_000, 4_000]),
+            series(metric::NVLINK_RX_KIB, &[50, 50, 50, 50]),
+            series(metric::ECC_UNCORRECTED_ERRORS, &[2, 2, 3, 5]),
+            series(metric::ECC_CORRECTED_ERRORS, &[7, 7, 7, 7]),
+            series(metric::XID, &[79, 48]),
+        ];
+        // An activity span that holds none of the XIDs: errors are counted anyway.
+        let r = report(&s, 0, Some((1200, 1300)), None).unwrap();
+        // The rate is over the span's samples: 2000 → 4000 KiB in 100 ns.
+        let want = 2000.0 * 1024.0 / 1e6 / (100.0 / 1e9);
+        assert!((r.nvlink_tx_mean_mbps.unwrap() - want).abs() < 1e-6, "{:?}", r.nvlink_tx_mean_mbps);
+        assert_eq!(r.nvlink_rx_mean_mbps, Some(0.0));
+        assert_eq!(r.ecc_uncorrected_errors, Some(3), "5 − 2 over the whole run");
+        assert_eq!(r.ecc_corrected_errors, Some(0));
+        assert_eq!(r.xid_error_count, 2);
+        assert_eq!(
+            r.xid_errors,
+            vec![XidError { time_ns: 1000, xid: 79 }, XidError { time_ns: 1100, xid: 48 }]
+        );
+        // Without those series: absent, not zero.
+        let r = report(&[series(metric::SM_CLOCK_MHZ, &[1980, 1980])], 0, None, None).unwrap();
+        assert_eq!((r.nvlink_tx_mean_mbps, r.ecc_uncorrected_errors, r.xid_error_count), (None, None, 0));
+        // One NVLink sample gives no rate; the list of XIDs is capped, the count is not.
+        let many: Vec<u64> = vec![13; XID_ERRORS_LISTED + 5];
+        let r = report(&[series(metric::NVLINK_TX_KIB, &[5]), series(metric::XID, &many)], 0, None, None).unwrap();
+        assert_eq!(r.nvlink_tx_mean_mbps, None);
+        assert_eq!(r.xid_error_count, XID_ERRORS_LISTED as u64 + 5);
+        assert_eq!(r.xid_errors.len(), XID_ERRORS_LISTED);
     }
 
     #[test]

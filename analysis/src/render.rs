@@ -433,7 +433,30 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
         "rank", "gpu", "util NVML", "timeline", "mem util", "SM clock (max)", "of max", "power", "throttled"
     );
     let f1 = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.1}{unit}"));
+    let mut notes = Vec::new();
     for (rank, dev, h) in rows {
+        let mut extra = Vec::new();
+        if h.nvlink_tx_mean_mbps.is_some() || h.nvlink_rx_mean_mbps.is_some() {
+            extra.push(format!(
+                "NVLink {} out, {} in",
+                f1(h.nvlink_tx_mean_mbps, " MB/s"),
+                f1(h.nvlink_rx_mean_mbps, " MB/s")
+            ));
+        }
+        if h.xid_error_count > 0 {
+            let xids: Vec<String> = h.xid_errors.iter().take(8).map(|e| e.xid.to_string()).collect();
+            let more = if h.xid_error_count > xids.len() as u64 { ", …" } else { "" };
+            extra.push(format!("{} XID error(s): {}{more}", h.xid_error_count, xids.join(", ")));
+        }
+        if let Some(n) = h.ecc_uncorrected_errors {
+            extra.push(format!(
+                "ECC errors {n} uncorrected, {} corrected",
+                h.ecc_corrected_errors.map_or("-".to_string(), |c| c.to_string())
+            ));
+        }
+        if !extra.is_empty() {
+            notes.push(format!("rank {rank} gpu {dev}: {}", extra.join("; ")));
+        }
         let clock = match (h.sm_clock_mean_mhz, h.sm_clock_max_mhz) {
             (Some(m), Some(max)) => format!("{m:.0} ({max}) MHz"),
             (Some(m), None) => format!("{m:.0} MHz"),
@@ -464,6 +487,9 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
             throttled,
             if by.is_empty() { "-".to_string() } else { by.join(", ") }
         );
+    }
+    for n in notes {
+        let _ = writeln!(o, "{n}");
     }
     let _ = writeln!(
         o,

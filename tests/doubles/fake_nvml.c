@@ -17,23 +17,42 @@
  *   THROTTLE             nvmlDeviceGetCurrentClocksEventReasons
  *   MEM_USED             nvmlDeviceGetMemoryInfo (.used; total 80 GiB)
  *   PCIE_TX, PCIE_RX     nvmlDeviceGetPcieThroughput(TX=0 / RX=1)
+ *   NVLINK_TX, NVLINK_RX nvmlDeviceGetFieldValues, fields 138 / 139
+ *                        (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, KiB) with
+ *                        scopeId UINT_MAX (the sum over links; another scope
+ *                        answers NVML_ERROR_INVALID_ARGUMENT in nvmlReturn)
+ *   ECC_UNCORRECTED,     nvmlDeviceGetTotalEccErrors(UNCORRECTED=1 /
+ *   ECC_CORRECTED          CORRECTED=0, NVML_VOLATILE_ECC=0)
  * Unset keys read a fixed default (see defaults[]).
+ *
+ * XID events: FAKE_NVML_XID_<DEV> or FAKE_NVML_XID = "ms:xid,...": an XID
+ * critical error event `xid` on the device `ms` after it was registered with
+ * nvmlDeviceRegisterEvents (nvmlEventTypeXidCriticalError), delivered once by
+ * nvmlEventSetWait_v2 of each set it is registered in, in time order.
  *
  * Faults:
  *   FAKE_NVML_FAIL="func[:code[:after]],..."  func returns code (default 999,
  *       NVML_ERROR_UNKNOWN) from its (after+1)-th call on, on every device.
+ *       func "field138" / "field139" fails that field alone: the call
+ *       succeeds and the field's nvmlReturn is code (as a GPU without NVLink
+ *       answers NVML_ERROR_NOT_SUPPORTED, 3).
  *   FAKE_NVML_LOST_AFTER=N  after N utilization reads of a device, every call
  *       about that device returns NVML_ERROR_GPU_IS_LOST (15).
  *
  * Report: FAKE_NVML_REPORT=path gets one line per read, in call order:
  *   "<KEY> <dev> <value>" for a value returned, "FAIL <func> <dev> <code>" for
- *   a call that failed ("-" as dev for calls about no device). */
+ *   a call that failed ("-" as dev for calls about no device), "XID <dev> <xid>"
+ *   for an XID event delivered, and "CALL <func> <what>" for calls that
+ *   return no value: "CALL nvmlDeviceRegisterEvents <dev>", "CALL
+ *   nvmlEventSetFree -" and "CALL nvmlEventSetWait_v2 blocking=<ms>" (a wait
+ *   with a timeout: the agent must never block; the fake does not wait). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "fake_gpu.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -41,11 +60,13 @@
 #define MAX_VALS 256
 
 enum { GPU_UTIL, MEM_UTIL, SM_CLOCK, MEM_CLOCK, SM_CLOCK_MAX, POWER, ENERGY, TEMPERATURE, THROTTLE, MEM_USED,
-       PCIE_TX, PCIE_RX, NKEYS };
-static const char *keys[NKEYS] = {"GPU_UTIL", "MEM_UTIL", "SM_CLOCK", "MEM_CLOCK", "SM_CLOCK_MAX", "POWER",
-                                  "ENERGY", "TEMPERATURE", "THROTTLE", "MEM_USED", "PCIE_TX", "PCIE_RX"};
+       PCIE_TX, PCIE_RX, NVLINK_TX, NVLINK_RX, ECC_UNCORRECTED, ECC_CORRECTED, NKEYS };
+static const char *keys[NKEYS] = {"GPU_UTIL",  "MEM_UTIL",  "SM_CLOCK",  "MEM_CLOCK",       "SM_CLOCK_MAX",
+                                  "POWER",     "ENERGY",    "TEMPERATURE", "THROTTLE",      "MEM_USED",
+                                  "PCIE_TX",   "PCIE_RX",   "NVLINK_TX", "NVLINK_RX",       "ECC_UNCORRECTED",
+                                  "ECC_CORRECTED"};
 static const unsigned long long defaults[NKEYS] = {
-    90, 40, 1980, 2619, 1980, 650000, 1000000, 60, 0, 10ull << 30, 1000, 2000};
+    90, 40, 1980, 2619, 1980, 650000, 1000000, 60, 0, 10ull << 30, 1000, 2000, 5000000, 6000000, 0, 0};
 
 typedef struct { int index; } fake_device;
 static fake_device devs[MAX_DEV];
@@ -60,6 +81,33 @@ static FILE *report;
 #define MAX_FAULTS 32
 static struct { char func[96]; unsigned code; int after, calls; } faults[MAX_FAULTS];
 static int nfaults;
+
+#define MAX_XIDS 64
+static struct { long long ms; unsigned long long xid; } xids[MAX_DEV][MAX_XIDS];
+static int nxids[MAX_DEV];
+
+static void parse_xids(int dev, const char *s) {
+    int n = 0;
+    while (s && *s && n < MAX_XIDS) {
+        char *end;
+        long long ms = strtoll(s, &end, 0);
+        if (end == s || *end != ':') break;
+        s = end + 1;
+        unsigned long long xid = strtoull(s, &end, 0);
+        if (end == s) break;
+        xids[dev][n].ms = ms;
+        xids[dev][n].xid = xid;
+        n++;
+        s = *end == ',' ? end + 1 : NULL;
+    }
+    nxids[dev] = n;
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void parse_values(int dev, int key, const char *s) {
     int n = 0;
@@ -91,6 +139,11 @@ static void setup(void) {
             }
             if (v) parse_values(d, k, v);
         }
+        char name[64];
+        snprintf(name, sizeof name, "FAKE_NVML_XID_%d", d);
+        const char *x = getenv(name);
+        if (!x) x = getenv("FAKE_NVML_XID");
+        if (x) parse_xids(d, x);
     }
     if ((e = getenv("FAKE_NVML_FAIL"))) {
         char buf[2048];
@@ -303,6 +356,145 @@ EXPORT unsigned nvmlDeviceGetPcieThroughput(void *device, unsigned counter, unsi
     END
 }
 
+typedef union { double d; int si; unsigned ui; unsigned long ul; unsigned long long ull; long long sll; unsigned short us; } value;
+typedef struct {
+    unsigned fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    unsigned valueType, nvmlReturn;
+    value value;
+} field_value;
+
+EXPORT unsigned nvmlDeviceGetFieldValues(void *device, int count, field_value *values) {
+    BEGIN("nvmlDeviceGetFieldValues")
+    if (count < 0 || !values) {
+        pthread_mutex_unlock(&mu);
+        return 2;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (int i = 0; i < count; i++) {
+        field_value *v = &values[i];
+        v->timestamp = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        v->latencyUsec = 1;
+        if (v->fieldId != 138 && v->fieldId != 139) {
+            v->nvmlReturn = 3; /* only the NVLink data counters are scripted */
+            continue;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "field%u", v->fieldId);
+        unsigned f = fault(name);
+        if (!f && v->scopeId != 0xFFFFFFFFu) f = 2;
+        if (f) {
+            v->nvmlReturn = f;
+            say("FAIL %s %d %u\n", name, dev, f);
+            continue;
+        }
+        v->nvmlReturn = 0;
+        v->valueType = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+        v->value.ull = next_value(dev, v->fieldId == 138 ? NVLINK_TX : NVLINK_RX);
+    }
+    END
+}
+
+EXPORT unsigned nvmlDeviceGetTotalEccErrors(void *device, unsigned type, unsigned counter, unsigned long long *count) {
+    BEGIN("nvmlDeviceGetTotalEccErrors")
+    if (type > 1 || counter != 0 || !count) {
+        pthread_mutex_unlock(&mu);
+        return 2; /* only the volatile counts are scripted */
+    }
+    *count = next_value(dev, type == 1 ? ECC_UNCORRECTED : ECC_CORRECTED);
+    END
+}
+
+/* An event set: which devices are registered for XIDs since when, and how
+ * many of each device's scripted XIDs it delivered. */
+typedef struct {
+    int magic;
+    int registered[MAX_DEV];
+    long long since_ms[MAX_DEV];
+    int delivered[MAX_DEV];
+} fake_set;
+#define SET_MAGIC 0x5e7
+typedef struct { void *device; unsigned long long eventType, eventData; unsigned gpuInstanceId, computeInstanceId; } event_data;
+
+EXPORT unsigned nvmlEventSetCreate(fake_set **set) {
+    pthread_once(&once, setup);
+    pthread_mutex_lock(&mu);
+    unsigned rc = !initialised ? 1 : !set ? 2 : fault("nvmlEventSetCreate");
+    if (!rc) {
+        *set = calloc(1, sizeof **set);
+        if (*set) (*set)->magic = SET_MAGIC;
+        else rc = 999;
+    }
+    if (rc) say("FAIL nvmlEventSetCreate - %u\n", rc);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+EXPORT unsigned nvmlDeviceRegisterEvents(void *device, unsigned long long types, fake_set *set) {
+    BEGIN("nvmlDeviceRegisterEvents")
+    if (!set || set->magic != SET_MAGIC) {
+        pthread_mutex_unlock(&mu);
+        return 2;
+    }
+    if (types & 0x8) { /* nvmlEventTypeXidCriticalError */
+        set->registered[dev] = 1;
+        set->since_ms[dev] = now_ms();
+    }
+    say("CALL nvmlDeviceRegisterEvents %d\n", dev);
+    END
+}
+
+EXPORT unsigned nvmlEventSetWait_v2(fake_set *set, event_data *data, unsigned timeoutms) {
+    pthread_once(&once, setup);
+    pthread_mutex_lock(&mu);
+    unsigned rc = !initialised ? 1 : (!set || set->magic != SET_MAGIC || !data) ? 2 : fault("nvmlEventSetWait_v2");
+    if (rc) {
+        say("FAIL nvmlEventSetWait_v2 - %u\n", rc);
+        pthread_mutex_unlock(&mu);
+        return rc;
+    }
+    if (timeoutms) say("CALL nvmlEventSetWait_v2 blocking=%u\n", timeoutms);
+    /* The earliest XID that is due, over the registered devices. */
+    long long now = now_ms(), best = 0;
+    int bd = -1;
+    for (int d = 0; d < ndev; d++) {
+        if (!set->registered[d] || set->delivered[d] >= nxids[d]) continue;
+        long long at = set->since_ms[d] + xids[d][set->delivered[d]].ms;
+        if (at <= now && (bd < 0 || at < best)) {
+            bd = d;
+            best = at;
+        }
+    }
+    if (bd < 0) {
+        pthread_mutex_unlock(&mu);
+        return 10; /* NVML_ERROR_TIMEOUT */
+    }
+    unsigned long long xid = xids[bd][set->delivered[bd]++].xid;
+    data->device = &devs[bd];
+    data->eventType = 0x8;
+    data->eventData = xid;
+    data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+    say("XID %d %llu\n", bd, xid);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+EXPORT unsigned nvmlEventSetFree(fake_set *set) {
+    pthread_once(&once, setup);
+    pthread_mutex_lock(&mu);
+    unsigned rc = !initialised ? 1 : (!set || set->magic != SET_MAGIC) ? 2 : 0;
+    if (!rc) {
+        set->magic = 0;
+        free(set);
+        say("CALL nvmlEventSetFree -\n");
+    } else {
+        say("FAIL nvmlEventSetFree - %u\n", rc);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
 EXPORT const char *nvmlErrorString(unsigned code) {
     switch (code) {
     case 0: return "Success";
@@ -312,6 +504,7 @@ EXPORT const char *nvmlErrorString(unsigned code) {
     case 4: return "Insufficient Permissions";
     case 6: return "Not Found";
     case 9: return "Driver Not Loaded";
+    case 10: return "Timeout";
     case 13: return "Function Not Found";
     case 15: return "GPU is lost";
     default: return "Unknown Error";

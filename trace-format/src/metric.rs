@@ -35,6 +35,26 @@ pub const MEM_USED_BYTES: &str = "nvml.mem_used_bytes";
 pub const PCIE_TX_KBPS: &str = "nvml.pcie_tx_kbps";
 /// NVML `nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)`, KB/s.
 pub const PCIE_RX_KBPS: &str = "nvml.pcie_rx_kbps";
+/// NVML field `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` summed over the
+/// device's NVLinks (`scopeId = UINT_MAX`): KiB of data sent since the
+/// driver started counting, a cumulative counter (differences over time
+/// give the throughput). Absent on a GPU without NVLink.
+pub const NVLINK_TX_KIB: &str = "nvml.nvlink_tx_kib";
+/// NVML field `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX`: KiB received, as
+/// [`NVLINK_TX_KIB`].
+pub const NVLINK_RX_KIB: &str = "nvml.nvlink_rx_kib";
+/// NVML `nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+/// NVML_VOLATILE_ECC)`: uncorrected ECC errors since the driver loaded, a
+/// cumulative counter. Absent when ECC is off or unsupported.
+pub const ECC_UNCORRECTED_ERRORS: &str = "nvml.ecc_uncorrected_errors";
+/// The same for `NVML_MEMORY_ERROR_TYPE_CORRECTED` (single-bit errors the
+/// hardware fixed).
+pub const ECC_CORRECTED_ERRORS: &str = "nvml.ecc_corrected_errors";
+/// One sample per XID critical error event (`nvmlEventTypeXidCriticalError`,
+/// from `nvmlEventSetWait_v2`): the value is the XID number (`eventData`;
+/// 999 for an XID NVML does not know), the time when the sampler received
+/// it (within one sampling period of the event).
+pub const XID: &str = "nvml.xid";
 
 /// Bits of [`THROTTLE_REASONS`], with NVML's values
 /// (`nvmlClocksEventReason*` in `nvml.h`).

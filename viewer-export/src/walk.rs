@@ -286,6 +286,11 @@ pub(crate) fn counter_display(name: &str) -> (String, &'static str, f64) {
         m::MEM_USED_BYTES => ("memory used GiB", "GiB", 1.0 / (1u64 << 30) as f64),
         m::PCIE_TX_KBPS => ("PCIe TX MB/s", "MB/s", 1e-3),
         m::PCIE_RX_KBPS => ("PCIe RX MB/s", "MB/s", 1e-3),
+        m::NVLINK_TX_KIB => ("NVLink TX total GiB", "GiB", 1.0 / (1u64 << 20) as f64),
+        m::NVLINK_RX_KIB => ("NVLink RX total GiB", "GiB", 1.0 / (1u64 << 20) as f64),
+        m::ECC_UNCORRECTED_ERRORS => ("ECC uncorrected errors", "", 1.0),
+        m::ECC_CORRECTED_ERRORS => ("ECC corrected errors", "", 1.0),
+        m::XID => ("XID error", "", 1.0),
         other => return (other.to_string(), "", 1.0),
     };
     (label.to_string(), unit, scale)

@@ -22,7 +22,15 @@
 //! `gputrace:` line and no sampling; capture goes on. A call that fails
 //! stops the series it feeds (one line, one loss record naming it, counted);
 //! a device NVML reports lost (`NVML_ERROR_GPU_IS_LOST`) stops all its
-//! series at once (one line).
+//! series at once (one line). A series NVML does not support on this GPU
+//! (NVLink on a PCIe-only board, ECC turned off) fails at its first read
+//! and is absent, with its one line.
+//!
+//! XID errors: the sampler registers its devices for
+//! `nvmlEventTypeXidCriticalError` in one event set and polls it (timeout
+//! 0, never blocking) once a round; each event is one `nvml.xid` sample
+//! whose value is the XID. Registration failing (not supported, no
+//! permission) is one line and no XID series for that device.
 
 pub mod api;
 
@@ -33,12 +41,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Samples the queue to the writer holds (24 bytes each): 30 s of twelve
+/// Samples the queue to the writer holds (24 bytes each): 20 s of sixteen
 /// series at 10 Hz on eight devices; the writer drains it every few ms.
 pub const QUEUE_LEN: usize = 32 * 1024;
 
 /// The series, by index (the `metric` of a [`Sample`]).
-pub const SERIES: [&str; 12] = [
+pub const SERIES: [&str; 17] = [
     metric::GPU_UTIL_PCT,
     metric::MEM_UTIL_PCT,
     metric::SM_CLOCK_MHZ,
@@ -51,7 +59,21 @@ pub const SERIES: [&str; 12] = [
     metric::PCIE_TX_KBPS,
     metric::PCIE_RX_KBPS,
     metric::SM_CLOCK_MAX_MHZ,
+    metric::NVLINK_TX_KIB,
+    metric::NVLINK_RX_KIB,
+    metric::ECC_UNCORRECTED_ERRORS,
+    metric::ECC_CORRECTED_ERRORS,
+    metric::XID,
 ];
+
+/// The index of [`metric::SM_CLOCK_MAX_MHZ`] in [`SERIES`] (read once, not by a probe).
+const SM_CLOCK_MAX: u8 = 11;
+/// The index of [`metric::XID`] in [`SERIES`] (from events, not by a probe).
+const XID: u8 = 16;
+
+/// XID events taken from the event set per round at most: a storm is read
+/// over several rounds (NVML holds the rest), never in an unbounded loop.
+const XID_EVENTS_PER_ROUND: usize = 64;
 
 /// One reading, in the sampler's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,9 +292,13 @@ enum Probe {
     MemUsed,
     PcieTx,
     PcieRx,
+    NvlinkTx,
+    NvlinkRx,
+    EccUncorrected,
+    EccCorrected,
 }
 
-const PROBES: [Probe; 10] = [
+const PROBES: [Probe; 14] = [
     Probe::Utilization,
     Probe::SmClock,
     Probe::MemClock,
@@ -283,6 +309,10 @@ const PROBES: [Probe; 10] = [
     Probe::MemUsed,
     Probe::PcieTx,
     Probe::PcieRx,
+    Probe::NvlinkTx,
+    Probe::NvlinkRx,
+    Probe::EccUncorrected,
+    Probe::EccCorrected,
 ];
 
 impl Probe {
@@ -299,6 +329,10 @@ impl Probe {
             Probe::MemUsed => &[8],
             Probe::PcieTx => &[9],
             Probe::PcieRx => &[10],
+            Probe::NvlinkTx => &[12],
+            Probe::NvlinkRx => &[13],
+            Probe::EccUncorrected => &[14],
+            Probe::EccCorrected => &[15],
         }
     }
 
@@ -318,12 +352,110 @@ impl Probe {
             Probe::MemUsed => [n.memory(d)?.used, 0],
             Probe::PcieTx => [n.pcie(d, api::PCIE_UTIL_TX_BYTES)? as u64, 0],
             Probe::PcieRx => [n.pcie(d, api::PCIE_UTIL_RX_BYTES)? as u64, 0],
+            Probe::NvlinkTx => [
+                n.field_value(
+                    d,
+                    api::FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                    api::SCOPE_ALL_LINKS,
+                    "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)",
+                )?,
+                0,
+            ],
+            Probe::NvlinkRx => [
+                n.field_value(
+                    d,
+                    api::FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+                    api::SCOPE_ALL_LINKS,
+                    "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)",
+                )?,
+                0,
+            ],
+            Probe::EccUncorrected => [n.ecc_errors(d, api::MEMORY_ERROR_TYPE_UNCORRECTED)?, 0],
+            Probe::EccCorrected => [n.ecc_errors(d, api::MEMORY_ERROR_TYPE_CORRECTED)?, 0],
         })
     }
 }
 
 fn names(series: &[u8]) -> String {
     series.iter().map(|&i| SERIES[i as usize]).collect::<Vec<_>>().join(", ")
+}
+
+/// The event set XID errors arrive in, with the devices registered to it;
+/// freed when dropped (before the library is closed: it is made after it).
+struct XidEvents<'a> {
+    nvml: &'a Nvml,
+    set: api::EventSet,
+    /// (NVML handle, CUDA ordinal) of each registered device.
+    devices: Vec<(Device, u32)>,
+}
+
+impl<'a> XidEvents<'a> {
+    /// Register every device of `live` for XID events; `None` (with one
+    /// line per failure) when none could be.
+    fn open(hw: &Hw, nvml: &'a Nvml, live: &[Live]) -> Option<XidEvents<'a>> {
+        use crate::session::say;
+        let set = match nvml.event_set_create() {
+            Ok(set) => set,
+            Err(e) => {
+                for l in live {
+                    hw.fail(l.device, metric::XID, &e);
+                }
+                say(&format!("{} ({e}): XID errors are not recorded, capture goes on", metric::XID));
+                return None;
+            }
+        };
+        let mut x = XidEvents {
+            nvml,
+            set,
+            devices: Vec::new(),
+        };
+        for l in live {
+            match nvml.register_events(l.handle, api::EVENT_TYPE_XID_CRITICAL_ERROR, set) {
+                Ok(()) => x.devices.push((l.handle, l.device)),
+                Err(e) => {
+                    hw.fail(l.device, metric::XID, &e);
+                    say(&format!(
+                        "gpu{} {}: {e}; its XID errors are not recorded, capture goes on",
+                        l.device,
+                        metric::XID
+                    ));
+                }
+            }
+        }
+        // Dropping an empty one frees the set.
+        (!x.devices.is_empty()).then_some(x)
+    }
+
+    /// Take the events that arrived (at most [`XID_EVENTS_PER_ROUND`]),
+    /// without waiting: each XID is one sample of its device.
+    fn poll(&self, hw: &Hw) -> Result<(), NvmlError> {
+        for _ in 0..XID_EVENTS_PER_ROUND {
+            let Some(ev) = self.nvml.event_set_wait(self.set, 0)? else {
+                break;
+            };
+            if ev.event_type & api::EVENT_TYPE_XID_CRITICAL_ERROR == 0 {
+                continue;
+            }
+            let Some(&(_, device)) = self.devices.iter().find(|(h, _)| *h == ev.device) else {
+                continue;
+            };
+            hw.push(Sample {
+                realtime_ns: realtime_ns(),
+                device,
+                series: XID,
+                value: ev.event_data,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for XidEvents<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.nvml.event_set_free(self.set) {
+            crate::session::say(&format!("{e} (freeing the XID event set; nothing else is affected)"));
+        }
+    }
 }
 
 /// A device being sampled: its handle and which probes still run.
@@ -416,7 +548,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
             Ok(v) => hw.push(Sample {
                 realtime_ns: realtime_ns(),
                 device: l.device,
-                series: 11,
+                series: SM_CLOCK_MAX,
                 value: v as u64,
             }),
             Err(e) => {
@@ -429,6 +561,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
             }
         }
     }
+    let mut xid = XidEvents::open(hw, &nvml, &live);
     let period = Duration::from_nanos(1_000_000_000 / plan.hz as u64);
     let mut next = Instant::now();
     while !hw.stop.load(Acquire) {
@@ -458,7 +591,12 @@ fn run(hw: &'static Hw, plan: &Plan) {
                     Err(e) => {
                         let n = names(p.series());
                         hw.fail(l.device, &n, &e);
-                        say(&format!("gpu{} {n}: {e}; that series stops, capture goes on", l.device));
+                        let what = if e.code == api::ERROR_NOT_SUPPORTED {
+                            "not supported on this GPU, that series is not recorded"
+                        } else {
+                            "that series stops"
+                        };
+                        say(&format!("gpu{} {n}: {e}; {what}, capture goes on", l.device));
                         false
                     }
                 }
@@ -475,6 +613,17 @@ fn run(hw: &'static Hw, plan: &Plan) {
                     l.device
                 ));
                 l.probes.clear();
+            }
+        }
+        // After the probes, so that the XID of a GPU found lost this round
+        // (XID 79, fallen off the bus) is still taken.
+        if let Some(x) = &xid {
+            if let Err(e) = x.poll(hw) {
+                for &(_, device) in &x.devices {
+                    hw.fail(device, metric::XID, &e);
+                }
+                say(&format!("{} ({e}): XID errors stop being recorded, capture goes on", metric::XID));
+                xid = None;
             }
         }
         live.retain(|l| !l.probes.is_empty());
@@ -547,7 +696,8 @@ mod tests {
     #[test]
     fn every_series_is_fed_by_exactly_one_probe_or_the_ceiling() {
         let mut fed: Vec<u8> = PROBES.iter().flat_map(|p| p.series().iter().copied()).collect();
-        fed.push(11);
+        fed.push(SM_CLOCK_MAX);
+        fed.push(XID);
         fed.sort();
         assert_eq!(fed, (0..SERIES.len() as u8).collect::<Vec<_>>());
     }
