@@ -301,7 +301,11 @@ fn each_failing_call_stops_only_its_series() {
         let lines = nvml_lines(&r);
         // The clock, NVLink and ECC calls feed two series through two
         // calls: both fail.
-        let calls = if gone.len() == 2 && func != "nvmlDeviceGetUtilizationRates" { 2 } else { 1 };
+        let calls = if gone.len() == 2 && func != "nvmlDeviceGetUtilizationRates" {
+            2
+        } else {
+            1
+        };
         assert_eq!(lines.len(), calls, "{func}: {lines:?}");
         assert!(lines.iter().all(|l| l.contains(func) && l.contains("999")), "{lines:?}");
         assert_eq!(extra(&t, "nvml.failed_calls"), calls.to_string(), "{func}");
@@ -470,7 +474,12 @@ fn unsupported_nvlink_ecc_and_xid_are_absent() {
             .any(|l| l.contains("nvml.nvlink_tx_kib: nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)")),
         "{lines:?}"
     );
-    assert!(lines.iter().any(|l| l.contains("nvml.xid") && l.contains("nvmlDeviceRegisterEvents")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("nvml.xid") && l.contains("nvmlDeviceRegisterEvents")),
+        "{lines:?}"
+    );
     let l = losses(&t);
     assert_eq!(l.len(), 5, "{l:?}");
     assert!(l.iter().all(|(s, _, _)| *s == LossSource::COUNTER_FAILED), "{l:?}");

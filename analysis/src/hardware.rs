@@ -351,7 +351,10 @@ mod tests {
         );
         // Without those series: absent, not zero.
         let r = report(&[series(metric::SM_CLOCK_MHZ, &[1980, 1980])], 0, None, None).unwrap();
-        assert_eq!((r.nvlink_tx_mean_mbps, r.ecc_uncorrected_errors, r.xid_error_count), (None, None, 0));
+        assert_eq!(
+            (r.nvlink_tx_mean_mbps, r.ecc_uncorrected_errors, r.xid_error_count),
+            (None, None, 0)
+        );
         // One NVLink sample gives no rate; the list of XIDs is capped, the count is not.
         let many: Vec<u64> = vec![13; XID_ERRORS_LISTED + 5];
         let r = report(&[series(metric::NVLINK_TX_KIB, &[5]), series(metric::XID, &many)], 0, None, None).unwrap();

@@ -242,6 +242,26 @@ fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
                 j,
             );
         }
+        for (kind, n) in [("uncorrected", hw.ecc_uncorrected_errors), ("corrected", hw.ecc_corrected_errors)] {
+            if let Some(n) = n {
+                e.add(
+                    "gputrace_gpu_ecc_errors_total",
+                    Counter,
+                    "ECC memory errors NVML counted during the run, by type.",
+                    &l.with("type", kind),
+                    n as f64,
+                );
+            }
+        }
+        if !hw.timeline.is_empty() || hw.xid_error_count > 0 {
+            e.add(
+                "gputrace_gpu_xid_errors_total",
+                Counter,
+                "XID critical errors NVML reported for the GPU.",
+                l,
+                hw.xid_error_count as f64,
+            );
+        }
         for (reason, ns) in &hw.throttle_by_reason_ns {
             e.add(
                 "gputrace_gpu_throttled_seconds_total",

@@ -147,7 +147,7 @@ impl FieldValue {
             Some(match self.value_type {
                 value_type::DOUBLE => self.value.d.max(0.0) as u64,
                 value_type::UNSIGNED_INT => self.value.ui as u64,
-                value_type::UNSIGNED_LONG => self.value.ul as u64,
+                value_type::UNSIGNED_LONG => self.value.ul,
                 value_type::UNSIGNED_LONG_LONG => self.value.ull,
                 value_type::SIGNED_LONG_LONG => self.value.sll.max(0) as u64,
                 value_type::SIGNED_INT => self.value.si.max(0) as u64,
