@@ -253,7 +253,8 @@ fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
                 );
             }
         }
-        if !hw.timeline.is_empty() || hw.xid_error_count > 0 {
+        // Only XIDs seen: without one, a 0 could not tell "none" from "not monitored".
+        if hw.xid_error_count > 0 {
             e.add(
                 "gputrace_gpu_xid_errors_total",
                 Counter,

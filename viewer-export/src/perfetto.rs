@@ -545,6 +545,29 @@ impl<W: Write> ProtoWriter<W> {
         uuid
     }
 
+    /// The begin of a slice that draws GPU work a second time (an NVTX range projected
+    /// onto a stream, a communication library's kernel on its library's track): named
+    /// `name`, of category iid `category`, on lane `id`; `end_slice` ends it.
+    fn second_slice_begin(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, category: u64) -> Result<()> {
+        let track = self.lane_uuid(input, lane, id, None);
+        let name = self.name_iid_id(input, name);
+        let b = &mut self.out.buf;
+        let p = begin_wide(b, PKT);
+        uint_time(b, P_TIMESTAMP, start);
+        uint(b, P_SEQ_ID, SEQUENCE_ID);
+        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        let te = begin(b, P_TRACK_EVENT);
+        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
+        uint(b, E_TRACK_UUID, track);
+        uint(b, E_NAME_IID, name);
+        uint(b, E_CATEGORY_IIDS, category);
+        end(b, te);
+        self.write_new_names();
+        end_wide(&mut self.out.buf, p);
+        self.out.maybe_flush()?;
+        Ok(())
+    }
+
     /// The uuid of lane `id`, describing its track first if needed.
     #[inline]
     fn lane_uuid(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, event: Option<&Event>) -> u64 {
@@ -1022,23 +1045,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
     }
 
     fn gpu_annotation(&mut self, input: &Input<'_>, lane: Lane, id: LaneId, name: StringId, start: u64, _end: u64) -> Result<()> {
-        let track = self.lane_uuid(input, lane, id, None);
-        let name = self.name_iid_id(input, name);
-        let b = &mut self.out.buf;
-        let p = begin_wide(b, PKT);
-        uint_time(b, P_TIMESTAMP, start);
-        uint(b, P_SEQ_ID, SEQUENCE_ID);
-        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let te = begin(b, P_TRACK_EVENT);
-        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
-        uint(b, E_TRACK_UUID, track);
-        uint(b, E_NAME_IID, name);
-        uint(b, E_CATEGORY_IIDS, GPU_USER_ANNOTATION);
-        end(b, te);
-        self.write_new_names();
-        end_wide(&mut self.out.buf, p);
-        self.out.maybe_flush()?;
-        Ok(())
+        self.second_slice_begin(input, lane, id, name, start, GPU_USER_ANNOTATION)
     }
 
     fn comm_library(
@@ -1051,23 +1058,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         start: u64,
         _end: u64,
     ) -> Result<()> {
-        let track = self.lane_uuid(input, lane, id, None);
-        let name = self.name_iid_id(input, name);
-        let b = &mut self.out.buf;
-        let p = begin_wide(b, PKT);
-        uint_time(b, P_TIMESTAMP, start);
-        uint(b, P_SEQ_ID, SEQUENCE_ID);
-        uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        let te = begin(b, P_TRACK_EVENT);
-        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
-        uint(b, E_TRACK_UUID, track);
-        uint(b, E_NAME_IID, name);
-        uint(b, E_CATEGORY_IIDS, GPUTRACE_COMMUNICATION);
-        end(b, te);
-        self.write_new_names();
-        end_wide(&mut self.out.buf, p);
-        self.out.maybe_flush()?;
-        Ok(())
+        self.second_slice_begin(input, lane, id, name, start, GPUTRACE_COMMUNICATION)
     }
 
     fn utilization(&mut self, input: &Input<'_>, util: &Utilization) -> Result<()> {
