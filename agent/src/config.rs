@@ -4,6 +4,10 @@ use crate::duty::{Duty, DutyError};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Default NVTX queue length (`GPUTRACE_NVTX_RECORDS`); 32768 records × 176 B
+/// = 5.5 MiB.
+pub const NVTX_QUEUE_LEN: usize = 32768;
+
 /// Settings. Values that do not parse fall back to the defaults.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -83,7 +87,7 @@ impl Config {
             disabled: get("GPUTRACE_DISABLE").is_some_and(|v| v.trim() == "1"),
             nccl: get("GPUTRACE_NCCL").is_none_or(|v| v.trim() != "0"),
             nvtx: get("GPUTRACE_NVTX").is_none_or(|v| v.trim() != "0"),
-            nvtx_records: num("GPUTRACE_NVTX_RECORDS", crate::nvtx::QUEUE_LEN as u64, 16, 4 << 20) as usize,
+            nvtx_records: num("GPUTRACE_NVTX_RECORDS", NVTX_QUEUE_LEN as u64, 16, 4 << 20) as usize,
             gpu_sample_hz: num("GPUTRACE_GPU_SAMPLE_HZ", 10, 0, 1000) as u32,
             nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
             duty: duty.clone().and_then(Result::ok),

@@ -15,7 +15,7 @@
 //! them deleted.
 
 use crate::config::{Config, FlightConfig};
-use crate::session::say;
+use crate::say::say;
 use gputrace_format::flight::{self, FlightSink};
 use gputrace_format::TraceWriter;
 use std::fs::File;

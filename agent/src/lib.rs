@@ -20,6 +20,7 @@
 
 mod cbid_names;
 mod config;
+mod correlation;
 mod cupti;
 mod decode;
 mod dl;
@@ -27,12 +28,16 @@ mod duty;
 mod flight;
 mod identity;
 mod nccl;
+mod nccl_plugin;
 mod nvml;
 mod nvtx;
+mod nvtx_inject;
 mod pool;
+mod say;
 mod session;
 
-use session::{say, OWNER_PID, SESSION};
+use say::say;
+use session::{OWNER_PID, SESSION};
 
 /// Internals exposed for the agent's benchmarks and tests only; not an API.
 #[doc(hidden)]
@@ -89,7 +94,7 @@ pub extern "C" fn InitializeInjection() -> libc::c_int {
 #[no_mangle]
 pub extern "C" fn InitializeInjectionNvtx2(get_export_table: nvtx::abi::GetExportTable) -> libc::c_int {
     // Safety: NVTX passes its export-table function.
-    catch_unwind(|| unsafe { nvtx::inject::initialize_injection(get_export_table) }).unwrap_or(1)
+    catch_unwind(|| unsafe { nvtx_inject::initialize_injection(get_export_table) }).unwrap_or(1)
 }
 
 /// Record an instant marker `message` in `domain` (NULL or "": the default
@@ -104,7 +109,7 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: nvtx::abi::GetExpor
 #[no_mangle]
 pub unsafe extern "C" fn gputrace_mark(domain: *const libc::c_char, message: *const libc::c_char) -> libc::c_int {
     // Safety: the caller's contract.
-    catch_unwind(|| unsafe { nvtx::mark(domain, message) } as libc::c_int).unwrap_or(0)
+    catch_unwind(|| unsafe { nvtx_inject::mark(domain, message) } as libc::c_int).unwrap_or(0)
 }
 
 /// CUPTI asks for a buffer to fill. Callback path: pool only.

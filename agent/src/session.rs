@@ -20,6 +20,7 @@ use crate::dl::{self, Lib};
 use crate::duty::{Duty, Schedule, Transition};
 use crate::identity;
 use crate::pool::Pool;
+use crate::say::say;
 use gputrace_format::*;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
@@ -32,15 +33,6 @@ pub static SESSION: OnceLock<Session> = OnceLock::new();
 /// pid that created the session: a forked child sees another pid and
 /// leaves CUPTI, the buffers and the file alone.
 pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
-/// Set in a forked child by the `pthread_atfork` handler registered with the
-/// session. The NCCL plugin's launch path tests this instead of comparing
-/// pids: `getpid` is a system call on every use (glibc no longer caches it).
-static IN_FORKED_CHILD: AtomicBool = AtomicBool::new(false);
-
-/// `pthread_atfork` child handler: one atomic store (async-signal-safe).
-extern "C" fn after_fork_child() {
-    IN_FORKED_CHILD.store(true, Relaxed);
-}
 
 /// Capture state shared by all threads.
 pub struct Session {
@@ -72,35 +64,12 @@ struct CuptiSide {
     enabled_at: (Nanos, Instant),
 }
 
-/// Push an external correlation id for the NCCL plugin's kernel-launch
-/// bracket; false when there is no CUPTI session or it cannot.
-pub fn push_external_id(id: u64) -> bool {
-    match SESSION.get() {
-        Some(s) if s.external_ids.load(Relaxed) && !IN_FORKED_CHILD.load(Relaxed) => {
-            s.cupti.as_ref().is_some_and(|c| c.api.push_external(id))
-        }
-        _ => false,
-    }
-}
-
-/// Pop what [`push_external_id`] pushed (only called when it returned true).
-pub fn pop_external_id() {
-    if let Some(c) = SESSION.get().and_then(|s| s.cupti.as_ref()) {
-        c.api.pop_external();
-    }
-}
-
-/// Print the agent's one line about a failure.
-pub fn say(msg: &str) {
-    eprintln!("gputrace: {msg}");
-}
-
 /// This process owns the session just set: remember its pid and have
 /// forked children flag themselves.
 fn own_session() {
     OWNER_PID.store(std::process::id(), Release);
     // Safety: registering a plain extern "C" function with libc.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    unsafe { libc::pthread_atfork(None, None, Some(crate::correlation::after_fork_child)) };
 }
 
 /// Everything `InitializeInjection` does. Errors are the one line to print.
@@ -162,6 +131,7 @@ pub fn start() -> Result<(), String> {
     let s = SESSION.get().expect("just set");
     let c = s.cupti.as_ref().expect("set above");
     own_session();
+    crate::correlation::connect(&c.api, &s.external_ids);
     let _ = c.api.use_system_thread_ids();
     c.api.register().map_err(|e| format!("{e}; this process runs untraced"))?;
     // The concurrent kernel kind is essential; the others are best effort.
@@ -274,6 +244,28 @@ pub fn start_without_cupti(mode: Mode) -> Result<(), String> {
     let s = SESSION.get().expect("just set");
     own_session();
     spawn_writer(s, Vec::new(), None)
+}
+
+/// Exit handler registered at NVTX's first call (by `nvtx_inject`): when no
+/// session ever started in this process (no CUDA), start one without CUPTI
+/// now and finish it, so the markers reach a trace.
+pub extern "C" fn write_markers_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if !crate::nvtx::owns_markers() {
+            return;
+        }
+        if SESSION.get().is_some() {
+            return; // that session's own exit handler finishes it
+        }
+        match start_without_cupti(Mode::Markers) {
+            Ok(()) => {
+                if let Some(sess) = SESSION.get() {
+                    sess.finish_at_exit(Duration::from_secs(10));
+                }
+            }
+            Err(msg) => say(&format!("{msg}; the NVTX markers are not written")),
+        }
+    });
 }
 
 fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<String>) -> Result<(), String> {

@@ -63,7 +63,7 @@ pub use error::{AnalysisError, Result};
 pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};
 pub use hta::HtaCompat;
 pub use peaks::{device_peak, DevicePeak, Precision};
-pub use productive::{ModelFlops, Productive, ProductiveOptions, StepSource, DEFAULT_NVML_WINDOW_NS};
+pub use productive::{ModelFlops, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
 pub use render::{render_text, si};
 pub use report::*;

@@ -27,9 +27,7 @@ use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_U
 use crate::error::Result;
 use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKernelType, Verdict};
 use crate::merge::for_each_of_kinds;
-use crate::productive::{
-    parse_exit_mark, parse_step_mark, rank_productive, MarkParse, Productive, RankMarks, StepMark, StepSource, UtilWindows,
-};
+use crate::productive::{parse_exit_mark, parse_step_mark, rank_productive, MarkParse, RankMarks, StepMark, UtilWindows};
 use crate::report::*;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;

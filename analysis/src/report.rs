@@ -4,6 +4,7 @@
 //! header's `time_domain`); `*_ns` fields that are durations obey the
 //! identities stated on each struct. `docs/metrics.md` defines every number.
 
+use crate::peaks::Precision;
 use gputrace_classify::Category;
 use gputrace_format::{LossSource, Trailer};
 use serde::Serialize;
@@ -44,7 +45,7 @@ pub struct Report {
     /// Analysis' `kernel_time`, `compute_time` and `idle_time`, not gputrace's definitions.
     pub hta_compat: Option<crate::HtaCompat>,
     /// The job's steps, throughput, GPU-Util, MFU, cost and failed GPU-hours (from the ranks').
-    pub productive: crate::Productive,
+    pub productive: Productive,
     /// With `Options::explain_classes`: every classification rule, in the order they are
     /// tried, with the kernels it classified, then a row for kernels no rule matched.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +108,7 @@ pub struct RankReport {
     pub profiler_overhead: BTreeMap<String, OverheadTotal>,
     /// Steps, throughput, GPU-Util, MFU, cost and outcome of this process
     /// (`docs/metrics.md`, "Productive work").
-    pub productive: crate::Productive,
+    pub productive: Productive,
     /// Set when the trace is duty-cycled (`gputrace run --duty`): it was
     /// traced only inside its capture windows, and every device's span and
     /// idle count that time only. Null for a trace captured the whole time.
@@ -671,4 +672,103 @@ mod overhead_tests {
         );
         assert_eq!(o["buffer_flush"], OverheadTotal { records: 3, ns: 900 });
     }
+}
+
+/// Where a rank's steps came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepSource {
+    /// gputrace step marks.
+    StepMarks,
+    /// `ProfilerStep#N` ranges.
+    ProfilerStep,
+    /// Inferred from the repeating kernel pattern.
+    Inferred,
+    /// No steps.
+    #[default]
+    None,
+}
+
+/// The productive numbers of one rank or of the job (same keys in both).
+///
+/// Invariants: `productive_gpu_hours + failed_gpu_hours <= gpu_hours` (a failed process
+/// has no productive hours); `gpu_util_busy_ns <= span_ns`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Productive {
+    /// Where the steps came from (the job: the first rank's source).
+    pub step_source: StepSource,
+    /// Steps (the job: distinct step numbers over ranks).
+    pub steps: u64,
+    /// Step marks ignored because they do not parse.
+    pub malformed_step_marks: u64,
+    /// Median step time, s (nearest rank; the job: of each step's slowest rank).
+    pub step_time_p50_s: Option<f64>,
+    /// 95th percentile step time, s (nearest rank).
+    pub step_time_p95_s: Option<f64>,
+    /// Coefficient of variation of the step times (population standard deviation / mean).
+    pub step_time_cv: Option<f64>,
+    /// Time inside steps, s (the job: summed over ranks).
+    pub time_in_steps_s: f64,
+    /// Tokens in the steps (the job: summed over ranks).
+    pub tokens: Option<u64>,
+    /// Where the token counts came from: `step marks`, `header`, `--tokens-per-step`.
+    pub tokens_source: Option<String>,
+    /// Samples in the steps.
+    pub samples: Option<u64>,
+    /// Where the sample counts came from.
+    pub samples_source: Option<String>,
+    /// `tokens / time_in_steps_s` (the job: the ranks' sum).
+    pub tokens_per_s: Option<f64>,
+    /// `samples / time_in_steps_s` (the job: the ranks' sum).
+    pub samples_per_s: Option<f64>,
+    /// Active devices.
+    pub devices: u64,
+    /// Summed spans of the active devices, ns.
+    pub span_ns: u64,
+    /// Summed compute of the active devices, ns.
+    pub compute_ns: u64,
+    /// Time of the GPU-Util windows in which a kernel ran, ns.
+    pub gpu_util_busy_ns: u64,
+    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without activity).
+    pub gpu_util_nvml_pct: Option<f64>,
+    /// Its window, s.
+    pub gpu_util_window_s: f64,
+    /// `100 · compute_ns / span_ns`.
+    pub compute_pct: Option<f64>,
+    /// Model FLOPs in the steps.
+    pub model_flops: Option<f64>,
+    /// How they were counted.
+    pub model_flops_source: Option<String>,
+    /// `model_flops / time_in_steps_s / 1e12` (the job: the ranks' sum).
+    pub achieved_tflops: Option<f64>,
+    /// Peak of the active devices at `precision`, TFLOPS (summed over devices).
+    pub peak_tflops: Option<f64>,
+    /// Where the peak came from (the table's device, or `--peak-tflops`).
+    pub peak_source: Option<String>,
+    /// Precision of the peak.
+    pub precision: Precision,
+    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`.
+    pub mfu: Option<f64>,
+    /// Traced GPU-hours: each active device's process window (its span when the trace has none).
+    pub gpu_hours: f64,
+    /// GPU-hours inside completed steps of processes that did not fail.
+    pub productive_gpu_hours: f64,
+    /// `productive_gpu_hours / gpu_hours` (null without steps).
+    pub productive_gpu_hour_rate: Option<f64>,
+    /// GPU-hours of processes that did not succeed (all of their traced hours).
+    pub failed_gpu_hours: f64,
+    /// `gpu_hours` priced at `--gpu-hour-cost`.
+    pub cost_usd: Option<f64>,
+    /// `failed_gpu_hours` priced.
+    pub failed_cost_usd: Option<f64>,
+    /// `cost_usd / tokens of processes that did not fail × 1e6`.
+    pub cost_per_million_tokens: Option<f64>,
+    /// Whether the process failed (the job: whether any did).
+    pub failed: bool,
+    /// `succeeded` or `failed` (the job: `n of m ranks failed` or `succeeded`).
+    pub outcome: String,
+    /// What says so: the run record, the exit marker, the trailer.
+    pub outcome_evidence: String,
+    /// Null fields → the flag or input that fills them.
+    pub missing: BTreeMap<String, String>,
 }

@@ -4,7 +4,7 @@
 //!
 //! NCCL (≥ 2.23) loads the library named by `NCCL_PROFILER_PLUGIN` and looks
 //! up `ncclProfiler_v6` … `ncclProfiler_v1`; `gputrace run` points it at
-//! this agent, and `abi.rs` exports every version. Each version's entry
+//! this agent, and `nccl_plugin.rs` exports every version. Each version's entry
 //! points translate NCCL's descriptor into a [`Descr`] and call the
 //! version-independent code here.
 //!
@@ -25,7 +25,6 @@
 //! starts an NCCL-only capture session, so the collectives are still
 //! recorded.
 
-pub(crate) mod abi;
 pub(crate) mod link;
 
 use crossbeam::queue::ArrayQueue;
@@ -377,7 +376,7 @@ impl Nccl {
     /// Turn the plugin off with one line (printed once).
     pub fn disable(&self, why: &str) {
         if !self.disabled.swap(true, Relaxed) {
-            crate::session::say(&format!(
+            crate::say::say(&format!(
                 "NCCL profiler plugin: {why}; NCCL metadata capture is off, the job continues"
             ));
         }
@@ -549,7 +548,7 @@ impl Nccl {
             // A kernel launch, or a copy-engine collective's copies: CUPTI
             // ties the CUDA calls made inside the bracket to this id.
             if matches!(kind, RecKind::Launch | RecKind::CeColl) {
-                s.pushed.store(crate::session::push_external_id(id), Relaxed);
+                s.pushed.store(crate::correlation::push(id), Relaxed);
             }
         }
         s as *const Slot as *mut libc::c_void
@@ -574,7 +573,7 @@ impl Nccl {
         // below): API and group events just release their slot.
         if rec.id != 0 {
             if s.pushed.load(Relaxed) {
-                crate::session::pop_external_id();
+                crate::correlation::pop();
             }
             if rec.kind != RecKind::Launch {
                 rec.stop_ns = now_ns();

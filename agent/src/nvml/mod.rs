@@ -254,7 +254,7 @@ pub fn start(plan: Plan) {
     let spawned = std::thread::Builder::new().name("gputrace-nvml".into()).spawn(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(hw, &plan)));
         if r.is_err() {
-            crate::session::say("internal error in the GPU counter sampler; sampling stopped, capture goes on");
+            crate::say::say("internal error in the GPU counter sampler; sampling stopped, capture goes on");
             hw.set_status("off: internal error".into());
         }
         hw.stopped.store(true, Release);
@@ -264,7 +264,7 @@ pub fn start(plan: Plan) {
             let _ = hw.thread.set(h.thread().clone());
         }
         Err(e) => {
-            crate::session::say(&format!("could not start the GPU counter sampler: {e}; capture goes on"));
+            crate::say::say(&format!("could not start the GPU counter sampler: {e}; capture goes on"));
             hw.set_status(format!("off: no sampler thread ({e})"));
             hw.stopped.store(true, Release);
         }
@@ -393,7 +393,7 @@ impl<'a> XidEvents<'a> {
     /// Register every device of `live` for XID events; `None` (with one
     /// line per failure) when none could be.
     fn open(hw: &Hw, nvml: &'a Nvml, live: &[Live]) -> Option<XidEvents<'a>> {
-        use crate::session::say;
+        use crate::say::say;
         let set = match nvml.event_set_create() {
             Ok(set) => set,
             Err(e) => {
@@ -453,7 +453,7 @@ impl<'a> XidEvents<'a> {
 impl Drop for XidEvents<'_> {
     fn drop(&mut self) {
         if let Err(e) = self.nvml.event_set_free(self.set) {
-            crate::session::say(&format!("{e} (freeing the XID event set; nothing else is affected)"));
+            crate::say::say(&format!("{e} (freeing the XID event set; nothing else is affected)"));
         }
     }
 }
@@ -466,7 +466,7 @@ struct Live {
 }
 
 fn run(hw: &'static Hw, plan: &Plan) {
-    use crate::session::say;
+    use crate::say::say;
     let name = plan.library.clone().unwrap_or_else(|| "libnvidia-ml.so.1".into());
     let Some(lib) = crate::dl::Lib::open(&name, 0) else {
         let hint = if plan.library.is_some() {

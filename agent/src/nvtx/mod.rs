@@ -23,7 +23,6 @@
 //! process that used NVTX but never CUDA gets a markers-only trace at exit.
 
 pub(crate) mod abi;
-pub(crate) mod inject;
 pub(crate) mod pair;
 
 use crossbeam::queue::ArrayQueue;
@@ -33,8 +32,6 @@ use std::sync::OnceLock;
 
 /// Message bytes kept inline in a record (longer ones are cut, counted).
 pub const MSG_LEN: usize = 128;
-/// Default queue length (`GPUTRACE_NVTX_RECORDS`); 32768 × 176 B = 5.5 MiB.
-pub const QUEUE_LEN: usize = 32768;
 /// Domains one process can create (more: their events go to the default
 /// domain's slot 0 are not recorded, and counted).
 pub const MAX_DOMAINS: usize = 256;
@@ -345,9 +342,10 @@ pub fn state() -> Option<&'static Nvtx> {
 }
 
 /// The state, allocated on the first call (one time: allocates the queue
-/// and tables, registers the fork and exit handlers). `None` when NVTX
-/// capture is off by environment.
-pub fn state_or_init() -> Option<&'static Nvtx> {
+/// and tables, registers the fork handler and `at_exit`). `None` when NVTX
+/// capture is off by environment. `at_exit` is the entry layer's handler
+/// that writes the markers when no session ran (see `nvtx_inject.rs`).
+pub fn state_or_init(at_exit: extern "C" fn()) -> Option<&'static Nvtx> {
     if let Some(s) = NVTX.get() {
         return (!OFF.load(Relaxed)).then_some(s);
     }
@@ -372,27 +370,11 @@ pub fn state_or_init() -> Option<&'static Nvtx> {
     (!OFF.load(Relaxed)).then_some(s)
 }
 
-/// Exit handler registered at NVTX's initialization: when no session ever
-/// started in this process (no CUDA), start one without CUPTI now and
-/// finish it, so the markers reach a trace.
-extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        let Some(s) = state() else { return };
-        if OFF.load(Relaxed) || FORKED.load(Relaxed) || s.pid != std::process::id() {
-            return;
-        }
-        if crate::session::SESSION.get().is_some() {
-            return; // that session's own exit handler finishes it
-        }
-        match crate::session::start_without_cupti(crate::session::Mode::Markers) {
-            Ok(()) => {
-                if let Some(sess) = crate::session::SESSION.get() {
-                    sess.finish_at_exit(std::time::Duration::from_secs(10));
-                }
-            }
-            Err(msg) => crate::session::say(&format!("{msg}; the NVTX markers are not written")),
-        }
-    });
+/// Whether this process recorded markers it must write itself at exit:
+/// NVTX capture is on and this is the process that initialized it (not a
+/// forked child).
+pub fn owns_markers() -> bool {
+    state().is_some_and(|s| !OFF.load(Relaxed) && !FORKED.load(Relaxed) && s.pid == std::process::id())
 }
 
 thread_local! {
@@ -714,8 +696,7 @@ impl Nvtx {
 ///
 /// # Safety
 /// `domain` and `message` are null or NUL-terminated.
-pub unsafe fn mark(domain: *const libc::c_char, message: *const libc::c_char) -> bool {
-    let Some(s) = state_or_init() else { return false };
+pub unsafe fn mark(s: &Nvtx, domain: *const libc::c_char, message: *const libc::c_char) -> bool {
     // Safety: the caller's contract.
     let named = !domain.is_null() && unsafe { *domain } != 0;
     let d = if named {

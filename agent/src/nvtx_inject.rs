@@ -1,14 +1,23 @@
-//! The functions NVTX calls once `InitializeInjectionNvtx2` installed them.
-//! Each catches panics; on any failure it returns what NVTX's no-op would.
+//! The functions NVTX calls once `InitializeInjectionNvtx2` installed them,
+//! and `gputrace_mark`'s body. Each catches panics; on any failure it returns
+//! what NVTX's no-op would. This entry layer sits above the recorder
+//! (`nvtx/`) and the session: the first call registers the session's
+//! exit handler that writes the markers when no session ran.
 
-use super::abi::{self, EventAttributes};
-use super::{state_or_init, Msg, RecKind};
+use crate::nvtx::abi::{self, EventAttributes};
+use crate::nvtx::{Msg, Nvtx, RecKind};
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 type Wide = *const libc::wchar_t;
 type Attr = *const EventAttributes;
 const NO_DOMAIN: *const c_void = std::ptr::null();
+
+/// The recorder's state, allocated on the first call; `None` when NVTX
+/// capture is off.
+fn state_or_init() -> Option<&'static Nvtx> {
+    crate::nvtx::state_or_init(crate::session::write_markers_at_exit)
+}
 
 /// Record one event; `default` when NVTX capture is off or anything failed.
 fn ev(kind: RecKind, domain: *const c_void, attrs: Attr, msg: Msg, id: u64, default: i64) -> i64 {
@@ -20,7 +29,7 @@ fn ev(kind: RecKind, domain: *const c_void, attrs: Attr, msg: Msg, id: u64, defa
     .unwrap_or(default)
 }
 
-fn with<T>(default: T, f: impl FnOnce(&'static super::Nvtx) -> T) -> T {
+fn with<T>(default: T, f: impl FnOnce(&'static Nvtx) -> T) -> T {
     catch_unwind(AssertUnwindSafe(|| state_or_init().map_or_else(|| None, |s| Some(f(s)))))
         .ok()
         .flatten()
@@ -151,7 +160,7 @@ pub unsafe fn initialize_injection(get: abi::GetExportTable) -> c_int {
         _ => None,
     };
     let Some(gmft) = gmft else {
-        crate::session::say("NVTX gave no callback table; NVTX markers are not recorded");
+        crate::say::say("NVTX gave no callback table; NVTX markers are not recorded");
         return 1; // not 0: NVTX would unload us with our exit handler registered
     };
     use abi::{core as c, core2 as c2};
@@ -194,7 +203,7 @@ pub unsafe fn initialize_injection(get: abi::GetExportTable) -> c_int {
         let mut size = 0u32;
         // Safety: NVTX's function with valid out-pointers.
         if unsafe { gmft(module, &mut table, &mut size) } == 0 || table.is_null() {
-            crate::session::say("NVTX refused its function table; NVTX markers are not recorded");
+            crate::say::say("NVTX refused its function table; NVTX markers are not recorded");
             return 1; // not 0: NVTX would unload us with our exit handler registered
         }
         for &(i, f) in fns.iter() {
@@ -203,4 +212,13 @@ pub unsafe fn initialize_injection(get: abi::GetExportTable) -> c_int {
         }
     }
     1
+}
+
+/// `gputrace_mark`'s body: an instant marker in the named domain.
+///
+/// # Safety
+/// `domain` and `message` are null or NUL-terminated.
+pub unsafe fn mark(domain: *const c_char, message: *const c_char) -> bool {
+    // Safety: the caller's contract.
+    state_or_init().is_some_and(|s| unsafe { crate::nvtx::mark(s, domain, message) })
 }

@@ -1,13 +1,14 @@
 //! The exported `ncclProfiler_v1` … `ncclProfiler_v6` tables and their
 //! entry points: each translates its version's descriptor (layouts from the
 //! committed `nccl-sys` bindings) into a [`Descr`] and calls the shared
-//! code in `mod.rs`.
+//! code in `nccl/` (the recorder). The first `init` also makes sure a
+//! capture session runs (this module sits above both `nccl` and `session`).
 //!
 //! Every entry point catches panics and returns `ncclSuccess`: NCCL never
 //! sees an error from gputrace. A NULL out-pointer or descriptor is a
 //! malformed call: the plugin turns itself off with one line.
 
-use super::{copy_cstr, state, state_or_init, ty, CommInfo, Descr, Nccl, NAME_LEN};
+use crate::nccl::{copy_cstr, enabled_by_env, now_ns, state, state_or_init, ty, CommInfo, Descr, Nccl, COMM_NAME_LEN, NAME_LEN};
 use nccl_sys as sys;
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,7 +49,7 @@ unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInf
             *ctx = std::ptr::null_mut();
             *mask = 0;
         }
-        if !super::enabled_by_env() {
+        if !enabled_by_env() {
             return;
         }
         let st = state_or_init();
@@ -59,7 +60,7 @@ unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInf
         }
         // Safety: NULL or NCCL's NUL-terminated communicator name.
         info.name = unsafe { copy_cstr(name) };
-        info.created_ns = super::now_ns();
+        info.created_ns = now_ns();
         let (c, m) = st.init(info, wanted);
         // Safety: checked non-null above.
         unsafe {
@@ -81,7 +82,7 @@ fn comm(id: u64, nodes: c_int, nranks: c_int, rank: c_int, version: u32) -> Comm
         rank,
         nranks,
         nodes,
-        name: [0; super::COMM_NAME_LEN],
+        name: [0; COMM_NAME_LEN],
         version,
         created_ns: 0,
     }
