@@ -278,12 +278,13 @@ impl Decoder {
     }
 
     /// Decode one record and push its event, if it is a kind we keep, to
-    /// `w`: the writer thread's path. Kernels and API calls (nearly every
-    /// record) go to the writer's typed entry points, without an [`Event`]
-    /// in between; other kinds through [`Self::record`].
+    /// `w`: the only way records are decoded. Kernels and API calls (nearly
+    /// every record) go to the writer's typed entry points, without an
+    /// [`Event`] in between; other kinds through [`Self::other`].
     ///
     /// # Safety
-    /// As [`Self::record`].
+    /// `rec` must point at a complete record returned by
+    /// `cuptiActivityGetNextRecord`.
     #[inline]
     pub unsafe fn decode<W: std::io::Write>(&mut self, rec: *const u8, w: &mut TraceWriter<W>) -> Result<(), FormatError> {
         // Safety: `rec` is a complete record (the caller's promise), so its
@@ -298,7 +299,7 @@ impl Decoder {
                     Some(c) => w.push_api(&c),
                     None => Ok(()),
                 },
-                _ => match self.record(rec, w) {
+                k => match self.other(k, rec) {
                     Some(e) => w.push(e),
                     None => Ok(()),
                 },
@@ -391,18 +392,17 @@ impl Decoder {
         }
     }
 
-    /// Decode one record. Returns the event, if it is a kind we keep.
+    /// A record of kind `k`, neither a kernel nor an API call (those are
+    /// [`Self::decode`]'s own arms; here they would count as skipped).
+    /// Returns the event, if it is a kind we keep.
     ///
     /// # Safety
-    /// `rec` must point at a complete record returned by
-    /// `cuptiActivityGetNextRecord`.
-    pub unsafe fn record<W: std::io::Write>(&mut self, rec: *const u8, w: &mut TraceWriter<W>) -> Option<Event> {
+    /// `rec` points at a complete record of kind `k`.
+    unsafe fn other(&mut self, k: u32, rec: *const u8) -> Option<Event> {
         // Safety (all reads below): offsets from the layout tables, inside
         // the smallest record of each kind in every supported version.
         unsafe {
-            let k: u32 = rd(rec, layout::KIND);
             match k {
-                kind::CONCURRENT_KERNEL => Some(Event::Kernel(self.kernel(rec, w))),
                 kind::MEMCPY => {
                     use layout::memcpy as o;
                     let device = DeviceId(rd(rec, o::DEVICE_ID));
@@ -470,7 +470,6 @@ impl Decoder {
                         cuda_event: rd(rec, o::CUDA_EVENT_ID),
                     }))
                 }
-                kind::RUNTIME | kind::DRIVER => self.api(k, rec, w).map(Event::Api),
                 kind::EXTERNAL_CORRELATION => {
                     use layout::external_correlation as o;
                     if self.collect_comm && rd::<u32>(rec, o::EXTERNAL_KIND) == EXTERNAL_KIND_CUSTOM2 {
@@ -672,6 +671,15 @@ mod tests {
         r
     }
 
+    /// The trace `w` wrote, read back.
+    fn read_back(w: TraceWriter<Vec<u8>>) -> TraceFile {
+        TraceFile::from_bytes("decoded.gtrace", w.finish(Trailer::default()).unwrap()).unwrap()
+    }
+
+    fn events(trace: &TraceFile) -> Vec<Event> {
+        trace.events().collect::<Result<_, _>>().unwrap()
+    }
+
     #[test]
     fn decodes_a_kernel_record_at_the_header_offsets() {
         use layout::kernel as o;
@@ -700,8 +708,7 @@ mod tests {
         );
         let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
         let mut d = Decoder::default();
-        let e = unsafe { d.record(r.as_ptr(), &mut w) }.unwrap();
-        let Event::Kernel(k) = e else { panic!("{e:?}") };
+        let k = unsafe { d.kernel(r.as_ptr(), &mut w) };
         assert_eq!(
             (k.start, k.end, k.device, k.context, k.stream),
             (Nanos(1000), Nanos(2500), DeviceId(3), ContextId(7), StreamId(13))
@@ -712,19 +719,14 @@ mod tests {
         );
         assert_eq!((k.dynamic_shared_mem, k.graph_id, k.graph_node_id), (4096, 5, 77));
         // The same pointer with the same bytes: the same id, no new string.
-        let again = unsafe { d.record(r.as_ptr(), &mut w) }.unwrap();
-        assert_eq!(again, e);
+        let again = unsafe { d.kernel(r.as_ptr(), &mut w) };
+        assert_eq!(again, k);
         assert_eq!(w.string_count(), 2);
         // The pointer now holds another name (a module unloaded and another
         // loaded there): seen in the next buffer.
         name[..13].copy_from_slice(b"other_kernel\0");
         // Safety of the reads below: `name` is still NUL-terminated.
-        let read_name = |d: &mut Decoder, w: &mut TraceWriter<Vec<u8>>| {
-            let Some(Event::Kernel(k)) = (unsafe { d.record(r.as_ptr(), w) }) else {
-                panic!("not a kernel")
-            };
-            k.name
-        };
+        let read_name = |d: &mut Decoder, w: &mut TraceWriter<Vec<u8>>| unsafe { d.kernel(r.as_ptr(), w) }.name;
         // Within a buffer a checked pointer is trusted...
         assert_eq!(read_name(&mut d, &mut w), k.name);
         // ... and checked again in the next one.
@@ -732,6 +734,14 @@ mod tests {
         let renamed = read_name(&mut d, &mut w);
         assert_ne!(renamed, k.name);
         assert_eq!(w.intern("other_kernel"), renamed);
+        // `decode` writes what `kernel` returns.
+        unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
+        let trace = read_back(w);
+        let Some(Event::Kernel(written)) = events(&trace).pop() else {
+            panic!("no kernel written")
+        };
+        assert_eq!((written.start, written.grid, written.graph_node_id), (Nanos(1000), [128, 0, 0], 77));
+        assert_eq!(trace.string(written.name), Some("other_kernel"));
     }
 
     #[test]
@@ -771,12 +781,12 @@ mod tests {
         let mut d = Decoder::default();
         // Before the plugin is active nothing is collected.
         for r in [&nccl, &ours] {
-            unsafe { d.record(r.as_ptr(), &mut w) };
+            unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
         }
         assert!(d.comm_kernels.is_empty() && d.ext_links.is_empty());
         d.collect_comm = true;
         for r in [&nccl, &gemm, &ours, &kineto, &nccl] {
-            unsafe { d.record(r.as_ptr(), &mut w) };
+            unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
         }
         assert_eq!(d.ext_links, vec![(1234, 7)], "only CUSTOM2 ids are ours");
         assert_eq!(
@@ -808,10 +818,10 @@ mod tests {
                 ],
             )
         };
-        unsafe { d.record(copy.as_ptr(), &mut w) };
+        unsafe { d.decode(copy.as_ptr(), &mut w) }.unwrap();
         assert_eq!(d.comm_kernels.len(), 2);
         d.collect_copies = true;
-        unsafe { d.record(copy.as_ptr(), &mut w) };
+        unsafe { d.decode(copy.as_ptr(), &mut w) }.unwrap();
         assert_eq!(
             (d.comm_kernels[2].start, d.comm_kernels[2].end, d.comm_kernels[2].correlation),
             (30, 45, 9)
@@ -846,19 +856,21 @@ mod tests {
                 ],
             )
         };
-        assert!(unsafe { d.record(mk(get_device).as_ptr(), &mut w) }.is_none());
-        assert_eq!(d.filtered_api, 1);
-        let Some(Event::Api(a)) = (unsafe { d.record(mk(launch).as_ptr(), &mut w) }) else {
-            panic!()
+        let unknown = record(64, &[(0, &4000u32.to_le_bytes())]);
+        for r in [mk(get_device), mk(launch), unknown] {
+            unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
+        }
+        assert_eq!((d.filtered_api, d.skipped), (1, 1));
+        let trace = read_back(w);
+        let [Event::Api(a)] = &events(&trace)[..] else {
+            panic!("one API call expected")
         };
         assert_eq!((a.thread, a.cbid, a.domain), (ThreadId(4242), launch, ApiDomain::RUNTIME));
-        let unknown = record(64, &[(0, &4000u32.to_le_bytes())]);
-        assert!(unsafe { d.record(unknown.as_ptr(), &mut w) }.is_none());
-        assert_eq!(d.skipped, 1);
+        assert_eq!(trace.string(a.name), Some("cudaLaunchKernel"));
     }
 
     #[test]
-    fn decode_writes_the_same_trace_as_record_then_push() {
+    fn decode_writes_every_kept_record() {
         let name = c"void gemm<float>(float*, int)";
         let kernel = {
             use layout::kernel as o;
@@ -914,23 +926,45 @@ mod tests {
             copy,
             kernel,
         ];
-        let mut fast = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
-        let mut slow = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
-        let (mut d_fast, mut d_slow) = (Decoder::default(), Decoder::default());
+        let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+        let mut d = Decoder::default();
         for _ in 0..2 {
             for r in &records {
-                unsafe { d_fast.decode(r.as_ptr(), &mut fast) }.unwrap();
-                if let Some(e) = unsafe { d_slow.record(r.as_ptr(), &mut slow) } {
-                    slow.push(e).unwrap();
-                }
+                unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
             }
         }
-        assert_eq!((d_fast.filtered_api, d_slow.filtered_api), (2, 2));
-        let fast = fast.finish(Trailer::default()).unwrap();
-        assert_eq!(fast, slow.finish(Trailer::default()).unwrap());
-        let trace = TraceFile::from_bytes("decoded.gtrace", fast).unwrap();
-        let events: Vec<Event> = trace.events().collect::<Result<_, _>>().unwrap();
+        assert_eq!(d.filtered_api, 2, "cudaGetDevice, twice");
+        let trace = read_back(w);
+        let events = events(&trace);
         assert_eq!(events.len(), 14, "{events:?}");
+        let name = |id| trace.string(id).unwrap_or("?").to_string();
+        let mut kernels = Vec::new();
+        let mut calls = Vec::new();
+        let mut copies = Vec::new();
+        for e in &events {
+            match e {
+                Event::Kernel(k) => kernels.push((k.start, k.end, k.device, k.stream, k.correlation, k.grid, name(k.name))),
+                Event::Api(a) => calls.push((a.start, a.domain, a.thread, name(a.name))),
+                Event::Memcpy(m) => copies.push((m.start, m.end, m.bytes)),
+                e => panic!("unexpected {e:?}"),
+            }
+        }
+        let gemm = (
+            Nanos(1_000),
+            Nanos(2_000),
+            DeviceId(1),
+            StreamId(7),
+            CorrelationId(5),
+            [64, 0, 0],
+            "void gemm<float>(float*, int)".to_string(),
+        );
+        assert_eq!(kernels, vec![gemm; 4]);
+        assert_eq!(copies, vec![(Nanos(3_000), Nanos(4_000), 4096); 2]);
+        let starts: Vec<Nanos> = calls.iter().map(|c| c.0).collect();
+        assert_eq!(starts, [500, 500, 600, 600, 800, 800, 900, 900].map(Nanos));
+        assert!(calls.iter().all(|c| c.2 == ThreadId(42)));
+        assert_eq!((calls[0].1, calls[0].3.as_str()), (ApiDomain::RUNTIME, "cudaLaunchKernel"));
+        assert_eq!(calls[2].1, ApiDomain::DRIVER);
     }
 
     #[test]
