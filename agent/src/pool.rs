@@ -12,6 +12,7 @@
 //!   is counted.
 
 use crossbeam::queue::ArrayQueue;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Buffers are 8-byte aligned, as CUPTI requires.
@@ -118,6 +119,37 @@ impl Pool {
     }
 }
 
+/// Writer side: completed buffers taken from the pool before the trace file
+/// was open (the writer scans them for the devices first). They come back
+/// in completion order, oldest first, and before any buffer completed
+/// since, so each track's events reach the trace writer in time order (a
+/// track that starts out of order costs its chunk buffer a copy per event
+/// for the rest of the run). Once empty, only the pool's buffers follow.
+#[derive(Default)]
+pub struct Backlog(VecDeque<(*mut u8, usize)>);
+
+impl Backlog {
+    /// Keep a buffer taken from the pool (in the order taken).
+    pub fn hold(&mut self, buf: *mut u8, valid: usize) {
+        self.0.push_back((buf, valid));
+    }
+
+    /// Buffers held.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The oldest held buffer, else the pool's next completed one.
+    pub fn next(&mut self, pool: &Pool) -> Option<(*mut u8, usize)> {
+        self.0.pop_front().or_else(|| pool.take_completed())
+    }
+
+    /// Every held buffer, to give back to the pool.
+    pub fn drain(&mut self) -> impl Iterator<Item = *mut u8> + '_ {
+        self.0.drain(..).map(|(buf, _)| buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +171,29 @@ mod tests {
         pool.recycle(a);
         assert_eq!(pool.request(), a);
         assert_eq!(a as usize % 8, 0);
+    }
+
+    #[test]
+    fn held_buffers_come_back_oldest_first_then_the_pools() {
+        let pool = Pool::new(4, 64 * 1024).unwrap();
+        let (a, b, c) = (pool.request(), pool.request(), pool.request());
+        pool.complete(a, 1);
+        pool.complete(b, 2);
+        let mut held = Backlog::default();
+        while let Some((buf, valid)) = pool.take_completed() {
+            held.hold(buf, valid);
+        }
+        assert_eq!(held.count(), 2);
+        // Completed after the file opened.
+        pool.complete(c, 3);
+        let order: Vec<_> = std::iter::from_fn(|| held.next(&pool)).collect();
+        assert_eq!(order, vec![(a, 1), (b, 2), (c, 3)]);
+        assert_eq!(held.count(), 0);
+        // Held no more: later buffers come straight from the pool.
+        pool.complete(a, 4);
+        assert_eq!(held.next(&pool), Some((a, 4)));
+        held.hold(b, 5);
+        assert_eq!(held.drain().collect::<Vec<_>>(), vec![b]);
+        assert_eq!(held.next(&pool), None);
     }
 }

@@ -19,7 +19,7 @@ use crate::decode::{kind, Decoder};
 use crate::dl::{self, Lib};
 use crate::duty::{Duty, Schedule, Transition};
 use crate::identity;
-use crate::pool::Pool;
+use crate::pool::{Backlog, Pool};
 use crate::say::say;
 use gputrace_format::*;
 use std::path::PathBuf;
@@ -902,7 +902,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     });
     // Buffers completed before the file exists: scanned here for DEVICE
     // records, decoded for real once the file is open (nothing is dropped).
-    let mut held: Vec<(*mut u8, usize)> = Vec::new();
+    let mut held = Backlog::default();
     if let (Some(c), true) = (cupti, devices.is_empty()) {
         // Fall back on CUPTI's DEVICE records, which it emits once the
         // driver is initialized: flush and scan for up to a second.
@@ -914,12 +914,12 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             while let Some((buf, valid)) = s.pool.take_completed() {
                 // Writing to a sink cannot fail.
                 let _ = walk(&c.api, &mut scan, buf, valid, &mut scratch, &mut 0);
-                held.push((buf, valid));
+                held.hold(buf, valid);
             }
             // Stop at the first DEVICE record, after a second, at exit (the
             // exit handler's forced flush has just delivered everything), or
             // before holding half the pool.
-            if !scan.devices.is_empty() || Instant::now() >= until || s.stop.load(Acquire) || held.len() >= s.config.buffers / 2 {
+            if !scan.devices.is_empty() || Instant::now() >= until || s.stop.load(Acquire) || held.count() >= s.config.buffers / 2 {
                 break;
             }
             let _ = s.flush(0);
@@ -927,10 +927,6 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
         devices = identity::devices_from_records(&scan.devices);
     }
-    // `held` is in completion order and is drained with `pop`: reversed, the oldest
-    // buffer is decoded first, so each track's events reach the writer in time order
-    // (an out-of-order start would put its chunk buffer in hold-back mode for good).
-    held.reverse();
     header.devices = devices;
     let (hw_plan, hw_note) = crate::nvml::plan(
         s.config.gpu_sample_hz,
@@ -963,7 +959,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             if let Some(st) = crate::nccl::state() {
                 st.disable("the trace file could not be written");
             }
-            for (buf, _) in held.drain(..) {
+            for buf in held.drain() {
                 s.pool.recycle(buf);
             }
             recycle_until_stop(s);
@@ -1007,7 +1003,8 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         // kernels are not worth collecting.
         dec.collect_comm = nccl.linker.can_link && crate::nccl::state().is_some();
         let mut undecodable = 0;
-        while let Some((buf, valid)) = held.pop().or_else(|| s.pool.take_completed()) {
+        // The held buffers first, oldest first (see `Backlog`).
+        while let Some((buf, valid)) = held.next(&s.pool) {
             activity |= valid > 0;
             if let (false, Some(c)) = (failed, cupti) {
                 if let Err(e) = walk(&c.api, &mut dec, buf, valid, &mut w, &mut undecodable) {
