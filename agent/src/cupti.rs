@@ -126,9 +126,22 @@ pub struct Cupti {
     driver_api: Option<sys::cuptiActivityEnableDriverApi_t>,
 }
 
+/// A symbol name literal as a C string, checked at compile time (a name
+/// with an inner NUL does not build).
+macro_rules! symbol_name {
+    ($name:literal) => {
+        const {
+            match CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
+                Ok(c) => c,
+                Err(_) => panic!("a symbol name has no NUL byte"),
+            }
+        }
+    };
+}
+
 macro_rules! resolve_opt {
     ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.sym(unsafe { CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()) });
+        let p = $lib.sym(symbol_name!($name));
         if p.is_null() {
             None
         } else {
@@ -140,7 +153,7 @@ macro_rules! resolve_opt {
 
 macro_rules! resolve {
     ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.sym(unsafe { CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()) });
+        let p = $lib.sym(symbol_name!($name));
         if p.is_null() {
             return Err(format!("libcupti has no {}", $name));
         }

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Buffers are 8-byte aligned, as CUPTI requires.
-const ALIGN: usize = 8;
+const ALIGN: usize = std::mem::align_of::<u64>();
 
 /// The pool. Its buffers are never freed, not even when the pool is
 /// dropped: CUPTI may still hold one (the discard buffer included) and write
@@ -41,36 +41,29 @@ impl Pool {
     pub fn new(count: usize, buf_size: usize) -> Option<Pool> {
         let count = count.max(2);
         let buf_size = buf_size.max(64 * 1024).next_multiple_of(ALIGN);
-        let free = ArrayQueue::new(count);
-        let layout = std::alloc::Layout::from_size_align(buf_size, ALIGN).ok()?;
-        // Nothing is handed out yet: on failure, give back what was taken.
-        let give_back = |free: &ArrayQueue<usize>| {
-            while let Some(p) = free.pop() {
-                // Safety: allocated above with this layout, never handed out.
-                unsafe { std::alloc::dealloc(p as *mut u8, layout) };
-            }
-        };
-        for _ in 0..count {
-            // Safety: the layout has a non-zero size.
-            let p = unsafe { std::alloc::alloc(layout) };
-            if p.is_null() {
-                give_back(&free);
-                return None;
-            }
-            // Cannot fail: the queue has room for `count`.
-            let _ = free.push(p as usize);
+        // Each buffer is the spare capacity of an empty `Vec<u64>` (8-byte
+        // aligned): reserved, not written, so the pages are only touched
+        // when CUPTI fills them. Nothing is leaked until every allocation
+        // succeeded; on failure the vectors free what was taken.
+        let mut bufs: Vec<Vec<u64>> = Vec::new();
+        bufs.try_reserve_exact(count + 1).ok()?;
+        for _ in 0..=count {
+            let mut b = Vec::new();
+            b.try_reserve_exact(buf_size / ALIGN).ok()?;
+            bufs.push(b);
         }
-        // Safety: as above.
-        let discard = unsafe { std::alloc::alloc(layout) };
-        if discard.is_null() {
-            give_back(&free);
-            return None;
+        let mut addrs = bufs.into_iter().map(|b| std::mem::ManuallyDrop::new(b).as_mut_ptr() as usize);
+        let discard = addrs.next()?;
+        let free = ArrayQueue::new(count);
+        for p in addrs {
+            // Cannot fail: the queue has room for `count`.
+            let _ = free.push(p);
         }
         Some(Pool {
             buf_size,
             free,
             done: ArrayQueue::new(count),
-            discard: discard as usize,
+            discard,
             discarded_buffers: AtomicU64::new(0),
             discarded_bytes: AtomicU64::new(0),
             foreign_buffers: AtomicU64::new(0),
@@ -195,5 +188,24 @@ mod tests {
         held.hold(b, 5);
         assert_eq!(held.drain().collect::<Vec<_>>(), vec![b]);
         assert_eq!(held.next(&pool), None);
+    }
+
+    #[test]
+    fn every_buffer_is_its_own_buf_size_bytes() {
+        let pool = Pool::new(3, 64 * 1024 + 1).unwrap();
+        assert_eq!(pool.buf_size(), 64 * 1024 + ALIGN);
+        let bufs: Vec<*mut u8> = (0..4).map(|_| pool.request()).collect(); // the last: the discard buffer
+        let mut ranges: Vec<(usize, usize)> = bufs.iter().map(|&b| (b as usize, b as usize + pool.buf_size())).collect();
+        ranges.sort();
+        assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0), "buffers overlap: {ranges:?}");
+        for (i, &b) in bufs.iter().enumerate() {
+            // Safety: each buffer is `buf_size` bytes the pool gave out.
+            unsafe { std::ptr::write_bytes(b, i as u8 + 1, pool.buf_size()) };
+        }
+        for (i, &b) in bufs.iter().enumerate() {
+            // Safety: as above, written just now.
+            let bytes = unsafe { std::slice::from_raw_parts(b, pool.buf_size()) };
+            assert!(bytes.iter().all(|&x| x == i as u8 + 1), "buffer {i} was overwritten");
+        }
     }
 }

@@ -690,8 +690,9 @@ impl FlightSink {
         })
     }
 
-    /// Use `clock` for the chunks' wall times (tests).
-    pub fn with_clock(mut self, clock: fn() -> u64) -> FlightSink {
+    /// Use `clock` for the chunks' wall times.
+    #[cfg(test)]
+    fn with_clock(mut self, clock: fn() -> u64) -> FlightSink {
         self.clock = clock;
         self
     }
