@@ -726,6 +726,60 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_events_each_get_their_own_slot_and_record() {
+        // The slot table's UnsafeCells are written only by the thread whose
+        // CAS claimed the slot: were two threads ever to share one, records
+        // would be lost, doubled or mixed (a count from one, a sequence
+        // number from another).
+        const THREADS: u64 = 8;
+        const EACH: u64 = 2000;
+        // Fewer slots than threads: claims contend.
+        let n = Nccl::new(4, (THREADS * EACH) as usize);
+        let (ctx, _) = n.init(info(3), 0xfff);
+        let ctx = ctx as usize;
+        let full = AtomicU64::new(0);
+        std::thread::scope(|sc| {
+            for t in 0..THREADS {
+                let (n, full) = (&n, &full);
+                sc.spawn(move || {
+                    for i in 0..EACH {
+                        let seq = t * 1_000_000 + i;
+                        let d = Descr {
+                            count: seq,
+                            ..coll(std::ptr::null_mut(), seq)
+                        };
+                        // A misused slot turns the plugin off (a stop on a
+                        // freed slot): then every start is refused.
+                        let h = loop {
+                            let h = n.start(ctx as *mut libc::c_void, &d);
+                            if !h.is_null() || n.is_disabled() {
+                                break h;
+                            }
+                            full.fetch_add(1, Relaxed);
+                            std::thread::yield_now();
+                        };
+                        std::thread::yield_now();
+                        n.stop(h);
+                    }
+                });
+            }
+        });
+        let mut seqs = Vec::new();
+        while let Some(r) = n.queue.pop() {
+            assert_eq!(r.d.count, r.d.seq, "a record mixes two events");
+            assert_eq!((r.kind, r.comm, r.rank), (RecKind::Coll, 3, 1));
+            seqs.push(r.d.seq);
+        }
+        seqs.sort_unstable();
+        let want: Vec<u64> = (0..THREADS).flat_map(|t| (0..EACH).map(move |i| t * 1_000_000 + i)).collect();
+        assert_eq!(seqs.len(), want.len(), "records lost or doubled");
+        assert!(seqs == want, "records lost or doubled");
+        assert_eq!(n.losses.slots_full.load(Relaxed), full.load(Relaxed));
+        assert_eq!(n.losses.queue_full.load(Relaxed), 0);
+        assert!(!n.is_disabled());
+    }
+
+    #[test]
     fn full_tables_count_losses_and_never_block() {
         let n = Nccl::new(4, 2);
         let (ctx, _) = n.init(info(1), 0xfff);
