@@ -229,8 +229,10 @@ fn sigusr2_to_gputrace_run_snapshots_while_the_job_runs() {
 
 #[test]
 fn sigusr2_to_a_traced_process_without_a_handler_snapshots_and_it_runs_on() {
+    // The job outlives the kernels by 15 s, so that a loaded machine's slow
+    // snapshot still lands while it runs.
     let mut live = Live::start(
-        "kernels 1000000 2000 2000\n",
+        "kernels 1000000 2000 2000\nsleep_ms 15000\n",
         &["--flight-recorder", "60s", "--flush-ms", "50"],
         &["--ms", "60000", "exit", "0"],
     );

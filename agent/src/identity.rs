@@ -131,7 +131,9 @@ pub fn devices(cuda: &Lib, wait: Duration) -> Vec<DeviceInfo> {
         let mut name = [0 as libc::c_char; 256];
         let name = match name_fn {
             Some(f) if unsafe { f(name.as_mut_ptr(), 255, dev) } == 0 => {
-                unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned()
+                // The driver wrote at most 255 bytes: the last stays NUL.
+                let bytes = name.map(|c| c as u8);
+                CStr::from_bytes_until_nul(&bytes).map_or(String::new(), |c| c.to_string_lossy().into_owned())
             }
             _ => String::new(),
         };

@@ -768,4 +768,54 @@ mod tests {
         }
         assert_eq!(n.names_full()[0], 4, "255 more fit after io");
     }
+
+    #[test]
+    fn names_added_concurrently_are_read_whole() {
+        // A slot's bytes are written only by the thread whose atomic add
+        // claimed it, and read only once it is ready: were two writers ever
+        // to share a slot, or a reader see one half written, a name would
+        // not match its key.
+        const THREADS: u32 = 8;
+        const EACH: u32 = 200;
+        let names = Names::new((THREADS * EACH) as usize);
+        let check = |names: &Names| {
+            let mut seen = 0;
+            for (_, slot) in names.ready() {
+                let key = slot.key.load(Relaxed);
+                assert_eq!(slot.get(), Some(format!("name {key}").as_str()));
+                assert_eq!(slot.id.load(Relaxed), key + 1);
+                seen += 1;
+            }
+            seen
+        };
+        std::thread::scope(|sc| {
+            for t in 0..THREADS {
+                let names = &names;
+                sc.spawn(move || {
+                    for i in 0..EACH {
+                        let key = t * EACH + i;
+                        let added = names.add(key, key + 1, MSG_LEN, |text| {
+                            for c in format!("name {key}").chars() {
+                                std::thread::yield_now();
+                                text.push(c);
+                            }
+                        });
+                        assert!(added.is_some());
+                    }
+                });
+            }
+            // Read while they write.
+            sc.spawn(|| {
+                for _ in 0..50 {
+                    check(&names);
+                    std::thread::yield_now();
+                }
+            });
+        });
+        assert_eq!(check(&names), THREADS * EACH);
+        let mut keys: Vec<u32> = names.ready().map(|(_, s)| s.key.load(Relaxed)).collect();
+        keys.sort_unstable();
+        assert!(keys.iter().copied().eq(0..THREADS * EACH), "names lost or doubled");
+        assert_eq!(names.full.load(Relaxed), 0);
+    }
 }
