@@ -1941,3 +1941,64 @@ mod tests {
         assert_eq!(read_all(&max, 1), Ok(vec![u64::MAX]));
     }
 }
+
+#[cfg(test)]
+mod description_tests {
+    use super::*;
+
+    fn track_of(kind: EventKind) -> Track {
+        match kind {
+            EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync => Track::Gpu {
+                device: DeviceId(1),
+                context: ContextId(2),
+                stream: StreamId(3),
+            },
+            EventKind::Api | EventKind::Marker => Track::Thread { tid: ThreadId(4) },
+            EventKind::Collective | EventKind::Loss | EventKind::Counter => Track::Process,
+        }
+    }
+
+    /// What the span readers assume of the description: a kind with spans
+    /// has at most two series, the first its correlation id (what
+    /// `Event::span_correlation` gives), the second a kernel's graph node
+    /// id; `Span::event` gives the event back.
+    #[test]
+    fn kinds_with_spans_carry_correlation_then_node_id() {
+        for kind in EventKind::ALL.into_iter().filter(|k| k.has_spans()) {
+            let (n_series, n_attrs) = shape(kind);
+            assert!(n_series <= 2, "{kind:?}: {n_series} series");
+            let a: Attrs = std::array::from_fn(|i| if i < n_attrs { i as u64 + 1 } else { 0 });
+            let t = template(kind, &track_of(kind), &a).unwrap();
+            assert_eq!(t.track(), track_of(kind));
+            let mut e = t;
+            set_times(&mut e, 100, 250, &[7, 9, 0, 0, 0]).unwrap();
+            assert_eq!((e.start().0, e.end().0), (100, 250));
+            let corr = if n_series >= 1 { 7 } else { 0 };
+            assert_eq!(e.span_correlation(), corr, "{kind:?}");
+            if let Event::Kernel(k) = e {
+                assert_eq!(k.graph_node_id, 9);
+            }
+            let node = if n_series >= 2 { 9 } else { 0 };
+            let span = Span {
+                start: 100,
+                end: 250,
+                corr,
+                attr: 0,
+                node,
+            };
+            assert_eq!(span.event(&t), e, "{kind:?}");
+        }
+    }
+
+    /// A packed kind's tuple unpacks to its on-disk fields, in order.
+    #[test]
+    fn packed_attributes_unpack_in_disk_order() {
+        let fields: [u32; 11] = std::array::from_fn(|i| u32::MAX - i as u32);
+        let words: [u64; 6] = pack(fields);
+        let mut held: Attrs = [0; MAX_ATTRS];
+        held[..6].copy_from_slice(&words);
+        let back = unpack(&held, 11);
+        assert_eq!(back.to_vec(), fields.iter().map(|&v| v as u64).collect::<Vec<_>>());
+        assert_eq!((shape(EventKind::Kernel).1, memory_attrs(EventKind::Kernel)), (11, 6));
+    }
+}
