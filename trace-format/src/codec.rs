@@ -32,165 +32,487 @@ pub(crate) const MAX_ATTRS: usize = 11;
 type Attrs = [u64; MAX_ATTRS];
 type Series = [u64; MAX_SERIES];
 
-/// Per-kind shape: how many series and attribute fields are used.
-pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
-    match kind {
-        EventKind::Kernel => (2, 11),
-        EventKind::Memcpy => (1, 6),
-        EventKind::Memset => (1, 3),
-        EventKind::Sync => (1, 2),
-        EventKind::Api => (1, 4),
-        EventKind::Marker => (0, 4),
-        EventKind::Collective => (5, 11),
-        EventKind::Loss => (1, 2),
-        EventKind::Counter => (1, 2),
-    }
-}
+/// The columns of each event kind, described once: everything else in this
+/// file (the chunk shape, the encoder's rows, the decoder's templates and
+/// per-event setters, the span readers, kernel packing) is derived from it.
+///
+/// Each entry names the [`Event`] variant and its struct, binds a name
+/// (`k`) for the field paths that follow, and gives:
+/// - the track its chunks are on: `gpu(device, context, stream)` (the
+///   fields the track fills in), `thread(thread)`, or `process("error")`;
+/// - its times: `span(start, end)` (the start and duration columns), or
+///   `instant(time, "error")` (a duration is refused when decoding);
+/// - `series`: per-event fields, one delta-coded column each, in order;
+/// - `attrs`: the fields of its dictionary entries, in on-disk order;
+///   `attrs[packed]` holds them two to a word while a chunk is built (every
+///   field must then be at most 32 bits, which the compiler checks).
+///
+/// A field is `plain(path)`: its value ([`Word`]), or `before_start(path)`:
+/// a time, stored as how long before the event's start it is.
+///
+/// Adding a field to a kind is one line here (in `series` or `attrs`,
+/// whose order is the on-disk order), plus a [`Word`] impl if its type is
+/// new, plus the format's documentation (docs/format.md) and version: old
+/// files then have one column fewer, which the reader refuses. A new kind is
+/// one entry here and its variant in the model. A kind read as spans
+/// ([`EventKind::has_spans`]) has at most two series: the correlation id,
+/// then what [`Span::node`] carries.
+macro_rules! event_columns {
+    ($(
+        $Variant:ident($x:ident: $Struct:ident) on $track:ident($($track_fields:tt)*), $timing:ident($($times:tt)*) {
+            series: [$($sc:ident($sp:expr)),* $(,)?],
+            attrs$([$packed:ident])?: [$($ac:ident($ap:expr)),* $(,)?] $(,)?
+        }
+    )*) => {
+        $(
+            impl KindColumns for $Struct {
+                const KIND: EventKind = EventKind::$Variant;
+                const SERIES: usize = count!($($sc)*);
+                const ATTRS: usize = count!($($ac)*);
+                const WORDS: usize = if packed!($($packed)?) { Self::ATTRS.div_ceil(2) } else { Self::ATTRS };
 
-/// Attribute words per entry of a kind's dictionary while its chunk is
-/// built: as on disk ([`shape`]), except a kernel's, whose eleven 32-bit
-/// fields are held two to a word ([`kernel_columns`]), so that comparing a
-/// launch with the predicted tuple reads six words instead of eleven.
-/// [`unpack_kernel`] gives the on-disk fields back when the chunk is written.
-fn memory_attrs(kind: EventKind) -> usize {
-    match kind {
-        EventKind::Kernel => KERNEL_WORDS,
-        _ => shape(kind).1,
-    }
-}
+                #[inline(always)]
+                fn push_into(&self, buf: &mut ChunkBuf) {
+                    let $x = self;
+                    let (start, end) = timing!(get, $timing($($times)*));
+                    let s = [$(coding::$sc::put(start, $sp)),*];
+                    let a = attr_words!($Struct, start, [$($ac($ap)),*] $($packed)?);
+                    buf.push_row(start, end, s, a)
+                }
 
-/// Words of a kernel's packed attribute tuple.
-const KERNEL_WORDS: usize = 6;
+                fn template(track: &Track, a: &[u64]) -> Result<Self, &'static str> {
+                    let mut event = Self::default();
+                    let $x = &mut event;
+                    on_track!(track, $track($($track_fields)*));
+                    let mut i = 0;
+                    $(
+                        $ap = coding::$ac::get(0, a[i])?;
+                        i += 1;
+                    )*
+                    debug_assert_eq!(i, Self::ATTRS);
+                    Ok(event)
+                }
 
-/// A kernel's packed tuple (see [`kernel_columns`]) as its on-disk fields:
-/// name, grid x y z, block x y z, static and dynamic shared memory,
-/// registers, graph id.
-fn unpack_kernel(a: &Attrs) -> Attrs {
-    let (lo, hi) = (|w: u64| w & 0xFFFF_FFFF, |w: u64| w >> 32);
-    [
-        lo(a[0]),
-        lo(a[1]),
-        hi(a[1]),
-        lo(a[2]),
-        hi(a[2]),
-        lo(a[3]),
-        hi(a[3]),
-        lo(a[4]),
-        hi(a[4]),
-        hi(a[0]),
-        a[5],
-    ]
-}
+                #[inline(always)]
+                #[allow(unused_assignments, unused_mut, unused_variables)] // a kind without series
+                fn set_row(&mut self, start: u64, end: u64, s: &[u64]) -> Result<(), &'static str> {
+                    let $x = self;
+                    timing!(set, $x, start, end, $timing($($times)*));
+                    let mut i = 0;
+                    $(
+                        $sp = coding::$sc::get(start, s[i])?;
+                        i += 1;
+                    )*
+                    Ok(())
+                }
+            }
 
-/// A kernel's columns: start, end, series, attributes (32-bit fields
-/// packed two to a word, see [`memory_attrs`]).
-#[inline(always)]
-fn kernel_columns(k: &Kernel) -> (u64, u64, [u64; 2], [u64; KERNEL_WORDS]) {
-    let s = [k.correlation.0 as u64, k.graph_node_id];
-    let pair = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
-    let a = [
-        pair(k.name.0, k.registers),
-        pair(k.grid[0], k.grid[1]),
-        pair(k.grid[2], k.block[0]),
-        pair(k.block[1], k.block[2]),
-        pair(k.static_shared_mem, k.dynamic_shared_mem),
-        k.graph_id as u64,
-    ];
-    (k.start.0, k.end.0, s, a)
-}
+            const _: () = assert!(<$Struct as KindColumns>::SERIES <= MAX_SERIES && <$Struct as KindColumns>::ATTRS <= MAX_ATTRS);
+        )*
 
-/// An API call's columns: start, end, series, attributes.
-#[inline(always)]
-fn api_columns(c: &ApiCall) -> (u64, u64, [u64; 1], [u64; 4]) {
-    let a = [c.domain.0 as u64, c.cbid as u64, c.name.0 as u64, c.return_value as u64];
-    (c.start.0, c.end.0, [c.correlation.0 as u64], a)
-}
+        /// A kind's shape: how many series and (on-disk) attribute fields it has.
+        pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
+            match kind {
+                $(EventKind::$Variant => (<$Struct as KindColumns>::SERIES, <$Struct as KindColumns>::ATTRS),)*
+            }
+        }
 
-/// Split an event into its columns and hand them to `row`, typed by the
-/// kind's series and attribute counts (so each kind's path is compiled on
-/// its own, with only its fields compared and copied).
-macro_rules! split {
-    ($e:expr, |$start:ident, $end:ident, $s:ident, $a:ident| $row:expr) => {
-        match $e {
-            Event::Kernel(k) => {
-                let ($start, $end, $s, $a) = kernel_columns(k);
-                $row
+        /// Attribute words per entry of a kind's dictionary while its chunk is
+        /// built: as on disk ([`shape`]), or half as many for a packed kind
+        /// (`attrs[packed]`: comparing a kernel launch with the predicted
+        /// tuple then reads six words instead of eleven).
+        fn memory_attrs(kind: EventKind) -> usize {
+            match kind {
+                $(EventKind::$Variant => <$Struct as KindColumns>::WORDS,)*
             }
-            Event::Memcpy(m) => {
-                let ($start, $end) = (m.start.0, m.end.0);
-                let $s = [m.correlation.0 as u64];
-                let $a = [
-                    m.kind.0 as u64,
-                    m.bytes,
-                    m.src_kind.0 as u64,
-                    m.dst_kind.0 as u64,
-                    m.src_device.0 as u64,
-                    m.dst_device.0 as u64,
-                ];
-                $row
+        }
+
+        /// Build the event an attribute tuple (as on disk) describes, with
+        /// zero times and series.
+        fn template(kind: EventKind, track: &Track, a: &Attrs) -> Result<Event, &'static str> {
+            Ok(match kind {
+                $(EventKind::$Variant => Event::$Variant(<$Struct as KindColumns>::template(track, a)?),)*
+            })
+        }
+
+        /// Fill the per-event fields of a copy of a template.
+        #[inline(always)]
+        fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'static str> {
+            match e {
+                $(Event::$Variant(x) => x.set_row(start, end, s),)*
             }
-            Event::Memset(m) => {
-                let ($start, $end) = (m.start.0, m.end.0);
-                let $s = [m.correlation.0 as u64];
-                let $a = [m.bytes, m.value as u64, m.memory_kind.0 as u64];
-                $row
+        }
+
+        impl ChunkBuf {
+            /// Add one event (of this buffer's kind).
+            #[inline]
+            pub(crate) fn push(&mut self, e: &Event) {
+                debug_assert_eq!(e.kind(), self.kind);
+                match e {
+                    $(Event::$Variant(x) => x.push_into(self),)*
+                }
             }
-            Event::Sync(y) => {
-                let ($start, $end) = (y.start.0, y.end.0);
-                let $s = [y.correlation.0 as u64];
-                let $a = [y.kind.0 as u64, y.cuda_event as u64];
-                $row
+        }
+
+        /// Decode `count` rows of columns [`open_body`] checked, whose
+        /// dictionary is in `templates`: one monomorphic loop per kind (the
+        /// series count is a constant and the per-event fields are set
+        /// without matching on the kind).
+        fn decode_rows(
+            kind: EventKind,
+            cols: &mut Columns<'_>,
+            templates: &mut [Event],
+            count: usize,
+            t_min: u64,
+            f: &mut impl FnMut(&Event),
+        ) -> Result<(), &'static str> {
+            match kind {
+                $(EventKind::$Variant => assemble::<{ <$Struct as KindColumns>::SERIES }>(cols, templates, count, t_min, f, |e, start, end, s| {
+                    let Event::$Variant(x) = e else { return Err("template of another kind") };
+                    x.set_row(start, end, s)
+                }),)*
             }
-            Event::Api(c) => {
-                let ($start, $end, $s, $a) = api_columns(c);
-                $row
+        }
+
+        /// A span's event: `template` with the span's start, end and series
+        /// (correlation id and node id; see [`Span::event`]).
+        #[inline]
+        fn span_event(template: &Event, span: &Span) -> Event {
+            let mut e = *template;
+            let series = [span.corr as u64, span.node, 0, 0, 0];
+            match &mut e {
+                $(Event::$Variant(x) if EventKind::$Variant.has_spans() => {
+                    // Cannot fail: the correlation id fits 32 bits, and a
+                    // kind with spans has durations.
+                    let _ = x.set_row(span.start, span.end, &series);
+                })*
+                // Kinds spans are not read of (see `SpanRows`).
+                _ => {}
             }
-            Event::Marker(m) => {
-                let ($start, $end) = (m.start.0, m.end.0);
-                let $s: [u64; 0] = [];
-                let $a = [m.name.0 as u64, m.domain.0 as u64, m.kind.0 as u64, m.color as u64];
-                $row
-            }
-            Event::Collective(c) => {
-                let ($start, $end) = (c.start.0, c.end.0);
-                let $s = [c.seq, c.correlation.0 as u64, c.start.0.wrapping_sub(c.enqueue.0), c.bytes, c.count];
-                let $a = [
-                    c.comm.0,
-                    c.op.0 as u64,
-                    c.datatype.0 as u64,
-                    c.rank as u64,
-                    c.nranks as u64,
-                    c.root as u32 as u64,
-                    c.algorithm.0 as u64,
-                    c.protocol.0 as u64,
-                    c.channels as u64,
-                    c.device.0 as u64,
-                    c.stream.0 as u64,
-                ];
-                $row
-            }
-            Event::Loss(l) => {
-                let ($start, $end) = (l.time.0, l.time.0);
-                let $s = [l.count];
-                let $a = [l.source.0 as u64, l.detail.0 as u64];
-                $row
-            }
-            Event::Counter(c) => {
-                let ($start, $end) = (c.time.0, c.time.0);
-                let $s = [c.value];
-                let $a = [c.device.0 as u64, c.metric.0 as u64];
-                $row
-            }
+            e
         }
     };
 }
 
-fn u32f(v: u64) -> Result<u32, &'static str> {
-    u32::try_from(v).map_err(|_| "attribute out of range for a 32-bit field")
+/// How many token trees.
+macro_rules! count {
+    () => { 0usize };
+    ($head:tt $($tail:tt)*) => { 1usize + count!($($tail)*) };
 }
 
-fn u8f(v: u64) -> Result<u8, &'static str> {
-    u8::try_from(v).map_err(|_| "attribute out of range for an 8-bit field")
+/// Whether `attrs` was marked `[packed]`.
+macro_rules! packed {
+    () => {
+        false
+    };
+    (packed) => {
+        true
+    };
+}
+
+/// A row's attribute words from its fields: as on disk, or packed two to a
+/// word (`packed`; each field then must be a [`Word32`]).
+macro_rules! attr_words {
+    ($T:ident, $start:ident, [$($c:ident($p:expr)),*]) => {
+        [$(coding::$c::put($start, $p)),*]
+    };
+    ($T:ident, $start:ident, [$($c:ident($p:expr)),*] packed) => {
+        pack::<{ <$T as KindColumns>::ATTRS }, { <$T as KindColumns>::WORDS }>([$(coding::$c::put32($start, $p)),*])
+    };
+}
+
+/// Fill in (`template`) the fields a track gives, or check the track.
+macro_rules! on_track {
+    ($track:ident, gpu($device:expr, $context:expr, $stream:expr)) => {
+        ($device, $context, $stream) = gpu_ids($track)?
+    };
+    ($track:ident, thread($thread:expr)) => {
+        $thread = thread_id($track)?
+    };
+    ($track:ident, process($err:literal)) => {
+        if *$track != Track::Process {
+            return Err($err);
+        }
+    };
+}
+
+/// A kind's times: its start and end columns (`get`), or setting them from
+/// a decoded row (`set`).
+macro_rules! timing {
+    (get, span($start:expr, $end:expr)) => {
+        (($start).0, ($end).0)
+    };
+    (get, instant($time:expr, $err:literal)) => {
+        (($time).0, ($time).0)
+    };
+    (set, $x:ident, $s:ident, $e:ident, span($start:expr, $end:expr)) => {{
+        let base = &*$x as *const _ as usize;
+        let at = |p: *const Nanos| p as usize - base;
+        let (at_start, at_end) = (at(::std::ptr::addr_of!($start)), at(::std::ptr::addr_of!($end)));
+        store_span($x, at_start, at_end, $s, $e);
+    }};
+    (set, $x:ident, $s:ident, $e:ident, instant($time:expr, $err:literal)) => {{
+        if $e != $s {
+            return Err($err);
+        }
+        $time = Nanos($s);
+    }};
+}
+
+event_columns! {
+    Kernel(k: Kernel) on gpu(k.device, k.context, k.stream), span(k.start, k.end) {
+        series: [plain(k.correlation), plain(k.graph_node_id)],
+        attrs[packed]: [
+            plain(k.name),
+            plain(k.grid[0]),
+            plain(k.grid[1]),
+            plain(k.grid[2]),
+            plain(k.block[0]),
+            plain(k.block[1]),
+            plain(k.block[2]),
+            plain(k.static_shared_mem),
+            plain(k.dynamic_shared_mem),
+            plain(k.registers),
+            plain(k.graph_id),
+        ],
+    }
+    Memcpy(m: Memcpy) on gpu(m.device, m.context, m.stream), span(m.start, m.end) {
+        series: [plain(m.correlation)],
+        attrs: [
+            plain(m.kind),
+            plain(m.bytes),
+            plain(m.src_kind),
+            plain(m.dst_kind),
+            plain(m.src_device),
+            plain(m.dst_device),
+        ],
+    }
+    Memset(m: Memset) on gpu(m.device, m.context, m.stream), span(m.start, m.end) {
+        series: [plain(m.correlation)],
+        attrs: [plain(m.bytes), plain(m.value), plain(m.memory_kind)],
+    }
+    Sync(y: Sync) on gpu(y.device, y.context, y.stream), span(y.start, y.end) {
+        series: [plain(y.correlation)],
+        attrs: [plain(y.kind), plain(y.cuda_event)],
+    }
+    Api(c: ApiCall) on thread(c.thread), span(c.start, c.end) {
+        series: [plain(c.correlation)],
+        attrs: [plain(c.domain), plain(c.cbid), plain(c.name), plain(c.return_value)],
+    }
+    Marker(m: Marker) on thread(m.thread), span(m.start, m.end) {
+        series: [],
+        attrs: [plain(m.name), plain(m.domain), plain(m.kind), plain(m.color)],
+    }
+    Collective(c: Collective) on process("collective on a non-process track"), span(c.start, c.end) {
+        series: [plain(c.seq), plain(c.correlation), before_start(c.enqueue), plain(c.bytes), plain(c.count)],
+        attrs: [
+            plain(c.comm),
+            plain(c.op),
+            plain(c.datatype),
+            plain(c.rank),
+            plain(c.nranks),
+            plain(c.root),
+            plain(c.algorithm),
+            plain(c.protocol),
+            plain(c.channels),
+            plain(c.device),
+            plain(c.stream),
+        ],
+    }
+    Loss(l: Loss) on process("loss record on a non-process track"), instant(l.time, "loss record with a duration") {
+        series: [plain(l.count)],
+        attrs: [plain(l.source), plain(l.detail)],
+    }
+    Counter(c: Counter) on process("counter sample on a non-process track"), instant(c.time, "counter sample with a duration") {
+        series: [plain(c.value)],
+        attrs: [plain(c.device), plain(c.metric)],
+    }
+}
+
+/// An event struct's columns, generated from its kind's entry in
+/// [`event_columns!`].
+pub(crate) trait KindColumns: Copy + Default {
+    /// Its kind.
+    const KIND: EventKind;
+    /// Per-event series: the columns after start and duration.
+    const SERIES: usize;
+    /// Attribute fields per dictionary entry, on disk.
+    const ATTRS: usize;
+    /// Attribute words per dictionary entry in memory ([`memory_attrs`]).
+    const WORDS: usize;
+    /// Add the event to a chunk buffer of its kind.
+    fn push_into(&self, buf: &mut ChunkBuf);
+    /// The event a dictionary entry (`a`: at least `ATTRS` fields, as on
+    /// disk) on `track` describes, with zero times and series.
+    fn template(track: &Track, a: &[u64]) -> Result<Self, &'static str>;
+    /// Set the per-event fields: start, end and the series (the first
+    /// `SERIES` of `s`).
+    fn set_row(&mut self, start: u64, end: u64, s: &[u64]) -> Result<(), &'static str>;
+}
+
+/// A field's value in a column (`plain` coding), and back: a value that
+/// does not fit the field is an error naming the field's width.
+trait Word: Sized {
+    fn word(self) -> u64;
+    fn from_word(w: u64) -> Result<Self, &'static str>;
+}
+
+/// A [`Word`] of at most 32 bits, which a packed kind's attributes are.
+trait Word32: Word {
+    fn word32(self) -> u32;
+}
+
+const WIDE_32: &str = "attribute out of range for a 32-bit field";
+const WIDE_8: &str = "attribute out of range for an 8-bit field";
+
+impl Word for u64 {
+    fn word(self) -> u64 {
+        self
+    }
+    fn from_word(w: u64) -> Result<u64, &'static str> {
+        Ok(w)
+    }
+}
+
+impl Word for CommId {
+    fn word(self) -> u64 {
+        self.0
+    }
+    fn from_word(w: u64) -> Result<CommId, &'static str> {
+        Ok(CommId(w))
+    }
+}
+
+impl Word for u32 {
+    fn word(self) -> u64 {
+        self as u64
+    }
+    fn from_word(w: u64) -> Result<u32, &'static str> {
+        u32::try_from(w).map_err(|_| WIDE_32)
+    }
+}
+
+impl Word32 for u32 {
+    fn word32(self) -> u32 {
+        self
+    }
+}
+
+/// A signed field (a collective's root, -1 for none) as its 32 bits.
+impl Word for i32 {
+    fn word(self) -> u64 {
+        self as u32 as u64
+    }
+    fn from_word(w: u64) -> Result<i32, &'static str> {
+        Ok(u32::from_word(w)? as i32)
+    }
+}
+
+impl Word for CorrelationId {
+    fn word(self) -> u64 {
+        self.0 as u64
+    }
+    fn from_word(w: u64) -> Result<CorrelationId, &'static str> {
+        u32::try_from(w).map(CorrelationId).map_err(|_| "correlation id out of range")
+    }
+}
+
+/// Newtypes of 32-bit ids.
+macro_rules! word_u32 {
+    ($($t:ident),*) => {$(
+        impl Word for $t {
+            fn word(self) -> u64 {
+                self.0 as u64
+            }
+            fn from_word(w: u64) -> Result<$t, &'static str> {
+                u32::from_word(w).map($t)
+            }
+        }
+        impl Word32 for $t {
+            fn word32(self) -> u32 {
+                self.0
+            }
+        }
+    )*};
+}
+word_u32!(StringId, DeviceId, StreamId);
+
+/// Newtypes of 8-bit enumerations.
+macro_rules! word_u8 {
+    ($($t:ident),*) => {$(
+        impl Word for $t {
+            fn word(self) -> u64 {
+                self.0 as u64
+            }
+            fn from_word(w: u64) -> Result<$t, &'static str> {
+                u8::try_from(w).map($t).map_err(|_| WIDE_8)
+            }
+        }
+        impl Word32 for $t {
+            fn word32(self) -> u32 {
+                self.0 as u32
+            }
+        }
+    )*};
+}
+word_u8!(CopyKind, MemoryKind, SyncKind, ApiDomain, MarkerKind, LossSource);
+
+/// How a field is held in its column (see [`event_columns!`]); `start` is
+/// the event's start.
+mod coding {
+    use super::{Nanos, Word, Word32};
+
+    /// As its value.
+    pub(super) mod plain {
+        use super::*;
+
+        #[inline(always)]
+        pub(crate) fn put<T: Word>(_start: u64, v: T) -> u64 {
+            v.word()
+        }
+        #[inline(always)]
+        pub(crate) fn put32<T: Word32>(_start: u64, v: T) -> u32 {
+            v.word32()
+        }
+        #[inline(always)]
+        pub(crate) fn get<T: Word>(_start: u64, w: u64) -> Result<T, &'static str> {
+            T::from_word(w)
+        }
+    }
+
+    /// A time as how long before the event's start it is.
+    pub(super) mod before_start {
+        use super::*;
+
+        #[inline(always)]
+        pub(crate) fn put(start: u64, v: Nanos) -> u64 {
+            start.wrapping_sub(v.0)
+        }
+        #[inline(always)]
+        pub(crate) fn get(start: u64, w: u64) -> Result<Nanos, &'static str> {
+            Ok(Nanos(start.wrapping_sub(w)))
+        }
+    }
+}
+
+/// 32-bit fields two to a word: field `2i` in the low half of word `i`,
+/// field `2i + 1` in the high half.
+#[inline(always)]
+fn pack<const N: usize, const W: usize>(a: [u32; N]) -> [u64; W] {
+    let mut w = [0u64; W];
+    for (i, &v) in a.iter().enumerate() {
+        w[i / 2] |= (v as u64) << (32 * (i % 2));
+    }
+    w
+}
+
+/// The first `n` fields of a packed tuple ([`pack`]), one to a word.
+fn unpack(a: &Attrs, n: usize) -> Attrs {
+    let mut out = [0; MAX_ATTRS];
+    for (i, v) in out.iter_mut().enumerate().take(n) {
+        *v = (a[i / 2] >> (32 * (i % 2))) & 0xFFFF_FFFF;
+    }
+    out
 }
 
 fn gpu_ids(track: &Track) -> Result<(DeviceId, ContextId, StreamId), &'static str> {
@@ -205,203 +527,6 @@ fn thread_id(track: &Track) -> Result<ThreadId, &'static str> {
         Track::Thread { tid } => Ok(tid),
         _ => Err("thread event on a non-thread track"),
     }
-}
-
-/// Build the event an attribute tuple describes, with zero times and series.
-fn template(kind: EventKind, track: &Track, a: &Attrs) -> Result<Event, &'static str> {
-    Ok(match kind {
-        EventKind::Kernel => {
-            let (device, context, stream) = gpu_ids(track)?;
-            Event::Kernel(Kernel {
-                start: Nanos(0),
-                end: Nanos(0),
-                device,
-                context,
-                stream,
-                correlation: CorrelationId(0),
-                name: StringId(u32f(a[0])?),
-                grid: [u32f(a[1])?, u32f(a[2])?, u32f(a[3])?],
-                block: [u32f(a[4])?, u32f(a[5])?, u32f(a[6])?],
-                static_shared_mem: u32f(a[7])?,
-                dynamic_shared_mem: u32f(a[8])?,
-                registers: u32f(a[9])?,
-                graph_id: u32f(a[10])?,
-                graph_node_id: 0,
-            })
-        }
-        EventKind::Memcpy => {
-            let (device, context, stream) = gpu_ids(track)?;
-            Event::Memcpy(Memcpy {
-                start: Nanos(0),
-                end: Nanos(0),
-                device,
-                context,
-                stream,
-                correlation: CorrelationId(0),
-                kind: CopyKind(u8f(a[0])?),
-                bytes: a[1],
-                src_kind: MemoryKind(u8f(a[2])?),
-                dst_kind: MemoryKind(u8f(a[3])?),
-                src_device: DeviceId(u32f(a[4])?),
-                dst_device: DeviceId(u32f(a[5])?),
-            })
-        }
-        EventKind::Memset => {
-            let (device, context, stream) = gpu_ids(track)?;
-            Event::Memset(Memset {
-                start: Nanos(0),
-                end: Nanos(0),
-                device,
-                context,
-                stream,
-                correlation: CorrelationId(0),
-                bytes: a[0],
-                value: u32f(a[1])?,
-                memory_kind: MemoryKind(u8f(a[2])?),
-            })
-        }
-        EventKind::Sync => {
-            let (device, context, stream) = gpu_ids(track)?;
-            Event::Sync(Sync {
-                start: Nanos(0),
-                end: Nanos(0),
-                device,
-                context,
-                stream,
-                correlation: CorrelationId(0),
-                kind: SyncKind(u8f(a[0])?),
-                cuda_event: u32f(a[1])?,
-            })
-        }
-        EventKind::Api => Event::Api(ApiCall {
-            start: Nanos(0),
-            end: Nanos(0),
-            thread: thread_id(track)?,
-            correlation: CorrelationId(0),
-            domain: ApiDomain(u8f(a[0])?),
-            cbid: u32f(a[1])?,
-            name: StringId(u32f(a[2])?),
-            return_value: u32f(a[3])?,
-        }),
-        EventKind::Marker => Event::Marker(Marker {
-            start: Nanos(0),
-            end: Nanos(0),
-            thread: thread_id(track)?,
-            name: StringId(u32f(a[0])?),
-            domain: StringId(u32f(a[1])?),
-            kind: MarkerKind(u8f(a[2])?),
-            color: u32f(a[3])?,
-        }),
-        EventKind::Collective => {
-            if *track != Track::Process {
-                return Err("collective on a non-process track");
-            }
-            Event::Collective(Collective {
-                start: Nanos(0),
-                end: Nanos(0),
-                enqueue: Nanos(0),
-                comm: CommId(a[0]),
-                op: StringId(u32f(a[1])?),
-                seq: 0,
-                count: 0,
-                datatype: StringId(u32f(a[2])?),
-                bytes: 0,
-                rank: u32f(a[3])?,
-                nranks: u32f(a[4])?,
-                root: u32f(a[5])? as i32,
-                algorithm: StringId(u32f(a[6])?),
-                protocol: StringId(u32f(a[7])?),
-                channels: u32f(a[8])?,
-                device: DeviceId(u32f(a[9])?),
-                stream: StreamId(u32f(a[10])?),
-                correlation: CorrelationId(0),
-            })
-        }
-        EventKind::Loss => {
-            if *track != Track::Process {
-                return Err("loss record on a non-process track");
-            }
-            Event::Loss(Loss {
-                time: Nanos(0),
-                source: LossSource(u8f(a[0])?),
-                count: 0,
-                detail: StringId(u32f(a[1])?),
-            })
-        }
-        EventKind::Counter => {
-            if *track != Track::Process {
-                return Err("counter sample on a non-process track");
-            }
-            Event::Counter(Counter {
-                time: Nanos(0),
-                device: DeviceId(u32f(a[0])?),
-                metric: StringId(u32f(a[1])?),
-                value: 0,
-            })
-        }
-    })
-}
-
-/// Fill the per-event fields of a copy of a template.
-#[inline(always)]
-fn set_times(e: &mut Event, start: u64, end: u64, s: &Series) -> Result<(), &'static str> {
-    let corr = |v: u64| u32::try_from(v).map(CorrelationId).map_err(|_| "correlation id out of range");
-    match e {
-        Event::Kernel(k) => {
-            k.start = Nanos(start);
-            k.end = Nanos(end);
-            k.correlation = corr(s[0])?;
-            k.graph_node_id = s[1];
-        }
-        Event::Memcpy(m) => {
-            m.start = Nanos(start);
-            m.end = Nanos(end);
-            m.correlation = corr(s[0])?;
-        }
-        Event::Memset(m) => {
-            m.start = Nanos(start);
-            m.end = Nanos(end);
-            m.correlation = corr(s[0])?;
-        }
-        Event::Sync(y) => {
-            y.start = Nanos(start);
-            y.end = Nanos(end);
-            y.correlation = corr(s[0])?;
-        }
-        Event::Api(c) => {
-            c.start = Nanos(start);
-            c.end = Nanos(end);
-            c.correlation = corr(s[0])?;
-        }
-        Event::Marker(m) => {
-            m.start = Nanos(start);
-            m.end = Nanos(end);
-        }
-        Event::Collective(c) => {
-            c.start = Nanos(start);
-            c.end = Nanos(end);
-            c.seq = s[0];
-            c.correlation = corr(s[1])?;
-            c.enqueue = Nanos(start.wrapping_sub(s[2]));
-            c.bytes = s[3];
-            c.count = s[4];
-        }
-        Event::Loss(l) => {
-            if end != start {
-                return Err("loss record with a duration");
-            }
-            l.time = Nanos(start);
-            l.count = s[0];
-        }
-        Event::Counter(c) => {
-            if end != start {
-                return Err("counter sample with a duration");
-            }
-            c.time = Nanos(start);
-            c.value = s[0];
-        }
-    }
-    Ok(())
 }
 
 /// Slots in a chunk buffer's direct-mapped lookup cache: it starts small
@@ -658,27 +783,12 @@ impl ChunkBuf {
         self.count
     }
 
-    /// Add one event (of this buffer's kind).
-    #[inline]
-    pub(crate) fn push(&mut self, e: &Event) {
-        debug_assert_eq!(e.kind(), self.kind);
-        split!(e, |start, end, s, a| self.push_row(start, end, s, a))
-    }
-
-    /// Add one kernel (this buffer's kind is `Kernel`).
+    /// Add one event of a known struct (of this buffer's kind), without
+    /// matching on an [`Event`]: the writer's path for kernels and API calls.
     #[inline(always)]
-    pub(crate) fn push_kernel(&mut self, k: &Kernel) {
-        debug_assert_eq!(self.kind, EventKind::Kernel);
-        let (start, end, s, a) = kernel_columns(k);
-        self.push_row(start, end, s, a)
-    }
-
-    /// Add one API call (this buffer's kind is `Api`).
-    #[inline(always)]
-    pub(crate) fn push_api(&mut self, c: &ApiCall) {
-        debug_assert_eq!(self.kind, EventKind::Api);
-        let (start, end, s, a) = api_columns(c);
-        self.push_row(start, end, s, a)
+    pub(crate) fn push_typed<T: KindColumns>(&mut self, x: &T) {
+        debug_assert_eq!(self.kind, T::KIND);
+        x.push_into(self)
     }
 
     /// Add one event's columns: `NS` series and `NA` attributes (the
@@ -940,7 +1050,7 @@ impl ChunkBuf {
         varint::put(out, on_disk as u64);
         varint::put(out, self.entries.len() as u64);
         for a in &self.entries {
-            let a = if self.kind == EventKind::Kernel { unpack_kernel(a) } else { *a };
+            let a = if self.n_attrs == on_disk { *a } else { unpack(a, on_disk) };
             for v in &a[..on_disk] {
                 varint::put(out, *v);
             }
@@ -1264,22 +1374,7 @@ impl Span {
     /// event itself when its cursor read node ids.
     #[inline]
     pub fn event(&self, template: &Event) -> Event {
-        let mut e = *template;
-        let corr = CorrelationId(self.corr);
-        match &mut e {
-            Event::Kernel(k) => {
-                (k.start, k.end, k.correlation) = (Nanos(self.start), Nanos(self.end), corr);
-                k.graph_node_id = self.node;
-            }
-            Event::Memcpy(m) => (m.start, m.end, m.correlation) = (Nanos(self.start), Nanos(self.end), corr),
-            Event::Memset(m) => (m.start, m.end, m.correlation) = (Nanos(self.start), Nanos(self.end), corr),
-            Event::Sync(y) => (y.start, y.end, y.correlation) = (Nanos(self.start), Nanos(self.end), corr),
-            Event::Api(c) => (c.start, c.end, c.correlation) = (Nanos(self.start), Nanos(self.end), corr),
-            Event::Marker(m) => (m.start, m.end) = (Nanos(self.start), Nanos(self.end)),
-            // Kinds spans are not read of (see `SpanRows`).
-            Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => {}
-        }
-        e
+        span_event(template, self)
     }
 }
 
@@ -1326,21 +1421,21 @@ impl<'a> SpanRows<'a> {
         templates: &mut Vec<Event>,
     ) -> Result<SpanRows<'a>, &'static str> {
         const BAD: &str = "malformed column header";
-        let has_corr = match kind {
-            EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::Api => true,
-            EventKind::Marker => false,
-            EventKind::Collective | EventKind::Loss | EventKind::Counter => return Err("no spans for this event kind"),
-        };
+        if !kind.has_spans() {
+            return Err("no spans for this event kind");
+        }
+        // A kind with spans has at most two series: the correlation id,
+        // then (kernels) the graph node id.
         let n_series = shape(kind).0;
         let mut cols = open_body(kind, track, count, body, templates)?;
         let mut take = |i: usize| cols[i].take().ok_or(BAD);
         Ok(SpanRows {
             start_col: take(0)?,
             dur_col: Some(take(1)?),
-            corr_col: if has_corr { Some(take(2)?) } else { None },
+            corr_col: if n_series >= 1 { Some(take(2)?) } else { None },
             idx_col: Some(take(2 + n_series)?),
             node_col: None,
-            node_avail: if kind == EventKind::Kernel { Some(take(3)?) } else { None },
+            node_avail: if n_series >= 2 { Some(take(3)?) } else { None },
             node: 0,
             left: count,
             start: t_min,
@@ -1505,58 +1600,8 @@ impl Decoder {
         body: &[u8],
         mut f: impl FnMut(&Event),
     ) -> Result<(), &'static str> {
-        const BAD: &str = "malformed column header";
         let mut cols = open_body(kind, track, count, body, &mut self.templates)?;
-        let templates = &mut self.templates;
-        // One monomorphic loop per kind: the series count is a constant and
-        // the per-event fields are set without matching on the kind.
-        macro_rules! rows {
-            ($ns:literal, $variant:ident, |$x:ident, $s:ident| $set:block) => {
-                assemble::<$ns>(&mut cols, templates, count, t_min, &mut f, |e, start, end, $s| {
-                    let Event::$variant($x) = e else { return Err("template of another kind") };
-                    let base = &*$x as *const _ as usize;
-                    let at = |p: *const Nanos| p as usize - base;
-                    let (at_start, at_end) = (at(::std::ptr::addr_of!($x.start)), at(::std::ptr::addr_of!($x.end)));
-                    store_span($x, at_start, at_end, start, end);
-                    $set
-                    Ok(())
-                })
-            };
-        }
-        let corr = |v: u64| u32::try_from(v).map(CorrelationId).map_err(|_| "correlation id out of range");
-        match kind {
-            EventKind::Kernel => rows!(2, Kernel, |k, s| {
-                k.correlation = corr(s[0])?;
-                k.graph_node_id = s[1];
-            }),
-            EventKind::Memcpy => rows!(1, Memcpy, |m, s| {
-                m.correlation = corr(s[0])?;
-            }),
-            EventKind::Memset => rows!(1, Memset, |m, s| {
-                m.correlation = corr(s[0])?;
-            }),
-            EventKind::Sync => rows!(1, Sync, |y, s| {
-                y.correlation = corr(s[0])?;
-            }),
-            EventKind::Api => rows!(1, Api, |c, s| {
-                c.correlation = corr(s[0])?;
-            }),
-            EventKind::Marker => rows!(0, Marker, |m, s| {
-                let _ = (&m, s);
-            }),
-            // Collectives and losses are rare: the general path.
-            _ => {
-                let mut rows = Rows::of_columns(kind, cols, count, t_min, std::mem::take(templates));
-                let r = (|| {
-                    while rows.advance()? {
-                        f(rows.current().ok_or(BAD)?);
-                    }
-                    Ok(())
-                })();
-                *templates = rows.into_templates();
-                r
-            }
-        }
+        decode_rows(kind, &mut cols, &mut self.templates, count, t_min, &mut f)
     }
 }
 
@@ -1894,5 +1939,66 @@ mod tests {
         let mut max = vec![0xffu8; 9];
         max.push(1);
         assert_eq!(read_all(&max, 1), Ok(vec![u64::MAX]));
+    }
+}
+
+#[cfg(test)]
+mod description_tests {
+    use super::*;
+
+    fn track_of(kind: EventKind) -> Track {
+        match kind {
+            EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync => Track::Gpu {
+                device: DeviceId(1),
+                context: ContextId(2),
+                stream: StreamId(3),
+            },
+            EventKind::Api | EventKind::Marker => Track::Thread { tid: ThreadId(4) },
+            EventKind::Collective | EventKind::Loss | EventKind::Counter => Track::Process,
+        }
+    }
+
+    /// What the span readers assume of the description: a kind with spans
+    /// has at most two series, the first its correlation id (what
+    /// `Event::span_correlation` gives), the second a kernel's graph node
+    /// id; `Span::event` gives the event back.
+    #[test]
+    fn kinds_with_spans_carry_correlation_then_node_id() {
+        for kind in EventKind::ALL.into_iter().filter(|k| k.has_spans()) {
+            let (n_series, n_attrs) = shape(kind);
+            assert!(n_series <= 2, "{kind:?}: {n_series} series");
+            let a: Attrs = std::array::from_fn(|i| if i < n_attrs { i as u64 + 1 } else { 0 });
+            let t = template(kind, &track_of(kind), &a).unwrap();
+            assert_eq!(t.track(), track_of(kind));
+            let mut e = t;
+            set_times(&mut e, 100, 250, &[7, 9, 0, 0, 0]).unwrap();
+            assert_eq!((e.start().0, e.end().0), (100, 250));
+            let corr = if n_series >= 1 { 7 } else { 0 };
+            assert_eq!(e.span_correlation(), corr, "{kind:?}");
+            if let Event::Kernel(k) = e {
+                assert_eq!(k.graph_node_id, 9);
+            }
+            let node = if n_series >= 2 { 9 } else { 0 };
+            let span = Span {
+                start: 100,
+                end: 250,
+                corr,
+                attr: 0,
+                node,
+            };
+            assert_eq!(span.event(&t), e, "{kind:?}");
+        }
+    }
+
+    /// A packed kind's tuple unpacks to its on-disk fields, in order.
+    #[test]
+    fn packed_attributes_unpack_in_disk_order() {
+        let fields: [u32; 11] = std::array::from_fn(|i| u32::MAX - i as u32);
+        let words: [u64; 6] = pack(fields);
+        let mut held: Attrs = [0; MAX_ATTRS];
+        held[..6].copy_from_slice(&words);
+        let back = unpack(&held, 11);
+        assert_eq!(back.to_vec(), fields.iter().map(|&v| v as u64).collect::<Vec<_>>());
+        assert_eq!((shape(EventKind::Kernel).1, memory_attrs(EventKind::Kernel)), (11, 6));
     }
 }

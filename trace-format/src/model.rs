@@ -291,7 +291,7 @@ pub struct Kernel {
 }
 
 /// A memory copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memcpy {
     /// Start on the GPU.
     pub start: Nanos,
@@ -320,7 +320,7 @@ pub struct Memcpy {
 }
 
 /// A memory set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memset {
     /// Start on the GPU.
     pub start: Nanos,
@@ -343,7 +343,7 @@ pub struct Memset {
 }
 
 /// A synchronization as CUPTI records it (the span the host waited).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sync {
     /// Start.
     pub start: Nanos,
@@ -386,7 +386,7 @@ pub struct ApiCall {
 }
 
 /// An NVTX-style range or instant on a CPU thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marker {
     /// Start (or the instant).
     pub start: Nanos,
@@ -408,7 +408,7 @@ pub struct Marker {
 pub const RANK_UNKNOWN: u32 = u32::MAX;
 
 /// One NCCL collective or point-to-point operation, with what NCCL knows of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Collective {
     /// GPU start when known, else the CPU enqueue time.
     pub start: Nanos,
@@ -463,7 +463,7 @@ pub fn datatype_size(short: &str) -> u64 {
 }
 
 /// Data that was lost, with where and when, so that no loss is silent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Loss {
     /// When the loss was observed.
     pub time: Nanos,
@@ -483,7 +483,7 @@ pub struct Loss {
 /// (`nvml.throttle_reasons`) is stored as is. Samples of one series come
 /// in time order; a series that stops (its source failed) simply has no
 /// more samples.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counter {
     /// When the value was read, in the trace's time domain.
     pub time: Nanos,

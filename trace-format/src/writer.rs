@@ -199,7 +199,7 @@ impl<W: Write> TraceWriter<W> {
             stream: k.stream,
         };
         let i = self.buffer_of(EventKind::Kernel, track);
-        self.buffers[i].1.push_kernel(k);
+        self.buffers[i].1.push_typed(k);
         self.pushed(i)
     }
 
@@ -208,7 +208,7 @@ impl<W: Write> TraceWriter<W> {
     #[inline(always)]
     pub fn push_api(&mut self, c: &ApiCall) -> Result<()> {
         let i = self.buffer_of(EventKind::Api, Track::Thread { tid: c.thread });
-        self.buffers[i].1.push_api(c);
+        self.buffers[i].1.push_typed(c);
         self.pushed(i)
     }
 
