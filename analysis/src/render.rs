@@ -361,7 +361,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
     if not_imported > 0 {
         let _ = writeln!(
             o,
-            "\n{not_imported} input entries were outside the timeline model and not imported (CPU operators, metadata, ...; see the JSON)."
+            "\n{not_imported} input entries were outside the timeline model and not imported (Python frames, metadata, ...; see the JSON)."
         );
     }
     let _ = writeln!(o, "\n{}", st.heading("Findings"));

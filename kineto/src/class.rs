@@ -43,8 +43,8 @@ pub(crate) enum Class {
     Metadata,
     /// One of the kinds mapped.
     Kind(Kind),
-    /// A CPU operator: a step marker if named `ProfilerStep#…`, else
-    /// unmapped.
+    /// A CPU operator (`cpu_op`, old schema `Operator`): a marker whose
+    /// domain is its category (`ProfilerStep#N` among them).
     Operator,
     /// A category the model has no place for.
     Other,

@@ -305,6 +305,7 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
             bucket.first_time = Nanos(zero);
         }
     }
+    meta.pid = tally.host_pid.unwrap_or(0);
     let source_name = source_name(path);
     let (mut summary, written) = match finish(path, sink.writer, tally, summary, &source_name) {
         Ok(x) => x,
@@ -539,6 +540,9 @@ fn map_element<S: Sink>(
             })
         }
     };
+    if tally.host_pid.is_none() {
+        tally.host_pid = Mapper::host_pid(ev);
+    }
     match mapper.map(ev, sink) {
         Ok(Mapped::Events(first, second)) => {
             for event in std::iter::once(first).chain(second) {
@@ -594,7 +598,7 @@ fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
     walk(&mut sc, |key, sc| {
         if key == "traceEvents" {
             meta.has_events = true;
-            sc.value(None, "the traceEvents array")?;
+            meta.pid = first_host_pid(sc)?.unwrap_or(0);
             return Ok(());
         }
         add_meta(&mut meta, key, sc, &mut value)
@@ -604,6 +608,33 @@ fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
         return Err(no_events().with_path(path.to_path_buf()));
     }
     Ok(meta)
+}
+
+/// Pass over the `traceEvents` array (the scanner is at its value): the
+/// pid of its first CPU-side event (see `Mapper::host_pid`), which the
+/// header of a two-pass import needs before any event is written. Events
+/// are parsed only until it is found; the rest are skipped unparsed.
+fn first_host_pid<R: Read>(sc: &mut Scanner<R>) -> Result<Option<u32>, Fail> {
+    if sc.peek()? != Some(b'[') {
+        // The second pass reports what is wrong.
+        sc.value(None, "the traceEvents array")?;
+        return Ok(None);
+    }
+    sc.expect(b'[', "'['")?;
+    if sc.eat(b']')? {
+        return Ok(None);
+    }
+    let mut pid = None;
+    loop {
+        if pid.is_none() && sc.peek()? == Some(b'{') {
+            pid = sc.event(|parsed, _, _| parsed.ok().and_then(Mapper::host_pid))?;
+        } else {
+            sc.value(None, "a trace event")?;
+        }
+        if sc.comma_or(b']', "between trace events")? {
+            return Ok(pid);
+        }
+    }
 }
 
 fn no_events() -> Fail {

@@ -2,10 +2,11 @@
 //!
 //! Every element of `traceEvents` ends up in exactly one of three places:
 //! a gputrace event (kernel, copy, memset, sync, API call, marker; kernels
-//! with NCCL metadata also give a collective), the flow count (`ac2g`
-//! flows, whose link is already carried by correlation ids), or a loss
-//! bucket that is written as one `Loss` event (source `IMPORT`) per kind of
-//! unmapped entry. Nothing is dropped silently.
+//! with NCCL metadata also give a collective; CPU operators and
+//! annotations are markers whose domain is their Kineto category), the flow
+//! count (`ac2g` flows, whose link is already carried by correlation ids),
+//! or a loss bucket that is written as one `Loss` event (source `IMPORT`)
+//! per kind of unmapped entry. Nothing is dropped silently.
 
 use crate::class::{Class, Kind};
 use crate::event::{Raw, RawArgs, RawEvent};
@@ -39,6 +40,9 @@ pub(crate) struct Tally {
     pub written: [u64; EventKind::ALL.len()],
     /// Earliest start among the events written.
     pub earliest: Option<Nanos>,
+    /// The pid of the first CPU-side entry (operator, annotation, CUDA
+    /// call) in file order: the profiled process.
+    pub host_pid: Option<u32>,
     /// Entries of the unmapped categories seen, counted by (category,
     /// phase) and moved into `losses` by [`Tally::settle`]: most entries
     /// of a trace are of these, so each is counted without making or
@@ -97,6 +101,7 @@ impl Tally {
         for (mine, n) in self.written.iter_mut().zip(later.written) {
             *mine += n;
         }
+        self.host_pid = self.host_pid.or(later.host_pid);
         self.earliest = match (self.earliest, later.earliest) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -209,8 +214,9 @@ impl Mapper {
             Class::Flow => return Ok(Mapped::Flow),
             Class::Metadata => return Ok(Mapped::Unmapped("metadata (ph \"M\": process and thread names, sort order)")),
             Class::Kind(k) => k,
-            Class::Operator if name.starts_with("ProfilerStep#") => Kind::Marker,
-            Class::Operator | Class::Other => return Ok(Mapped::Category),
+            // CPU operators (`ProfilerStep#N` among them) are markers too.
+            Class::Operator => Kind::Marker,
+            Class::Other => return Ok(Mapped::Category),
         };
         let args = ev.args.as_ref();
         let arg = |f: fn(&RawArgs<'a>) -> Option<Raw<'a>>| args.and_then(f);
@@ -338,6 +344,23 @@ impl Mapper {
                 None,
             )),
         }
+    }
+
+    /// The process id of a CPU-side entry (a CPU operator, a CPU
+    /// annotation, a CUDA call) written as a number; `None` for GPU work
+    /// (whose pid is the device) and anything else.
+    pub(crate) fn host_pid(ev: &RawEvent<'_>) -> Option<u32> {
+        let (ph, cat) = (ev.ph.as_deref().unwrap_or(""), ev.cat.as_deref().unwrap_or(""));
+        let cpu_side = match ev.class.unwrap_or_else(|| Class::of(ph, cat)) {
+            Class::Operator | Class::Kind(Kind::Api(_)) => true,
+            Class::Kind(Kind::Marker) => cat != "gpu_user_annotation",
+            _ => false,
+        };
+        let pid = ev.pid?.get();
+        if !cpu_side || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        pid.parse().ok()
     }
 
     /// The absolute start of any entry, if it has a readable `ts`.

@@ -19,6 +19,9 @@ pub(crate) struct TraceMeta {
     pub devices: Vec<DeviceInfo>,
     pub cuda: CudaVersions,
     pub hostname: String,
+    /// The profiled process's id: the pid of the first CPU-side trace
+    /// event (see `Mapper::host_pid`); 0 when there is none.
+    pub pid: u32,
     /// Facts for `Header.extra`, keys prefixed `kineto.`.
     pub extra: BTreeMap<String, String>,
     /// Whether a `traceEvents` member was seen.
@@ -97,7 +100,7 @@ impl TraceMeta {
             producer: Producer::Import,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             hostname: self.hostname.clone(),
-            pid: 0,
+            pid: self.pid,
             rank: RankInfo {
                 rank: self.rank.map(Rank),
                 local_rank: None,

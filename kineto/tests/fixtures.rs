@@ -49,7 +49,7 @@ fn current_schema_maps_every_kind() {
     let trailer = t.trailer().expect("finished cleanly");
     assert_eq!(trailer.extra["import.trace_events"], "15");
     assert_eq!(trailer.extra["import.flows"], "2");
-    assert_eq!(trailer.extra["import.unmapped"], "3");
+    assert_eq!(trailer.extra["import.unmapped"], "1");
 
     let ev = events(&t);
     let kernels: Vec<&Kernel> = ev
@@ -141,7 +141,7 @@ fn current_schema_maps_every_kind() {
         .iter()
         .filter_map(|e| if let Event::Marker(m) = e { Some(m) } else { None })
         .collect();
-    assert_eq!(markers.len(), 2);
+    assert_eq!(markers.len(), 4);
     let step = markers.iter().find(|m| t.name(m.domain) == "user_annotation").unwrap();
     assert_eq!(
         (t.name(step.name).as_ref(), step.thread, step.kind),
@@ -151,19 +151,34 @@ fn current_schema_maps_every_kind() {
     let gpu_step = markers.iter().find(|m| t.name(m.domain) == "gpu_user_annotation").unwrap();
     assert_eq!((t.name(gpu_step.name).as_ref(), gpu_step.thread), ("ProfilerStep#3", ThreadId(7)));
 
-    // cpu_op (2) and the metadata row (1) are counted as losses, never dropped silently.
+    // CPU operators are markers on their thread, domain `cpu_op`.
+    let ops: Vec<(String, u32, u64, u64)> = markers
+        .iter()
+        .filter(|m| t.name(m.domain) == "cpu_op")
+        .map(|m| (t.name(m.name).into_owned(), m.thread.0, m.start.0 - BASE, m.end.0 - BASE))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("aten::mm".to_string(), 101, 1_005_000, 1_025_000),
+            ("aten::add".to_string(), 101, 1_030_000, 1_032_000)
+        ]
+    );
+    // The process is that of the CPU-side events.
+    assert_eq!(t.header().pid, 100);
+
+    // The metadata row (1) is counted as a loss, never dropped silently.
     let losses: Vec<(String, u64, u64)> = ev
         .iter()
         .filter_map(|e| if let Event::Loss(l) = e { Some(l) } else { None })
         .inspect(|l| assert_eq!(l.source, LossSource::IMPORT))
         .map(|l| (t.name(l.detail).into_owned(), l.count, l.time.0))
         .collect();
-    assert_eq!(losses.len(), 2, "{losses:?}");
-    let cpu = losses.iter().find(|l| l.0.contains("cpu_op")).unwrap();
+    assert_eq!(losses.len(), 1, "{losses:?}");
+    let meta = losses.iter().find(|l| l.0.contains("metadata")).unwrap();
     // Dated at the earliest mapped event (the ProfilerStep marker), never earlier.
-    assert_eq!((cpu.1, cpu.2), (2, BASE + 1_000_500));
-    assert!(losses.iter().any(|l| l.0.contains("metadata") && l.1 == 1));
-    assert_eq!(trailer.losses["import"], 3);
+    assert_eq!((meta.1, meta.2), (1, BASE + 1_000_500));
+    assert_eq!(trailer.losses["import"], 1);
 }
 
 #[test]
@@ -180,9 +195,9 @@ fn summary_counts_and_ratio() {
     );
     assert_eq!(
         (s.events["sync"], s.events["marker"], s.events["collective"], s.events["loss"]),
-        (1, 2, 1, 2)
+        (1, 4, 1, 1)
     );
-    assert_eq!((s.flows, s.unmapped_total()), (2, 3));
+    assert_eq!((s.flows, s.unmapped_total()), (2, 1));
 }
 
 #[test]
@@ -230,7 +245,7 @@ fn old_schema_integer_micros_and_string_tids() {
         .iter()
         .filter_map(|e| if let Event::Loss(l) = e { Some(l.count) } else { None })
         .sum();
-    assert_eq!(lost, 2, "aten::conv2d and the [memory] instant");
+    assert_eq!(lost, 1, "the [memory] instant (aten::conv2d is a marker)");
     assert_eq!(t.trailer().unwrap().extra["import.flows"], "2");
 }
 

@@ -294,7 +294,18 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     };
     let local = h.rank.local_rank.map_or(String::new(), |l| format!(", local rank {l}"));
     let world = h.rank.world_size.map_or(String::new(), |w| format!(", world size {w}"));
-    writeln!(out, "  process       {} pid {}, {rank}{local}{world}", h.hostname, h.pid)?;
+    // An imported trace may know no host name, or (no CPU-side event) no pid.
+    let host = if h.hostname.is_empty() {
+        "host unknown"
+    } else {
+        h.hostname.as_str()
+    };
+    let pid = if h.pid == 0 {
+        "pid unknown".to_string()
+    } else {
+        format!("pid {}", h.pid)
+    };
+    writeln!(out, "  process       {host} {pid}, {rank}{local}{world}")?;
     if !h.command.is_empty() {
         writeln!(out, "  command       {}", h.command.join(" "))?;
     }

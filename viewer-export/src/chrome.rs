@@ -71,6 +71,7 @@ impl Exporter for ChromeJson {
             WalkOptions {
                 bins: 0,
                 gpu_annotations: true,
+                gpu_step_annotations: false,
             },
             &mut w,
         )?;
@@ -111,6 +112,101 @@ struct InputState {
     /// writes them (what TraceLens and HTA read). At most
     /// [`MAX_LINKED_COLLECTIVES`] per input (bounded memory).
     kernel_coll: FxHashMap<(u32, u32), Collective>,
+    /// Kineto's `External id`s of an imported Kineto trace (else empty).
+    external: ExternalIds,
+}
+
+/// Kineto's `External id`s, made up again for an imported Kineto trace
+/// (the importer keeps no ids): each CPU range (operator or annotation) of
+/// a thread gets its own number (1, 2, ... in thread then start order), a
+/// CUDA call the number of the innermost operator (`cpu_op`, not
+/// annotation: PyTorch links GPU work to operators only) around it on its
+/// thread (0 outside any), and GPU work its launch's number. This is how
+/// Kineto links them; TensorBoard's profiler plugin counts a kernel as
+/// communication when its number is that of an `nccl:*` range.
+#[derive(Default)]
+struct ExternalIds {
+    /// Whether the input has them (an imported Kineto trace).
+    on: bool,
+    /// By (thread, start, end, name) of a range.
+    ranges: FxHashMap<(u32, u64, u64, u32), u32>,
+    /// By the correlation id of a CUDA call.
+    calls: FxHashMap<u32, u32>,
+    /// The GPU of each stream number (the first that has it), where an
+    /// imported `gpu_user_annotation` (whose thread is its stream) is drawn.
+    stream_gpu: FxHashMap<u32, DeviceId>,
+}
+
+/// Ranges and calls given `External id`s per input at most (some 24 bytes
+/// each); the ones past it are written without one.
+const MAX_EXTERNAL_IDS: usize = 1 << 22;
+
+impl ExternalIds {
+    fn of(trace: &TraceFile) -> ExternalIds {
+        let mut ids = ExternalIds {
+            on: crate::is_kineto_import(trace.header()),
+            ..ExternalIds::default()
+        };
+        if !ids.on {
+            return ids;
+        }
+        for k in trace.tracks() {
+            if let Track::Gpu { device, stream, .. } = k.track {
+                ids.stream_gpu.entry(stream.0).or_insert(device);
+            }
+        }
+        // Per thread: (start, end, range name and whether it is an operator,
+        // or None for a call; correlation).
+        type Item = (u64, u64, Option<(StringId, bool)>, u32);
+        let mut threads: FxHashMap<u32, Vec<Item>> = FxHashMap::default();
+        let mut taken = 0usize;
+        for e in trace.events_of(&[EventKind::Api, EventKind::Marker]) {
+            // A damaged chunk is reported by the walk itself.
+            let item = match e {
+                Ok(Event::Api(a)) => (a.thread.0, (a.start.0, a.end.0, None, a.correlation.0)),
+                Ok(Event::Marker(m)) if m.kind == MarkerKind::RANGE => match crate::kineto_category(&trace.name(m.domain)) {
+                    Some(cat @ ("cpu_op" | "user_annotation")) => (m.thread.0, (m.start.0, m.end.0, Some((m.name, cat == "cpu_op")), 0)),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            taken += 1;
+            if taken > MAX_EXTERNAL_IDS {
+                break;
+            }
+            threads.entry(item.0).or_default().push(item.1);
+        }
+        let mut tids: Vec<u32> = threads.keys().copied().collect();
+        tids.sort_unstable();
+        let mut next = 1u32;
+        for tid in tids {
+            let items = threads.get_mut(&tid).map(std::mem::take).unwrap_or_default();
+            let mut items = items;
+            // Outer before inner: earlier start, then later end, ranges before calls.
+            items.sort_by_key(|&(s, e, name, _)| (s, std::cmp::Reverse(e), name.is_none()));
+            // Open operators: (start, end, id); each holds the next.
+            let mut open: Vec<(u64, u64, u32)> = Vec::new();
+            for (s, e, name, corr) in items {
+                while open.last().is_some_and(|&(os, oe, _)| !(os <= s && e <= oe)) {
+                    open.pop();
+                }
+                match name {
+                    Some((name, operator)) => {
+                        ids.ranges.insert((tid, s, e, name.0), next);
+                        if operator {
+                            open.push((s, e, next));
+                        }
+                        next += 1;
+                    }
+                    None if corr != 0 => {
+                        ids.calls.insert(corr, open.last().map_or(0, |o| o.2));
+                    }
+                    None => {}
+                }
+            }
+        }
+        ids
+    }
 }
 
 /// Collectives remembered per input for their kernels' args (about 120 bytes
@@ -238,6 +334,7 @@ impl<W: Write> JsonWriter<W> {
                     comms: Vec::new(),
                     library_lanes: Vec::new(),
                     kernel_coll: linked_collectives(trace),
+                    external: ExternalIds::of(trace),
                 }
             })
             .collect();
@@ -599,6 +696,56 @@ impl<W: Write> JsonWriter<W> {
         (pid, tid)
     }
 
+    /// `,"External id":N` of GPU work of an imported Kineto trace: its
+    /// launch's (see [`ExternalIds`]).
+    fn launch_external_id(&mut self, input: &Input<'_>, correlation: CorrelationId) {
+        let ids = &self.inputs[input.ordinal].external;
+        if let Some(&id) = ids.on.then(|| ids.calls.get(&correlation.0)).flatten() {
+            self.arg_u64(b",\"External id\":", id as u64);
+        }
+    }
+
+    /// A CPU operator or annotation of an imported Kineto trace, in the
+    /// category it had, with its `External id`; a GPU annotation on its
+    /// stream of the GPU that has a stream of that number (the thread of
+    /// Kineto's `gpu_user_annotation` is the stream).
+    fn kineto_marker(&mut self, input: &Input<'_>, m: &Marker, pid: u64, tid: u64, s: u64, e: u64) {
+        let t = input.trace;
+        let cat = crate::kineto_category(&t.name(m.domain)).unwrap_or("user_annotation");
+        let (pid, tid) = if cat == "gpu_user_annotation" {
+            let device = self.inputs[input.ordinal]
+                .external
+                .stream_gpu
+                .get(&m.thread.0)
+                .copied()
+                .unwrap_or(DeviceId(0));
+            (self.inputs[input.ordinal].gpu_pid_base + device.0 as u64, m.thread.0 as u64)
+        } else {
+            (pid, tid)
+        };
+        let instant = m.kind == MarkerKind::INSTANT;
+        self.open(if instant { b"i" } else { b"X" }, cat.as_bytes());
+        self.name_id(input, m.name);
+        self.pid_tid_ts(pid, tid, s);
+        if instant {
+            self.out.buf.extend_from_slice(b",\"s\":\"t\"}");
+            return;
+        }
+        self.dur(s, e);
+        let id = self.inputs[input.ordinal]
+            .external
+            .ranges
+            .get(&(m.thread.0, m.start.0, m.end.0, m.name.0))
+            .copied();
+        match id {
+            Some(id) => self.arg_u64(b",\"args\":{\"External id\":", id as u64),
+            None => self.out.buf.push(b'}'),
+        }
+        if id.is_some() {
+            self.out.buf.extend_from_slice(b"}}");
+        }
+    }
+
     /// A flow event of the event just written: its id and its place and
     /// time are copied from that event's text when they are the same.
     fn flow(&mut self, end: bool, id: u64, pid: u64, tid: u64, ts: u64) {
@@ -632,7 +779,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
         self.places.clear();
         let h = input.trace.header();
         let pid = self.inputs[input.ordinal].host_pid;
-        let mut label = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
+        let mut label = crate::process_label(input.rank, h);
         if let Some(cmd) = h.command.first() {
             label = format!("{label} · {cmd}");
         }
@@ -738,6 +885,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 {
                     self.collective_args(input, &c);
                 }
+                self.launch_external_id(input, k.correlation);
                 self.out.buf.extend_from_slice(b"}}");
             }
             Event::Memcpy(m) => {
@@ -753,6 +901,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                     self.arg_u64(b",\"src device\":", m.src_device.0 as u64);
                     self.arg_u64(b",\"dst device\":", m.dst_device.0 as u64);
                 }
+                self.launch_external_id(input, m.correlation);
                 self.out.buf.extend_from_slice(b"}}");
             }
             Event::Memset(m) => {
@@ -765,6 +914,7 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.arg_u64(b",\"value\":", m.value as u64);
                 self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
                 put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
+                self.launch_external_id(input, m.correlation);
                 self.out.buf.extend_from_slice(b"}}");
             }
             Event::Sync(y) => {
@@ -802,7 +952,20 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 if a.return_value != 0 {
                     self.arg_u64(b",\"return\":", a.return_value as u64);
                 }
+                if self.inputs[input.ordinal].external.on {
+                    // Kineto writes 0 for a call outside any operator.
+                    let id = self.inputs[input.ordinal]
+                        .external
+                        .calls
+                        .get(&a.correlation.0)
+                        .copied()
+                        .unwrap_or(0);
+                    self.arg_u64(b",\"External id\":", id as u64);
+                }
                 self.out.buf.extend_from_slice(b"}}");
+            }
+            Event::Marker(m) if self.inputs[input.ordinal].external.on && crate::kineto_category(&input.trace.name(m.domain)).is_some() => {
+                self.kineto_marker(input, m, pid, tid, s, e);
             }
             Event::Marker(m) => {
                 let instant = m.kind == MarkerKind::INSTANT;

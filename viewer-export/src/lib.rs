@@ -195,6 +195,39 @@ fn memory_kind_label(k: MemoryKind) -> &'static str {
 }
 
 /// Kineto's name of a copy: `Memcpy HtoD (Pinned -> Device)`.
+/// Whether a trace was imported from a PyTorch profiler (Kineto) trace: its
+/// CPU operators and annotations are markers whose domain is their Kineto
+/// category ([`kineto_category`]), and its GPU annotations are Kineto's own.
+pub(crate) fn is_kineto_import(h: &Header) -> bool {
+    h.producer == Producer::Import && h.extra.get("import.format").map(String::as_str) == Some("kineto")
+}
+
+/// The Kineto category a marker of an imported Kineto trace had (its
+/// domain), if it is one of the CPU-side or GPU annotation categories the
+/// importer keeps; the old schema's `Operator` is written as `cpu_op`.
+pub(crate) fn kineto_category(domain: &str) -> Option<&'static str> {
+    match domain {
+        "cpu_op" | "Operator" => Some("cpu_op"),
+        "user_annotation" => Some("user_annotation"),
+        "gpu_user_annotation" => Some("gpu_user_annotation"),
+        _ => None,
+    }
+}
+
+/// A process's name in both viewers: `rank R · host · pid P`, leaving out
+/// the host and the pid when the trace does not know them (an imported
+/// trace may have neither).
+pub(crate) fn process_label(rank: Rank, h: &Header) -> String {
+    let mut label = format!("rank {rank}");
+    if !h.hostname.is_empty() {
+        label = format!("{label} · {}", h.hostname);
+    }
+    if h.pid != 0 {
+        label = format!("{label} · pid {}", h.pid);
+    }
+    label
+}
+
 pub(crate) fn memcpy_label(m: &Memcpy) -> String {
     format!(
         "Memcpy {} ({} -> {})",

@@ -208,6 +208,7 @@ impl Exporter for Perfetto {
             WalkOptions {
                 bins: self.counter_bins,
                 gpu_annotations: self.nvtx_on_gpu,
+                gpu_step_annotations: true,
             },
             &mut w,
         )?;
@@ -1008,7 +1009,7 @@ impl<W: Write> Visitor for ProtoWriter<W> {
         self.lane_tracks.clear();
         let h = input.trace.header();
         let pid = self.inputs[input.ordinal].pid;
-        let name = format!("rank {} · {} · pid {}", input.rank, h.hostname, h.pid);
+        let name = crate::process_label(input.rank, h);
         let labels = if h.producer == Producer::Synthetic {
             "synthetic (not a GPU measurement)"
         } else {

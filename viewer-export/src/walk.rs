@@ -303,6 +303,10 @@ pub(crate) struct WalkOptions {
     pub bins: u32,
     /// Project NVTX ranges onto the GPU work launched inside them.
     pub gpu_annotations: bool,
+    /// Project step ranges (`ProfilerStep#N`) too. TensorBoard's profiler
+    /// plugin counts every range of that name, a GPU one too, as a step of
+    /// its own, so the Chrome/Kineto export leaves them out.
+    pub gpu_step_annotations: bool,
 }
 
 /// Categories of GPU time, in [`Utilization::bins`] order.
@@ -790,7 +794,9 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             hint: 0,
             last: None,
         };
-        if options.gpu_annotations {
+        // An imported Kineto trace has Kineto's own GPU annotations: they
+        // are written as they are, not projected again.
+        if options.gpu_annotations && !crate::is_kineto_import(trace.header()) {
             for summary in trace.tracks() {
                 if !matches!(summary.track, Track::Thread { .. }) {
                     continue;
@@ -817,7 +823,12 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                             .templates()
                             .iter()
                             .map(|t| match t {
-                                Event::Marker(m) if m.kind == MarkerKind::RANGE => Some(m.name),
+                                Event::Marker(m)
+                                    if m.kind == MarkerKind::RANGE
+                                        && (options.gpu_step_annotations || !trace.name(m.name).starts_with("ProfilerStep#")) =>
+                                {
+                                    Some(m.name)
+                                }
                                 _ => None,
                             })
                             .collect();
@@ -1422,6 +1433,7 @@ mod tests {
                     WalkOptions {
                         bins,
                         gpu_annotations: bins > 0,
+                        gpu_step_annotations: true,
                     },
                     &mut Null(0),
                 )
