@@ -15,7 +15,8 @@ libcupti (tests/doubles) and samples, every 10 ms, the on-CPU time
 Modes (each ROUNDS times, best round shown, then the spread):
 
   burst       plain capture, 3 M records as fast as the fake makes them
-  burst-fl    the same with --flight-recorder 60s (ring writes)
+  burst-fl    the same with --flight-recorder 60s (ring writes; the job exits 3
+              so that the ring becomes a trace whose events can be counted)
   paced       plain capture, 600,000 kernels over about 6 s
   paced-met   the same with --metrics (interval 1 s): the traced process's
               cost (should not move) and the collector's CPU per analysis
@@ -83,7 +84,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(doubles, scenario, flags, metrics_port=None):
+def run(doubles, scenario, flags, metrics_port=None, exit_code=0):
     """One `gputrace run`; per-thread CPU series and the trace's summary."""
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
@@ -98,7 +99,7 @@ def run(doubles, scenario, flags, metrics_port=None):
         )
         env.pop("RANK", None)
         cmd = [str(GPUTRACE), "run", *flags, "-o", str(d / "traces"), "--",
-               str(doubles / "testprog"), "--ms", "60000", "exit", "0"]
+               str(doubles / "testprog"), "--ms", "60000", "exit", str(exit_code)]
         t0 = time.time_ns()
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         job, samples, launcher, analyses = None, [], {}, None
@@ -106,12 +107,13 @@ def run(doubles, scenario, flags, metrics_port=None):
             job = job or child_of(p.pid)
             if job:
                 samples.append((time.time_ns(), thread_times(job)))
-            launcher = thread_times(p.pid) or launcher
+            for tid, (n, ns) in thread_times(p.pid).items():
+                launcher[tid] = (n, max(ns, launcher.get(tid, (n, 0))[1]))
             if metrics_port and job and not os.path.exists(f"/proc/{job}"):
                 analyses = scrape(metrics_port) or analyses
             time.sleep(0.01)
         stderr = p.stderr.read().decode(errors="replace")
-        if p.returncode != 0:
+        if p.returncode != exit_code:
             sys.exit(f"gputrace run {' '.join(flags)} failed ({p.returncode}): {stderr}")
         info = json.loads(subprocess.check_output([str(GPUTRACE), "info", "--json", str(d / "traces")]))
         files = info["files"] if isinstance(info, dict) and "files" in info else info
@@ -136,12 +138,18 @@ def cpu_of(sample, name):
 
 
 def last_cpu(samples, name):
-    """A thread's CPU at its last sample (ns)."""
-    return max((cpu_of(s, name) for _, s in samples), default=0)
+    """The CPU (ns) of the threads called `name`, each at its last sample
+    (a thread that ended is no longer in the later samples)."""
+    seen = {}
+    for _, s in samples:
+        for tid, (n, ns) in s.items():
+            if n == name:
+                seen[tid] = max(seen.get(tid, 0), ns)
+    return sum(seen.values())
 
 
 def lost(info):
-    return sum(v.get("total", 0) if isinstance(v, dict) else 0 for v in info.get("losses", {}).values())
+    return sum(v.get("lost", 0) if isinstance(v, dict) else 0 for v in info.get("losses", {}).values())
 
 
 def windowed(samples, windows):
@@ -187,7 +195,8 @@ def main():
         return best, rows
 
     per_record([], BURST, "burst")
-    per_record(["--flight-recorder", "60s"], BURST, "burst-fl")
+    # Exit 3: the job "fails", so the ring becomes a trace whose events are counted.
+    per_record(["--flight-recorder", "60s"], BURST, "burst-fl", exit_code=3)
     per_record([], PACED, "paced")
     port = free_port()
     best, rows = per_record(["--metrics", str(port), "--metrics-interval", "1", "--metrics-linger", "3"], PACED,
@@ -219,9 +228,12 @@ def main():
     for _ in range(ROUNDS):
         r = run(doubles, IDLE, [])
         s = r["samples"]
-        if len(s) > 2:
-            w = cpu_of(s[-1][1], "gputrace-writer") - cpu_of(s[1][1], "gputrace-writer")
-            idle.append(w / ((s[-1][0] - s[1][0]) / 1e9) / 1e3)
+        # From the first sample with the writer to the last one before it ends.
+        s = [x for x in s if cpu_of(x[1], "gputrace-writer") > 0]
+        if len(s) > 10:
+            s = s[5:-2]
+            w = cpu_of(s[-1][1], "gputrace-writer") - cpu_of(s[0][1], "gputrace-writer")
+            idle.append(w / ((s[-1][0] - s[0][0]) / 1e9) / 1e3)
     if idle:
         print(f"idle        writer {min(idle):.0f} us of CPU per second with nothing to write ({spread(idle)})")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
