@@ -321,3 +321,70 @@ fn a_step_much_slower_than_the_median_gets_a_snapshot() {
     assert!(extra(&t, "flight.trigger").starts_with("slow step: 6"), "{:?}", trailer(&t).extra);
     assert!(leftovers(&traces).is_empty(), "{:?}", leftovers(&traces));
 }
+
+#[test]
+fn a_trigger_in_the_last_flush_period_before_a_clean_exit_still_writes_its_snapshot() {
+    // About 4 s of kernels, then exit 0; the agent polls its triggers
+    // every 30 s, so only the check at exit can see these.
+    for to_launcher in [false, true] {
+        let mut live = Live::start(
+            "kernels 1000000 2000 2000\n",
+            &["--flight-recorder", "60s", "--flush-ms", "30000", "--flight-cap-mb", "4"],
+            &["--ms", "60000", "exit", "0"],
+        );
+        let (_, pid) = live.ring_with_events();
+        let launcher = live.child.id() as i32;
+        kill(if to_launcher { launcher } else { pid }, libc::SIGUSR2);
+        let (code, stderr, dir) = live.wait();
+        assert_eq!(code, Some(0), "{stderr}");
+        let traces = dir.path().join("traces");
+        let t = one_trace(&traces, stderr.as_bytes());
+        let want = if to_launcher {
+            "SIGUSR2 to gputrace run"
+        } else {
+            "SIGUSR2 to the process"
+        };
+        assert_eq!(extra(&t, "flight.trigger"), want, "{stderr}");
+        assert!(t.event_total() > 0);
+        assert!(leftovers(&traces).is_empty(), "{:?}", leftovers(&traces));
+    }
+}
+
+#[test]
+fn a_ring_left_by_a_killed_gputrace_run_becomes_a_trace_at_the_next_run() {
+    let mut live = Live::start(
+        "kernels 2000000 2000 2000\n",
+        &["--flight-recorder", "60s", "--flush-ms", "50"],
+        &["--ms", "60000", "exit", "0"],
+    );
+    let (ring, pid) = live.ring_with_events();
+    // The launcher dies first, then its job: nobody turns the ring into a trace.
+    kill(live.child.id() as i32, libc::SIGKILL);
+    let _ = live.child.wait();
+    kill(pid, libc::SIGKILL);
+    let traces = live.traces();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Safety: kill with signal 0 only asks whether `pid` exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ring.exists() && trace_files(&traces).is_empty());
+    // The next run recovers rings whose meta file is 10 s old (younger ones may be a writer's).
+    let meta = traces.join(ring.file_name().unwrap().to_str().unwrap().replace(".flight-ring", ".flight-meta"));
+    let f = std::fs::File::options().write(true).open(&meta).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60)).unwrap();
+    let agent = agent_lib();
+    let next = common::gputrace_env(
+        &["run", "-o", traces.to_str().unwrap(), "--", "true"],
+        &[("GPUTRACE_AGENT", agent.to_str().unwrap())],
+    );
+    let stderr = text(&next.stderr);
+    assert!(stderr.contains("recovered it as"), "{stderr}");
+    let t = one_trace(&traces, &next.stderr);
+    assert!(t.event_total() > 0);
+    assert!(extra(&t, "flight.trigger").starts_with("recovered"), "{:?}", trailer(&t).extra);
+    // The killed launcher's Python hooks directory stays (its job may
+    // still start Python processes that import from it); no flight file does.
+    let flight_files: Vec<String> = leftovers(&traces).into_iter().filter(|n| n.contains("flight")).collect();
+    assert!(flight_files.is_empty(), "{flight_files:?}");
+}

@@ -47,6 +47,11 @@ fn main() {
         }
         return;
     }
+    // `AGENT_BENCH_ONLY=always`: the always-on modes of issue #25 only.
+    if std::env::var("AGENT_BENCH_ONLY").as_deref() == Ok("always") {
+        always_on();
+        return;
+    }
     // 1. Callback cost.
     let pool = Pool::new(16, 4 << 20).expect("pool");
     let n = 2_000_000;
@@ -226,14 +231,14 @@ impl Mix {
     }
 }
 
-fn writer_throughput(mix: Mix) {
+/// The records of `writer_throughput`: 150,000 launches of `mix` in one
+/// CUPTI-layout buffer, the offset of each record, their count and the
+/// time they span (ns). `names` must outlive the buffer (records point at them).
+fn launch_records(mix: Mix, names: &[std::ffi::CString]) -> (Vec<u8>, Vec<usize>, u64, u64) {
     let v = layout::version::V13_0;
     let ksize = layout::kernel::LAYOUT.size_at(v).unwrap();
     let asize = layout::api::LAYOUT.size_at(v).unwrap();
     let msize = layout::memcpy::LAYOUT.size_at(v).unwrap();
-    let names: Vec<std::ffi::CString> = (0..300)
-        .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
-        .collect();
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 20);
 
     let random_jitter = std::env::var("AGENT_BENCH_JITTER").is_ok_and(|v| v == "random");
@@ -303,15 +308,21 @@ fn writer_throughput(mix: Mix) {
         }
         t += 30_000;
     }
+    (buf, offsets, records, t - 1_790_000_000_000_000_000)
+}
+
+/// 300 kernel names, as a training job's few hundred distinct kernels.
+fn kernel_names() -> Vec<std::ffi::CString> {
+    (0..300)
+        .map(|i| std::ffi::CString::new(format!("void kernel_{i}<float, 128>(float*, int)")).unwrap())
+        .collect()
+}
+
+fn writer_throughput(mix: Mix) {
+    let names = kernel_names();
+    let (buf, offsets, records, span) = launch_records(mix, &names);
     let dir = tempfile::tempdir().unwrap();
-    steady_state(
-        &buf,
-        &offsets,
-        records,
-        t - 1_790_000_000_000_000_000,
-        mix,
-        &dir.path().join("steady.gtrace"),
-    );
+    steady_state(&buf, &offsets, records, span, mix, &dir.path().join("steady.gtrace"));
     if std::env::var("AGENT_BENCH_ONLY").as_deref() == Ok("steady") {
         return;
     }
@@ -362,19 +373,7 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix
     let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
     for rep in 0..=reps {
         if rep > 0 {
-            for &off in offsets {
-                let r = &mut buf[off..];
-                let k = u32::from_ne_bytes(r[..4].try_into().unwrap());
-                let fields: &[usize] = match k {
-                    kind::CONCURRENT_KERNEL => &[layout::kernel::START, layout::kernel::END],
-                    kind::MEMCPY => &[layout::memcpy::START, layout::memcpy::END],
-                    _ => &[layout::api::START, layout::api::END],
-                };
-                for &o in fields {
-                    let t = u64::from_ne_bytes(r[o..o + 8].try_into().unwrap());
-                    put(r, o, t + span);
-                }
-            }
+            shift(&mut buf, offsets, span);
         }
         let t0 = Instant::now();
         let cpu0 = thread_cpu();
@@ -394,6 +393,155 @@ fn steady_state(buf: &[u8], offsets: &[usize], records: u64, span: u64, mix: Mix
         best * 1e3,
         records as f64 / best / 1e6,
         records as f64 / best_cpu / 1e6
+    );
+}
+
+/// Move every record's timestamps `span` ns later (the next pass of a job).
+fn shift(buf: &mut [u8], offsets: &[usize], span: u64) {
+    for &off in offsets {
+        let r = &mut buf[off..];
+        let k = u32::from_ne_bytes(r[..4].try_into().unwrap());
+        let fields: &[usize] = match k {
+            kind::CONCURRENT_KERNEL => &[layout::kernel::START, layout::kernel::END],
+            kind::MEMCPY => &[layout::memcpy::START, layout::memcpy::END],
+            _ => &[layout::api::START, layout::api::END],
+        };
+        for &o in fields {
+            let t = u64::from_ne_bytes(r[o..o + 8].try_into().unwrap());
+            put(r, o, t + span);
+        }
+    }
+}
+
+/// Issue #25's modes on the writer thread (`AGENT_BENCH_ONLY=always`):
+/// 1. the same records (the measured PyTorch stream) decoded and written
+///    by two long-lived writers, one into a trace file (plain capture), one
+///    into a flight recorder ring of `AGENT_BENCH_RING_MB` (default 256, as
+///    `--flight-cap-mb`), passes interleaved, each pass flushed (the agent
+///    flushes once per `--flush-ms`; a pass is 4.5 s of the job), best CPU
+///    time of `AGENT_BENCH_REPS` (7) passes each;
+/// 2. a snapshot (the trace written from the ring on a trigger) of a full
+///    ring of that size: best of 3, wall and CPU time. The ring is filled by
+///    appending the events chunks of one pass again and again (the
+///    snapshot's cost is per byte and per chunk, not per event).
+fn always_on() {
+    use gputrace_format::chunk::{ChunkKind, Frame, FRAME_LEN, PREAMBLE_LEN};
+    use gputrace_format::flight::{self, FlightSink, Ring};
+    use std::time::Duration;
+    let reps: usize = std::env::var("AGENT_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
+    let ring_mb: u64 = std::env::var("AGENT_BENCH_RING_MB")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(256);
+    let names = kernel_names();
+    let mix = Mix::RuntimeOnly;
+    let (mut buf, offsets, records, span) = launch_records(mix, &names);
+    let dir = tempfile::tempdir().unwrap();
+    let window = Duration::from_secs(60);
+
+    // 1. Plain capture and the flight recorder, per record.
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.path().join("plain.gtrace")).unwrap());
+    let mut plain = TraceWriter::new(file, &Header::default(), writer_options()).unwrap();
+    let sink = FlightSink::create(dir.path(), "bench", ring_mb << 20, window).unwrap();
+    let mut ring = TraceWriter::new(sink, &Header::default(), writer_options()).unwrap();
+    let (mut dec_plain, mut dec_ring) = (Decoder::default(), Decoder::default());
+    let (mut best_plain, mut best_ring) = (f64::MAX, f64::MAX);
+    let (mut all_plain, mut all_ring) = (Vec::new(), Vec::new());
+    for rep in 0..=reps {
+        if rep > 0 {
+            shift(&mut buf, &offsets, span);
+        }
+        let c0 = thread_cpu();
+        decode_all(&buf, &offsets, &mut dec_plain, &mut plain);
+        plain.flush().unwrap();
+        let c1 = thread_cpu();
+        decode_all(&buf, &offsets, &mut dec_ring, &mut ring);
+        ring.flush().unwrap();
+        let c2 = thread_cpu();
+        // The first pass warms the writers' buffers (and the decoders' name caches).
+        if rep > 0 {
+            best_plain = f64::min(best_plain, c1 - c0);
+            best_ring = f64::min(best_ring, c2 - c1);
+            all_plain.push((c1 - c0) * 1e9 / records as f64);
+            all_ring.push((c2 - c1) * 1e9 / records as f64);
+        }
+    }
+    let per = |t: f64| t * 1e9 / records as f64;
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::MAX, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{lo:.1}-{hi:.1}")
+    };
+    let ring_bytes = ring.get_mut().ring().counters();
+    println!(
+        "always-on, writer thread, {}: {records} records per pass, best of {reps} passes (CPU time):\n  \
+         plain capture (trace file):          {:.1} ns/record = {:.1} M records/s (passes: {} ns)\n  \
+         flight recorder ({ring_mb} MiB ring):     {:.1} ns/record = {:.1} M records/s (passes: {} ns); {:+.1} ns/record vs plain; evicted so far: {ring_bytes:?}",
+        mix.label(),
+        per(best_plain),
+        records as f64 / best_plain / 1e6,
+        range(&all_plain),
+        per(best_ring),
+        records as f64 / best_ring / 1e6,
+        range(&all_ring),
+        per(best_ring) - per(best_plain),
+    );
+    drop(plain);
+    drop(ring);
+
+    // 2. A snapshot of a full ring. One pass's stream, split as FlightSink does.
+    let mut stream = TraceWriter::new(Vec::new(), &Header::default(), writer_options()).unwrap();
+    decode_all(&buf, &offsets, &mut Decoder::default(), &mut stream);
+    let stream = stream.finish(Trailer::default()).unwrap();
+    let mut meta = stream[..PREAMBLE_LEN].to_vec();
+    let mut events = Vec::new();
+    let mut at = PREAMBLE_LEN;
+    while at < stream.len() {
+        let f = Frame::decode(stream[at..at + FRAME_LEN].try_into().unwrap()).unwrap();
+        let chunk = &stream[at..at + FRAME_LEN + f.payload_len as usize];
+        if f.kind == ChunkKind::Events as u16 {
+            events.push(chunk.to_vec());
+        } else {
+            meta.extend_from_slice(chunk);
+        }
+        at += chunk.len();
+    }
+    let ring_path = flight::ring_path(dir.path(), "full");
+    let meta_path = flight::meta_path(dir.path(), "full");
+    std::fs::write(&meta_path, &meta).unwrap();
+    let mut full = Ring::create(&ring_path, ring_mb << 20, window).unwrap();
+    let now = gputrace_format::flight::realtime_ns();
+    let (mut appended, mut n) = (0u64, 0u64);
+    // Fill to the brim: once the first eviction happens, the ring is full.
+    while full.counters().evicted_cap == 0 {
+        for c in &events {
+            full.append(c, now + n);
+            appended += c.len() as u64;
+            n += 1;
+        }
+    }
+    drop(full);
+    let (mut wall, mut cpu) = (f64::MAX, f64::MAX);
+    let mut out = (0, 0);
+    for i in 0..3 {
+        let trace = dir.path().join(format!("snapshot{i}.gtrace"));
+        let t0 = Instant::now();
+        let c0 = thread_cpu();
+        let r = flight::snapshot_files(&ring_path, &meta_path, &trace, "bench").unwrap();
+        cpu = cpu.min(thread_cpu() - c0);
+        wall = wall.min(t0.elapsed().as_secs_f64());
+        out = (r.chunks, std::fs::metadata(&trace).unwrap().len());
+        std::fs::remove_file(&trace).unwrap();
+    }
+    println!(
+        "flight snapshot of a full {ring_mb} MiB ring ({} chunks kept, {:.1} MiB appended, a {:.1} MiB trace): \
+         {:.0} ms wall, {:.0} ms CPU (best of 3) = {:.0} MiB/s of ring",
+        out.0,
+        appended as f64 / 1048576.0,
+        out.1 as f64 / 1048576.0,
+        wall * 1e3,
+        cpu * 1e3,
+        ring_mb as f64 / wall
     );
 }
 

@@ -152,6 +152,25 @@ impl Triggers {
     /// marks written since then, in order (drained).
     pub fn poll(&mut self, activity: bool, steps: &mut Vec<u64>) -> Option<String> {
         let now = Instant::now();
+        let mut why = self.pending(steps);
+        if activity {
+            self.last_activity = Some(now);
+            self.hang_reported = false;
+        } else if let (Some(limit), Some(last), false) = (self.hang, self.last_activity, self.hang_reported) {
+            if now.duration_since(last) >= limit {
+                self.hang_reported = true;
+                why.get_or_insert_with(|| format!("hang: no GPU activity for {} ms", limit.as_millis()));
+            }
+        }
+        why
+    }
+
+    /// The triggers raised since the last poll that do not depend on time
+    /// passing (a slow step among `steps`, SIGUSR2 to the process, the
+    /// trigger file): what [`Self::poll`] checks, less the hang. Also the
+    /// last check at a clean exit, so that a trigger raised within the
+    /// last flush period still writes its snapshot.
+    pub fn pending(&mut self, steps: &mut Vec<u64>) -> Option<String> {
         let mut why = None;
         if let Some(slow) = &mut self.slow {
             for t in steps.drain(..) {
@@ -168,15 +187,6 @@ impl Triggers {
         if st.is_some() && st != self.seen {
             self.seen = st;
             why.get_or_insert_with(|| "SIGUSR2 to gputrace run".to_string());
-        }
-        if activity {
-            self.last_activity = Some(now);
-            self.hang_reported = false;
-        } else if let (Some(limit), Some(last), false) = (self.hang, self.last_activity, self.hang_reported) {
-            if now.duration_since(last) >= limit {
-                self.hang_reported = true;
-                why.get_or_insert_with(|| format!("hang: no GPU activity for {} ms", limit.as_millis()));
-            }
         }
         why
     }
@@ -271,7 +281,23 @@ pub fn snapshot(w: &mut TraceWriter<Out>, path: &Path, why: &str) {
     let Out::Flight(sink) = w.get_mut() else { return };
     let dir = path.parent().unwrap_or(Path::new("."));
     let trace = flight::unused_trace_path(dir, &stem(path));
-    match sink.snapshot(&trace, why) {
+    report(why, &trace, sink.snapshot(&trace, why));
+}
+
+/// At a clean exit, after the trailer went to the meta file (`out`, what
+/// the writer's `finish` returned): write the snapshot a trigger raised
+/// since the last flush period asks for, if any.
+pub fn snapshot_at_exit(t: &mut Triggers, steps: &mut Vec<u64>, out: &Out, path: &Path) {
+    let Out::Flight(sink) = out else { return };
+    let Some(why) = t.pending(steps) else { return };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let trace = flight::unused_trace_path(dir, &stem(path));
+    report(&why, &trace, sink.snapshot(&trace, &why));
+}
+
+/// Say where a snapshot went, or why it failed.
+fn report(why: &str, trace: &Path, r: gputrace_format::Result<flight::Reconstruction>) {
+    match r {
         Ok(r) => say(&format!(
             "flight recorder snapshot ({why}): {} ({} event chunks)",
             trace.display(),

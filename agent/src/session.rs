@@ -1092,10 +1092,17 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             .and_then(|_| w.finish(trailer))
             .and_then(|mut b| {
                 use std::io::Write;
-                b.flush().map_err(FormatError::Write)
+                b.flush().map_err(FormatError::Write).map(|_| b)
             });
-        if let Err(e) = r {
-            write_failed(s, &path, &e);
+        match r {
+            Ok(out) => {
+                if let Some(t) = &mut flight {
+                    crate::flight::snapshot_at_exit(t, &mut markers.steps, &out, &path);
+                }
+            }
+            Err(e) => {
+                write_failed(s, &path, &e);
+            }
         }
     }
     s.finished.store(true, Release);

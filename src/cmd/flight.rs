@@ -133,13 +133,43 @@ fn rings(dir: &Path, since: SystemTime) -> Vec<(PathBuf, String)> {
     v
 }
 
+/// The trigger a SIGUSR2 to `gputrace run` left for the ring `stem`, if no
+/// trace of it was written after the last one: the agent checks the
+/// trigger file once per flush period and at exit, so a signal that
+/// arrived after a process's last check is honoured here, from its ring.
+fn missed_sigusr2(dir: &Path, stem: &str) -> Option<String> {
+    let asked = std::fs::metadata(dir.join(flight::TRIGGER_FILE)).and_then(|m| m.modified()).ok()?;
+    let answered = std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok()).any(|e| {
+        e.file_name().to_str().is_some_and(|n| is_snapshot_of(n, stem)) && e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= asked)
+    });
+    (!answered).then(|| "SIGUSR2 to gputrace run".to_string())
+}
+
+/// Whether `name` is a trace of the ring `stem`: `<stem>.gtrace` or
+/// `<stem>.N.gtrace` ([`flight::unused_trace_path`]).
+fn is_snapshot_of(name: &str, stem: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(stem)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(gputrace_format::FILE_EXTENSION))
+    else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .strip_suffix('.')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// After the job: turn every ring of this run into a trace if `trigger`
-/// (the job failed), then delete the rings, their meta files and the
-/// trigger file. A ring that cannot be read costs one line and is kept.
+/// (the job failed) or a SIGUSR2 to `gputrace run` got no snapshot from
+/// it, then delete the rings, their meta files and the trigger file. A
+/// ring that cannot be read costs one line and is kept.
 pub fn finish(dir: &Path, since: SystemTime, trigger: Option<&str>) {
     for (ring, stem) in rings(dir, since) {
         let meta = flight::meta_path(dir, &stem);
-        if let Some(why) = trigger {
+        let why = trigger.map(str::to_string).or_else(|| missed_sigusr2(dir, &stem));
+        if let Some(why) = why.as_deref() {
             let trace = flight::unused_trace_path(dir, &stem);
             if let Err(e) = flight::snapshot_files(&ring, &meta, &trace, why) {
                 eprintln!(
@@ -155,9 +185,143 @@ pub fn finish(dir: &Path, since: SystemTime, trigger: Option<&str>) {
     let _ = std::fs::remove_file(dir.join(flight::TRIGGER_FILE));
 }
 
+/// The trigger of a trace recovered from a ring left behind.
+pub const RECOVERED: &str = "recovered: its gputrace run ended without turning the ring into a trace or deleting it";
+
+/// Rings in `dir` whose writer is gone and that no `gputrace run` turned
+/// into a trace or deleted (it was killed, or the agent was injected by
+/// hand): turn each into a trace (trigger [`RECOVERED`]), then delete the
+/// ring and its meta file, one line each. A ring whose meta file was
+/// modified in the last 10 s is left alone (a writer may be creating it);
+/// a ring without a meta file holds nothing readable and is deleted once
+/// it is 10 s old. Returns the traces written.
+pub fn recover_left_behind(dir: &Path) -> Vec<PathBuf> {
+    let young = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .map_or(true, |t| t.elapsed().map_or(true, |age| age < Duration::from_secs(10)))
+    };
+    let mut written = Vec::new();
+    for (ring, stem) in rings(dir, SystemTime::UNIX_EPOCH + Duration::from_secs(1)) {
+        let meta = flight::meta_path(dir, &stem);
+        if !meta.exists() {
+            if !young(&ring) {
+                let _ = std::fs::remove_file(&ring);
+            }
+            continue;
+        }
+        if young(&meta) {
+            continue;
+        }
+        // Held until the files are gone: one taker only.
+        let Some(_lock) = flight::writer_gone(&meta) else { continue };
+        let trace = flight::unused_trace_path(dir, &stem);
+        match flight::snapshot_files(&ring, &meta, &trace, RECOVERED) {
+            Ok(_) => {
+                eprintln!(
+                    "gputrace: a flight recorder ring was left in {} by an earlier run; recovered it as {}",
+                    dir.display(),
+                    trace.display()
+                );
+                written.push(trace);
+            }
+            Err(e) => eprintln!(
+                "gputrace: a flight recorder ring left by an earlier run could not be read ({e}); deleted {}",
+                ring.display()
+            ),
+        }
+        let _ = std::fs::remove_file(&ring);
+        let _ = std::fs::remove_file(&meta);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use gputrace_format::{Event, Header, Kernel, TraceFile, TraceWriter, Trailer, WriterOptions};
+
+    /// A process's flight files for the trace `stem` in `dir`, with 100
+    /// kernels, as a clean exit leaves them (the writer gone).
+    fn flight_files(dir: &Path, stem: &str) {
+        let sink = flight::FlightSink::create(dir, stem, flight::MIN_CAPACITY, Duration::from_secs(60)).unwrap();
+        let mut w = TraceWriter::new(sink, &Header::default(), WriterOptions::default()).unwrap();
+        let name = w.intern("k");
+        for i in 0..100u64 {
+            w.push(Event::Kernel(Kernel {
+                start: gputrace_format::Nanos(i * 100),
+                end: gputrace_format::Nanos(i * 100 + 50),
+                name,
+                ..Kernel::default()
+            }))
+            .unwrap();
+        }
+        drop(w.finish(Trailer::default()).unwrap());
+    }
+
+    fn age(path: &Path, secs: u64) {
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(secs)).unwrap();
+    }
+
+    fn trigger_of(trace: &Path) -> String {
+        let t = TraceFile::open(trace).unwrap();
+        assert_eq!(t.event_total(), 100);
+        t.trailer().unwrap().extra["flight.trigger"].clone()
+    }
+
+    #[test]
+    fn a_sigusr2_no_process_answered_is_answered_from_the_rings_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let since = SystemTime::now() - Duration::from_secs(1);
+        flight_files(d, "host.p1");
+        flight_files(d, "host.p12");
+        // p1 answered an earlier signal, p12 none; then the last signal.
+        std::fs::write(d.join("host.p1.gtrace"), b"an earlier snapshot").unwrap();
+        age(&d.join("host.p1.gtrace"), 5);
+        std::fs::write(d.join(flight::TRIGGER_FILE), b"tt").unwrap();
+        // p1 answered the last one too (its `.1` snapshot is newer).
+        std::fs::write(d.join("host.p1.1.gtrace"), b"the answer").unwrap();
+        finish(d, since, None);
+        assert!(!d.join("host.p1.2.gtrace").exists(), "p1 answered");
+        assert_eq!(trigger_of(&d.join("host.p12.gtrace")), "SIGUSR2 to gputrace run");
+        let left: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 3, "the traces only: {left:?}");
+        assert!(is_snapshot_of("host.p1.gtrace", "host.p1") && is_snapshot_of("host.p1.17.gtrace", "host.p1"));
+        assert!(!is_snapshot_of("host.p12.gtrace", "host.p1") && !is_snapshot_of("host.p1.x.gtrace", "host.p1"));
+    }
+
+    #[test]
+    fn a_clean_exit_without_a_signal_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let since = SystemTime::now() - Duration::from_secs(1);
+        flight_files(dir.path(), "host.p1");
+        finish(dir.path(), since, None);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn rings_left_behind_become_traces_once_their_writer_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        flight_files(d, "host.p1");
+        assert!(recover_left_behind(d).is_empty(), "a meta file under 10 s old may be a writer's");
+        age(&flight::meta_path(d, "host.p1"), 60);
+        // A live writer's files (its lock held) stay.
+        let live = flight::FlightSink::create(d, "host.p2", flight::MIN_CAPACITY, Duration::from_secs(60)).unwrap();
+        age(&flight::meta_path(d, "host.p2"), 60);
+        // A ring without a meta file holds nothing readable.
+        std::fs::write(flight::ring_path(d, "host.p3"), b"").unwrap();
+        age(&flight::ring_path(d, "host.p3"), 60);
+        let got = recover_left_behind(d);
+        assert_eq!(got, [d.join("host.p1.gtrace")]);
+        assert_eq!(trigger_of(&got[0]), RECOVERED);
+        assert!(!flight::ring_path(d, "host.p1").exists() && !flight::meta_path(d, "host.p1").exists());
+        assert!(!flight::ring_path(d, "host.p3").exists());
+        assert!(live.ring_path().exists() && live.meta_path().exists());
+    }
 
     #[test]
     fn windows_parse_with_units_only() {

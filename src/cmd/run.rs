@@ -209,6 +209,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
     let out_dir = std::fs::canonicalize(&args.output).map_err(CliError::io(&args.output))?;
     check_writable(&out_dir)?;
+    // Rings an earlier run left behind (it was killed) become traces.
+    super::flight::recover_left_behind(&out_dir);
 
     let program = &args.command[0];
     let mut cmd = Command::new(program);

@@ -94,6 +94,17 @@ pub fn stem_of_ring(file_name: &str) -> Option<&str> {
     file_name.strip_prefix('.')?.strip_suffix(RING_SUFFIX).filter(|s| !s.is_empty())
 }
 
+/// Whether the process that wrote the meta file `meta` is gone: its lock
+/// (taken by [`FlightSink::create`]) is free. On `Some`, the returned file
+/// holds that lock until dropped, so two processes never both take the
+/// files over. `None` while the writer lives, or if `meta` cannot be opened.
+pub fn writer_gone(meta: &Path) -> Option<File> {
+    let f = File::open(meta).ok()?;
+    // Safety: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) };
+    (rc == 0).then_some(f)
+}
+
 /// `dir/<stem>.gtrace`, or `dir/<stem>.N.gtrace` with the first N that is free.
 pub fn unused_trace_path(dir: &Path, stem: &str) -> PathBuf {
     let ext = crate::FILE_EXTENSION;
@@ -679,6 +690,11 @@ impl FlightSink {
                 return Err(e);
             }
         };
+        // The writer's lock: held while this process (or a child forked
+        // without exec) lives, so another process can tell a live ring from
+        // one left behind ([`writer_gone`]). Not having it only loses that.
+        // Safety: flock on a descriptor we own.
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&meta), libc::LOCK_EX | libc::LOCK_NB) };
         Ok(FlightSink {
             ring,
             meta,
@@ -914,6 +930,19 @@ mod tests {
         assert_eq!(r.evicted_by_cap, 0, "{r:?}");
         assert_eq!(r.chunks, 1);
         assert_eq!(r.evicted_by_age, 199);
+    }
+
+    #[test]
+    fn a_live_writers_files_are_locked_and_free_once_it_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = FlightSink::create(dir.path(), "host.p1", MIN_CAPACITY, Duration::from_secs(60)).unwrap();
+        let meta = sink.meta_path().to_path_buf();
+        assert!(writer_gone(&meta).is_none(), "the writer holds its lock");
+        drop(sink);
+        let held = writer_gone(&meta).expect("free once the writer is gone");
+        assert!(writer_gone(&meta).is_none(), "one taker at a time");
+        drop(held);
+        assert!(writer_gone(&dir.path().join("missing")).is_none());
     }
 
     fn name_of(t: &TraceFile) -> StringId {
