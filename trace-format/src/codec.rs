@@ -24,11 +24,6 @@ use crate::units::*;
 use crate::varint::{self, unzigzag, zigzag, Cursor};
 use rustc_hash::FxHashMap;
 
-/// Most per-event series any kind has.
-pub(crate) const MAX_SERIES: usize = 5;
-/// Most attribute fields any kind has.
-pub(crate) const MAX_ATTRS: usize = 11;
-
 type Attrs = [u64; MAX_ATTRS];
 type Series = [u64; MAX_SERIES];
 
@@ -51,12 +46,14 @@ type Series = [u64; MAX_SERIES];
 /// a time, stored as how long before the event's start it is.
 ///
 /// Adding a field to a kind is one line here (in `series` or `attrs`,
-/// whose order is the on-disk order), plus a [`Word`] impl if its type is
-/// new, plus the format's documentation (docs/format.md) and version: old
-/// files then have one column fewer, which the reader refuses. A new kind is
-/// one entry here and its variant in the model. A kind read as spans
-/// ([`EventKind::has_spans`]) has at most two series: the correlation id,
-/// then what [`Span::node`] carries.
+/// whose order is the on-disk order; `MAX_SERIES`, `MAX_ATTRS` and the
+/// packing follow), plus a [`Word`] impl if its type is new; then the field
+/// in the model's struct and its users (struct literals, exports), and the
+/// format's table (docs/format.md) and version: files written before have
+/// one field or column fewer, which the reader refuses as malformed. A new
+/// kind is one entry here, and its variant in the model. A kind read as
+/// spans ([`EventKind::has_spans`]) has at most two series: the correlation
+/// id, then what [`Span::node`] carries.
 macro_rules! event_columns {
     ($(
         $Variant:ident($x:ident: $Struct:ident) on $track:ident($($track_fields:tt)*), $timing:ident($($times:tt)*) {
@@ -107,8 +104,12 @@ macro_rules! event_columns {
                 }
             }
 
-            const _: () = assert!(<$Struct as KindColumns>::SERIES <= MAX_SERIES && <$Struct as KindColumns>::ATTRS <= MAX_ATTRS);
         )*
+
+        /// Most per-event series any kind has.
+        pub(crate) const MAX_SERIES: usize = most(&[$(<$Struct as KindColumns>::SERIES),*]);
+        /// Most attribute fields any kind has.
+        pub(crate) const MAX_ATTRS: usize = most(&[$(<$Struct as KindColumns>::ATTRS),*]);
 
         /// A kind's shape: how many series and (on-disk) attribute fields it has.
         pub(crate) fn shape(kind: EventKind) -> (usize, usize) {
@@ -179,7 +180,8 @@ macro_rules! event_columns {
         #[inline]
         fn span_event(template: &Event, span: &Span) -> Event {
             let mut e = *template;
-            let series = [span.corr as u64, span.node, 0, 0, 0];
+            let mut series: Series = [0; MAX_SERIES];
+            (series[0], series[1]) = (span.corr as u64, span.node);
             match &mut e {
                 $(Event::$Variant(x) if EventKind::$Variant.has_spans() => {
                     // Cannot fail: the correlation id fits 32 bits, and a
@@ -192,6 +194,18 @@ macro_rules! event_columns {
             e
         }
     };
+}
+
+/// The largest of `v` (0 for none).
+const fn most(v: &[usize]) -> usize {
+    let (mut i, mut m) = (0, 0);
+    while i < v.len() {
+        if v[i] > m {
+            m = v[i];
+        }
+        i += 1;
+    }
+    m
 }
 
 /// How many token trees.
@@ -632,6 +646,9 @@ fn same_attrs(a: &Attrs, b: &Attrs) -> bool {
     }
     diff == 0
 }
+
+// `cache_slot` hashes the first four words.
+const _: () = assert!(MAX_ATTRS >= 4);
 
 #[inline]
 fn cache_slot(a: &Attrs, slots: usize) -> usize {
@@ -1990,7 +2007,8 @@ mod description_tests {
         }
     }
 
-    /// A packed kind's tuple unpacks to its on-disk fields, in order.
+    /// A packed tuple unpacks to its fields, in order; a packed kind
+    /// (kernels) holds half as many words as it has fields.
     #[test]
     fn packed_attributes_unpack_in_disk_order() {
         let fields: [u32; 11] = std::array::from_fn(|i| u32::MAX - i as u32);
@@ -1998,7 +2016,9 @@ mod description_tests {
         let mut held: Attrs = [0; MAX_ATTRS];
         held[..6].copy_from_slice(&words);
         let back = unpack(&held, 11);
-        assert_eq!(back.to_vec(), fields.iter().map(|&v| v as u64).collect::<Vec<_>>());
-        assert_eq!((shape(EventKind::Kernel).1, memory_attrs(EventKind::Kernel)), (11, 6));
+        assert_eq!(back[..11].to_vec(), fields.iter().map(|&v| v as u64).collect::<Vec<_>>());
+        assert!(back[11..].iter().all(|&v| v == 0));
+        let on_disk = shape(EventKind::Kernel).1;
+        assert_eq!(memory_attrs(EventKind::Kernel), on_disk.div_ceil(2));
     }
 }
