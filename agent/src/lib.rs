@@ -29,6 +29,7 @@ mod identity;
 mod nccl;
 mod nvml;
 mod nvtx;
+mod pm_sampling;
 mod pool;
 mod session;
 
