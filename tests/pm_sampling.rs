@@ -16,30 +16,45 @@ const SM: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
 const TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
 const READ: &str = "dram__bytes_read.sum.per_second";
 const WRITE: &str = "dram__bytes_write.sum.per_second";
+const DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 
 /// A job of 100 kernels lasting about `ms`.
 fn scenario(ms: u32) -> String {
     format!("version 13.5\ncuda_device_count 1\ndevice\nkernels 100 10000 5000 gemm\nsleep_ms {ms}\n")
 }
 
-/// `n` samples 1 ms apart with distinct values: (start, end, [sm %, tensor %, read B/s, write B/s]).
-fn samples(n: u64) -> Vec<(u64, u64, [f64; 4])> {
+/// `n` samples 1 ms apart with distinct values:
+/// (start, end, [sm %, tensor %, read B/s, write B/s, DRAM % of peak]).
+fn samples(n: u64) -> Vec<(u64, u64, [f64; 5])> {
     (0..n)
         .map(|i| {
             let start = 1_000_000 * i;
             (
                 start,
                 start + 1_000_000,
-                [10.0 + i as f64 + 0.25, 0.5 * i as f64, 1.0e9 * (i + 1) as f64, 123_456.0 + i as f64],
+                [
+                    10.0 + i as f64 + 0.25,
+                    0.5 * i as f64,
+                    1.0e9 * (i + 1) as f64,
+                    123_456.0 + i as f64,
+                    60.0 + 0.01 * i as f64,
+                ],
             )
         })
         .collect()
 }
 
-fn script(metrics: &[&str], samples: &[(u64, u64, [f64; 4])], extra: &str) -> String {
+/// The fake's script: `metrics` are the columns it knows, in the order of
+/// the values of [`samples`] (a metric left out leaves its value out).
+fn script(metrics: &[&str], samples: &[(u64, u64, [f64; 5])], extra: &str) -> String {
+    let all = [SM, TENSOR, READ, WRITE, DRAM];
     let mut s = format!("metrics {}\n{extra}\n", metrics.join(" "));
     for (a, b, v) in samples {
-        s.push_str(&format!("sample {a} {b} {} {} {} {}\n", v[0], v[1], v[2], v[3]));
+        let vals: Vec<String> = metrics
+            .iter()
+            .map(|m| v[all.iter().position(|x| x == m).unwrap()].to_string())
+            .collect();
+        s.push_str(&format!("sample {a} {b} {}\n", vals.join(" ")));
     }
     s
 }
@@ -123,14 +138,15 @@ fn t0(report: &[String]) -> u64 {
 }
 
 /// The series the script's values make, at the script's times from `t0`.
-fn expected(t0: u64, s: &[(u64, u64, [f64; 4])]) -> BTreeMap<String, Vec<(u64, u64)>> {
+fn expected(t0: u64, s: &[(u64, u64, [f64; 5])]) -> BTreeMap<String, Vec<(u64, u64)>> {
     let mut out = BTreeMap::new();
-    let scale = [100.0, 100.0, 1.0, 1.0];
+    let scale = [100.0, 100.0, 1.0, 1.0, 100.0];
     for (k, name) in [
         metric::PM_SM_ACTIVE_BP,
         metric::PM_TENSOR_ACTIVE_BP,
         metric::PM_DRAM_READ_BYTES_PER_S,
         metric::PM_DRAM_WRITE_BYTES_PER_S,
+        metric::PM_DRAM_THROUGHPUT_BP,
     ]
     .iter()
     .enumerate()
@@ -144,7 +160,7 @@ fn expected(t0: u64, s: &[(u64, u64, [f64; 4])]) -> BTreeMap<String, Vec<(u64, u
 #[test]
 fn recorded_series_are_the_script_at_its_times() {
     let s = samples(30);
-    let run = run(&script(&[SM, TENSOR, READ, WRITE], &s, "batch 8"), &[], &[], &[]);
+    let run = run(&script(&[SM, TENSOR, READ, WRITE, DRAM], &s, "batch 8"), &[], &[], &[]);
     assert_eq!(run.r.out.status.code(), Some(0), "{}", common::text(&run.r.out.stderr));
     assert!(pm_lines(&run.r).is_empty(), "{:?}", pm_lines(&run.r));
     let t0 = t0(&run.report);
@@ -152,7 +168,7 @@ fn recorded_series_are_the_script_at_its_times() {
     // 10.25 % is 1025 basis points; 1 GB/s is 1e9 bytes/s.
     assert_eq!(series(&run.t)[metric::PM_SM_ACTIVE_BP][0].1, 1025);
     assert!(losses(&run.t).is_empty(), "{:?}", losses(&run.t));
-    assert_eq!(extra(&run.t, "pm.samples"), "120");
+    assert_eq!(extra(&run.t, "pm.samples"), "150");
     assert_eq!(extra(&run.t, "pm.samples_dropped"), "0");
     assert!(
         extra(&run.t, "pm.status").starts_with("sampled gpu 0 (GH100) at 1000 Hz"),
@@ -188,7 +204,7 @@ fn recorded_series_are_the_script_at_its_times() {
 #[test]
 fn the_rate_is_the_interval() {
     let run = run(
-        &script(&[SM, TENSOR, READ, WRITE], &samples(2), ""),
+        &script(&[SM, TENSOR, READ, WRITE, DRAM], &samples(2), ""),
         &[],
         &[],
         &["--gpu-metrics-hz", "4000"],
@@ -200,7 +216,12 @@ fn the_rate_is_the_interval() {
 fn an_overflow_is_counted_as_lost_samples() {
     let s = samples(30);
     // Decode 2 reports an overflow; the 5 samples after its batch are gone.
-    let run = run(&script(&[SM, TENSOR, READ, WRITE], &s, "batch 4\noverflow 2 5"), &[], &[], &[]);
+    let run = run(
+        &script(&[SM, TENSOR, READ, WRITE, DRAM], &s, "batch 4\noverflow 2 5"),
+        &[],
+        &[],
+        &[],
+    );
     assert!(run.report.contains(&"LOST 5".to_string()), "{:?}", run.report);
     assert!(pm_lines(&run.r).is_empty(), "{:?}", pm_lines(&run.r));
     let got = series(&run.t);
@@ -213,17 +234,30 @@ fn an_overflow_is_counted_as_lost_samples() {
     assert_eq!(extra(&run.t, "pm.samples_overflowed"), "5");
     let path = run.t.path().to_str().unwrap().to_string();
     let text = common::text(&common::gputrace(&["info", &path]).stdout);
-    assert!(text.contains("counter-overflow"), "{text}");
+    assert!(text.contains("counter-overflow: 5 counter samples lost"), "{text}");
+    // Lost counter samples leave the timeline whole: the report is not lossy.
+    let o = common::gputrace(&["report", "--json", &path]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["lossy"], false, "{}", j["ranks"][0]["losses"]);
+    assert_eq!(
+        j["ranks"][0]["losses"]["counter_samples_lost"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap(),
+        5
+    );
 }
 
 #[test]
 fn a_metric_the_chip_lacks_is_one_line_and_an_absent_series() {
-    let run = run(&script(&[SM, READ, WRITE], &samples(10), "chip TU102"), &[], &[], &[]);
+    let run = run(&script(&[SM, READ, WRITE, DRAM], &samples(10), "chip TU102"), &[], &[], &[]);
     let lines = pm_lines(&run.r);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("pm.tensor_active_bp") && lines[0].contains("TU102"), "{lines:?}");
     let got = series(&run.t);
-    assert_eq!(got.len(), 3, "{:?}", got.keys());
+    assert_eq!(got.len(), 4, "{:?}", got.keys());
     assert!(!got.contains_key(metric::PM_TENSOR_ACTIVE_BP));
     assert_eq!(got[metric::PM_SM_ACTIVE_BP].len(), 10);
 }
@@ -244,7 +278,12 @@ fn each_fault_is_one_line_and_the_job_goes_on() {
         ("fail cuptiProfilerHostInitialize 1", &[], "cuptiProfilerHostInitialize returned 1"),
     ];
     for (fault, env, want) in cases {
-        let run = run(&script(&[SM, TENSOR, READ, WRITE], &samples(10), fault), env, &["exit", "7"], &[]);
+        let run = run(
+            &script(&[SM, TENSOR, READ, WRITE, DRAM], &samples(10), fault),
+            env,
+            &["exit", "7"],
+            &[],
+        );
         assert_eq!(run.r.out.status.code(), Some(7), "{fault}: {}", common::text(&run.r.out.stderr));
         let lines = pm_lines(&run.r);
         assert_eq!(lines.len(), 1, "{fault}: {lines:?}");
@@ -273,7 +312,11 @@ fn each_fault_is_one_line_and_the_job_goes_on() {
 fn decoding_failing_mid_run_keeps_what_was_decoded() {
     let s = samples(40);
     let run = run(
-        &script(&[SM, TENSOR, READ, WRITE], &s, "batch 4\nfail cuptiPmSamplingDecodeData 999 2"),
+        &script(
+            &[SM, TENSOR, READ, WRITE, DRAM],
+            &s,
+            "batch 4\nfail cuptiPmSamplingDecodeData 999 2",
+        ),
         &[],
         &["exit", "3"],
         &[],
@@ -318,4 +361,64 @@ fn without_the_flag_nothing_is_called() {
         t.header().extra.get("pm.sampling").map(String::as_str),
         Some("off (gputrace run --gpu-metrics turns it on)")
     );
+}
+
+/// Downstream of the agent: `report` averages the series into the device's
+/// hardware section and reads DRAM throughput for `memory-bound`; the
+/// exporters draw them as counter tracks under the GPU.
+#[test]
+fn report_and_exports_use_the_series() {
+    let s: Vec<(u64, u64, [f64; 5])> = (0..20)
+        .map(|i| (1_000_000 * i, 1_000_000 * (i + 1), [80.0, 5.0, 2.0e12, 1.0e12, 75.0]))
+        .collect();
+    let run = run(&script(&[SM, TENSOR, READ, WRITE, DRAM], &s, ""), &[], &[], &[]);
+    let path = run.t.path().to_str().unwrap().to_string();
+    let o = common::gputrace(&["report", "--json", &path]);
+    assert!(o.status.success(), "{}", common::text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let h = &j["ranks"][0]["devices"][0]["hardware"];
+    assert_eq!(h["source"], "cupti-pm", "{h}");
+    assert_eq!(h["sm_active_pct"].as_f64(), Some(80.0), "{h}");
+    assert_eq!(h["tensor_active_pct"].as_f64(), Some(5.0), "{h}");
+    assert_eq!(h["dram_read_gbps"].as_f64(), Some(2000.0), "{h}");
+    assert_eq!(h["dram_write_gbps"].as_f64(), Some(1000.0), "{h}");
+    assert_eq!(h["dram_throughput_pct"].as_f64(), Some(75.0), "{h}");
+    let findings = j["findings"].as_array().unwrap();
+    let mb = findings
+        .iter()
+        .find(|f| f["rule"] == "memory-bound")
+        .expect("a memory-bound finding");
+    assert!(
+        mb["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("DRAM throughput 75% of peak (CUPTI PM sampling"),
+        "{mb}"
+    );
+    let text = common::text(&common::gputrace(&["report", &path]).stdout);
+    assert!(
+        text.contains("PM sampling: SM active 80.0%, tensor pipe 5.0%, DRAM 2000.0 GB/s read, 1000.0 GB/s written (75.0% of peak)"),
+        "{text}"
+    );
+    // Chrome: one counter event per sample, in the track's unit.
+    let json = run.r.dir.path().join("pm.json");
+    let o = common::gputrace(&["export", &path, "--format", "chrome", "-o", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let values: Vec<f64> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "GPU 0 SM active %")
+        .map(|e| e["args"]["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, vec![80.0; 20]);
+    // Perfetto: a counter track of that name.
+    let pf = run.r.dir.path().join("pm.pftrace");
+    let o = common::gputrace(&["export", &path, "-o", pf.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::text(&o.stderr));
+    let bytes = std::fs::read(&pf).unwrap();
+    for name in [&b"SM active %"[..], b"DRAM read GB/s", b"DRAM throughput % of peak"] {
+        assert!(bytes.windows(name.len()).any(|w| w == name), "{}", String::from_utf8_lossy(name));
+    }
 }

@@ -73,6 +73,11 @@ pub const PM_DRAM_READ_BYTES_PER_S: &str = "pm.dram_read_bytes_per_s";
 /// bytes per second.
 pub const PM_DRAM_WRITE_BYTES_PER_S: &str = "pm.dram_write_bytes_per_s";
 
+/// CUPTI PM sampling: DRAM throughput as a share of the GPU's peak,
+/// `dram__throughput.avg.pct_of_peak_sustained_elapsed`, in basis points
+/// (what the `memory-bound` finding reads).
+pub const PM_DRAM_THROUGHPUT_BP: &str = "pm.dram_throughput_bp";
+
 /// Bits of [`THROTTLE_REASONS`], with NVML's values
 /// (`nvmlClocksEventReason*` in `nvml.h`).
 pub mod throttle {

@@ -1,6 +1,6 @@
 //! GPU performance metrics from CUPTI PM sampling (`gputrace run
-//! --gpu-metrics`, CUPTI 12.6+): SM activity, tensor pipe activity and DRAM
-//! read/write throughput, sampled by the GPU every interval and decoded on
+//! --gpu-metrics`, CUPTI 12.6+): SM activity, tensor pipe activity, DRAM
+//! read/write throughput and DRAM throughput as a share of peak, sampled by the GPU every interval and decoded on
 //! the agent's own thread.
 //!
 //! Which devices: the same as the NVML sampler (`nvml::choose_devices`).
@@ -49,24 +49,26 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The series, by index (the `series` of a [`Sample`]).
-pub const SERIES: [&str; 4] = [
+pub const SERIES: [&str; 5] = [
     metric::PM_SM_ACTIVE_BP,
     metric::PM_TENSOR_ACTIVE_BP,
     metric::PM_DRAM_READ_BYTES_PER_S,
     metric::PM_DRAM_WRITE_BYTES_PER_S,
+    metric::PM_DRAM_THROUGHPUT_BP,
 ];
 
 /// The PM sampling metric behind each series (same order as [`SERIES`]).
-pub const METRICS: [&CStr; 4] = [
+pub const METRICS: [&CStr; 5] = [
     c"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
     c"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
     c"dram__bytes_read.sum.per_second",
     c"dram__bytes_write.sum.per_second",
+    c"dram__throughput.avg.pct_of_peak_sustained_elapsed",
 ];
 
 /// Multiplier from the metric's value to the series' unit: percent to
 /// basis points, bytes per second as they are.
-const SCALE: [f64; 4] = [100.0, 100.0, 1.0, 1.0];
+const SCALE: [f64; 5] = [100.0, 100.0, 1.0, 1.0, 100.0];
 
 /// How often the hardware buffers are decoded.
 pub const DECODE_PERIOD: Duration = Duration::from_millis(50);
@@ -74,7 +76,7 @@ pub const DECODE_PERIOD: Duration = Duration::from_millis(50);
 pub const HW_BUFFER_BYTES: usize = 32 << 20;
 /// Decode calls per device and round at most (each fills one image).
 const DECODES_PER_ROUND: usize = 16;
-/// Samples the queue to the writer holds (24 bytes each): 2 s of four
+/// Samples the queue to the writer holds (24 bytes each): 1.6 s of five
 /// series at 1 kHz on eight devices.
 pub const QUEUE_LEN: usize = 64 * 1024;
 /// A device's sample end and `cuptiGetTimestamp` may differ by this much
@@ -427,7 +429,7 @@ impl Device {
             }
         }
         if series.is_empty() {
-            return Err(last_err.expect("four metrics were tried"));
+            return Err(last_err.expect("every metric was tried"));
         }
         let config = api.config_image(host)?;
         let sampler = api.enable(device)?;
