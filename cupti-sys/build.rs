@@ -63,6 +63,10 @@ mod regenerate {
         "cupti_common.h",
         "cupti_driver_cbid.h",
         "cupti_runtime_cbid.h",
+        "cupti_target.h",
+        "cupti_profiler_target.h",
+        "cupti_profiler_host.h",
+        "cupti_pmsampling.h",
     ];
 
     /// Record structs a timeline agent never decodes: superseded versions that

@@ -77,6 +77,12 @@ run_bindgen() {
     cp "$tmp" "$dest"
 }
 
+# The 12.x cupti_profiler_host.h includes C++'s <string> (and uses nothing
+# from it); bindgen parses C, so an empty stand-in is put on the include path.
+stub="$gen/stub"
+mkdir -p "$stub"
+: > "$stub/string"
+
 c13="$(unpack nvidia-cuda-cupti "$CUPTI13")"
 r13="$(unpack nvidia-cuda-runtime "$RUNTIME13")"
 t13="$(unpack nvidia-cuda-crt "$CRT13")"
@@ -91,7 +97,7 @@ n12="$(unpack nvidia-cuda-nvcc-cu12 "$NVCC12")"
 run_bindgen "$here/src/bindings_v12.rs" \
     "nvidia-cuda-cupti-cu12 $CUPTI12 (+ nvidia-cuda-runtime-cu12 $RUNTIME12, nvidia-cuda-nvcc-cu12 $NVCC12)" \
     "$(incdir "$c12" cupti.h)" \
-    "$(incdir "$r12" cuda.h):$(incdir "$n12" crt/host_defines.h)"
+    "$(incdir "$r12" cuda.h):$(incdir "$n12" crt/host_defines.h):$stub"
 
 cargo check --quiet --manifest-path "$here/Cargo.toml" -p cupti-sys --all-targets
 echo "generate.sh: done; now run: cargo test -p cupti-sys" >&2

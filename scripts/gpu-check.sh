@@ -22,6 +22,9 @@
 #    ROUNDS=0 skips it, ONLY=overhead runs nothing else)
 # 8. ONLY=launch: the same alternation on scripts/gpu/launch_cost.py, the
 #    CPU time of one kernel launch under each variant
+# 9. ONLY=pm: CUPTI PM sampling (--gpu-metrics): the step time beside a bare
+#    run, the pm.* series, the trailer's pm.* counts and the report's hardware
+#    section (nothing judged: the numbers are for a person to read)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -51,6 +54,20 @@ log "machine"
 if [ "${ONLY:-}" = launch ]; then
     log "8. CPU cost per kernel launch (ONLY=launch)"
     WORKLOAD=scripts/gpu/launch_cost.py GPUTRACE=$G scripts/gpu/overhead.sh "$W" 2>&1 | tee -a "$S"
+    exit 0
+fi
+if [ "${ONLY:-}" = pm ]; then
+    log "9. CUPTI PM sampling (ONLY=pm)"
+    timeout 100 $PY scripts/gpu/train_small.py --steps "$STEPS" > "$W/pm-bare.json" 2> "$W/pm-bare.err"; echo "bare rc=$?" | tee -a "$S"
+    tail -n1 "$W/pm-bare.json" | tee -a "$S"
+    timeout 120 $G run --gpu-metrics -o "$W/traces-pm" -- $PY scripts/gpu/train_small.py --steps "$STEPS" > "$W/pm.json" 2> "$W/pm.err"; echo "--gpu-metrics rc=$?" | tee -a "$S"
+    tail -n1 "$W/pm.json" | tee -a "$S"
+    grep -a '^gputrace' "$W/pm.err" | head -20 | tee -a "$S"
+    $G info "$W/traces-pm" 2>&1 | grep -a -E 'pm\.|LOSSES' | head -20 | tee -a "$S"
+    $G info --json "$W/traces-pm" 2>/dev/null | $PY -c 'import json,sys
+for f in json.load(sys.stdin)["files"]:
+    print({k: v for k, v in f.get("trailer_extra", {}).items() if k.startswith("pm.")})' 2>&1 | tee -a "$S"
+    NO_COLOR=1 timeout 60 $G report "$W/traces-pm" 2>&1 | grep -a -E -A12 '^Hardware' | tee -a "$S"
     exit 0
 fi
 if [ "${ONLY:-}" = overhead ]; then

@@ -43,6 +43,12 @@ pub struct Config {
     /// Explicit libnvidia-ml path (`GPUTRACE_NVML`; default: the system's
     /// `libnvidia-ml.so.1`).
     pub nvml_path: Option<String>,
+    /// CUPTI PM sampling of SM, tensor pipe and DRAM activity
+    /// (`GPUTRACE_GPU_METRICS=1`, set by `gputrace run --gpu-metrics`).
+    pub gpu_metrics: bool,
+    /// PM samples per second (`GPUTRACE_GPU_METRICS_HZ`, default 1000,
+    /// 1 to 20000).
+    pub gpu_metrics_hz: u32,
     /// Duty-cycled capture (`GPUTRACE_DUTY="ON_MS/PERIOD_MS"`): CUPTI
     /// activity on for the first `on` of every `period`. `None`: capture
     /// the whole time, also when the value is invalid (`duty_error` says why).
@@ -90,6 +96,8 @@ impl Config {
             nvtx_records: num("GPUTRACE_NVTX_RECORDS", NVTX_QUEUE_LEN as u64, 16, 4 << 20) as usize,
             gpu_sample_hz: num("GPUTRACE_GPU_SAMPLE_HZ", 10, 0, 1000) as u32,
             nvml_path: get("GPUTRACE_NVML").filter(|s| !s.is_empty()),
+            gpu_metrics: get("GPUTRACE_GPU_METRICS").is_some_and(|v| v.trim() == "1"),
+            gpu_metrics_hz: num("GPUTRACE_GPU_METRICS_HZ", 1000, 1, 20_000) as u32,
             duty: duty.clone().and_then(Result::ok),
             duty_error: duty.and_then(Result::err),
             flight: match num("GPUTRACE_FLIGHT_MS", 0, 0, 7 * 24 * 3_600_000) {

@@ -32,6 +32,7 @@ mod nccl_plugin;
 mod nvml;
 mod nvtx;
 mod nvtx_inject;
+mod pm_sampling;
 mod pool;
 mod say;
 mod session;

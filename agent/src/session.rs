@@ -59,6 +59,8 @@ struct CuptiSide {
     /// CUPTI's multi-subscriber API is in use (other profilers can coexist).
     multi_subscriber: bool,
     cuda: Lib,
+    /// libcupti itself (the PM sampler resolves its functions from it).
+    lib: Lib,
     /// CUPTI's time (and the monotonic clock's) just before the activity
     /// kinds were enabled: where a duty-cycled capture's first window starts.
     enabled_at: (Nanos, Instant),
@@ -122,6 +124,7 @@ pub fn start() -> Result<(), String> {
         source,
         multi_subscriber,
         cuda,
+        lib,
         enabled_at,
     };
     let session = Session::new(pool, Some(cupti), config);
@@ -936,6 +939,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
     );
     header.extra.insert("nvml.sampling".into(), hw_note);
+    let on = s.config.gpu_metrics && cupti.is_some();
+    let (pm_plan, pm_note) = crate::pm_sampling::plan(on, s.config.gpu_metrics_hz, &header.devices, header.rank.local_rank);
+    header.extra.insert("pm.sampling".into(), pm_note);
     let path = trace_path(&s.config, &header);
     let opened = std::fs::create_dir_all(&s.config.output_dir)
         .and_then(|_| crate::flight::open_output(&s.config, &path))
@@ -979,6 +985,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     if let Some(p) = hw_plan {
         crate::nvml::start(p);
     }
+    let mut pm = crate::pm_sampling::WriterSide::default();
+    if let (Some(p), Some(c)) = (pm_plan, cupti) {
+        crate::pm_sampling::start(p, c.lib, c.source.clone());
+    }
     let mut next_flush = Instant::now() + s.config.flush_period;
     let mut failed = false;
     if let Some(first) = duty.as_ref().and_then(|(_, d)| d.first()) {
@@ -1019,6 +1029,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
                 .pump(&mut dec, &mut w, stopping)
                 .and_then(|_| markers.pump(&mut w))
                 .and_then(|_| hw.pump(&mut w))
+                .and_then(|_| pm.pump(&mut w))
             {
                 failed = write_failed(s, &path, &e);
             }
@@ -1063,6 +1074,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         if let Err(e) = markers
             .finish(&mut w, end_ns, &mut trailer)
             .and_then(|_| hw.finish(&mut w, &mut trailer))
+            .and_then(|_| pm.finish(&mut w, &mut trailer))
         {
             write_failed(s, &path, &e);
             s.finished.store(true, Release);
@@ -1125,6 +1137,7 @@ fn write_failed(s: &Session, path: &std::path::Path, e: &FormatError) -> bool {
     if let Some(hw) = crate::nvml::state() {
         hw.stop_and_wait(Duration::ZERO);
     }
+    crate::pm_sampling::stop_now();
     true
 }
 

@@ -56,6 +56,10 @@ const CLOCK_SHARE_LOW: f64 = 0.85;
 const BUSY_UTIL_PCT: f64 = 50.0;
 /// NVML's memory utilization at least this, percent, on a busy GPU: memory-bound.
 const MEMORY_BOUND_UTIL_PCT: f64 = 70.0;
+/// CUPTI PM sampling's DRAM throughput at least this share of the GPU's peak, percent,
+/// over the activity span: memory-bound (used instead of NVML's memory utilization when
+/// the trace has it).
+const MEMORY_BOUND_DRAM_PCT: f64 = 60.0;
 /// XIDs named at most per device in the `gpu-errors` finding's evidence.
 const XIDS_NAMED: usize = 8;
 /// Fewest steps for the stability rule.
@@ -541,32 +545,63 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
             &values,
         ));
     }
-    let mut memory: Vec<(f64, u32, u32)> = devices
+    // PM sampling's DRAM throughput (share of peak) where sampled, else NVML's memory
+    // utilization on a busy GPU.
+    let mut memory: Vec<(f64, u32, u32, &crate::hardware::HardwareReport)> = devices
         .iter()
         .filter_map(|&(rank, d)| {
             let h = d.hardware.as_ref()?;
+            if let Some(dram) = h.dram_throughput_pct {
+                return (dram >= MEMORY_BOUND_DRAM_PCT).then_some((dram, rank, d.device, h));
+            }
             let mem = h.mem_util_sampled_pct?;
             let busy = h.gpu_util_sampled_pct.is_some_and(|u| u >= HIGH_GPU_UTIL_PCT);
-            (busy && mem >= MEMORY_BOUND_UTIL_PCT).then_some((mem, rank, d.device))
+            (busy && mem >= MEMORY_BOUND_UTIL_PCT).then_some((mem, rank, d.device, h))
         })
         .collect();
     memory.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-    if let Some(&(mem, rank, device)) = memory.first() {
+    if let Some(&(share, rank, device, h)) = memory.first() {
         let also = if memory.len() > 1 {
             format!(" and {} more device(s)", memory.len() - 1)
         } else {
             String::new()
         };
+        let (evidence, values) = if h.dram_throughput_pct.is_some() {
+            let f = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.0}{unit}"));
+            (
+                format!(
+                    "rank {rank} gpu {device}{also}: DRAM throughput {share:.0}% of peak (CUPTI PM sampling: {} read, {} written) with SM active {} and tensor pipe {}",
+                    f(h.dram_read_gbps, " GB/s"),
+                    f(h.dram_write_gbps, " GB/s"),
+                    f(h.sm_active_pct, "%"),
+                    f(h.tensor_active_pct, "%")
+                ),
+                [
+                    ("dram_throughput_pct", Some(share)),
+                    ("sm_active_pct", h.sm_active_pct),
+                    ("tensor_active_pct", h.tensor_active_pct),
+                    ("devices", Some(memory.len() as f64)),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect::<Vec<_>>(),
+            )
+        } else {
+            (
+                format!(
+                    "rank {rank} gpu {device}{also}: NVML's memory utilization {share:.0}% (time the memory was read or written) while a kernel ran {:.0}%+ of the time",
+                    HIGH_GPU_UTIL_PCT
+                ),
+                vec![("mem_util_sampled_pct", share), ("devices", memory.len() as f64)],
+            )
+        };
         out.push(finding(
             "memory-bound",
             Severity::Info,
             "Kernels look memory-bound: device memory was busy most of the time".into(),
-            format!(
-                "rank {rank} gpu {device}{also}: NVML's memory utilization {mem:.0}% (time the memory was read or written) while a kernel ran {:.0}%+ of the time",
-                HIGH_GPU_UTIL_PCT
-            ),
+            evidence,
             "Check the top kernels' DRAM throughput against the GPU's peak (ncu --section MemoryWorkloadAnalysis): fuse elementwise kernels, use lower precision or larger tiles to raise arithmetic intensity.",
-            &[("mem_util_sampled_pct", mem), ("devices", memory.len() as f64)],
+            &values,
         ));
     }
 }
@@ -773,5 +808,45 @@ mod tests {
         let mut out = Vec::new();
         gpu_errors(&[(0, &healthy)], &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn memory_bound_reads_pm_dram_throughput_where_sampled() {
+        // PM sampling: 72% of peak DRAM throughput, whatever NVML says.
+        let pm = device(
+            0,
+            HardwareReport {
+                dram_throughput_pct: Some(72.0),
+                dram_read_gbps: Some(1500.0),
+                dram_write_gbps: Some(700.0),
+                sm_active_pct: Some(95.0),
+                tensor_active_pct: Some(4.0),
+                mem_util_sampled_pct: Some(10.0),
+                ..HardwareReport::default()
+            },
+        );
+        // Below the threshold: not memory-bound even with NVML's memory utilization high.
+        let low = device(
+            1,
+            HardwareReport {
+                dram_throughput_pct: Some(40.0),
+                mem_util_sampled_pct: Some(90.0),
+                gpu_util_sampled_pct: Some(100.0),
+                ..HardwareReport::default()
+            },
+        );
+        let mut out = Vec::new();
+        hardware_findings(&[(2, &pm), (2, &low)], &mut out);
+        let f: Vec<&Finding> = out.iter().filter(|f| f.rule == "memory-bound").collect();
+        assert_eq!(f.len(), 1, "{out:?}");
+        assert_eq!(
+            f[0].evidence,
+            "rank 2 gpu 0: DRAM throughput 72% of peak (CUPTI PM sampling: 1500 GB/s read, 700 GB/s written) with SM active 95% and tensor pipe 4%"
+        );
+        assert_eq!(f[0].values["dram_throughput_pct"], 72.0);
+        assert_eq!(f[0].values["devices"], 1.0);
+        let mut out = Vec::new();
+        hardware_findings(&[(2, &low)], &mut out);
+        assert!(!out.iter().any(|f| f.rule == "memory-bound"), "{out:?}");
     }
 }

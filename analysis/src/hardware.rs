@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 /// One device's counters, summarized.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct HardwareReport {
-    /// Where the counters came from (`nvml`).
+    /// Where the counters came from: `nvml`, `cupti-pm` (PM sampling,
+    /// `gputrace run --gpu-metrics`) or both (`nvml+cupti-pm`).
     pub source: String,
     /// Samples used, over all series.
     pub samples: u64,
@@ -67,6 +68,17 @@ pub struct HardwareReport {
     pub ecc_uncorrected_errors: Option<u64>,
     /// Corrected ECC errors during the run, as `ecc_uncorrected_errors`.
     pub ecc_corrected_errors: Option<u64>,
+    /// CUPTI PM sampling: SM activity (share of time the average SM had a warp resident),
+    /// time-weighted mean over the samples in the activity span, percent.
+    pub sm_active_pct: Option<f64>,
+    /// CUPTI PM sampling: tensor pipe activity, percent of its peak, mean as `sm_active_pct`.
+    pub tensor_active_pct: Option<f64>,
+    /// CUPTI PM sampling: DRAM read throughput, mean, GB/s (10⁹ bytes/s).
+    pub dram_read_gbps: Option<f64>,
+    /// CUPTI PM sampling: DRAM write throughput, mean, GB/s.
+    pub dram_write_gbps: Option<f64>,
+    /// CUPTI PM sampling: DRAM throughput as a share of the GPU's peak, mean, percent.
+    pub dram_throughput_pct: Option<f64>,
     /// XID critical errors NVML reported during the run.
     pub xid_error_count: u64,
     /// The first [`XID_ERRORS_LISTED`] of them, in time order.
@@ -219,8 +231,15 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
     }
     let get = |name: &str| mine.iter().find(|s| s.metric == name);
     let mean = |name: &str| get(name).and_then(CounterSeries::time_weighted_mean);
+    let pm = mine.iter().any(|s| s.metric.starts_with("pm."));
+    let nvml = mine.iter().any(|s| s.metric.starts_with("nvml."));
+    let source = match (nvml, pm) {
+        (true, true) => "nvml+cupti-pm",
+        (false, true) => "cupti-pm",
+        _ => "nvml",
+    };
     let mut r = HardwareReport {
-        source: "nvml".into(),
+        source: source.into(),
         samples: mine.iter().map(|s| s.samples.len() as u64).sum(),
         sampled_ns: mine
             .iter()
@@ -246,6 +265,11 @@ pub fn report(series: &[CounterSeries], device: u32, span: Option<(u64, u64)>, u
         nvlink_rx_mean_mbps: get(metric::NVLINK_RX_KIB).and_then(counter_rate_mbps),
         ecc_uncorrected_errors: get(metric::ECC_UNCORRECTED_ERRORS).and_then(counter_increase),
         ecc_corrected_errors: get(metric::ECC_CORRECTED_ERRORS).and_then(counter_increase),
+        sm_active_pct: mean(metric::PM_SM_ACTIVE_BP).map(|bp| bp / 100.0),
+        tensor_active_pct: mean(metric::PM_TENSOR_ACTIVE_BP).map(|bp| bp / 100.0),
+        dram_read_gbps: mean(metric::PM_DRAM_READ_BYTES_PER_S).map(|b| b / 1e9),
+        dram_write_gbps: mean(metric::PM_DRAM_WRITE_BYTES_PER_S).map(|b| b / 1e9),
+        dram_throughput_pct: mean(metric::PM_DRAM_THROUGHPUT_BP).map(|bp| bp / 100.0),
         ..HardwareReport::default()
     };
     r.timeline = PLOTTED
@@ -324,6 +348,31 @@ mod tests {
         assert_eq!(r.samples, 21, "every sample of the device's six series");
         assert!((r.throttled_share() - 0.75).abs() < 1e-12);
         assert!(report(&s, 1, None, None).is_none(), "no counters for another device");
+    }
+
+    #[test]
+    fn pm_sampling_means_in_their_units() {
+        let s = vec![
+            series(metric::PM_SM_ACTIVE_BP, &[9000, 8000, 7000, 6000]),
+            series(metric::PM_TENSOR_ACTIVE_BP, &[100, 100, 100, 100]),
+            series(
+                metric::PM_DRAM_READ_BYTES_PER_S,
+                &[2_000_000_000, 3_000_000_000, 4_000_000_000, 3_000_000_000],
+            ),
+            series(metric::PM_DRAM_WRITE_BYTES_PER_S, &[500_000_000; 4]),
+            series(metric::PM_DRAM_THROUGHPUT_BP, &[7500; 4]),
+        ];
+        let r = report(&s, 0, None, None).unwrap();
+        assert_eq!(r.source, "cupti-pm");
+        assert_eq!(r.sm_active_pct, Some(75.0));
+        assert_eq!(r.tensor_active_pct, Some(1.0));
+        assert_eq!(r.dram_read_gbps, Some(3.0));
+        assert_eq!(r.dram_write_gbps, Some(0.5));
+        assert_eq!(r.dram_throughput_pct, Some(75.0));
+        assert_eq!(r.gpu_util_sampled_pct, None);
+        let mut both = s.clone();
+        both.push(series(metric::GPU_UTIL_PCT, &[100; 4]));
+        assert_eq!(report(&both, 0, None, None).unwrap().source, "nvml+cupti-pm");
     }
 
     #[test]

@@ -486,6 +486,9 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         Event::Loss(l) if l.source == LossSource::COUNTER_FAILED => {
             *losses.counter_series_stopped.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
         }
+        Event::Loss(l) if l.source == LossSource::COUNTER_OVERFLOW => {
+            *losses.counter_samples_lost.entry(file.name(l.detail).into_owned()).or_insert(0) += l.count
+        }
         Event::Loss(l) => *losses.lost_records.entry(l.source.name().to_string()).or_insert(0) += l.count,
         Event::Collective(c) => colls.add(c),
         _ => {}

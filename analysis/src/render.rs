@@ -425,7 +425,7 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(
         o,
         "\n{}",
-        st.heading("Hardware (the GPU's own counters, NVML samples over the span)")
+        st.heading("Hardware (the GPU's own counters: NVML and CUPTI PM samples over the span)")
     );
     let _ = writeln!(
         o,
@@ -452,6 +452,16 @@ fn render_hardware(o: &mut String, r: &Report, st: &Style) {
             extra.push(format!(
                 "ECC errors {n} uncorrected, {} corrected",
                 h.ecc_corrected_errors.map_or("-".to_string(), |c| c.to_string())
+            ));
+        }
+        if h.sm_active_pct.is_some() || h.dram_throughput_pct.is_some() || h.dram_read_gbps.is_some() {
+            extra.push(format!(
+                "PM sampling: SM active {}, tensor pipe {}, DRAM {} read, {} written ({} of peak)",
+                f1(h.sm_active_pct, "%"),
+                f1(h.tensor_active_pct, "%"),
+                f1(h.dram_read_gbps, " GB/s"),
+                f1(h.dram_write_gbps, " GB/s"),
+                f1(h.dram_throughput_pct, "%")
             ));
         }
         if !extra.is_empty() {

@@ -569,6 +569,10 @@ pub struct Losses {
     /// nvmlDeviceGetPcieThroughput returned 3 (Not Supported)`). The timeline is whole:
     /// they do not make the report lossy.
     pub counter_series_stopped: BTreeMap<String, u64>,
+    /// Counter samples lost to a hardware sampler's buffer overflow (loss events with
+    /// source `counter-overflow`, CUPTI PM sampling), by the agent's description. The
+    /// timeline is whole: they do not make the report lossy.
+    pub counter_samples_lost: BTreeMap<String, u64>,
     /// The trailer's loss totals (absent without a trailer).
     pub trailer_losses: BTreeMap<String, u64>,
     /// The writer did not finish: the end of the run is missing.
@@ -585,10 +589,12 @@ impl Losses {
         self.trailer_missing
             || self.damage.is_some()
             || self.lost_records.values().any(|&n| n > 0)
-            || self
-                .trailer_losses
-                .iter()
-                .any(|(source, &n)| n > 0 && source != LossSource::IMPORT.name() && source != LossSource::COUNTER_FAILED.name())
+            || self.trailer_losses.iter().any(|(source, &n)| {
+                n > 0
+                    && source != LossSource::IMPORT.name()
+                    && source != LossSource::COUNTER_FAILED.name()
+                    && source != LossSource::COUNTER_OVERFLOW.name()
+            })
     }
 }
 

@@ -9703,3 +9703,3106 @@ pub const CUPTI_RUNTIME_TRACE_CBID_SIZE: CUpti_runtime_api_trace_cbid_enum = 487
 pub const CUPTI_RUNTIME_TRACE_CBID_FORCE_INT: CUpti_runtime_api_trace_cbid_enum = 2147483647;
 pub type CUpti_runtime_api_trace_cbid_enum = ::std::os::raw::c_uint;
 pub use self::CUpti_runtime_api_trace_cbid_enum as CUpti_runtime_api_trace_cbid;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Device_GetChipName_Params {
+    ///!< [in]
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in]
+    pub deviceIndex: usize,
+    ///!< [out]
+    pub pChipName: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Device_GetChipName_Params",
+    ][::std::mem::size_of::<CUpti_Device_GetChipName_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Device_GetChipName_Params",
+    ][::std::mem::align_of::<CUpti_Device_GetChipName_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, deviceIndex) - 16usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, pChipName) - 24usize];
+};
+impl Default for CUpti_Device_GetChipName_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type cuptiDeviceGetChipName_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Device_GetChipName_Params,
+) -> CUptiResult;
+/// Invalid value
+pub const CUPTI_Range_INVALID: CUpti_ProfilerRange = 0;
+/// Ranges are auto defined around each kernel in a profiling session
+pub const CUPTI_AutoRange: CUpti_ProfilerRange = 1;
+/// A range in which metric data to be collected is defined by the user
+pub const CUPTI_UserRange: CUpti_ProfilerRange = 2;
+/// Range count
+pub const CUPTI_Range_COUNT: CUpti_ProfilerRange = 3;
+/** \brief Profiler range attribute
+
+ A metric enabled in the session's configuration is collected separately per unique range-stack in the pass.
+ This is an attribute to collect metrics around each kernel in a profiling session or in an user defined range.*/
+pub type CUpti_ProfilerRange = ::std::os::raw::c_uint;
+/// Invalid Value
+pub const CUPTI_Replay_INVALID: CUpti_ProfilerReplayMode = 0;
+/// Replay is done by CUPTI user around the process
+pub const CUPTI_ApplicationReplay: CUpti_ProfilerReplayMode = 1;
+/// Replay is done around kernel implicitly by CUPTI
+pub const CUPTI_KernelReplay: CUpti_ProfilerReplayMode = 2;
+/// Replay is done by CUPTI user within a process
+pub const CUPTI_UserReplay: CUpti_ProfilerReplayMode = 3;
+/// Replay count
+pub const CUPTI_Replay_COUNT: CUpti_ProfilerReplayMode = 4;
+/** \brief Profiler replay attribute
+
+ For metrics which require multipass collection, a replay of the GPU kernel(s) is required.
+ This is an attribute which specify how the replay of the kernel(s) to be measured is done.*/
+pub type CUpti_ProfilerReplayMode = ::std::os::raw::c_uint;
+/// \brief Default parameter for cuptiProfilerInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Initialize_Params {
+    ///!< [in] CUpti_Profiler_Initialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Initialize_Params>() - 16usize];
+    [
+        "Alignment of CUpti_Profiler_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Initialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Initialize_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Initialize_Params, pPriv) - 8usize];
+};
+impl Default for CUpti_Profiler_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Default parameter for cuptiProfilerDeInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DeInitialize_Params {
+    ///!< [in] CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DeInitialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DeInitialize_Params>() - 16usize];
+    [
+        "Alignment of CUpti_Profiler_DeInitialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DeInitialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeInitialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeInitialize_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DeInitialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeInitialize_Params, pPriv) - 8usize];
+};
+impl Default for CUpti_Profiler_DeInitialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Initializes the profiler interface
+
+ Loads the required libraries in the process address space.
+ Sets up the hooks with the CUDA driver.*/
+pub type cuptiProfilerInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Initialize_Params,
+) -> CUptiResult;
+/// \brief DeInitializes the profiler interface
+pub type cuptiProfilerDeInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DeInitialize_Params,
+) -> CUptiResult;
+/// \brief Input parameter to define the counterDataImage
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImageOptions {
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /**< [in] Address of CounterDataPrefix generated from NVPW_CounterDataBuilder_GetCounterDataPrefix().
+Must be align(8).*/
+    pub pCounterDataPrefix: *const u8,
+    ///!< [in] Size of CounterDataPrefix generated from NVPW_CounterDataBuilder_GetCounterDataPrefix().
+    pub counterDataPrefixSize: usize,
+    ///!< [in] Maximum number of ranges that can be profiled
+    pub maxNumRanges: u32,
+    ///!< [in] Maximum number of RangeTree nodes; must be >= maxNumRanges
+    pub maxNumRangeTreeNodes: u32,
+    ///!< [in] Maximum string length of each RangeName, including the trailing NULL character
+    pub maxRangeNameLength: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImageOptions",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImageOptions>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImageOptions",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImageOptions>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::pCounterDataPrefix",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, pCounterDataPrefix)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::counterDataPrefixSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImageOptions, counterDataPrefixSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxNumRanges",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, maxNumRanges)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxNumRangeTreeNodes",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImageOptions, maxNumRangeTreeNodes
+    ) - 36usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxRangeNameLength",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, maxRangeNameLength)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImageOptions {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageCalculateSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_CalculateSize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE
+    pub sizeofCounterDataImageOptions: usize,
+    ///!< [in] Pointer to Counter Data Image Options
+    pub pOptions: *const CUpti_Profiler_CounterDataImageOptions,
+    ///!< [out]
+    pub counterDataImageSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_CalculateSize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImage_CalculateSize_Params>()
+        - 40usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_CalculateSize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImage_CalculateSize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_CalculateSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::sizeofCounterDataImageOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params,
+        sizeofCounterDataImageOptions
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::pOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, pOptions
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, counterDataImageSize
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_CalculateSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_Initialize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE
+    pub sizeofCounterDataImageOptions: usize,
+    ///!< [in] Pointer to Counter Data Image Options
+    pub pOptions: *const CUpti_Profiler_CounterDataImageOptions,
+    ///!< [in] Size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in] The buffer to be initialized.
+    pub pCounterDataImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImage_Initialize_Params>()
+        - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImage_Initialize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_Initialize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::sizeofCounterDataImageOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, sizeofCounterDataImageOptions
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pOptions",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_Initialize_Params, pOptions)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, pCounterDataImage
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief A CounterData image allocates space for values for each counter for each range.
+
+ User borne the resposibility of managing the counterDataImage allocations.
+ CounterDataPrefix contains meta data about the metrics that will be stored in counterDataImage.
+ Use these APIs to calculate the allocation size and initialize counterData image.*/
+pub type cuptiProfilerCounterDataImageCalculateSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_CalculateSize_Params,
+) -> CUptiResult;
+pub type cuptiProfilerCounterDataImageInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerCounterDataImageCalculateScratchBufferSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in]
+    pub pCounterDataImage: *mut u8,
+    ///!< [out]
+    pub counterDataScratchBufferSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params",
+    ][::std::mem::size_of::<
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+    >() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        counterDataImageSize
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        counterDataScratchBufferSize
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageInitializeScratchBuffer
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in]
+    pub pCounterDataImage: *mut u8,
+    ///!< [in] size calculated using cuptiProfilerCounterDataImageCalculateScratchBufferSize
+    pub counterDataScratchBufferSize: usize,
+    ///!< [in] the scratch buffer to be initialized.
+    pub pCounterDataScratchBuffer: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params",
+    ][::std::mem::size_of::<
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+    >() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        counterDataImageSize
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        counterDataScratchBufferSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pCounterDataScratchBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        pCounterDataScratchBuffer
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief A temporary storage for CounterData image needed for internal operations
+
+ Use these APIs to calculate the allocation size and initialize counterData image scratch buffer.*/
+pub type cuptiProfilerCounterDataImageCalculateScratchBufferSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+) -> CUptiResult;
+pub type cuptiProfilerCounterDataImageInitializeScratchBuffer_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerBeginSession
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_BeginSession_Params {
+    ///!< [in] CUpti_Profiler_BeginSession_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in] address of CounterDataImage
+    pub pCounterDataImage: *mut u8,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageInitializeScratchBuffer
+    pub counterDataScratchBufferSize: usize,
+    ///!< [in] address of CounterDataImage scratch buffer
+    pub pCounterDataScratchBuffer: *mut u8,
+    ///!< [in] [optional]
+    pub bDumpCounterDataInFile: u8,
+    ///!< [in] [optional]
+    pub pCounterDataFilePath: *const ::std::os::raw::c_char,
+    ///!< [in] CUpti_ProfilerRange
+    pub range: CUpti_ProfilerRange,
+    ///!< [in] CUpti_ProfilerReplayMode
+    pub replayMode: CUpti_ProfilerReplayMode,
+    ///!< [in] Maximum number of ranges that can be recorded in a single pass.
+    pub maxRangesPerPass: usize,
+    ///!< [in] Maximum number of kernel launches that can be recorded in a single pass; must be >= maxRangesPerPass.
+    pub maxLaunchesPerPass: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_BeginSession_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_BeginSession_Params>() - 96usize];
+    [
+        "Alignment of CUpti_Profiler_BeginSession_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_BeginSession_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, counterDataImageSize)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pCounterDataImage)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_BeginSession_Params, counterDataScratchBufferSize
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataScratchBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_BeginSession_Params, pCounterDataScratchBuffer
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::bDumpCounterDataInFile",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, bDumpCounterDataInFile)
+        - 56usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataFilePath",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pCounterDataFilePath)
+        - 64usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::range",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, range) - 72usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::replayMode",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, replayMode) - 76usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::maxRangesPerPass",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, maxRangesPerPass)
+        - 80usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::maxLaunchesPerPass",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, maxLaunchesPerPass)
+        - 88usize];
+};
+impl Default for CUpti_Profiler_BeginSession_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerEndSession
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EndSession_Params {
+    ///!< [in] CUpti_Profiler_EndSession_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EndSession_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EndSession_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_EndSession_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EndSession_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_EndSession_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Begin profiling session sets up the profiling on the device
+
+ Although, it doesn't start the profiling but GPU resources needed for profiling are allocated.
+ Outside of a session, the GPU will return to its normal operating state.*/
+pub type cuptiProfilerBeginSession_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_BeginSession_Params,
+) -> CUptiResult;
+/** \brief Ends profiling session
+
+ Frees up the GPU resources acquired for profiling.
+ Outside of a session, the GPU will return to it's normal operating state.*/
+pub type cuptiProfilerEndSession_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EndSession_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerSetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_SetConfig_Params {
+    ///!< [in] CUpti_Profiler_SetConfig_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] Config created by NVPW_RawMetricsConfig_GetConfigImage(). Must be align(8).
+    pub pConfig: *const u8,
+    ///!< [in] size of config
+    pub configSize: usize,
+    ///!< [in] the lowest nesting level to be profiled; must be >= 1
+    pub minNestingLevel: u16,
+    ///!< [in] the number of nesting levels to profile; must be >= 1
+    pub numNestingLevels: u16,
+    ///!< [in] Set this to zero for in-app replay; set this to the output of EndPass() for application replay
+    pub passIndex: usize,
+    ///!< [in] Set this to minNestingLevel for in-app replay; set this to the output of EndPass() for application
+    pub targetNestingLevel: u16,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_SetConfig_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_SetConfig_Params>() - 64usize];
+    [
+        "Alignment of CUpti_Profiler_SetConfig_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_SetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::pConfig",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, pConfig) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::configSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, configSize) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::minNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, minNestingLevel)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::numNestingLevels",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, numNestingLevels)
+        - 42usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::passIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, passIndex) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::targetNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, targetNestingLevel)
+        - 56usize];
+};
+impl Default for CUpti_Profiler_SetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerUnsetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_UnsetConfig_Params {
+    ///!< [in] CUpti_Profiler_UnsetConfig_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_UnsetConfig_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_UnsetConfig_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_UnsetConfig_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_UnsetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_UnsetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Set metrics configuration to be profiled
+
+ Use these APIs to set the config to profile in a session. It can be used for advanced cases such as where multiple
+ configurations are collected into a single CounterData Image on the need basis, without restarting the session.*/
+pub type cuptiProfilerSetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_SetConfig_Params,
+) -> CUptiResult;
+/** \brief Unset metrics configuration profiled
+*/
+pub type cuptiProfilerUnsetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_UnsetConfig_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerBeginPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_BeginPass_Params {
+    ///!< [in] CUpti_Profiler_BeginPass_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_BeginPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_BeginPass_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_BeginPass_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_BeginPass_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_BeginPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerEndPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EndPass_Params {
+    ///!< [in] CUpti_Profiler_EndPass_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    pub targetNestingLevel: u16,
+    ///!< [out] The passIndex that will be collected by the *next* BeginPass
+    pub passIndex: usize,
+    ///!< [out] becomes true when the last pass has been queued to the GPU
+    pub allPassesSubmitted: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EndPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EndPass_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_EndPass_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EndPass_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::targetNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, targetNestingLevel)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::passIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, passIndex) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::allPassesSubmitted",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, allPassesSubmitted)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_EndPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Replay API: used for multipass collection.
+
+ These APIs are used if user chooses to replay by itself \ref CUPTI_UserReplay or \ref CUPTI_ApplicationReplay
+ for multipass collection of the metrics configurations.
+ It's a no-op in case of \ref CUPTI_KernelReplay.*/
+pub type cuptiProfilerBeginPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_BeginPass_Params,
+) -> CUptiResult;
+/** \brief Replay API: used for multipass collection.
+
+ These APIs are used if user chooses to replay by itself \ref CUPTI_UserReplay or \ref CUPTI_ApplicationReplay
+ for multipass collection of the metrics configurations.
+ Its a no-op in case of \ref CUPTI_KernelReplay.
+ Returns information for next pass.*/
+pub type cuptiProfilerEndPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EndPass_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerEnableProfiling
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EnableProfiling_Params {
+    ///!< [in] CUpti_Profiler_EnableProfiling_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EnableProfiling_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EnableProfiling_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_EnableProfiling_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EnableProfiling_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_EnableProfiling_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerDisableProfiling
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DisableProfiling_Params {
+    ///!< [in] CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DisableProfiling_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DisableProfiling_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_DisableProfiling_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DisableProfiling_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_DisableProfiling_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Enables Profiling
+
+ In \ref CUPTI_AutoRange, these APIs are used to enable/disable profiling for the kernels to be executed in
+ a profiling session.*/
+pub type cuptiProfilerEnableProfiling_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EnableProfiling_Params,
+) -> CUptiResult;
+/** \brief Disable Profiling
+
+ In \ref CUPTI_AutoRange, these APIs are used to enable/disable profiling for the kernels to be executed in
+ a profiling session.*/
+pub type cuptiProfilerDisableProfiling_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DisableProfiling_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerIsPassCollected
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_IsPassCollected_Params {
+    ///!< [in] CUpti_Profiler_IsPassCollected_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [out] number of ranges whose data was dropped in the processed pass
+    pub numRangesDropped: usize,
+    ///!< [out] number of bytes not written to TraceBuffer due to buffer full
+    pub numTraceBytesDropped: usize,
+    ///!< [out] true if a pass was successfully decoded
+    pub onePassCollected: u8,
+    ///!< [out] becomes true when the last pass has been decoded
+    pub allPassesCollected: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_IsPassCollected_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_IsPassCollected_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_IsPassCollected_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_IsPassCollected_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::numRangesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, numRangesDropped)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::numTraceBytesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, numTraceBytesDropped)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::onePassCollected",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, onePassCollected)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::allPassesCollected",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, allPassesCollected)
+        - 41usize];
+};
+impl Default for CUpti_Profiler_IsPassCollected_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Asynchronous call to query if the submitted pass to GPU is collected
+*/
+pub type cuptiProfilerIsPassCollected_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_IsPassCollected_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerFlushCounterData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_FlushCounterData_Params {
+    ///!< [in] CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [out] number of ranges whose data was dropped in the processed passes
+    pub numRangesDropped: usize,
+    ///!< [out] number of bytes not written to TraceBuffer due to buffer full
+    pub numTraceBytesDropped: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_FlushCounterData_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_FlushCounterData_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_FlushCounterData_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_FlushCounterData_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::numRangesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, numRangesDropped)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::numTraceBytesDropped",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_FlushCounterData_Params, numTraceBytesDropped
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_FlushCounterData_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Decode all the submitted passes
+
+ Flush Counter data API to ensure every pass is decoded into the counterDataImage passed at beginSession.
+ This will cause the CPU/GPU sync to collect all the undecoded pass.*/
+pub type cuptiProfilerFlushCounterData_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_FlushCounterData_Params,
+) -> CUptiResult;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_PushRange_Params {
+    ///!< [in] CUpti_Profiler_PushRange_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] specifies the range for subsequent launches; must not be NULL
+    pub pRangeName: *const ::std::os::raw::c_char,
+    ///!< [in] assign to strlen(pRangeName) if known; if set to zero, the library will call strlen()
+    pub rangeNameLength: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_PushRange_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_PushRange_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_PushRange_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_PushRange_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::pRangeName",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, pRangeName) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::rangeNameLength",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, rangeNameLength)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_PushRange_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_PopRange_Params {
+    ///!< [in] CUpti_Profiler_PopRange_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_PopRange_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_PopRange_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_PopRange_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_PopRange_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_PopRange_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Range API's : Push user range
+
+ Counter data is collected per unique range-stack. Identified by a string label passsed by the user.
+ It's an invalid operation in case of \ref CUPTI_AutoRange.*/
+pub type cuptiProfilerPushRange_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_PushRange_Params,
+) -> CUptiResult;
+/** \brief Range API's : Pop user range
+
+ Counter data is collected per unique range-stack. Identified by a string label passsed by the user.
+ It's an invalid operation in case of \ref CUPTI_AutoRange.*/
+pub type cuptiProfilerPopRange_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_PopRange_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerGetCounterAvailability
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_GetCounterAvailability_Params {
+    ///!< [in] CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    /**!< [in/out] If `pCounterAvailabilityImage` is NULL, then the required size is returned in
+!< `counterAvailabilityImageSize`, otherwise `counterAvailabilityImageSize` should be set to the size of
+!< `pCounterAvailabilityImage`, and on return it would be overwritten with number of actual bytes copied*/
+    pub counterAvailabilityImageSize: usize,
+    ///!< [in] buffer receiving counter availability image, may be NULL
+    pub pCounterAvailabilityImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_GetCounterAvailability_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_GetCounterAvailability_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_GetCounterAvailability_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_GetCounterAvailability_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, ctx)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::counterAvailabilityImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_GetCounterAvailability_Params, counterAvailabilityImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_GetCounterAvailability_Params, pCounterAvailabilityImage
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_GetCounterAvailability_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query counter availibility
+
+ Use this API to query counter availability information in a buffer which can be used to filter unavailable raw metrics on host.
+ Note: This API may fail, if any profiling or sampling session is active on the specified context or its device.*/
+pub type cuptiProfilerGetCounterAvailability_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_GetCounterAvailability_Params,
+) -> CUptiResult;
+///!< Configuration support level unknown - either detection code errored out before setting this value, or unable to determine it
+pub const CUPTI_PROFILER_CONFIGURATION_UNKNOWN: CUpti_Profiler_Support_Level = 0;
+///!< Profiling is unavailable.  For specific feature fields, this means that the current configuration of this feature does not work with profiling.  For instance, SLI-enabled devices do not support profiling, and this value would be returned for SLI on an SLI-enabled device.
+pub const CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED: CUpti_Profiler_Support_Level = 1;
+///!< Profiling would be available for this configuration, but was disabled by the system
+pub const CUPTI_PROFILER_CONFIGURATION_DISABLED: CUpti_Profiler_Support_Level = 2;
+///!< Profiling is supported.  For specific feature fields, this means that the current configuration of this feature works with profiling.  For instance, SLI-enabled devices do not support profiling, and this value would only be returned for devices which are not SLI-enabled.
+pub const CUPTI_PROFILER_CONFIGURATION_SUPPORTED: CUpti_Profiler_Support_Level = 3;
+/// Generic support level enum for CUPTI
+pub type CUpti_Profiler_Support_Level = ::std::os::raw::c_uint;
+///!< CUPTI APIs for range based profiling (cuptiProfiler*)
+pub const CUPTI_PROFILER_RANGE_PROFILING: CUpti_Profiler_API = 0;
+///!< CUPTI APIs collecting pc sampling data (cuptiPcSampling*)
+pub const CUPTI_PROFILER_PC_SAMPLING: CUpti_Profiler_API = 1;
+///!< CUPTI APIs collecting SASS metrics data (cuptiSassMetrics*)
+pub const CUPTI_PROFILER_SASS_METRICS: CUpti_Profiler_API = 2;
+///!< CUPTI APIs collecting PM Sampling data (cuptiPmSampling*)
+pub const CUPTI_PROFILER_PM_SAMPLING: CUpti_Profiler_API = 3;
+pub const CUPTI_PROFILER_UNKNOWN: CUpti_Profiler_API = 4;
+/// \brief Profiler API types
+pub type CUpti_Profiler_API = ::std::os::raw::c_uint;
+/// \brief Params for cuptiProfilerDeviceSupported
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DeviceSupported_Params {
+    ///!< [in] Must be CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub cuDevice: CUdevice,
+    ///!< [out] overall SUPPORTED / UNSUPPORTED flag representing whether Profiling and PC Sampling APIs work on the given device and configuration. SUPPORTED if all following flags are SUPPORTED, UNSUPPORTED otherwise.
+    pub isSupported: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if the device architecture level supports the Profiling API (Compute Capability >= 7.0), UNSUPPORTED otherwise
+    pub architecture: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if SLI is not enabled, UNSUPPORTED otherwise
+    pub sli: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if vGPU is supported and profiling is enabled, DISABLED if profiling is supported but not enabled, UNSUPPORTED otherwise
+    pub vGpu: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if confidential compute is not enabled, UNSUPPORTED otherwise
+    pub confidentialCompute: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if not NVIDIA Crypto Mining Processors (CMP), UNSUPPORTED otherwise
+    pub cmp: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if WSL supported, UNSUPPORTED otherwise
+    pub wsl: CUpti_Profiler_Support_Level,
+    ///!< [in] the CUPTI API type for which device support will be checked
+    pub api: CUpti_Profiler_API,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DeviceSupported_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DeviceSupported_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_DeviceSupported_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DeviceSupported_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::cuDevice",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, cuDevice) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::isSupported",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, isSupported)
+        - 20usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::architecture",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, architecture)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::sli",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, sli) - 28usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::vGpu",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, vGpu) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::confidentialCompute",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, confidentialCompute)
+        - 36usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::cmp",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, cmp) - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::wsl",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, wsl) - 44usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::api",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, api) - 48usize];
+};
+impl Default for CUpti_Profiler_DeviceSupported_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query device compatibility with Profiling API
+
+ Use this call to determine whether a compute device and configuration are compatible with the Profiling API.
+ If the configuration does not support profiling, one of several flags will indicate why.*/
+pub type cuptiProfilerDeviceSupported_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DeviceSupported_Params,
+) -> CUptiResult;
+pub const CUPTI_METRIC_TYPE_COUNTER: CUpti_MetricType = 0;
+pub const CUPTI_METRIC_TYPE_RATIO: CUpti_MetricType = 1;
+pub const CUPTI_METRIC_TYPE_THROUGHPUT: CUpti_MetricType = 2;
+pub const CUPTI_METRIC_TYPE__COUNT: CUpti_MetricType = 3;
+pub type CUpti_MetricType = ::std::os::raw::c_uint;
+pub const CUPTI_PROFILER_TYPE_RANGE_PROFILER: CUpti_ProfilerType = 0;
+pub const CUPTI_PROFILER_TYPE_PM_SAMPLING: CUpti_ProfilerType = 1;
+pub const CUPTI_PROFILER_TYPE_PROFILER_INVALID: CUpti_ProfilerType = 2;
+pub type CUpti_ProfilerType = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug)]
+pub struct CUpti_Profiler_Host_Object {
+    _unused: [u8; 0],
+}
+/// \brief Params for cuptiProfilerHostInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_Initialize_Params {
+    /** [in] Size of the data structure.
+ CUPTI client should set the size of the structure. It will be used in CUPTI to check what fields are
+ available in the structure. Used to preserve backward compatibility.*/
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the profiler kind one from CUpti_ProfilerType
+    pub profilerType: CUpti_ProfilerType,
+    /// [in] accepted for chips supported at the time-of-release.
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [in] buffer with counter availability image - required for future chip support
+    pub pCounterAvailabilityImage: *const u8,
+    /// [out] binary blob allocated by CUPTI and operations associated with this object.
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_Initialize_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_Host_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_Initialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::profilerType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, profilerType)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pChipName)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_Initialize_Params, pCounterAvailabilityImage
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pHostObject)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_Host_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Create and initialize the profiler host object (CUpti_Profiler_Host_Object).
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_Initialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostDeinitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_Deinitialize_Params {
+    /** [in] Size of the data structure.
+ CUPTI client should set the size of the structure. It will be used in CUPTI to check what fields are
+ available in the structure. Used to preserve backward compatibility.*/
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_Deinitialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_Deinitialize_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_Host_Deinitialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_Deinitialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, pHostObject)
+        - 16usize];
+};
+impl Default for CUpti_Profiler_Host_Deinitialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Deinitialize and destroy the profiler host object (CUpti_Profiler_Host_Object).
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_Deinitialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostDeinitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_Deinitialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSupportedChips
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetSupportedChips_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [out] number of supported chips
+    pub numChips: usize,
+    /// [out] list of supported chips
+    pub ppChipNames: *const *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetSupportedChips_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetSupportedChips_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetSupportedChips_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetSupportedChips_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::numChips",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, numChips)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::ppChipNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, ppChipNames)
+        - 24usize];
+};
+impl Default for CUpti_Profiler_Host_GetSupportedChips_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported chips.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetSupportedChips_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetSupportedChips_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetSupportedChips_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSupportedMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetBaseMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric type (counter, ratio, throughput)
+    pub metricType: CUpti_MetricType,
+    /// [out] list of base metrics supported of queried metric type for the chip
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [out] number of metrics
+    pub numMetrics: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetBaseMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetBaseMetrics_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetBaseMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetBaseMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, metricType)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::ppMetricNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, ppMetricNames)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, numMetrics)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_Host_GetBaseMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported base metrics for the chip.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetBaseMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetBaseMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetBaseMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSubMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetSubMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] the metric type for queried metric
+    pub metricType: CUpti_MetricType,
+    /// [in] metric name for which sub-metric will be listed
+    pub pMetricName: *const ::std::os::raw::c_char,
+    /// [out] number of submetrics supported
+    pub numOfSubmetrics: usize,
+    /// [out] list of submetrics supported for the metric.
+    pub ppSubMetrics: *mut *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetSubMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetSubMetrics_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetSubMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetSubMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, metricType)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pMetricName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pMetricName)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::numOfSubmetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, numOfSubmetrics)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::ppSubMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, ppSubMetrics)
+        - 48usize];
+};
+impl Default for CUpti_Profiler_Host_GetSubMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported sub-metrics for the metric.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetSubMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetSubMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetSubMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetMetricProperties
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetMetricProperties_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric name for which its properties will be listed
+    pub pMetricName: *const ::std::os::raw::c_char,
+    /// [out] a short description about the metric
+    pub pDescription: *const ::std::os::raw::c_char,
+    /// [out] associated hw unit for the metric
+    pub pHwUnit: *const ::std::os::raw::c_char,
+    /// [out] the dimension of the metric values
+    pub pDimUnit: *const ::std::os::raw::c_char,
+    /// [out] the metric type (counter, ratio or throughput)
+    pub metricType: CUpti_MetricType,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetMetricProperties_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetMetricProperties_Params>() - 64usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetMetricProperties_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetMetricProperties_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pMetricName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pMetricName)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pDescription",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricProperties_Params, pDescription
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pHwUnit",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pHwUnit)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pDimUnit",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pDimUnit)
+        - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, metricType)
+        - 56usize];
+};
+impl Default for CUpti_Profiler_Host_GetMetricProperties_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the properties of the metric.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetMetricProperties_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetMetricProperties_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetMetricProperties_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetRangeName
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetRangeName_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the counter data image where profiling data has been decoded
+    pub pCounterDataImage: *const u8,
+    /// [in] size of counter data image
+    pub counterDataImageSize: usize,
+    /// [in] range index for which the range name will be queried
+    pub rangeIndex: usize,
+    /// [in] used in case of nested ranges, default="/". Range1<delimiter>Range2
+    pub delimiter: *const ::std::os::raw::c_char,
+    /** [out] the range name.
+ Note: that the CUPTI allocate the memory internal and
+ its user responsibility to free up the allocated memory*/
+    pub pRangeName: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetRangeName_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetRangeName_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetRangeName_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetRangeName_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pCounterDataImage)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetRangeName_Params, counterDataImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::rangeIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, rangeIndex)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::delimiter",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, delimiter)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pRangeName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pRangeName)
+        - 48usize];
+};
+impl Default for CUpti_Profiler_Host_GetRangeName_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the range name for the range index stored in the counter data.
+ In Range profiler, for Auto range mode the range name will be numeric value
+ assigned to the kernel based on execution order. For user range mode, the
+ name of range will be based on the range name provided by the user using
+ Push range API.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetRangeName_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetRangeName_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetRangeName_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostEvaluateToGpuValues
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_EvaluateToGpuValues_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] the counter data image where profiling data has been decoded
+    pub pCounterDataImage: *const u8,
+    /// [in] size of counter data image
+    pub counterDataImageSize: usize,
+    /// [in] range index for which the range name will be queried
+    pub rangeIndex: usize,
+    /// [in] the metrics for which GPU values will be evaluated for the range
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] number of metrics
+    pub numMetrics: usize,
+    /// [out] output value for given metric and range index
+    pub pMetricValues: *mut f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_EvaluateToGpuValues_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_EvaluateToGpuValues_Params>() - 72usize];
+    [
+        "Alignment of CUpti_Profiler_Host_EvaluateToGpuValues_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_EvaluateToGpuValues_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::rangeIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, rangeIndex)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::ppMetricNames",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, ppMetricNames
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, numMetrics)
+        - 56usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pMetricValues",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues
+    ) - 64usize];
+};
+impl Default for CUpti_Profiler_Host_EvaluateToGpuValues_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Evaluate the metric values for the range index stored in the counter data.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_EvaluateToGpuValues_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostEvaluateToGpuValues_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_EvaluateToGpuValues_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostConfigAddMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_ConfigAddMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric names for which config image will be generated
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] number of metrics
+    pub numMetrics: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_ConfigAddMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_ConfigAddMetrics_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_ConfigAddMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_ConfigAddMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::ppMetricNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, ppMetricNames)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_ConfigAddMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Add the metrics to the profiler host object for generating the config image.
+ The config image will have the required information to schedule the metrics for
+ collecting the profiling data.
+ Note: PM sampling only supports single pass config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_ConfigAddMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostConfigAddMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_ConfigAddMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetConfigImageSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetConfigImageSize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [out] the size of config image, users need to allocate the buffer for storing
+    pub configImageSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetConfigImageSize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetConfigImageSize_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetConfigImageSize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetConfigImageSize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::configImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize
+    ) - 24usize];
+};
+impl Default for CUpti_Profiler_Host_GetConfigImageSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the size of the config image for the metrics added to the profiler host object.
+ Users need to allocate the buffer for storing the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetConfigImageSize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetConfigImageSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetConfigImageSize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetConfigImage
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetConfigImage_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] Number of bytes allocated for pBuffer
+    pub configImageSize: usize,
+    /// [out] Buffer receiving the config image
+    pub pConfigImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetConfigImage_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetConfigImage_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetConfigImage_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetConfigImage_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::configImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, configImageSize)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pConfigImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_GetConfigImage_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the config image for the metrics added to the profiler host object.
+ User will pass the allocated buffer to store the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetConfigImage_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetConfigImage_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetConfigImage_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetNumOfPasses
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetNumOfPasses_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Number of bytes allocated for pConfigImage
+    pub configImageSize: usize,
+    /// [in] the config image buffer
+    pub pConfigImage: *mut u8,
+    /// [out] number of passes required for profiling scheduled metrics in the config image
+    pub numOfPasses: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetNumOfPasses_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetNumOfPasses_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetNumOfPasses_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetNumOfPasses_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::configImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, configImageSize)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::pConfigImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, pConfigImage)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::numOfPasses",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, numOfPasses)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_GetNumOfPasses_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the number of passes required for profiling the scheduled metrics in the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetNumOfPasses_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetNumOfPasses_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetNumOfPasses_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetMaxNumHardwareMetricsPerPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the profiler kind one from CUpti_ProfilerType
+    pub profilerType: CUpti_ProfilerType,
+    /// [in] accepted for chips supported at the time-of-release.
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [in] buffer with counter availability image - required for future chip support
+    pub pCounterAvailabilityImage: *mut u8,
+    /// [out] maximum number of metrics that can be scheduled in a pass
+    pub maxMetricsPerPass: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params>()
+        - 48usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::profilerType",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, profilerType
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pChipName",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, pChipName
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+        pCounterAvailabilityImage
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::maxMetricsPerPass",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, maxMetricsPerPass
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the maximum number of hardware metrics (metric names which doesn't include _sass_ keyword)
+ that can be scheduled in a single pass for a chip. While this represents a theoretical upper limit,
+ practical constraints may prevent reaching this threshold for a specific set of metrics. Furthermore,
+ the maximum achievable value is contingent upon the characteristics and architecture of the chip in question.
+
+ Use cuptiProfilerHostGetNumOfPasses API for getting the actual number of passes required for the
+ for collecting the profiling data for the scheduled metrics in a config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetMaxNumHardwareMetricsPerPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+) -> CUptiResult;
+/** \defgroup CUPTI_PM_SAMPLING_API CUPTI PM Sampling API
+ Functions to enable, disable, start, stop, and decode PM sampling.
+ @{*/
+#[repr(C)]
+#[derive(Debug)]
+pub struct CUpti_PmSampling_Object {
+    _unused: [u8; 0],
+}
+/** The trigger is based off of the SYSCLK frequency, note SYS frequency by default is variable.
+ the sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of clocks.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL: CUpti_PmSampling_TriggerMode = 0;
+/** The trigger is based off of a fixed frequency source.
+ The sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of nanoseconds.
+ Note: This trigger mode is not supported on Turing GPU architecture and GA100 GPU.
+ It is supported on Ampere GA10x and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL: CUpti_PmSampling_TriggerMode = 1;
+/** The trigger is based off of a fixed frequency source.
+ The sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of nanoseconds.
+ Note: This trigger mode is not supported on Turing GPU architecture and GA100 GPU.
+ It is supported on Ampere GA10x and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_COUNT: CUpti_PmSampling_TriggerMode = 2;
+pub type CUpti_PmSampling_TriggerMode = ::std::os::raw::c_uint;
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER: CUpti_PmSampling_DecodeStopReason = 0;
+/// Counter data image is full.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL: CUpti_PmSampling_DecodeStopReason = 1;
+/// All the records in the hardware buffer is decoded.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS: CUpti_PmSampling_DecodeStopReason = 2;
+/// All the records in the hardware buffer is decoded.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNT: CUpti_PmSampling_DecodeStopReason = 3;
+pub type CUpti_PmSampling_DecodeStopReason = ::std::os::raw::c_uint;
+/** Keep the oldest records in the hardware buffer.
+ CUPTI will report error for overflow in case hardware buffer is getting filled up.*/
+pub const CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST: CUpti_PmSampling_HardwareBuffer_AppendMode = 0;
+/** Keep the latest records in the hardware buffer.
+ Note: This mode is not supported on Turing GPU architecture.
+ It is supported on Ampere and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST: CUpti_PmSampling_HardwareBuffer_AppendMode = 1;
+pub type CUpti_PmSampling_HardwareBuffer_AppendMode = ::std::os::raw::c_uint;
+/// \brief Params for cuptiPmSamplingSetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_SetConfig_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Size of the config image.
+    pub configSize: usize,
+    /// [in] Config image.
+    pub pConfig: *const u8,
+    /** [in] The hardware buffer size in which raw PM sampling data
+ will be stored. These samples will be decoded to counter data
+ image with \ref cuptiPmSamplingDecodeData call.*/
+    pub hardwareBufferSize: usize,
+    /** [in] For the trigger mode `CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL`, sampling interval
+ is the number of sys clock cycles. For the trigger mode `CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL`,
+ sampling interval is in nanoseconds.*/
+    pub samplingInterval: u64,
+    /** [in] Trigger mode.
+ Note: CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL is not supported in Turing and GA100.
+ Supported from GA10x onwards.*/
+    pub triggerMode: CUpti_PmSampling_TriggerMode,
+    /** [in] Append mode for the records in hardware buffer.
+ For KEEP_OLDEST mode, all the records will be kept in the buffer and in case hardware buffer is getting filled up.
+ overflow will be set to 1 in \ref CUpti_PmSampling_DecodeData_Params. For KEEP_LATEST mode, the new records will
+ overwrite the oldest records in the buffer in case of filled buffer.*/
+    pub hwBufferAppendMode: CUpti_PmSampling_HardwareBuffer_AppendMode,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_SetConfig_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_SetConfig_Params>() - 64usize];
+    [
+        "Alignment of CUpti_PmSampling_SetConfig_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_SetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pPmSamplingObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::configSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, configSize) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pConfig",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pConfig) - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::hardwareBufferSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, hardwareBufferSize)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::samplingInterval",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, samplingInterval)
+        - 48usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::triggerMode",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, triggerMode) - 56usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::hwBufferAppendMode",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode)
+        - 60usize];
+};
+impl Default for CUpti_PmSampling_SetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Set the configuration for PM sampling like sampling interval, maximum number of samples
+ filled in HW buffer, trigger mode and the config image which has scheduling info for metric collection.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_SetConfig_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_NOT_SUPPORTED for config image which require multiple passes for data collection*/
+pub type cuptiPmSamplingSetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_SetConfig_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingEnable
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Enable_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Device index.
+    pub deviceIndex: usize,
+    /// [out] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Enable_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Enable_Params>() - 32usize];
+    [
+        "Alignment of CUpti_PmSampling_Enable_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Enable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, deviceIndex) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, pPmSamplingObject)
+        - 24usize];
+};
+impl Default for CUpti_PmSampling_Enable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Create a PM sampling object and enable PM sampling on the CUDA device.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Enable_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_OUT_OF_MEMORY if memory allocation fails while creating the PM sampling object
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling is already enabled on the device
+ \retval CUPTI_ERROR_INSUFFICIENT_PRIVILEGES if the user does not have sufficient privileges to perform the operation
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingEnable_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Enable_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingDisable
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Disable_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Disable_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Disable_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Disable_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Disable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, pPmSamplingObject)
+        - 16usize];
+};
+impl Default for CUpti_PmSampling_Disable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Disable PM sampling on the CUDA device and destroy the PM sampling object.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Disable_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingDisable_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Disable_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingStart
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Start_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Start_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Start_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Start_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Start_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, pPmSamplingObject)
+        - 16usize];
+};
+impl Default for CUpti_PmSampling_Start_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Start the PM sampling. The GPU will start collecting the metrics data
+ periodically based on trigger type and sampling interval passed in CUpti_PmSampling_SetConfig_Params.
+ The collected data will be stored in the hardware buffer.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Start_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling Start is called without enabling PM sampling,
+ and PM sampling is already started
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingStart_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Start_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingStop
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Stop_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Stop_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Stop_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Stop_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Stop_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, pPmSamplingObject) - 16usize];
+};
+impl Default for CUpti_PmSampling_Stop_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Stop the PM sampling. The GPU will stop collecting the metrics data.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Stop_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling Stop is called without enabling PM sampling,
+ and PM sampling is already stopped
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingStop_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Stop_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingDecodeData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_DecodeData_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *mut u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [out] decode stop reason
+    pub decodeStopReason: CUpti_PmSampling_DecodeStopReason,
+    /** [out] overflow status for hardware buffer.
+ To avoid overflow, either increase the maxSamples values in
+ \ref CUpti_PmSampling_SetConfig_Params or reduce the sampling interval.*/
+    pub overflow: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_DecodeData_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_DecodeData_Params>() - 48usize];
+    [
+        "Alignment of CUpti_PmSampling_DecodeData_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_DecodeData_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pPmSamplingObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pCounterDataImage)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, counterDataImageSize)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::decodeStopReason",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, decodeStopReason)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::overflow",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, overflow) - 44usize];
+};
+impl Default for CUpti_PmSampling_DecodeData_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Decode the metrics data stored in the hardware buffer to the counter data image.
+
+
+ \param pParams A pointer to \ref CUpti_PmSampling_DecodeData_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling DecodeData is called without enabling PM sampling
+ \retval CUPTI_ERROR_OUT_OF_MEMORY if there is record overflow in the hardware buffer
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingDecodeData_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_DecodeData_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterAvailability_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Device index.
+    pub deviceIndex: usize,
+    /** [inout] Size of the counter availability image. When pCounterAvailabilityImage is NULL,
+ this field is used to return the size of the counter availability image.*/
+    pub counterAvailabilityImageSize: usize,
+    /// [out] Counter availability image.
+    pub pCounterAvailabilityImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterAvailability_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterAvailability_Params>() - 40usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterAvailability_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterAvailability_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, deviceIndex)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::counterAvailabilityImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterAvailability_Params, counterAvailabilityImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage
+    ) - 32usize];
+};
+impl Default for CUpti_PmSampling_GetCounterAvailability_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query counter availibility information in a buffer which can be used to filter unavailable raw metrics on host.
+ Note: This API may fail, if any profiling or sampling session is active on the specified device.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterAvailability_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INSUFFICIENT_PRIVILEGES if the user does not have sufficient privileges to perform the operation
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterAvailability_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterAvailability_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterDataSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterDataSize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Names of the metrics to be collected.
+    pub pMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] Number of metrics to be collected.
+    pub numMetrics: usize,
+    /// [in] Maximum number of samples to be stored in the counter data image.
+    pub maxSamples: u32,
+    /// [out] Size of the counter data image.
+    pub counterDataSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterDataSize_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterDataSize_Params>() - 56usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterDataSize_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterDataSize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataSize_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pMetricNames",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, pMetricNames)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, numMetrics)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::maxSamples",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, maxSamples)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::counterDataSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize)
+        - 48usize];
+};
+impl Default for CUpti_PmSampling_GetCounterDataSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query the size of the counter data image which will be used to store the metrics data.
+ User need to allocate the memory for the counter data image based on the size returned by this API.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterDataSize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling GetCounterDataSize is called without enabling PM sampling
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterDataSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterDataSize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingCounterDataImageInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_CounterDataImage_Initialize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Size of the counter data image.
+    pub counterDataSize: usize,
+    /// [in] Counter data image.
+    pub pCounterData: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_CounterDataImage_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_CounterDataImage_Initialize_Params>()
+        - 40usize];
+    [
+        "Alignment of CUpti_PmSampling_CounterDataImage_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_CounterDataImage_Initialize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_CounterDataImage_Initialize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::counterDataSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, counterDataSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pCounterData",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData
+    ) - 32usize];
+};
+impl Default for CUpti_PmSampling_CounterDataImage_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Initialize the counter data to CUPTI record format for storing the metric data.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_CounterDataImage_Initialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling CounterDataInitialize is called without enabling PM sampling
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingCounterDataImageInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_CounterDataImage_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterDataInfo
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterDataInfo_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *const u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [out] Number of samples in the counter data image.
+    pub numTotalSamples: usize,
+    /// [out] Number of populated samples.
+    pub numPopulatedSamples: usize,
+    /// [out] Number of samples that have been completed.
+    pub numCompletedSamples: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterDataInfo_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterDataInfo_Params>() - 56usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterDataInfo_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterDataInfo_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, pCounterDataImage
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, counterDataImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numTotalSamples",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, numTotalSamples)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numPopulatedSamples",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, numPopulatedSamples
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numCompletedSamples",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples
+    ) - 48usize];
+};
+impl Default for CUpti_PmSampling_GetCounterDataInfo_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the counter data info like number of samples, number of populated
+ samples and number of completed samples in a counter data image.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterDataInfo_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterDataInfo_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterDataInfo_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingCounterDataGetSampleInfo
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_CounterData_GetSampleInfo_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *const u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [in] Index of the sample.
+    pub sampleIndex: usize,
+    /// [out] Start time of the sample.
+    pub startTimestamp: u64,
+    /// [out] End time of the sample.
+    pub endTimestamp: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_CounterData_GetSampleInfo_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_CounterData_GetSampleInfo_Params>()
+        - 64usize];
+    [
+        "Alignment of CUpti_PmSampling_CounterData_GetSampleInfo_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_CounterData_GetSampleInfo_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::sampleIndex",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, sampleIndex
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::startTimestamp",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, startTimestamp
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::endTimestamp",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp
+    ) - 56usize];
+};
+impl Default for CUpti_PmSampling_CounterData_GetSampleInfo_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the sample info (start and end time stamp) for the given sample index.
+ Each sample is distinguished by the start and end time stamp.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_CounterData_GetSampleInfo_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingCounterDataGetSampleInfo_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_CounterData_GetSampleInfo_Params,
+) -> CUptiResult;

@@ -16149,3 +16149,3590 @@ pub const CUPTI_RUNTIME_TRACE_CBID_SIZE: CUpti_runtime_api_trace_cbid_enum = 567
 pub const CUPTI_RUNTIME_TRACE_CBID_FORCE_INT: CUpti_runtime_api_trace_cbid_enum = 2147483647;
 pub type CUpti_runtime_api_trace_cbid_enum = ::std::os::raw::c_uint;
 pub use self::CUpti_runtime_api_trace_cbid_enum as CUpti_runtime_api_trace_cbid;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Device_GetChipName_Params {
+    ///!< [in]
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in]
+    pub deviceIndex: usize,
+    ///!< [out]
+    pub pChipName: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Device_GetChipName_Params",
+    ][::std::mem::size_of::<CUpti_Device_GetChipName_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Device_GetChipName_Params",
+    ][::std::mem::align_of::<CUpti_Device_GetChipName_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, deviceIndex) - 16usize];
+    [
+        "Offset of field: CUpti_Device_GetChipName_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_Device_GetChipName_Params, pChipName) - 24usize];
+};
+impl Default for CUpti_Device_GetChipName_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type cuptiDeviceGetChipName_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Device_GetChipName_Params,
+) -> CUptiResult;
+/// Invalid value
+pub const CUPTI_Range_INVALID: CUpti_ProfilerRange = 0;
+/// Ranges are auto defined around each kernel in a profiling session
+pub const CUPTI_AutoRange: CUpti_ProfilerRange = 1;
+/// A range in which metric data to be collected is defined by the user
+pub const CUPTI_UserRange: CUpti_ProfilerRange = 2;
+/// Range count
+pub const CUPTI_Range_COUNT: CUpti_ProfilerRange = 3;
+/** \brief Profiler range attribute
+
+ A metric enabled in the session's configuration is collected separately per unique range-stack in the pass.
+ This is an attribute to collect metrics around each kernel in a profiling session or in an user defined range.*/
+pub type CUpti_ProfilerRange = ::std::os::raw::c_uint;
+/// Invalid Value
+pub const CUPTI_Replay_INVALID: CUpti_ProfilerReplayMode = 0;
+/// Replay is done by CUPTI user around the process
+pub const CUPTI_ApplicationReplay: CUpti_ProfilerReplayMode = 1;
+/// Replay is done around kernel implicitly by CUPTI
+pub const CUPTI_KernelReplay: CUpti_ProfilerReplayMode = 2;
+/// Replay is done by CUPTI user within a process
+pub const CUPTI_UserReplay: CUpti_ProfilerReplayMode = 3;
+/// Replay count
+pub const CUPTI_Replay_COUNT: CUpti_ProfilerReplayMode = 4;
+/** \brief Profiler replay attribute
+
+ For metrics which require multipass collection, a replay of the GPU kernel(s) is required.
+ This is an attribute which specify how the replay of the kernel(s) to be measured is done.*/
+pub type CUpti_ProfilerReplayMode = ::std::os::raw::c_uint;
+/// \brief Default parameter for cuptiProfilerInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Initialize_Params {
+    ///!< [in] CUpti_Profiler_Initialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Initialize_Params>() - 16usize];
+    [
+        "Alignment of CUpti_Profiler_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Initialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Initialize_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Initialize_Params, pPriv) - 8usize];
+};
+impl Default for CUpti_Profiler_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Default parameter for cuptiProfilerDeInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DeInitialize_Params {
+    ///!< [in] CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DeInitialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DeInitialize_Params>() - 16usize];
+    [
+        "Alignment of CUpti_Profiler_DeInitialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DeInitialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeInitialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeInitialize_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DeInitialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeInitialize_Params, pPriv) - 8usize];
+};
+impl Default for CUpti_Profiler_DeInitialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Initializes the profiler interface
+
+ Loads the required libraries in the process address space.
+ Sets up the hooks with the CUDA driver.
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_NOT_INITIALIZED if CUPTI could not dynamically load the
+ nvperf* libraries. Ensure libnvperf_host.so and libnvperf_target.so,
+ shipped alongside libcupti.so, are discoverable by the dynamic linker.*/
+pub type cuptiProfilerInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Initialize_Params,
+) -> CUptiResult;
+/// \brief DeInitializes the profiler interface
+pub type cuptiProfilerDeInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DeInitialize_Params,
+) -> CUptiResult;
+/// \brief Input parameter to define the counterDataImage
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImageOptions {
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /**< [in] Address of CounterDataPrefix generated from NVPW_CounterDataBuilder_GetCounterDataPrefix().
+Must be align(8).*/
+    pub pCounterDataPrefix: *const u8,
+    ///!< [in] Size of CounterDataPrefix generated from NVPW_CounterDataBuilder_GetCounterDataPrefix().
+    pub counterDataPrefixSize: usize,
+    ///!< [in] Maximum number of ranges that can be profiled
+    pub maxNumRanges: u32,
+    ///!< [in] Maximum number of RangeTree nodes; must be >= maxNumRanges
+    pub maxNumRangeTreeNodes: u32,
+    ///!< [in] Maximum string length of each RangeName, including the trailing NULL character
+    pub maxRangeNameLength: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImageOptions",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImageOptions>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImageOptions",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImageOptions>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::pCounterDataPrefix",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, pCounterDataPrefix)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::counterDataPrefixSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImageOptions, counterDataPrefixSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxNumRanges",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, maxNumRanges)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxNumRangeTreeNodes",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImageOptions, maxNumRangeTreeNodes
+    ) - 36usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImageOptions::maxRangeNameLength",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImageOptions, maxRangeNameLength)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImageOptions {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageCalculateSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_CalculateSize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE
+    pub sizeofCounterDataImageOptions: usize,
+    ///!< [in] Pointer to Counter Data Image Options
+    pub pOptions: *const CUpti_Profiler_CounterDataImageOptions,
+    ///!< [out]
+    pub counterDataImageSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_CalculateSize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImage_CalculateSize_Params>()
+        - 40usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_CalculateSize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImage_CalculateSize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_CalculateSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::sizeofCounterDataImageOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params,
+        sizeofCounterDataImageOptions
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::pOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, pOptions
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateSize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params, counterDataImageSize
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_CalculateSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_Initialize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE
+    pub sizeofCounterDataImageOptions: usize,
+    ///!< [in] Pointer to Counter Data Image Options
+    pub pOptions: *const CUpti_Profiler_CounterDataImageOptions,
+    ///!< [in] Size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in] The buffer to be initialized.
+    pub pCounterDataImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_CounterDataImage_Initialize_Params>()
+        - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_CounterDataImage_Initialize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_Initialize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::sizeofCounterDataImageOptions",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, sizeofCounterDataImageOptions
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pOptions",
+    ][::std::mem::offset_of!(CUpti_Profiler_CounterDataImage_Initialize_Params, pOptions)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_Initialize_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_Initialize_Params, pCounterDataImage
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief A CounterData image allocates space for values for each counter for each range.
+
+ User borne the resposibility of managing the counterDataImage allocations.
+ CounterDataPrefix contains meta data about the metrics that will be stored in counterDataImage.
+ Use these APIs to calculate the allocation size and initialize counterData image.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerCounterDataImageCalculateSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_CalculateSize_Params,
+) -> CUptiResult;
+pub type cuptiProfilerCounterDataImageInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerCounterDataImageCalculateScratchBufferSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in]
+    pub pCounterDataImage: *mut u8,
+    ///!< [out]
+    pub counterDataScratchBufferSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params",
+    ][::std::mem::size_of::<
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+    >() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        counterDataImageSize
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+        counterDataScratchBufferSize
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerCounterDataImageInitializeScratchBuffer
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+    ///!< [in] CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in]
+    pub pCounterDataImage: *mut u8,
+    ///!< [in] size calculated using cuptiProfilerCounterDataImageCalculateScratchBufferSize
+    pub counterDataScratchBufferSize: usize,
+    ///!< [in] the scratch buffer to be initialized.
+    pub pCounterDataScratchBuffer: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params",
+    ][::std::mem::size_of::<
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+    >() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        counterDataImageSize
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        counterDataScratchBufferSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params::pCounterDataScratchBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+        pCounterDataScratchBuffer
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief A temporary storage for CounterData image needed for internal operations
+
+ Use these APIs to calculate the allocation size and initialize counterData image scratch buffer.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerCounterDataImageCalculateScratchBufferSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+) -> CUptiResult;
+pub type cuptiProfilerCounterDataImageInitializeScratchBuffer_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerBeginSession
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_BeginSession_Params {
+    ///!< [in] CUpti_Profiler_BeginSession_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageCalculateSize
+    pub counterDataImageSize: usize,
+    ///!< [in] address of CounterDataImage
+    pub pCounterDataImage: *mut u8,
+    ///!< [in] size calculated from cuptiProfilerCounterDataImageInitializeScratchBuffer
+    pub counterDataScratchBufferSize: usize,
+    ///!< [in] address of CounterDataImage scratch buffer
+    pub pCounterDataScratchBuffer: *mut u8,
+    ///!< [in] [optional]
+    pub bDumpCounterDataInFile: u8,
+    ///!< [in] [optional]
+    pub pCounterDataFilePath: *const ::std::os::raw::c_char,
+    ///!< [in] CUpti_ProfilerRange
+    pub range: CUpti_ProfilerRange,
+    ///!< [in] CUpti_ProfilerReplayMode
+    pub replayMode: CUpti_ProfilerReplayMode,
+    ///!< [in] Maximum number of ranges that can be recorded in a single pass.
+    pub maxRangesPerPass: usize,
+    ///!< [in] Maximum number of kernel launches that can be recorded in a single pass; must be >= maxRangesPerPass.
+    pub maxLaunchesPerPass: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_BeginSession_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_BeginSession_Params>() - 96usize];
+    [
+        "Alignment of CUpti_Profiler_BeginSession_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_BeginSession_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, counterDataImageSize)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pCounterDataImage)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::counterDataScratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_BeginSession_Params, counterDataScratchBufferSize
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataScratchBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_BeginSession_Params, pCounterDataScratchBuffer
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::bDumpCounterDataInFile",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, bDumpCounterDataInFile)
+        - 56usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::pCounterDataFilePath",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, pCounterDataFilePath)
+        - 64usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::range",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, range) - 72usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::replayMode",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, replayMode) - 76usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::maxRangesPerPass",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, maxRangesPerPass)
+        - 80usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginSession_Params::maxLaunchesPerPass",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginSession_Params, maxLaunchesPerPass)
+        - 88usize];
+};
+impl Default for CUpti_Profiler_BeginSession_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerEndSession
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EndSession_Params {
+    ///!< [in] CUpti_Profiler_EndSession_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EndSession_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EndSession_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_EndSession_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EndSession_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndSession_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndSession_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_EndSession_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Begin profiling session sets up the profiling on the device
+
+ Although, it doesn't start the profiling but GPU resources needed for profiling are allocated.
+ Outside of a session, the GPU will return to its normal operating state.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerBeginSession_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_BeginSession_Params,
+) -> CUptiResult;
+/** \brief Ends profiling session
+
+ Frees up the GPU resources acquired for profiling.
+ Outside of a session, the GPU will return to it's normal operating state.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerEndSession_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EndSession_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerSetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_SetConfig_Params {
+    ///!< [in] CUpti_Profiler_SetConfig_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] Config created by NVPW_RawMetricsConfig_GetConfigImage(). Must be align(8).
+    pub pConfig: *const u8,
+    ///!< [in] size of config
+    pub configSize: usize,
+    ///!< [in] the lowest nesting level to be profiled; must be >= 1
+    pub minNestingLevel: u16,
+    ///!< [in] the number of nesting levels to profile; must be >= 1
+    pub numNestingLevels: u16,
+    ///!< [in] Set this to zero for in-app replay; set this to the output of EndPass() for application replay
+    pub passIndex: usize,
+    ///!< [in] Set this to minNestingLevel for in-app replay; set this to the output of EndPass() for application
+    pub targetNestingLevel: u16,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_SetConfig_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_SetConfig_Params>() - 64usize];
+    [
+        "Alignment of CUpti_Profiler_SetConfig_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_SetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::pConfig",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, pConfig) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::configSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, configSize) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::minNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, minNestingLevel)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::numNestingLevels",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, numNestingLevels)
+        - 42usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::passIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, passIndex) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_SetConfig_Params::targetNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_SetConfig_Params, targetNestingLevel)
+        - 56usize];
+};
+impl Default for CUpti_Profiler_SetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerUnsetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_UnsetConfig_Params {
+    ///!< [in] CUpti_Profiler_UnsetConfig_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_UnsetConfig_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_UnsetConfig_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_UnsetConfig_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_UnsetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_UnsetConfig_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_UnsetConfig_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_UnsetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Set metrics configuration to be profiled
+
+ Use these APIs to set the config to profile in a session. It can be used for advanced cases such as where multiple
+ configurations are collected into a single CounterData Image on the need basis, without restarting the session.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerSetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_SetConfig_Params,
+) -> CUptiResult;
+/** \brief Unset metrics configuration profiled
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerUnsetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_UnsetConfig_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerBeginPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_BeginPass_Params {
+    ///!< [in] CUpti_Profiler_BeginPass_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_BeginPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_BeginPass_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_BeginPass_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_BeginPass_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_BeginPass_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_BeginPass_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_BeginPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerEndPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EndPass_Params {
+    ///!< [in] CUpti_Profiler_EndPass_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    pub targetNestingLevel: u16,
+    ///!< [out] The passIndex that will be collected by the *next* BeginPass
+    pub passIndex: usize,
+    ///!< [out] becomes true when the last pass has been queued to the GPU
+    pub allPassesSubmitted: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EndPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EndPass_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_EndPass_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EndPass_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::targetNestingLevel",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, targetNestingLevel)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::passIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, passIndex) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_EndPass_Params::allPassesSubmitted",
+    ][::std::mem::offset_of!(CUpti_Profiler_EndPass_Params, allPassesSubmitted)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_EndPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Replay API: used for multipass collection.
+
+ These APIs are used if user chooses to replay by itself \ref CUPTI_UserReplay or \ref CUPTI_ApplicationReplay
+ for multipass collection of the metrics configurations.
+ It's a no-op in case of \ref CUPTI_KernelReplay.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerBeginPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_BeginPass_Params,
+) -> CUptiResult;
+/** \brief Replay API: used for multipass collection.
+
+ These APIs are used if user chooses to replay by itself \ref CUPTI_UserReplay or \ref CUPTI_ApplicationReplay
+ for multipass collection of the metrics configurations.
+ Its a no-op in case of \ref CUPTI_KernelReplay.
+ Returns information for next pass.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerEndPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EndPass_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerEnableProfiling
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_EnableProfiling_Params {
+    ///!< [in] CUpti_Profiler_EnableProfiling_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_EnableProfiling_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_EnableProfiling_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_EnableProfiling_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_EnableProfiling_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_EnableProfiling_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_EnableProfiling_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_EnableProfiling_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/// \brief Params for cuptiProfilerDisableProfiling
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DisableProfiling_Params {
+    ///!< [in] CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DisableProfiling_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DisableProfiling_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_DisableProfiling_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DisableProfiling_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DisableProfiling_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_DisableProfiling_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_DisableProfiling_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Enables Profiling
+
+ In \ref CUPTI_AutoRange, these APIs are used to enable/disable profiling for the kernels to be executed in
+ a profiling session.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerEnableProfiling_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_EnableProfiling_Params,
+) -> CUptiResult;
+/** \brief Disable Profiling
+
+ In \ref CUPTI_AutoRange, these APIs are used to enable/disable profiling for the kernels to be executed in
+ a profiling session.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerDisableProfiling_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DisableProfiling_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerIsPassCollected
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_IsPassCollected_Params {
+    ///!< [in] CUpti_Profiler_IsPassCollected_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [out] number of ranges whose data was dropped in the processed pass
+    pub numRangesDropped: usize,
+    ///!< [out] number of bytes not written to TraceBuffer due to buffer full
+    pub numTraceBytesDropped: usize,
+    ///!< [out] true if a pass was successfully decoded
+    pub onePassCollected: u8,
+    ///!< [out] becomes true when the last pass has been decoded
+    pub allPassesCollected: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_IsPassCollected_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_IsPassCollected_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_IsPassCollected_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_IsPassCollected_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::numRangesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, numRangesDropped)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::numTraceBytesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, numTraceBytesDropped)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::onePassCollected",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, onePassCollected)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_IsPassCollected_Params::allPassesCollected",
+    ][::std::mem::offset_of!(CUpti_Profiler_IsPassCollected_Params, allPassesCollected)
+        - 41usize];
+};
+impl Default for CUpti_Profiler_IsPassCollected_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Asynchronous call to query if the submitted pass to GPU is collected
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerIsPassCollected_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_IsPassCollected_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerFlushCounterData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_FlushCounterData_Params {
+    ///!< [in] CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [out] number of ranges whose data was dropped in the processed passes
+    pub numRangesDropped: usize,
+    ///!< [out] number of bytes not written to TraceBuffer due to buffer full
+    pub numTraceBytesDropped: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_FlushCounterData_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_FlushCounterData_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_FlushCounterData_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_FlushCounterData_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::numRangesDropped",
+    ][::std::mem::offset_of!(CUpti_Profiler_FlushCounterData_Params, numRangesDropped)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_FlushCounterData_Params::numTraceBytesDropped",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_FlushCounterData_Params, numTraceBytesDropped
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_FlushCounterData_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Decode all the submitted passes
+
+ Flush Counter data API to ensure every pass is decoded into the counterDataImage passed at beginSession.
+ This will cause the CPU/GPU sync to collect all the undecoded pass.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerFlushCounterData_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_FlushCounterData_Params,
+) -> CUptiResult;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_PushRange_Params {
+    ///!< [in] CUpti_Profiler_PushRange_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    ///!< [in] specifies the range for subsequent launches; must not be NULL
+    pub pRangeName: *const ::std::os::raw::c_char,
+    ///!< [in] assign to strlen(pRangeName) if known; if set to zero, the library will call strlen()
+    pub rangeNameLength: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_PushRange_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_PushRange_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_PushRange_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_PushRange_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::pRangeName",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, pRangeName) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_PushRange_Params::rangeNameLength",
+    ][::std::mem::offset_of!(CUpti_Profiler_PushRange_Params, rangeNameLength)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_PushRange_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_PopRange_Params {
+    ///!< [in] CUpti_Profiler_PopRange_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_PopRange_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_PopRange_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_PopRange_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_PopRange_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_PopRange_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_PopRange_Params, ctx) - 16usize];
+};
+impl Default for CUpti_Profiler_PopRange_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Range API's : Push user range
+
+ Counter data is collected per unique range-stack. Identified by a string label passsed by the user.
+ It's an invalid operation in case of \ref CUPTI_AutoRange.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerPushRange_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_PushRange_Params,
+) -> CUptiResult;
+/** \brief Range API's : Pop user range
+
+ Counter data is collected per unique range-stack. Identified by a string label passsed by the user.
+ It's an invalid operation in case of \ref CUPTI_AutoRange.
+
+ **DEPRECATED** This function is deprecated as of CUDA 13.0 and will be removed in the future. It is recommended to use the Range Profiling API from the header cupti_range_profiler.h.*/
+pub type cuptiProfilerPopRange_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_PopRange_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerGetCounterAvailability
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_GetCounterAvailability_Params {
+    ///!< [in] CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub ctx: CUcontext,
+    /**!< [in/out] If `pCounterAvailabilityImage` is NULL, then the required size is returned in
+!< `counterAvailabilityImageSize`, otherwise `counterAvailabilityImageSize` should be set to the size of
+!< `pCounterAvailabilityImage`, and on return it would be overwritten with number of actual bytes copied*/
+    pub counterAvailabilityImageSize: usize,
+    ///!< [in] buffer receiving counter availability image, may be NULL
+    pub pCounterAvailabilityImage: *mut u8,
+    ///!< [in] if 1, device level counters are included in the counter availability image
+    pub bAllowDeviceLevelCounters: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_GetCounterAvailability_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_GetCounterAvailability_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_GetCounterAvailability_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_GetCounterAvailability_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_Profiler_GetCounterAvailability_Params, ctx)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::counterAvailabilityImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_GetCounterAvailability_Params, counterAvailabilityImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_GetCounterAvailability_Params, pCounterAvailabilityImage
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_GetCounterAvailability_Params::bAllowDeviceLevelCounters",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_GetCounterAvailability_Params, bAllowDeviceLevelCounters
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_GetCounterAvailability_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query counter availibility
+
+ Use this API to query counter availability information in a buffer which can be used to filter unavailable raw metrics on host.
+ Note: This API may fail, if any profiling or sampling session is active on the specified context or its device.*/
+pub type cuptiProfilerGetCounterAvailability_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_GetCounterAvailability_Params,
+) -> CUptiResult;
+///!< Configuration support level unknown - either detection code errored out before setting this value, or unable to determine it
+pub const CUPTI_PROFILER_CONFIGURATION_UNKNOWN: CUpti_Profiler_Support_Level = 0;
+///!< Profiling is unavailable.  For specific feature fields, this means that the current configuration of this feature does not work with profiling.  For instance, SLI-enabled devices do not support profiling, and this value would be returned for SLI on an SLI-enabled device.
+pub const CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED: CUpti_Profiler_Support_Level = 1;
+///!< Profiling would be available for this configuration, but was disabled by the system
+pub const CUPTI_PROFILER_CONFIGURATION_DISABLED: CUpti_Profiler_Support_Level = 2;
+///!< Profiling is supported.  For specific feature fields, this means that the current configuration of this feature works with profiling.  For instance, SLI-enabled devices do not support profiling, and this value would only be returned for devices which are not SLI-enabled.
+pub const CUPTI_PROFILER_CONFIGURATION_SUPPORTED: CUpti_Profiler_Support_Level = 3;
+///!< Profiling is supported, but only for a limited set of metrics.
+pub const CUPTI_PROFILER_CONFIGURATION_LIMITED_SUPPORT: CUpti_Profiler_Support_Level = 4;
+/// Generic support level enum for CUPTI
+pub type CUpti_Profiler_Support_Level = ::std::os::raw::c_uint;
+///!< CUPTI APIs for range based profiling (cuptiProfiler*)
+pub const CUPTI_PROFILER_RANGE_PROFILING: CUpti_Profiler_API = 0;
+///!< CUPTI APIs collecting pc sampling data (cuptiPcSampling*)
+pub const CUPTI_PROFILER_PC_SAMPLING: CUpti_Profiler_API = 1;
+///!< CUPTI APIs collecting SASS metrics data (cuptiSassMetrics*)
+pub const CUPTI_PROFILER_SASS_METRICS: CUpti_Profiler_API = 2;
+///!< CUPTI APIs collecting PM Sampling data (cuptiPmSampling*)
+pub const CUPTI_PROFILER_PM_SAMPLING: CUpti_Profiler_API = 3;
+pub const CUPTI_PROFILER_UNKNOWN: CUpti_Profiler_API = 4;
+/// \brief Profiler API types
+pub type CUpti_Profiler_API = ::std::os::raw::c_uint;
+/// \brief Params for cuptiProfilerDeviceSupported
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_DeviceSupported_Params {
+    ///!< [in] Must be CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE
+    pub structSize: usize,
+    ///!< [in] assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    ///!< [in] if NULL, the current CUcontext is used
+    pub cuDevice: CUdevice,
+    ///!< [out] overall SUPPORTED / UNSUPPORTED flag representing whether Profiling and PC Sampling APIs work on the given device and configuration. SUPPORTED if all following flags are SUPPORTED, UNSUPPORTED otherwise.
+    pub isSupported: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if the device architecture level supports the Profiling API (Compute Capability >= 7.0), UNSUPPORTED otherwise
+    pub architecture: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if SLI is not enabled, UNSUPPORTED otherwise
+    pub sli: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if vGPU is supported and profiling is enabled, DISABLED if profiling is supported but not enabled, UNSUPPORTED otherwise
+    pub vGpu: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if confidential compute is not enabled, UNSUPPORTED otherwise
+    pub confidentialCompute: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if not NVIDIA Crypto Mining Processors (CMP), UNSUPPORTED otherwise
+    pub cmp: CUpti_Profiler_Support_Level,
+    ///!< [out] SUPPORTED if WSL supported, UNSUPPORTED otherwise
+    pub wsl: CUpti_Profiler_Support_Level,
+    ///!< [in] the CUPTI API type for which device support will be checked
+    pub api: CUpti_Profiler_API,
+    ///!< [out] SUPPORTED if SKU supported, UNSUPPORTED otherwise
+    pub sku: CUpti_Profiler_Support_Level,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_DeviceSupported_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_DeviceSupported_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_DeviceSupported_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_DeviceSupported_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::cuDevice",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, cuDevice) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::isSupported",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, isSupported)
+        - 20usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::architecture",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, architecture)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::sli",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, sli) - 28usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::vGpu",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, vGpu) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::confidentialCompute",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, confidentialCompute)
+        - 36usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::cmp",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, cmp) - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::wsl",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, wsl) - 44usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::api",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, api) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_DeviceSupported_Params::sku",
+    ][::std::mem::offset_of!(CUpti_Profiler_DeviceSupported_Params, sku) - 52usize];
+};
+impl Default for CUpti_Profiler_DeviceSupported_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query device compatibility with Profiling API
+
+ Use this call to determine whether a compute device and configuration are compatible with the Profiling API.
+ If the configuration does not support profiling, one of several flags will indicate why.*/
+pub type cuptiProfilerDeviceSupported_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_DeviceSupported_Params,
+) -> CUptiResult;
+/** Lock GPU clocks to the base (rated TDP) frequency.
+ Exact clock domains that are pinned may depend on the driver and
+ board configuration.*/
+pub const CUPTI_CLOCK_CONTROL_MODE_BASE: CUpti_ClockControl_Mode = 1;
+/** Lock GPU clocks to the boost frequency. Returns
+ an error if boost locking is not supported by the driver or platform
+ -- no automatic fallback to base. Clients that want a fallback can
+ retry with \ref CUPTI_CLOCK_CONTROL_MODE_BASE on error.*/
+pub const CUPTI_CLOCK_CONTROL_MODE_BOOST: CUpti_ClockControl_Mode = 2;
+/** Lock GPU clocks to the boost frequency. Returns
+ an error if boost locking is not supported by the driver or platform
+ -- no automatic fallback to base. Clients that want a fallback can
+ retry with \ref CUPTI_CLOCK_CONTROL_MODE_BASE on error.*/
+pub const CUPTI_CLOCK_CONTROL_MODE_FORCE_INT: CUpti_ClockControl_Mode = 2147483647;
+/** \brief Clock control modes.
+
+ Determines the frequency to which GPU clocks are pinned for a profiling
+ session. Locking clocks produces reproducible metric values across kernel
+ launches and replay passes.
+
+ Clock locking is device-global -- affects all contexts on the GPU. It is not
+ supported on platforms where the underlying driver clock-control operation is
+ unavailable, such as MIG-partitioned devices. Clock control is currently
+ supported on Windows and Linux desktop platforms; on all other platforms the
+ clock-control APIs return \ref CUPTI_ERROR_NOT_SUPPORTED. Tegra SoC GPUs do
+ not support clock control either, and report the same error regardless of
+ which platform build of CUPTI is used to profile them.
+
+ To skip clock locking entirely, simply do not call \ref cuptiClockControlLock.
+ Numeric values start at 1 so that an uninitialized / zero-valued
+ \ref CUpti_ClockControl_Mode is rejected with \ref CUPTI_ERROR_INVALID_PARAMETER
+ rather than silently locking clocks.
+
+ \since CUDA 13.4*/
+pub type CUpti_ClockControl_Mode = ::std::os::raw::c_uint;
+/// The driver reports no explicit clock lock for this device.
+pub const CUPTI_CLOCK_CONTROL_STATUS_UNLOCKED: CUpti_ClockControl_Status = 1;
+/** The driver reports that clocks are locked to a fixed level. This may be
+ a CUPTI-owned lock or an externally-created lock.*/
+pub const CUPTI_CLOCK_CONTROL_STATUS_LOCKED: CUpti_ClockControl_Status = 2;
+/// The driver reports that clocks are locked to a floor/minimum level.
+pub const CUPTI_CLOCK_CONTROL_STATUS_LOCKED_TO_FLOOR: CUpti_ClockControl_Status = 3;
+/// The driver reports that boost behavior is enabled by clock control.
+pub const CUPTI_CLOCK_CONTROL_STATUS_BOOST_ENABLED: CUpti_ClockControl_Status = 4;
+/// The driver reports that boost behavior is disabled by clock control.
+pub const CUPTI_CLOCK_CONTROL_STATUS_BOOST_DISABLED: CUpti_ClockControl_Status = 5;
+/// The driver reports that boost behavior is disabled by clock control.
+pub const CUPTI_CLOCK_CONTROL_STATUS_FORCE_INT: CUpti_ClockControl_Status = 2147483647;
+/** \brief Device clock-control status.
+
+ This status describes the device-global clock-control state reported by the
+ driver for the GPU associated with a CUDA context. It does not describe
+ CUPTI ownership. For example, \ref CUPTI_CLOCK_CONTROL_STATUS_LOCKED can be
+ returned for a lock created by CUPTI, by another profiling tool, or by an
+ administrator through an external mechanism such as nvidia-smi.
+
+ Tools can query this state before calling \ref cuptiClockControlLock to make
+ an informed policy decision. A common use case is MIG: CUPTI cannot create a
+ new clock lock on MIG-partitioned devices, but a tool may still choose to run
+ if this API reports that clocks are already externally locked.
+
+ A status of \ref CUPTI_CLOCK_CONTROL_STATUS_UNLOCKED only means the driver
+ currently reports no explicit clock lock. It does not guarantee fixed,
+ deterministic, or non-boosting clocks.
+
+ \since CUDA 13.4*/
+pub type CUpti_ClockControl_Status = ::std::os::raw::c_uint;
+/** \brief Query the device-global GPU clock-control status.
+
+ Queries the driver for the current clock-control state of the GPU associated
+ with \p ctx and stores the result in \p pStatus. The returned status is
+ device-global: it applies to the GPU, not just to \p ctx, and it can reflect
+ locks created outside CUPTI.
+
+ This API does not create, take ownership of, release, or otherwise modify any
+ clock lock. It only reports the current driver-visible state. In particular,
+ receiving \ref CUPTI_CLOCK_CONTROL_STATUS_LOCKED does not imply that a later
+ \ref cuptiClockControlUnlock call will release the lock; unlock only releases
+ locks that were created by \ref cuptiClockControlLock in this process.
+
+ If the query fails, \p pStatus is not modified. Failures can happen on
+ devices or platforms where clock-control state is unavailable or access is
+ restricted.
+
+ \param ctx A valid CUDA context on the device whose clock status should be queried.
+ \param pStatus Returns the device clock-control status.
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER        ctx is NULL or pStatus is NULL
+ \retval CUPTI_ERROR_NOT_SUPPORTED            Device or platform does not support clock control
+ \retval CUPTI_ERROR_UNKNOWN                  An unspecified error occurred, preventing the query.
+
+ \since CUDA 13.4*/
+pub type cuptiClockControlGetStatus_t = unsafe extern "C" fn(
+    ctx: CUcontext,
+    pStatus: *mut CUpti_ClockControl_Status,
+) -> CUptiResult;
+/** \brief Lock GPU clocks to the requested frequency.
+
+ Lock GPU clocks to a fixed level (base/rated-TDP or boost) so profiling
+ sessions collect deterministic metrics. Clocks remain locked until
+ \ref cuptiClockControlUnlock is called. If the process exits beforehand,
+ clocks are not automatically unlocked.
+
+ Intended to be called BEFORE the profiling session is enabled (e.g.,
+ before \ref cuptiRangeProfilerEnable), and matched with a call to
+ \ref cuptiClockControlUnlock AFTER the session is disabled.
+
+ Only one lock can be active at a time per process; calling this API
+ again while a lock is active is a no-op that returns \ref CUPTI_SUCCESS.
+ Before attempting a new lock, CUPTI queries the device status. If clocks are
+ already locked before this API is called, CUPTI leaves the existing lock
+ untouched and returns \ref CUPTI_SUCCESS without taking ownership of that
+ lock. This external-lock check is performed before CUPTI rejects platforms
+ where it cannot create a new lock, such as MIG-partitioned devices.
+
+ To skip clock locking entirely, do not call this API -- passing an
+ uninitialized or zero-valued mode returns \ref CUPTI_ERROR_INVALID_PARAMETER.
+
+ \param ctx A valid CUDA context on the device whose clocks should be locked.
+ \param mode Clock control mode (see \ref CUpti_ClockControl_Mode).
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER        ctx is NULL or mode is not a valid enum value
+ \retval CUPTI_ERROR_NOT_SUPPORTED            Device or platform does not support clock control
+ \retval CUPTI_ERROR_INSUFFICIENT_PRIVILEGES  BOOST mode failed -- typically requires elevated privileges
+ \retval CUPTI_ERROR_UNKNOWN                  An unspecified error occurred, preventing the lock.
+
+ \since CUDA 13.4*/
+pub type cuptiClockControlLock_t = unsafe extern "C" fn(
+    ctx: CUcontext,
+    mode: CUpti_ClockControl_Mode,
+) -> CUptiResult;
+/** \brief Unlock GPU clocks previously locked via \ref cuptiClockControlLock.
+
+ Releases any clock lock created by CUPTI in this process. No-op if no lock
+ is currently held. Safe to call even without a matching lock (e.g., as
+ a defensive cleanup). This API does not release a pre-existing external lock
+ that was observed by \ref cuptiClockControlLock.
+
+ Intended to be called AFTER the profiling session is disabled (e.g.,
+ after \ref cuptiRangeProfilerDisable).
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_NOT_SUPPORTED            Clock control is not supported on this platform
+ \retval CUPTI_ERROR_UNKNOWN                  An unspecified error occurred, preventing the unlock.
+
+ \since CUDA 13.4*/
+pub type cuptiClockControlUnlock_t = unsafe extern "C" fn() -> CUptiResult;
+pub const CUPTI_METRIC_TYPE_COUNTER: CUpti_MetricType = 0;
+pub const CUPTI_METRIC_TYPE_RATIO: CUpti_MetricType = 1;
+pub const CUPTI_METRIC_TYPE_THROUGHPUT: CUpti_MetricType = 2;
+pub const CUPTI_METRIC_TYPE__COUNT: CUpti_MetricType = 3;
+pub type CUpti_MetricType = ::std::os::raw::c_uint;
+pub const CUPTI_METRIC_COLLECTION_SCOPE_CONTEXT: CUpti_MetricCollectionScope = 0;
+pub const CUPTI_METRIC_COLLECTION_SCOPE_DEVICE: CUpti_MetricCollectionScope = 1;
+pub const CUPTI_METRIC_COLLECTION_SCOPE_INVALID: CUpti_MetricCollectionScope = 2;
+pub type CUpti_MetricCollectionScope = ::std::os::raw::c_uint;
+pub const CUPTI_PROFILER_TYPE_RANGE_PROFILER: CUpti_ProfilerType = 0;
+pub const CUPTI_PROFILER_TYPE_PM_SAMPLING: CUpti_ProfilerType = 1;
+pub const CUPTI_PROFILER_TYPE_PROFILER_INVALID: CUpti_ProfilerType = 2;
+pub type CUpti_ProfilerType = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug)]
+pub struct CUpti_Profiler_Host_Object {
+    _unused: [u8; 0],
+}
+/// \brief Params for cuptiProfilerHostInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_Initialize_Params {
+    /** [in] Size of the data structure.
+ CUPTI client should set the size of the structure. It will be used in CUPTI to check what fields are
+ available in the structure. Used to preserve backward compatibility.*/
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the profiler kind one from CUpti_ProfilerType
+    pub profilerType: CUpti_ProfilerType,
+    /// [in] accepted for chips supported at the time-of-release.
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [in] buffer with counter availability image - required for future chip support
+    pub pCounterAvailabilityImage: *const u8,
+    /// [out] binary blob allocated by CUPTI and operations associated with this object.
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /** [in] the single pass metric set name, single pass metric set supported for a chip can be
+ found using cuptiProfilerHostGetSinglePassSets API.
+ Only valid for PM sampling, this can be set to NULL for range profiler.*/
+    pub pSinglePassMetricSetName: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_Initialize_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_Host_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_Initialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::profilerType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, profilerType)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pChipName)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_Initialize_Params, pCounterAvailabilityImage
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Initialize_Params, pHostObject)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Initialize_Params::pSinglePassMetricSetName",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_Initialize_Params, pSinglePassMetricSetName
+    ) - 48usize];
+};
+impl Default for CUpti_Profiler_Host_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Create and initialize the profiler host object (CUpti_Profiler_Host_Object).
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_Initialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_NOT_INITIALIZED if CUPTI could not dynamically load the
+ nvperf* libraries. Ensure libnvperf_host.so and libnvperf_target.so,
+ shipped alongside libcupti.so, are discoverable by the dynamic linker.
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostDeinitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_Deinitialize_Params {
+    /** [in] Size of the data structure.
+ CUPTI client should set the size of the structure. It will be used in CUPTI to check what fields are
+ available in the structure. Used to preserve backward compatibility.*/
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_Deinitialize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_Deinitialize_Params>() - 24usize];
+    [
+        "Alignment of CUpti_Profiler_Host_Deinitialize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_Deinitialize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_Deinitialize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_Deinitialize_Params, pHostObject)
+        - 16usize];
+};
+impl Default for CUpti_Profiler_Host_Deinitialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Deinitialize and destroy the profiler host object (CUpti_Profiler_Host_Object).
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_Deinitialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostDeinitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_Deinitialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSupportedChips
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetSupportedChips_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [out] number of supported chips
+    pub numChips: usize,
+    /// [out] list of supported chips
+    pub ppChipNames: *const *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetSupportedChips_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetSupportedChips_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetSupportedChips_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetSupportedChips_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::numChips",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, numChips)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSupportedChips_Params::ppChipNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSupportedChips_Params, ppChipNames)
+        - 24usize];
+};
+impl Default for CUpti_Profiler_Host_GetSupportedChips_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported chips.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetSupportedChips_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetSupportedChips_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetSupportedChips_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSupportedMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetBaseMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric type (counter, ratio, throughput)
+    pub metricType: CUpti_MetricType,
+    /// [out] list of base metrics supported of queried metric type for the chip
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [out] number of metrics
+    pub numMetrics: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetBaseMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetBaseMetrics_Params>() - 48usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetBaseMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetBaseMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, metricType)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::ppMetricNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, ppMetricNames)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetBaseMetrics_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetBaseMetrics_Params, numMetrics)
+        - 40usize];
+};
+impl Default for CUpti_Profiler_Host_GetBaseMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported base metrics for the chip.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetBaseMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetBaseMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetBaseMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSubMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetSubMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] the metric type for queried metric
+    pub metricType: CUpti_MetricType,
+    /// [in] metric name for which sub-metric will be listed. Metric name can be with or without extension (rollup or submetric)
+    pub pMetricName: *const ::std::os::raw::c_char,
+    /// [out] number of submetrics supported
+    pub numOfSubmetrics: usize,
+    /// [out] list of submetrics supported for the metric.
+    pub ppSubMetrics: *mut *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetSubMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetSubMetrics_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetSubMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetSubMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, metricType)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::pMetricName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, pMetricName)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::numOfSubmetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, numOfSubmetrics)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSubMetrics_Params::ppSubMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSubMetrics_Params, ppSubMetrics)
+        - 48usize];
+};
+impl Default for CUpti_Profiler_Host_GetSubMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the list of supported sub-metrics for the metric.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetSubMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetSubMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetSubMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetMetricProperties
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetMetricProperties_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric name for which its properties will be listed. Metric name can be with or without extension (rollup or submetric)
+    pub pMetricName: *const ::std::os::raw::c_char,
+    /// [out] a short description about the metric
+    pub pDescription: *const ::std::os::raw::c_char,
+    /// [out] associated hw unit for the metric
+    pub pHwUnit: *const ::std::os::raw::c_char,
+    /// [out] the dimension of the metric values
+    pub pDimUnit: *const ::std::os::raw::c_char,
+    /// [out] the metric type (counter, ratio or throughput)
+    pub metricType: CUpti_MetricType,
+    /// [out] the metric collection scope (context, device)
+    pub metricCollectionScope: CUpti_MetricCollectionScope,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetMetricProperties_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetMetricProperties_Params>() - 64usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetMetricProperties_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetMetricProperties_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pMetricName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pMetricName)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pDescription",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricProperties_Params, pDescription
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pHwUnit",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pHwUnit)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::pDimUnit",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, pDimUnit)
+        - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::metricType",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricProperties_Params, metricType)
+        - 56usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricProperties_Params::metricCollectionScope",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricProperties_Params, metricCollectionScope
+    ) - 60usize];
+};
+impl Default for CUpti_Profiler_Host_GetMetricProperties_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the properties of the metric.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetMetricProperties_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetMetricProperties_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetMetricProperties_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetRangeName
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetRangeName_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the counter data image where profiling data has been decoded
+    pub pCounterDataImage: *const u8,
+    /// [in] size of counter data image
+    pub counterDataImageSize: usize,
+    /// [in] range index for which the range name will be queried
+    pub rangeIndex: usize,
+    /// [in] used in case of nested ranges, default="/". Range1<delimiter>Range2
+    pub delimiter: *const ::std::os::raw::c_char,
+    /** [out] the range name.
+ Note: that the CUPTI allocate the memory internal and
+ its user responsibility to free up the allocated memory*/
+    pub pRangeName: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetRangeName_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetRangeName_Params>() - 56usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetRangeName_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetRangeName_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pCounterDataImage)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetRangeName_Params, counterDataImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::rangeIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, rangeIndex)
+        - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::delimiter",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, delimiter)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetRangeName_Params::pRangeName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetRangeName_Params, pRangeName)
+        - 48usize];
+};
+impl Default for CUpti_Profiler_Host_GetRangeName_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the range name for the range index stored in the counter data.
+ In Range profiler, for Auto range mode the range name will be numeric value
+ assigned to the kernel based on execution order. For user range mode, the
+ name of range will be based on the range name provided by the user using
+ Push range API.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetRangeName_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetRangeName_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetRangeName_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostEvaluateToGpuValues
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_EvaluateToGpuValues_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] the counter data image where profiling data has been decoded
+    pub pCounterDataImage: *const u8,
+    /// [in] size of counter data image
+    pub counterDataImageSize: usize,
+    /// [in] range index for which the range name will be queried
+    pub rangeIndex: usize,
+    /// [in] the metrics for which GPU values will be evaluated for the range
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] number of metrics
+    pub numMetrics: usize,
+    /// [out] output value for given metric and range index
+    pub pMetricValues: *mut f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_EvaluateToGpuValues_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_EvaluateToGpuValues_Params>() - 72usize];
+    [
+        "Alignment of CUpti_Profiler_Host_EvaluateToGpuValues_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_EvaluateToGpuValues_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::rangeIndex",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, rangeIndex)
+        - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::ppMetricNames",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, ppMetricNames
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, numMetrics)
+        - 56usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_EvaluateToGpuValues_Params::pMetricValues",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues
+    ) - 64usize];
+};
+impl Default for CUpti_Profiler_Host_EvaluateToGpuValues_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Evaluate the metric values for the range index stored in the counter data.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_EvaluateToGpuValues_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostEvaluateToGpuValues_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_EvaluateToGpuValues_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostConfigAddMetrics
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_ConfigAddMetrics_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] metric names for which config image will be generated
+    pub ppMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] number of metrics
+    pub numMetrics: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_ConfigAddMetrics_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_ConfigAddMetrics_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_ConfigAddMetrics_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_ConfigAddMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::ppMetricNames",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, ppMetricNames)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_ConfigAddMetrics_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_ConfigAddMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Add the metrics to the profiler host object for generating the config image.
+ The config image will have the required information to schedule the metrics for
+ collecting the profiling data.
+ Note:
+   - PM sampling only supports single pass config image.
+   - CUPTI has single pass sets supported for a chip, all metrics in a set can be collected in a single pass.
+   - \ref cuptiProfilerHostGetSinglePassSets API can be used to get the single pass sets supported for a chip.
+   - \ref cuptiProfilerHostGetMetricsInSinglePassSet API can be used to get the metrics supported for a single pass set.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_ConfigAddMetrics_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_METRIC_NAME if the metric name is not valid or not supported for the chip
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostConfigAddMetrics_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_ConfigAddMetrics_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetConfigImageSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetConfigImageSize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [out] the size of config image, users need to allocate the buffer for storing
+    pub configImageSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetConfigImageSize_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetConfigImageSize_Params>() - 32usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetConfigImageSize_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetConfigImageSize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImageSize_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImageSize_Params::configImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize
+    ) - 24usize];
+};
+impl Default for CUpti_Profiler_Host_GetConfigImageSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the size of the config image for the metrics added to the profiler host object.
+ Users need to allocate the buffer for storing the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetConfigImageSize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetConfigImageSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetConfigImageSize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetConfigImage
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetConfigImage_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] reference to the profiler host object allocated by CUPTI in cuptiProfilerHostInitialize
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /// [in] Number of bytes allocated for pBuffer
+    pub configImageSize: usize,
+    /// [out] Buffer receiving the config image
+    pub pConfigImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetConfigImage_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetConfigImage_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetConfigImage_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetConfigImage_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pHostObject",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pHostObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::configImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, configImageSize)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetConfigImage_Params::pConfigImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_GetConfigImage_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the config image for the metrics added to the profiler host object.
+ User will pass the allocated buffer to store the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetConfigImage_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetConfigImage_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetConfigImage_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetNumOfPasses
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetNumOfPasses_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Number of bytes allocated for pConfigImage
+    pub configImageSize: usize,
+    /// [in] the config image buffer
+    pub pConfigImage: *mut u8,
+    /// [out] number of passes required for profiling scheduled metrics in the config image
+    pub numOfPasses: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetNumOfPasses_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetNumOfPasses_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetNumOfPasses_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetNumOfPasses_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::configImageSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, configImageSize)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::pConfigImage",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, pConfigImage)
+        - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetNumOfPasses_Params::numOfPasses",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetNumOfPasses_Params, numOfPasses)
+        - 32usize];
+};
+impl Default for CUpti_Profiler_Host_GetNumOfPasses_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the number of passes required for profiling the scheduled metrics in the config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetNumOfPasses_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetNumOfPasses_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetNumOfPasses_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetMaxNumHardwareMetricsPerPass
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the profiler kind one from CUpti_ProfilerType
+    pub profilerType: CUpti_ProfilerType,
+    /// [in] accepted for chips supported at the time-of-release.
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [in] buffer with counter availability image - required for future chip support
+    pub pCounterAvailabilityImage: *mut u8,
+    /// [out] maximum number of metrics that can be scheduled in a pass
+    pub maxMetricsPerPass: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params>()
+        - 48usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params",
+    ][::std::mem::align_of::<
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pPriv",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, pPriv
+    ) - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::profilerType",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, profilerType
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pChipName",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, pChipName
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+        pCounterAvailabilityImage
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params::maxMetricsPerPass",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params, maxMetricsPerPass
+    ) - 40usize];
+};
+impl Default for CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the maximum number of hardware metrics (metric names which doesn't include _sass_ keyword)
+ that can be scheduled in a single pass for a chip. While this represents a theoretical upper limit,
+ practical constraints may prevent reaching this threshold for a specific set of metrics. Furthermore,
+ the maximum achievable value is contingent upon the characteristics and architecture of the chip in question.
+
+ Use cuptiProfilerHostGetNumOfPasses API for getting the actual number of passes required for the
+ for collecting the profiling data for the scheduled metrics in a config image.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetMaxNumHardwareMetricsPerPass_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetSinglePassSets
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetSinglePassSets_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the chip name for which the single pass metric sets will be queried
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [out] number of single pass metric sets
+    pub numOfSinglePassSets: usize,
+    /// [out] list of single pass metric sets.
+    pub ppSinglePassSets: *mut *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetSinglePassSets_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetSinglePassSets_Params>() - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetSinglePassSets_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetSinglePassSets_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSinglePassSets_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSinglePassSets_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSinglePassSets_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSinglePassSets_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSinglePassSets_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetSinglePassSets_Params, pChipName)
+        - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSinglePassSets_Params::numOfSinglePassSets",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetSinglePassSets_Params, numOfSinglePassSets
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetSinglePassSets_Params::ppSinglePassSets",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetSinglePassSets_Params, ppSinglePassSets
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_Host_GetSinglePassSets_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the single pass metric sets defined in the metric config file.
+ Profiling data for the metrics in a single pass metric set can be collected in a single pass.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetSinglePassSets_Params
+ when ppSinglePassSets is NULL, the function will return the number of single pass metric sets and
+ the caller needs to allocate the buffer for the single pass metric sets using the number of single pass metric sets. (i.e. ppSinglePassSets)
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetSinglePassSets_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetSinglePassSets_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostGetMetricsInSinglePassSet
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] the chip name for which the metrics in the single pass metric set will be queried
+    pub pChipName: *const ::std::os::raw::c_char,
+    /// [in] the single pass metric set name for which the metrics will be queried
+    pub pSinglePassSetName: *const ::std::os::raw::c_char,
+    /** [inout] In Query mode, this will be returned as the number of metrics in the single pass metric set
+ In Data retrieval mode, this must be set to the value returned in the query mode*/
+    pub numOfMetricsInSinglePassSet: usize,
+    /** [inout] In Query mode, this will be returned as the buffer size needed for the metrics in the single pass metric set
+ In Data retrieval mode, this must be set to the value returned in the query mode*/
+    pub metricsBufferSize: usize,
+    /** [out] When set to NULL, the function call will treat it as query mode, otherwise it will treat it as data retrieval mode.
+ User need to allocate the buffer for the metrics indices in the single pass metric set.
+ The buffer size should be numOfMetricsInSinglePassSet * sizeof(size_t).*/
+    pub pMetricsIndicesBuffer: *mut usize,
+    /** [out] When set to NULL, the function call will treat it as query mode, otherwise it will treat it as data retrieval mode.
+ User need to allocate the buffer for the metrics in the single pass metric set.
+ The buffer size should be metricsBufferSize bytes.*/
+    pub pMetricsBuffer: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params>()
+        - 64usize];
+    [
+        "Alignment of CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::pChipName",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pChipName
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::pSinglePassSetName",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pSinglePassSetName
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::numOfMetricsInSinglePassSet",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, numOfMetricsInSinglePassSet
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::metricsBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, metricsBufferSize
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::pMetricsIndicesBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pMetricsIndicesBuffer
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params::pMetricsBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pMetricsBuffer
+    ) - 56usize];
+};
+impl Default for CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get all the metrics defined in the single pass metric set.
+ Profiling data for the metrics in a single pass metric set can be collected in a single pass.
+
+ This is a two-phase function to retrieve metrics in a single-pass metric set.
+ First pass (query mode):
+   Set pParams->pMetricsBuffer = NULL and pParams->pMetricsIndicesBuffer = NULL
+   The function returns required buffer sizes in:
+ - numOfMetricsInSinglePassSet: Number of metrics in set
+ - metricsBufferSize: Total buffer size needed for metric data
+
+ Second pass (data retrieval):
+   - Set pParams->pMetricsBuffer = allocated buffer for metrics
+   - Set pParams->pMetricsIndicesBuffer = allocated buffer for metrics indices
+   - Set pParams->numOfMetricsInSinglePassSet = number of metrics in set
+   - Set pParams->metricsBufferSize = allocated buffer size for metrics
+   - Call the function again to populate the buffers
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid also when either of pMetricsBuffer and pMetricsIndicesBuffer are NULL while the other is not NULL
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostGetMetricsInSinglePassSet_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiProfilerHostSetDevicePartitionInfo
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Profiler_Host_SetDevicePartitionInfo_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Assign to NULL
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] The profiler host object created via cuptiProfilerHostInitialize.
+    pub pHostObject: *mut CUpti_Profiler_Host_Object,
+    /** [in] Buffer containing the device partition information obtained from the target side
+ using cuptiRangeProfilerGetDevicePartitionInfo. This encodes the SM resource allocation
+ for the Green Context being profiled.*/
+    pub pDevicePartitionInfo: *mut u8,
+    /// [in] Size of the device partition info buffer in bytes.
+    pub devicePartitionInfoSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_Profiler_Host_SetDevicePartitionInfo_Params",
+    ][::std::mem::size_of::<CUpti_Profiler_Host_SetDevicePartitionInfo_Params>()
+        - 40usize];
+    [
+        "Alignment of CUpti_Profiler_Host_SetDevicePartitionInfo_Params",
+    ][::std::mem::align_of::<CUpti_Profiler_Host_SetDevicePartitionInfo_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_SetDevicePartitionInfo_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_SetDevicePartitionInfo_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_SetDevicePartitionInfo_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_Profiler_Host_SetDevicePartitionInfo_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_SetDevicePartitionInfo_Params::pHostObject",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_SetDevicePartitionInfo_Params, pHostObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_SetDevicePartitionInfo_Params::pDevicePartitionInfo",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_SetDevicePartitionInfo_Params, pDevicePartitionInfo
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_Profiler_Host_SetDevicePartitionInfo_Params::devicePartitionInfoSize",
+    ][::std::mem::offset_of!(
+        CUpti_Profiler_Host_SetDevicePartitionInfo_Params, devicePartitionInfoSize
+    ) - 32usize];
+};
+impl Default for CUpti_Profiler_Host_SetDevicePartitionInfo_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Set the device partition information for metric evaluation on Green Contexts.
+
+ When profiling workloads running on Green Contexts, the device resources (such as Streaming
+ Multiprocessors) are partitioned among multiple Green Contexts. This partition information is
+ essential for correctly evaluating and scaling metric values from the collected counter data.
+
+ The device partition information should be obtained from the target side using
+ \ref cuptiRangeProfilerGetDevicePartitionInfo after starting the range profiler on a Green Context.
+ This information must be set on the profiler host object before calling
+ \ref cuptiProfilerHostEvaluateToGpuValues to ensure accurate metric evaluation that accounts
+ for the partitioned device resources.
+
+ Note: This API is only required when profiling on Green Contexts. For profiling on regular
+ CUDA contexts that have access to all device resources, this API is not needed.
+
+ \param pParams A pointer to \ref CUpti_Profiler_Host_SetDevicePartitionInfo_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiProfilerHostSetDevicePartitionInfo_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_Profiler_Host_SetDevicePartitionInfo_Params,
+) -> CUptiResult;
+/** \defgroup CUPTI_PM_SAMPLING_API CUPTI PM Sampling API
+ Functions to enable, disable, start, stop, and decode PM sampling.
+ @{*/
+#[repr(C)]
+#[derive(Debug)]
+pub struct CUpti_PmSampling_Object {
+    _unused: [u8; 0],
+}
+/** The trigger is based off of the SYSCLK frequency, note SYS frequency by default is variable.
+ the sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of clocks.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL: CUpti_PmSampling_TriggerMode = 0;
+/** The trigger is based off of a fixed frequency source.
+ The sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of nanoseconds.
+ Note: This trigger mode is not supported on Turing GPU architecture and GA100 GPU.
+ It is supported on Ampere GA10x and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL: CUpti_PmSampling_TriggerMode = 1;
+/** The trigger is based off of a fixed frequency source.
+ The sample interval (set in the struct CUpti_PmSampling_SetConfig_Params) is in terms of nanoseconds.
+ Note: This trigger mode is not supported on Turing GPU architecture and GA100 GPU.
+ It is supported on Ampere GA10x and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_TRIGGER_MODE_COUNT: CUpti_PmSampling_TriggerMode = 2;
+pub type CUpti_PmSampling_TriggerMode = ::std::os::raw::c_uint;
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER: CUpti_PmSampling_DecodeStopReason = 0;
+/// Counter data image is full.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL: CUpti_PmSampling_DecodeStopReason = 1;
+/// All the records in the hardware buffer is decoded.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS: CUpti_PmSampling_DecodeStopReason = 2;
+/// All the records in the hardware buffer is decoded.
+pub const CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNT: CUpti_PmSampling_DecodeStopReason = 3;
+pub type CUpti_PmSampling_DecodeStopReason = ::std::os::raw::c_uint;
+/** Keep the oldest records in the hardware buffer.
+ CUPTI will report error for overflow in case hardware buffer is getting filled up.*/
+pub const CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST: CUpti_PmSampling_HardwareBuffer_AppendMode = 0;
+/** Keep the latest records in the hardware buffer.
+ Note: This mode is not supported on Turing GPU architecture.
+ It is supported on Ampere and later GPU architectures.*/
+pub const CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST: CUpti_PmSampling_HardwareBuffer_AppendMode = 1;
+pub type CUpti_PmSampling_HardwareBuffer_AppendMode = ::std::os::raw::c_uint;
+/// \brief Params for cuptiPmSamplingSetConfig
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_SetConfig_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Size of the config image.
+    pub configSize: usize,
+    /// [in] Config image.
+    pub pConfig: *const u8,
+    /** [in] The hardware buffer size in which raw PM sampling data
+ will be stored. These samples will be decoded to counter data
+ image with \ref cuptiPmSamplingDecodeData call.*/
+    pub hardwareBufferSize: usize,
+    /** [in] For the trigger mode `CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL`, sampling interval
+ is the number of sys clock cycles. For the trigger mode `CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL`,
+ sampling interval is in nanoseconds.*/
+    pub samplingInterval: u64,
+    /** [in] Trigger mode.
+ Note: CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL is not supported in Turing and GA100.
+ Supported from GA10x onwards.*/
+    pub triggerMode: CUpti_PmSampling_TriggerMode,
+    /** [in] Append mode for the records in hardware buffer.
+ For KEEP_OLDEST mode, all the records will be kept in the buffer and in case hardware buffer is getting filled up.
+ overflow will be set to 1 in \ref CUpti_PmSampling_DecodeData_Params. For KEEP_LATEST mode, the new records will
+ overwrite the oldest records in the buffer in case of filled buffer.*/
+    pub hwBufferAppendMode: CUpti_PmSampling_HardwareBuffer_AppendMode,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_SetConfig_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_SetConfig_Params>() - 64usize];
+    [
+        "Alignment of CUpti_PmSampling_SetConfig_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_SetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pPmSamplingObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::configSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, configSize) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::pConfig",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, pConfig) - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::hardwareBufferSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, hardwareBufferSize)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::samplingInterval",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, samplingInterval)
+        - 48usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::triggerMode",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, triggerMode) - 56usize];
+    [
+        "Offset of field: CUpti_PmSampling_SetConfig_Params::hwBufferAppendMode",
+    ][::std::mem::offset_of!(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode)
+        - 60usize];
+};
+impl Default for CUpti_PmSampling_SetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Set the configuration for PM sampling like sampling interval, HW buffer size,
+ trigger mode and the config image which has scheduling info for metric collection.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_SetConfig_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_NOT_SUPPORTED for config image which require multiple passes for data collection*/
+pub type cuptiPmSamplingSetConfig_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_SetConfig_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingEnable
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Enable_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Device index.
+    pub deviceIndex: usize,
+    /// [out] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Enable_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Enable_Params>() - 32usize];
+    [
+        "Alignment of CUpti_PmSampling_Enable_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Enable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, deviceIndex) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_Enable_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Enable_Params, pPmSamplingObject)
+        - 24usize];
+};
+impl Default for CUpti_PmSampling_Enable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Create a PM sampling object and enable PM sampling on the CUDA device.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Enable_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_OUT_OF_MEMORY if memory allocation fails while creating the PM sampling object
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling is already enabled on the device
+ \retval CUPTI_ERROR_INSUFFICIENT_PRIVILEGES if the user does not have sufficient privileges to perform the operation
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingEnable_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Enable_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingDisable
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Disable_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Disable_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Disable_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Disable_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Disable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Disable_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Disable_Params, pPmSamplingObject)
+        - 16usize];
+};
+impl Default for CUpti_PmSampling_Disable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Disable PM sampling on the CUDA device and destroy the PM sampling object.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Disable_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingDisable_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Disable_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingStart
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Start_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Start_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Start_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Start_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Start_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Start_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Start_Params, pPmSamplingObject)
+        - 16usize];
+};
+impl Default for CUpti_PmSampling_Start_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Start the PM sampling. The GPU will start collecting the metrics data
+ periodically based on trigger type and sampling interval passed in CUpti_PmSampling_SetConfig_Params.
+ The collected data will be stored in the hardware buffer.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Start_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling Start is called without enabling PM sampling,
+ and PM sampling is already started
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingStart_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Start_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingStop
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_Stop_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_Stop_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_Stop_Params>() - 24usize];
+    [
+        "Alignment of CUpti_PmSampling_Stop_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_Stop_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_Stop_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_Stop_Params, pPmSamplingObject) - 16usize];
+};
+impl Default for CUpti_PmSampling_Stop_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Stop the PM sampling. The GPU will stop collecting the metrics data.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_Stop_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling Stop is called without enabling PM sampling,
+ and PM sampling is already stopped
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingStop_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_Stop_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingDecodeData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_DecodeData_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *mut u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [out] decode stop reason
+    pub decodeStopReason: CUpti_PmSampling_DecodeStopReason,
+    /** [out] overflow status for hardware buffer.
+ To avoid overflow, either increase the hardwareBufferSize value in
+ \ref CUpti_PmSampling_SetConfig_Params or increase the sampling interval.*/
+    pub overflow: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_DecodeData_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_DecodeData_Params>() - 48usize];
+    [
+        "Alignment of CUpti_PmSampling_DecodeData_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_DecodeData_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pPmSamplingObject)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, pCounterDataImage)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, counterDataImageSize)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::decodeStopReason",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, decodeStopReason)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_DecodeData_Params::overflow",
+    ][::std::mem::offset_of!(CUpti_PmSampling_DecodeData_Params, overflow) - 44usize];
+};
+impl Default for CUpti_PmSampling_DecodeData_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Decode the metrics data stored in the hardware buffer to the counter data image.
+
+
+ \param pParams A pointer to \ref CUpti_PmSampling_DecodeData_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling DecodeData is called without enabling PM sampling
+ \retval CUPTI_ERROR_OUT_OF_MEMORY if there is record overflow in the hardware buffer
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingDecodeData_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_DecodeData_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterData
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterAvailability_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Device index.
+    pub deviceIndex: usize,
+    /** [inout] Size of the counter availability image. When pCounterAvailabilityImage is NULL,
+ this field is used to return the size of the counter availability image.*/
+    pub counterAvailabilityImageSize: usize,
+    /// [out] Counter availability image.
+    pub pCounterAvailabilityImage: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterAvailability_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterAvailability_Params>() - 40usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterAvailability_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterAvailability_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterAvailability_Params, deviceIndex)
+        - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::counterAvailabilityImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterAvailability_Params, counterAvailabilityImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterAvailability_Params::pCounterAvailabilityImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage
+    ) - 32usize];
+};
+impl Default for CUpti_PmSampling_GetCounterAvailability_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query counter availibility information in a buffer which can be used to filter unavailable raw metrics on host.
+ Note: This API may fail, if any profiling or sampling session is active on the specified device.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterAvailability_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INSUFFICIENT_PRIVILEGES if the user does not have sufficient privileges to perform the operation
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterAvailability_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterAvailability_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterDataSize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterDataSize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Names of the metrics to be collected.
+    pub pMetricNames: *mut *const ::std::os::raw::c_char,
+    /// [in] Number of metrics to be collected.
+    pub numMetrics: usize,
+    /// [in] Maximum number of samples to be stored in the counter data image.
+    pub maxSamples: u32,
+    /// [out] Size of the counter data image.
+    pub counterDataSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterDataSize_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterDataSize_Params>() - 56usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterDataSize_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterDataSize_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataSize_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::pMetricNames",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, pMetricNames)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::numMetrics",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, numMetrics)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::maxSamples",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, maxSamples)
+        - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataSize_Params::counterDataSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize)
+        - 48usize];
+};
+impl Default for CUpti_PmSampling_GetCounterDataSize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Query the size of the counter data image which will be used to store the metrics data.
+ User need to allocate the memory for the counter data image based on the size returned by this API.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterDataSize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling GetCounterDataSize is called without enabling PM sampling
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterDataSize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterDataSize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingCounterDataImageInitialize
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_CounterDataImage_Initialize_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Size of the counter data image.
+    pub counterDataSize: usize,
+    /// [in] Counter data image.
+    pub pCounterData: *mut u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_CounterDataImage_Initialize_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_CounterDataImage_Initialize_Params>()
+        - 40usize];
+    [
+        "Alignment of CUpti_PmSampling_CounterDataImage_Initialize_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_CounterDataImage_Initialize_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_CounterDataImage_Initialize_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::counterDataSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, counterDataSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterDataImage_Initialize_Params::pCounterData",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData
+    ) - 32usize];
+};
+impl Default for CUpti_PmSampling_CounterDataImage_Initialize_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Initialize the counter data to CUPTI record format for storing the metric data.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_CounterDataImage_Initialize_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_INVALID_OPERATION if PM sampling CounterDataInitialize is called without enabling PM sampling
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingCounterDataImageInitialize_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_CounterDataImage_Initialize_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingGetCounterDataInfo
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_GetCounterDataInfo_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *const u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [out] Number of samples in the counter data image.
+    pub numTotalSamples: usize,
+    /// [out] Number of populated samples.
+    pub numPopulatedSamples: usize,
+    /// [out] Number of samples that have been completed.
+    pub numCompletedSamples: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_GetCounterDataInfo_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_GetCounterDataInfo_Params>() - 56usize];
+    [
+        "Alignment of CUpti_PmSampling_GetCounterDataInfo_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_GetCounterDataInfo_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, pCounterDataImage
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, counterDataImageSize
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numTotalSamples",
+    ][::std::mem::offset_of!(CUpti_PmSampling_GetCounterDataInfo_Params, numTotalSamples)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numPopulatedSamples",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, numPopulatedSamples
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_GetCounterDataInfo_Params::numCompletedSamples",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples
+    ) - 48usize];
+};
+impl Default for CUpti_PmSampling_GetCounterDataInfo_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the counter data info like number of samples, number of populated
+ samples and number of completed samples in a counter data image.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_GetCounterDataInfo_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingGetCounterDataInfo_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_GetCounterDataInfo_Params,
+) -> CUptiResult;
+/// \brief Params for cuptiPmSamplingCounterDataGetSampleInfo
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PmSampling_CounterData_GetSampleInfo_Params {
+    /// [in] Size of the data structure.
+    pub structSize: usize,
+    /// [in] Set to NULL.
+    pub pPriv: *mut ::std::os::raw::c_void,
+    /// [in] PM sampling object.
+    pub pPmSamplingObject: *mut CUpti_PmSampling_Object,
+    /// [in] Counter data image.
+    pub pCounterDataImage: *const u8,
+    /// [in] Size of the counter data image.
+    pub counterDataImageSize: usize,
+    /// [in] Index of the sample.
+    pub sampleIndex: usize,
+    /// [out] Start time of the sample.
+    pub startTimestamp: u64,
+    /// [out] End time of the sample.
+    pub endTimestamp: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PmSampling_CounterData_GetSampleInfo_Params",
+    ][::std::mem::size_of::<CUpti_PmSampling_CounterData_GetSampleInfo_Params>()
+        - 64usize];
+    [
+        "Alignment of CUpti_PmSampling_CounterData_GetSampleInfo_Params",
+    ][::std::mem::align_of::<CUpti_PmSampling_CounterData_GetSampleInfo_Params>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::structSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, structSize
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pPriv)
+        - 8usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pPmSamplingObject",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, pPmSamplingObject
+    ) - 16usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::pCounterDataImage",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, pCounterDataImage
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::counterDataImageSize",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, counterDataImageSize
+    ) - 32usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::sampleIndex",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, sampleIndex
+    ) - 40usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::startTimestamp",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, startTimestamp
+    ) - 48usize];
+    [
+        "Offset of field: CUpti_PmSampling_CounterData_GetSampleInfo_Params::endTimestamp",
+    ][::std::mem::offset_of!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp
+    ) - 56usize];
+};
+impl Default for CUpti_PmSampling_CounterData_GetSampleInfo_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+/** \brief Get the sample info (start and end time stamp) for the given sample index.
+ Each sample is distinguished by the start and end time stamp.
+
+ \param pParams A pointer to \ref CUpti_PmSampling_CounterData_GetSampleInfo_Params
+
+ \retval CUPTI_SUCCESS
+ \retval CUPTI_ERROR_INVALID_PARAMETER if any \p pParams is not valid
+ \retval CUPTI_ERROR_UNKNOWN for any internal error*/
+pub type cuptiPmSamplingCounterDataGetSampleInfo_t = unsafe extern "C" fn(
+    pParams: *mut CUpti_PmSampling_CounterData_GetSampleInfo_Params,
+) -> CUptiResult;

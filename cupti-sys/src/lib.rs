@@ -48,11 +48,16 @@
 //!   callback ids, result codes, attributes); the only differences are
 //!   `*_COUNT`/`*_SIZE`/`*_MAX` sentinels, `CUPTI_API_VERSION`, and 60 names
 //!   13.x dropped from the callback-id enums (their numbers stay reserved);
-//! - each of the 50 functions in 12.9 has the same signature in 13.5;
+//! - each of the 95 functions in 12.9 has the same signature in 13.5;
 //! - each 12.9 struct has the same size and field offsets in 13.5
 //!   (`cupti_activity_deprecated.h` keeps Kernel9, Memcpy5/6, Memset4, ...).
 //!   The one change is that 13.x names a byte of `pad2` `isDeviceLaunched`
 //!   in Memcpy6 and Memset4; [`layout`] says from which version it is valid.
+//!   Two profiler parameter structs (versioned by `structSize`) grew at
+//!   their end in 13.x: `CUpti_Profiler_Host_Initialize_Params` (48 to 56
+//!   bytes, `pSinglePassMetricSetName`) and
+//!   `CUpti_Profiler_GetCounterAvailability_Params` (40 to 48); their 12.9
+//!   fields keep their offsets.
 //!
 //! `tests/generated.rs` checks these three claims on every test run.
 //! [`bindings_v12`] is kept to back that check, and for the removed callback-id

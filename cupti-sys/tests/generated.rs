@@ -92,6 +92,27 @@ fn agent_functions_have_typedefs() {
     let _: Option<cuptiActivityRegisterCallbacks_v2_t> = None;
     let _: Option<cuptiActivityGetNextRecord_v2_t> = None;
     let _: Option<cuptiActivityGetNumDroppedRecords_v2_t> = None;
+    // PM sampling (CUPTI 12.6+) and the profiler calls it needs.
+    let _: Option<cuptiProfilerInitialize_t> = None;
+    let _: Option<cuptiProfilerDeInitialize_t> = None;
+    let _: Option<cuptiDeviceGetChipName_t> = None;
+    let _: Option<cuptiProfilerHostInitialize_t> = None;
+    let _: Option<cuptiProfilerHostDeinitialize_t> = None;
+    let _: Option<cuptiProfilerHostConfigAddMetrics_t> = None;
+    let _: Option<cuptiProfilerHostGetConfigImageSize_t> = None;
+    let _: Option<cuptiProfilerHostGetConfigImage_t> = None;
+    let _: Option<cuptiProfilerHostEvaluateToGpuValues_t> = None;
+    let _: Option<cuptiPmSamplingGetCounterAvailability_t> = None;
+    let _: Option<cuptiPmSamplingEnable_t> = None;
+    let _: Option<cuptiPmSamplingDisable_t> = None;
+    let _: Option<cuptiPmSamplingSetConfig_t> = None;
+    let _: Option<cuptiPmSamplingStart_t> = None;
+    let _: Option<cuptiPmSamplingStop_t> = None;
+    let _: Option<cuptiPmSamplingGetCounterDataSize_t> = None;
+    let _: Option<cuptiPmSamplingCounterDataImageInitialize_t> = None;
+    let _: Option<cuptiPmSamplingDecodeData_t> = None;
+    let _: Option<cuptiPmSamplingGetCounterDataInfo_t> = None;
+    let _: Option<cuptiPmSamplingCounterDataGetSampleInfo_t> = None;
 
     let flush: cuptiActivityFlushAll_t = fake_flush;
     // Safety: `fake_flush` is a plain Rust function with this signature.
@@ -146,9 +167,16 @@ fn struct_layouts_agree_between_12_9_and_13_5() {
     let v13 = layout_assertions(&source("bindings_v13.rs"));
     // 13.x names the first byte of Memcpy6's and Memset4's trailing `pad2`
     // `isDeviceLaunched`, so `pad2` moves from 84 to 85.
+    // Two profiler parameter structs grew at their end in 13.x (they are
+    // versioned by `structSize`; every 12.9 field keeps its offset, which
+    // the loop checks): `CUpti_Profiler_Host_Initialize_Params` gained
+    // `pSinglePassMetricSetName`, `CUpti_Profiler_GetCounterAvailability_Params`
+    // a trailing field. The PM sampler passes the 12.x size of the first.
     let expected_to_differ = [
         "Offsetoffield:CUpti_ActivityMemcpy6::pad2",
         "Offsetoffield:CUpti_ActivityMemset4::pad2",
+        "SizeofCUpti_Profiler_GetCounterAvailability_Params",
+        "SizeofCUpti_Profiler_Host_Initialize_Params",
     ];
     assert!(v12.len() > 400, "only {} assertions in bindings_v12.rs", v12.len());
     for (key, value) in &v12 {
@@ -157,4 +185,57 @@ fn struct_layouts_agree_between_12_9_and_13_5() {
         }
         assert_eq!(Some(value), v13.get(key), "{key}: 12.9 vs 13.5");
     }
+}
+
+/// The PM sampling and profiler parameter structs the agent fills, pinned
+/// (x86_64) in both generated files: a regeneration that moves a field
+/// fails here. `tests/doubles/fake_pmsampling.c` asserts the same numbers
+/// for its own declarations (`_Static_assert`).
+#[test]
+fn pm_sampling_parameter_layouts_are_pinned() {
+    use std::mem::{offset_of, size_of};
+    macro_rules! pin {
+        ($m:ident) => {{
+            use cupti_sys::$m as b;
+            assert_eq!(size_of::<b::CUpti_Device_GetChipName_Params>(), 32);
+            assert_eq!(offset_of!(b::CUpti_Device_GetChipName_Params, pChipName), 24);
+            assert_eq!(size_of::<b::CUpti_Profiler_Initialize_Params>(), 16);
+            assert_eq!(size_of::<b::CUpti_PmSampling_GetCounterAvailability_Params>(), 40);
+            assert_eq!(
+                offset_of!(b::CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage),
+                32
+            );
+            assert_eq!(offset_of!(b::CUpti_Profiler_Host_Initialize_Params, pHostObject), 40);
+            assert_eq!(size_of::<b::CUpti_Profiler_Host_Deinitialize_Params>(), 24);
+            assert_eq!(size_of::<b::CUpti_Profiler_Host_ConfigAddMetrics_Params>(), 40);
+            assert_eq!(size_of::<b::CUpti_Profiler_Host_GetConfigImageSize_Params>(), 32);
+            assert_eq!(size_of::<b::CUpti_Profiler_Host_GetConfigImage_Params>(), 40);
+            assert_eq!(size_of::<b::CUpti_Profiler_Host_EvaluateToGpuValues_Params>(), 72);
+            assert_eq!(offset_of!(b::CUpti_Profiler_Host_EvaluateToGpuValues_Params, rangeIndex), 40);
+            assert_eq!(size_of::<b::CUpti_PmSampling_Enable_Params>(), 32);
+            assert_eq!(size_of::<b::CUpti_PmSampling_Disable_Params>(), 24);
+            assert_eq!(size_of::<b::CUpti_PmSampling_Start_Params>(), 24);
+            assert_eq!(size_of::<b::CUpti_PmSampling_Stop_Params>(), 24);
+            assert_eq!(size_of::<b::CUpti_PmSampling_SetConfig_Params>(), 64);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_SetConfig_Params, samplingInterval), 48);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_SetConfig_Params, triggerMode), 56);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode), 60);
+            assert_eq!(size_of::<b::CUpti_PmSampling_GetCounterDataSize_Params>(), 56);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_GetCounterDataSize_Params, maxSamples), 40);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize), 48);
+            assert_eq!(size_of::<b::CUpti_PmSampling_CounterDataImage_Initialize_Params>(), 40);
+            assert_eq!(size_of::<b::CUpti_PmSampling_DecodeData_Params>(), 48);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_DecodeData_Params, decodeStopReason), 40);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_DecodeData_Params, overflow), 44);
+            assert_eq!(size_of::<b::CUpti_PmSampling_GetCounterDataInfo_Params>(), 56);
+            assert_eq!(size_of::<b::CUpti_PmSampling_CounterData_GetSampleInfo_Params>(), 64);
+            assert_eq!(offset_of!(b::CUpti_PmSampling_CounterData_GetSampleInfo_Params, startTimestamp), 48);
+        }};
+    }
+    pin!(bindings_v12);
+    pin!(bindings_v13);
+    // 12.x ends the host object's init params at pHostObject; 13.x appends
+    // pSinglePassMetricSetName.
+    assert_eq!(size_of::<cupti_sys::bindings_v12::CUpti_Profiler_Host_Initialize_Params>(), 48);
+    assert_eq!(size_of::<cupti_sys::bindings_v13::CUpti_Profiler_Host_Initialize_Params>(), 56);
 }

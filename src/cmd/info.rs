@@ -440,6 +440,13 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
                     "  LOSSES        {src}: {} counter series stopped early (see the loss records)",
                     l.records
                 )?;
+            } else if src == LossSource::COUNTER_OVERFLOW.name() {
+                writeln!(
+                    out,
+                    "  LOSSES        {src}: {} counter samples lost to a full hardware buffer ({} records)",
+                    thousands(l.lost),
+                    l.records
+                )?;
             } else {
                 writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
             }

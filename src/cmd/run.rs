@@ -51,6 +51,14 @@ pub struct RunArgs {
     /// second; 0 turns sampling off (default 10; at most 1000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub gpu_sample_hz: Option<u32>,
+    /// Sample each GPU's SM activity, tensor pipe activity and DRAM read and
+    /// write throughput with CUPTI PM sampling (CUPTI 12.6+, Turing or newer
+    /// GPU, profiling permission); see docs/agent.md.
+    #[arg(long)]
+    pub gpu_metrics: bool,
+    /// PM samples per second with --gpu-metrics (default 1000; 1 to 20000).
+    #[arg(long, value_name = "N", requires = "gpu_metrics", value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub gpu_metrics_hz: Option<u32>,
     /// Tokens per training step, noted in the trace header (for throughput).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub tokens_per_step: Option<u64>,
@@ -279,6 +287,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(hz) = args.gpu_sample_hz {
         cmd.env("GPUTRACE_GPU_SAMPLE_HZ", hz.to_string());
+    }
+    if args.gpu_metrics {
+        cmd.env("GPUTRACE_GPU_METRICS", "1");
+    }
+    if let Some(hz) = args.gpu_metrics_hz {
+        cmd.env("GPUTRACE_GPU_METRICS_HZ", hz.to_string());
     }
     if args.no_nvtx {
         cmd.env("GPUTRACE_NVTX", "0");

@@ -5,6 +5,9 @@
 #   OUTDIR/libcuda.so.1 (+ libcuda.so)           fake driver (fake_cuda.c)
 #   OUTDIR/cupti12/libcupti.so.12 (+ libcupti.so) fake CUPTI 12.x ABI
 #   OUTDIR/cupti13/libcupti.so.13 (+ libcupti.so) fake CUPTI 13.x ABI (+ _v2)
+#                                                both with PM sampling (fake_pmsampling.c)
+#   OUTDIR/cupti13-nopm/libcupti.so.13           the 13.x fake without PM sampling
+#                                                (a CUPTI older than 12.6 for that API)
 #   OUTDIR/testprog                              links OUTDIR/libcuda.so.1 (rpath)
 #   OUTDIR/nvtxprog                              NVTX job (vendored nvtx3 headers, no libcuda link)
 #   OUTDIR/selftest_agent.so                     minimal injection agent (selftest)
@@ -18,16 +21,19 @@ mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 CC=${CC:-gcc}
 CFLAGS="-O1 -g -fPIC -pthread -Wall -Werror -fvisibility=hidden"
-mkdir -p "$OUT/cupti12" "$OUT/cupti13" "$OUT/nvml"
+mkdir -p "$OUT/cupti12" "$OUT/cupti13" "$OUT/cupti13-nopm" "$OUT/nvml"
 
 $CC $CFLAGS -shared -Wl,-soname,libcuda.so.1 -o "$OUT/libcuda.so.1" "$SRC/fake_cuda.c" -ldl &
 p1=$!
 $CC $CFLAGS -DFAKE_CUPTI_MAJOR=12 -shared -Wl,-soname,libcupti.so.12 \
-    -o "$OUT/cupti12/libcupti.so.12" "$SRC/fake_cupti.c" -ldl &
+    -o "$OUT/cupti12/libcupti.so.12" "$SRC/fake_cupti.c" "$SRC/fake_pmsampling.c" -ldl &
 p2=$!
 $CC $CFLAGS -DFAKE_CUPTI_MAJOR=13 -shared -Wl,-soname,libcupti.so.13 \
-    -o "$OUT/cupti13/libcupti.so.13" "$SRC/fake_cupti.c" -ldl &
+    -o "$OUT/cupti13/libcupti.so.13" "$SRC/fake_cupti.c" "$SRC/fake_pmsampling.c" -ldl &
 p3=$!
+$CC $CFLAGS -DFAKE_CUPTI_MAJOR=13 -shared -Wl,-soname,libcupti.so.13 \
+    -o "$OUT/cupti13-nopm/libcupti.so.13" "$SRC/fake_cupti.c" -ldl &
+p6=$!
 $CC $CFLAGS -shared -o "$OUT/selftest_agent.so" "$SRC/selftest_agent.c" -ldl &
 p4=$!
 $CC $CFLAGS -shared -Wl,-soname,libnvidia-ml.so.1 -o "$OUT/nvml/libnvidia-ml.so.1" "$SRC/fake_nvml.c" &
@@ -41,5 +47,6 @@ wait $p2
 wait $p3
 wait $p4
 wait $p5
+wait $p6
 ln -sf libcupti.so.12 "$OUT/cupti12/libcupti.so"
 ln -sf libcupti.so.13 "$OUT/cupti13/libcupti.so"

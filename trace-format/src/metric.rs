@@ -56,6 +56,28 @@ pub const ECC_CORRECTED_ERRORS: &str = "nvml.ecc_corrected_errors";
 /// it (within one sampling period of the event).
 pub const XID: &str = "nvml.xid";
 
+/// CUPTI PM sampling (`gputrace run --gpu-metrics`): SM activity, the
+/// PM metric `sm__cycles_active.avg.pct_of_peak_sustained_elapsed` (share of
+/// the sample interval in which the average SM had a warp resident), in
+/// basis points (1/100 of a percent: 10000 = 100 %). Each sample covers one
+/// sampling interval starting at its time.
+pub const PM_SM_ACTIVE_BP: &str = "pm.sm_active_bp";
+/// CUPTI PM sampling: tensor pipe activity,
+/// `sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed`, in
+/// basis points of the pipe's peak.
+pub const PM_TENSOR_ACTIVE_BP: &str = "pm.tensor_active_bp";
+/// CUPTI PM sampling: DRAM read throughput, `dram__bytes_read.sum.per_second`,
+/// bytes per second over the sample interval.
+pub const PM_DRAM_READ_BYTES_PER_S: &str = "pm.dram_read_bytes_per_s";
+/// CUPTI PM sampling: DRAM write throughput, `dram__bytes_write.sum.per_second`,
+/// bytes per second.
+pub const PM_DRAM_WRITE_BYTES_PER_S: &str = "pm.dram_write_bytes_per_s";
+
+/// CUPTI PM sampling: DRAM throughput as a share of the GPU's peak,
+/// `dram__throughput.avg.pct_of_peak_sustained_elapsed`, in basis points
+/// (what the `memory-bound` finding reads).
+pub const PM_DRAM_THROUGHPUT_BP: &str = "pm.dram_throughput_bp";
+
 /// Bits of [`THROTTLE_REASONS`], with NVML's values
 /// (`nvmlClocksEventReason*` in `nvml.h`).
 pub mod throttle {

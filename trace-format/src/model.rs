@@ -253,6 +253,10 @@ raw_enum!(
         /// A sampled counter series stopped because its source failed
         /// (`detail` names the series and the call; format 1.2).
         COUNTER_FAILED = 9 => "counter-failed",
+        /// Samples a hardware counter sampler lost because its hardware
+        /// buffer overflowed (CUPTI PM sampling); `count` is estimated from
+        /// the gap in sample times, `detail` names the device (format 1.2).
+        COUNTER_OVERFLOW = 10 => "counter-overflow",
     }
 );
 

@@ -291,6 +291,11 @@ pub(crate) fn counter_display(name: &str) -> (String, &'static str, f64) {
         m::ECC_UNCORRECTED_ERRORS => ("ECC uncorrected errors", "", 1.0),
         m::ECC_CORRECTED_ERRORS => ("ECC corrected errors", "", 1.0),
         m::XID => ("XID error", "", 1.0),
+        m::PM_SM_ACTIVE_BP => ("SM active %", "%", 1e-2),
+        m::PM_TENSOR_ACTIVE_BP => ("tensor pipe active %", "%", 1e-2),
+        m::PM_DRAM_READ_BYTES_PER_S => ("DRAM read GB/s", "GB/s", 1e-9),
+        m::PM_DRAM_WRITE_BYTES_PER_S => ("DRAM write GB/s", "GB/s", 1e-9),
+        m::PM_DRAM_THROUGHPUT_BP => ("DRAM throughput % of peak", "%", 1e-2),
         other => return (other.to_string(), "", 1.0),
     };
     (label.to_string(), unit, scale)

@@ -211,14 +211,7 @@ pub fn plan(
     if devices.is_empty() {
         return (None, "off: no CUDA device known to this process".into());
     }
-    let (chosen, why): (Vec<&DeviceInfo>, String) = match local_rank {
-        _ if devices.len() == 1 => (vec![&devices[0]], "the one device this process sees".into()),
-        Some(r) => (
-            vec![&devices[r as usize % devices.len()]],
-            format!("local rank {r} of {} visible devices", devices.len()),
-        ),
-        None => (devices.iter().collect(), "every visible device (no local rank)".into()),
-    };
+    let (chosen, why) = choose_devices(devices, local_rank);
     let targets: Vec<Target> = chosen
         .iter()
         .map(|d| Target {
@@ -235,6 +228,19 @@ pub fn plan(
         by_index: !visible_devices_set,
     };
     (Some(plan), note)
+}
+
+/// The devices a process samples (see the module's documentation), with
+/// why; `devices` must not be empty. Shared with the PM sampler.
+pub fn choose_devices(devices: &[DeviceInfo], local_rank: Option<u32>) -> (Vec<&DeviceInfo>, String) {
+    match local_rank {
+        _ if devices.len() == 1 => (vec![&devices[0]], "the one device this process sees".into()),
+        Some(r) => (
+            vec![&devices[r as usize % devices.len()]],
+            format!("local rank {r} of {} visible devices", devices.len()),
+        ),
+        None => (devices.iter().collect(), "every visible device (no local rank)".into()),
+    }
 }
 
 /// Start the sampler thread. Returns at once; what happens (NVML missing,
