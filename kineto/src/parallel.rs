@@ -646,4 +646,55 @@ mod tests {
         assert_eq!(window_size(1 << 20, 1) >> 10, 512);
         assert_eq!(first_window(window_size(big, 1)) >> 10, 128);
     }
+
+    /// The one `unsafe` use of lent bytes (`Lent`, read by the workers
+    /// through a raw slice) is sound only because dropping [`Answers`]
+    /// waits for every answer still due: a window that ends early (an
+    /// error, a panic in this thread) must not release its bytes while a
+    /// worker reads them. Drop the answers without taking any, then check
+    /// that no answer arrives afterwards (each was consumed by the drop,
+    /// so every worker was done with the bytes before they were freed).
+    #[test]
+    fn dropping_the_answers_waits_for_every_worker_still_reading() {
+        let mapper = || Mapper { base_ns: 0, rank: None };
+        let workers: Vec<Worker> = (0..3).filter_map(|_| Worker::start(mapper(), None)).collect();
+        assert_eq!(workers.len(), 3);
+        let scanner = Scanner::new(std::io::empty(), None, 0);
+        // Many small elements, so that each worker has parsing to do.
+        let element = br#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {}},"#;
+        let mut bytes = b"[".to_vec();
+        let mut starts = Vec::new();
+        for _ in 0..60_000 {
+            if bytes.len() - 1 >= starts.len() * 200_000 {
+                starts.push(bytes.len());
+            }
+            bytes.extend_from_slice(element);
+        }
+        bytes.pop();
+        bytes.push(b']');
+        {
+            let mut answers = Answers::new(&workers, &bytes);
+            let parts = Arc::new(Parts {
+                buf: answers.lent(),
+                base: 0,
+                here: scanner.here(),
+                starts,
+                next: AtomicUsize::new(0),
+            });
+            for _ in 0..workers.len() {
+                assert!(answers.send(Job {
+                    parts: Arc::clone(&parts),
+                    spare: Vec::new()
+                }));
+            }
+            // Ends here without taking an answer, as a window that fails does.
+        }
+        drop(bytes);
+        for w in &workers {
+            assert!(
+                w.done.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
+                "a worker answered after its window's bytes were released"
+            );
+        }
+    }
 }
