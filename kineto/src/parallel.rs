@@ -665,7 +665,7 @@ mod tests {
         let mut bytes = b"[".to_vec();
         let mut starts = Vec::new();
         for _ in 0..60_000 {
-            if bytes.len() - 1 >= starts.len() * 200_000 {
+            if bytes.len() > starts.len() * 200_000 {
                 starts.push(bytes.len());
             }
             bytes.extend_from_slice(element);
