@@ -34,6 +34,7 @@ mod nvtx;
 mod nvtx_inject;
 mod pm_sampling;
 mod pool;
+mod sampler;
 mod say;
 mod session;
 

@@ -34,10 +34,11 @@
 
 pub mod api;
 
+use crate::sampler::SamplerThread;
 use api::{Device, Nvml, NvmlError};
 use crossbeam::queue::ArrayQueue;
 use gputrace_format::{metric, DeviceId, DeviceInfo};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -111,10 +112,7 @@ pub struct Hw {
     /// What sampling is doing, for the trailer (`sampling gpu 0 at 10 Hz`,
     /// `off: libnvidia-ml.so.1 not found`).
     status: Mutex<String>,
-    stop: AtomicBool,
-    /// Set by the sampler when it returns (or never started).
-    stopped: AtomicBool,
-    thread: OnceLock<std::thread::Thread>,
+    sampler: SamplerThread,
 }
 
 static HW: OnceLock<Hw> = OnceLock::new();
@@ -142,18 +140,7 @@ impl Hw {
     /// Ask the sampler to stop and wait for it (at most `wait`): after
     /// this returns true, it pushes nothing more.
     pub fn stop_and_wait(&self, wait: Duration) -> bool {
-        self.stop.store(true, Release);
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
-        let until = Instant::now() + wait;
-        while !self.stopped.load(Acquire) {
-            if Instant::now() >= until {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        true
+        self.sampler.stop_and_wait(wait)
     }
 
     fn fail(&self, device: u32, series: &str, e: &NvmlError) {
@@ -253,27 +240,19 @@ pub fn start(plan: Plan) {
         failed_calls: AtomicU64::new(0),
         failures: Mutex::new(Vec::new()),
         status: Mutex::new("starting".into()),
-        stop: AtomicBool::new(false),
-        stopped: AtomicBool::new(false),
-        thread: OnceLock::new(),
+        sampler: SamplerThread::new(),
     });
-    let spawned = std::thread::Builder::new().name("gputrace-nvml".into()).spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(hw, &plan)));
-        if r.is_err() {
+    let spawned = hw.sampler.spawn(
+        "gputrace-nvml",
+        move || run(hw, &plan),
+        || {
             crate::say::say("internal error in the GPU counter sampler; sampling stopped, capture goes on");
             hw.set_status("off: internal error".into());
-        }
-        hw.stopped.store(true, Release);
-    });
-    match spawned {
-        Ok(h) => {
-            let _ = hw.thread.set(h.thread().clone());
-        }
-        Err(e) => {
-            crate::say::say(&format!("could not start the GPU counter sampler: {e}; capture goes on"));
-            hw.set_status(format!("off: no sampler thread ({e})"));
-            hw.stopped.store(true, Release);
-        }
+        },
+    );
+    if let Err(e) = spawned {
+        crate::say::say(&format!("could not start the GPU counter sampler: {e}; capture goes on"));
+        hw.set_status(format!("off: no sampler thread ({e})"));
     }
 }
 
@@ -570,7 +549,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
     let mut xid = XidEvents::open(hw, &nvml, &live);
     let period = Duration::from_nanos(1_000_000_000 / plan.hz as u64);
     let mut next = Instant::now();
-    while !hw.stop.load(Acquire) {
+    while !hw.sampler.stop_requested() {
         for l in &mut live {
             let mut lost = false;
             l.probes.retain(|&p| {
@@ -644,13 +623,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
         if next < now {
             next = now + period;
         }
-        while !hw.stop.load(Acquire) {
-            let now = Instant::now();
-            if now >= next {
-                break;
-            }
-            std::thread::park_timeout(next - now);
-        }
+        hw.sampler.sleep_until(next);
     }
 }
 

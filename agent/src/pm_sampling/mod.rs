@@ -39,12 +39,13 @@
 pub mod api;
 
 use crate::dl::Lib;
+use crate::sampler::SamplerThread;
 use api::{Host, PmApi, PmError, Sampler};
 use crossbeam::queue::ArrayQueue;
 use cupti_sys as sys;
 use gputrace_format::{metric, DeviceInfo, Event, FormatError, Loss, LossSource, Nanos, StringId, TraceWriter, Trailer};
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -128,9 +129,7 @@ pub struct Pm {
     pub round_cpu_ns: AtomicU64,
     losses: Mutex<Vec<LossNote>>,
     status: Mutex<String>,
-    stop: AtomicBool,
-    stopped: AtomicBool,
-    thread: OnceLock<std::thread::Thread>,
+    sampler: SamplerThread,
 }
 
 static PM: OnceLock<Pm> = OnceLock::new();
@@ -151,9 +150,7 @@ impl Pm {
             round_cpu_ns: AtomicU64::new(0),
             losses: Mutex::new(Vec::new()),
             status: Mutex::new("starting".into()),
-            stop: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
-            thread: OnceLock::new(),
+            sampler: SamplerThread::new(),
         }
     }
 
@@ -197,18 +194,7 @@ impl Pm {
     /// Ask the sampler to stop (it decodes what is left, then stops and
     /// disables sampling) and wait for it, at most `wait`.
     pub fn stop_and_wait(&self, wait: Duration) -> bool {
-        self.stop.store(true, Release);
-        if let Some(t) = self.thread.get() {
-            t.unpark();
-        }
-        let until = Instant::now() + wait;
-        while !self.stopped.load(Acquire) {
-            if Instant::now() >= until {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        true
+        self.sampler.stop_and_wait(wait)
     }
 }
 
@@ -266,23 +252,17 @@ pub fn plan(on: bool, hz: u32, devices: &[DeviceInfo], local_rank: Option<u32>) 
 /// names it in messages). Returns at once.
 pub fn start(plan: Plan, lib: Lib, source: String) {
     let pm = PM.get_or_init(Pm::new);
-    let spawned = std::thread::Builder::new().name("gputrace-pm".into()).spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(pm, &plan, lib, &source)));
-        if r.is_err() {
+    let spawned = pm.sampler.spawn(
+        "gputrace-pm",
+        move || run(pm, &plan, lib, &source),
+        || {
             crate::say::say("internal error in the PM sampler; GPU metrics stopped, capture goes on");
             pm.set_status("off: internal error".into());
-        }
-        pm.stopped.store(true, Release);
-    });
-    match spawned {
-        Ok(h) => {
-            let _ = pm.thread.set(h.thread().clone());
-        }
-        Err(e) => {
-            crate::say::say(&format!("could not start the PM sampler: {e}; capture goes on"));
-            pm.set_status(format!("off: no sampler thread ({e})"));
-            pm.stopped.store(true, Release);
-        }
+        },
+    );
+    if let Err(e) = spawned {
+        crate::say::say(&format!("could not start the PM sampler: {e}; capture goes on"));
+        pm.set_status(format!("off: no sampler thread ({e})"));
     }
 }
 
@@ -336,14 +316,8 @@ fn run(pm: &'static Pm, plan: &Plan, lib: Lib, source: &str) {
     pm.set_status(format!("sampled gpu {} at {} Hz with {source}", list.join(", "), plan.hz));
     let mut next = Instant::now() + DECODE_PERIOD;
     loop {
-        while !pm.stop.load(Acquire) {
-            let now = Instant::now();
-            if now >= next {
-                break;
-            }
-            std::thread::park_timeout(next - now);
-        }
-        let stopping = pm.stop.load(Acquire);
+        pm.sampler.sleep_until(next);
+        let stopping = pm.sampler.stop_requested();
         let cpu0 = thread_cpu_ns();
         live.retain_mut(|dev| match dev.drain(&api, pm) {
             Ok(()) => true,
