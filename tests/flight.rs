@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{agent_lib, doubles, text, trace_files};
+use common::{agent_lib, doubles, extra, text, trace_files};
 
 /// Everything in the output directory besides the run records and traces
 /// (flight files left behind).
@@ -29,10 +29,6 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 fn trailer(t: &TraceFile) -> &Trailer {
     t.trailer().expect("a reconstructed trace has a trailer")
-}
-
-fn extra<'a>(t: &'a TraceFile, key: &str) -> &'a str {
-    trailer(t).extra.get(key).map_or("", |s| s.as_str())
 }
 
 fn one_trace(dir: &Path, stderr: &[u8]) -> TraceFile {

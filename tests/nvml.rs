@@ -8,7 +8,7 @@ use gputrace_format::*;
 use std::collections::BTreeMap;
 
 mod common;
-use common::{doubles, run_testprog, trace_files, DoublesRun};
+use common::{doubles, extra, losses, run_testprog, trace_files, DoublesRun};
 
 /// A job of 100 kernels that lasts about `ms` (the fake CUPTI's worker sleeps).
 fn scenario(ms: u32, devices: u32) -> String {
@@ -115,19 +115,6 @@ fn series(t: &TraceFile) -> Series {
         out.entry((k, d)).or_default().push(v);
     }
     out
-}
-
-fn losses(t: &TraceFile) -> Vec<(LossSource, u64, String)> {
-    t.events_of(&[EventKind::Loss])
-        .filter_map(|e| match e.unwrap() {
-            Event::Loss(l) => Some((l.source, l.count, t.name(l.detail).into_owned())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn extra<'a>(t: &'a TraceFile, k: &str) -> &'a str {
-    t.trailer().and_then(|tr| tr.extra.get(k)).map_or("", |s| s.as_str())
 }
 
 /// The agent's lines about NVML and the GPU counters (not `gputrace run`'s

@@ -10,7 +10,7 @@ use gputrace_format::*;
 use std::collections::BTreeMap;
 
 mod common;
-use common::{doubles, run_testprog, trace_files, DoublesRun};
+use common::{doubles, extra, losses, run_testprog, trace_files, DoublesRun};
 
 const SM: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
 const TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
@@ -112,19 +112,6 @@ fn series(t: &TraceFile) -> BTreeMap<String, Vec<(u64, u64)>> {
         v.sort();
     }
     out
-}
-
-fn losses(t: &TraceFile) -> Vec<(LossSource, u64, String)> {
-    t.events_of(&[EventKind::Loss])
-        .filter_map(|e| match e.unwrap() {
-            Event::Loss(l) => Some((l.source, l.count, t.name(l.detail).into_owned())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn extra<'a>(t: &'a TraceFile, k: &str) -> &'a str {
-    t.trailer().and_then(|tr| tr.extra.get(k)).map_or("", |s| s.as_str())
 }
 
 /// `START T0` from the fake's report.

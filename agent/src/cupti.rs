@@ -1,9 +1,8 @@
 //! The CUPTI functions the agent uses, resolved at run time from whichever
 //! libcupti was found, and one conversion from return codes to `Result`.
 
-use crate::dl::Lib;
+use crate::dl::{typed_symbol, Lib};
 use cupti_sys as sys;
-use std::ffi::CStr;
 
 /// A CUPTI error code with its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,41 +125,11 @@ pub struct Cupti {
     driver_api: Option<sys::cuptiActivityEnableDriverApi_t>,
 }
 
-/// A symbol name literal as a C string, checked at compile time (a name
-/// with an inner NUL does not build).
-macro_rules! symbol_name {
-    ($name:literal) => {
-        const {
-            match CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
-                Ok(c) => c,
-                Err(_) => panic!("a symbol name has no NUL byte"),
-            }
-        }
-    };
-}
-
-macro_rules! resolve_opt {
-    ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.sym(symbol_name!($name));
-        if p.is_null() {
-            None
-        } else {
-            // Safety: as for `resolve!`.
-            Some(unsafe { std::mem::transmute::<*mut libc::c_void, $ty>(p) })
-        }
-    }};
-}
-
+/// A required entry point: `typed_symbol!`, or the resolve error naming it.
 macro_rules! resolve {
-    ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.sym(symbol_name!($name));
-        if p.is_null() {
-            return Err(format!("libcupti has no {}", $name));
-        }
-        // Safety: the symbol has this C signature in every CUPTI 12.x/13.x
-        // (checked against both headers in cupti-sys's tests).
-        unsafe { std::mem::transmute::<*mut libc::c_void, $ty>(p) }
-    }};
+    ($lib:expr, $name:literal, $ty:ty) => {
+        typed_symbol!($lib, $name, $ty).ok_or_else(|| format!("libcupti has no {}", $name))?
+    };
 }
 
 impl Cupti {
@@ -168,23 +137,23 @@ impl Cupti {
     pub fn resolve(lib: &Lib) -> Result<Cupti, String> {
         let v2 = (|| {
             Some(V2 {
-                subscribe: resolve_opt!(lib, "cuptiSubscribe_v2", sys::cuptiSubscribe_v2_t)?,
-                register: resolve_opt!(lib, "cuptiActivityRegisterCallbacks_v2", sys::cuptiActivityRegisterCallbacks_v2_t)?,
-                enable: resolve_opt!(lib, "cuptiActivityEnable_v2", sys::cuptiActivityEnable_v2_t)?,
-                disable: resolve_opt!(lib, "cuptiActivityDisable_v2", sys::cuptiActivityDisable_v2_t)?,
-                next_record: resolve_opt!(lib, "cuptiActivityGetNextRecord_v2", sys::cuptiActivityGetNextRecord_v2_t)?,
-                dropped: resolve_opt!(
+                subscribe: typed_symbol!(lib, "cuptiSubscribe_v2", sys::cuptiSubscribe_v2_t)?,
+                register: typed_symbol!(lib, "cuptiActivityRegisterCallbacks_v2", sys::cuptiActivityRegisterCallbacks_v2_t)?,
+                enable: typed_symbol!(lib, "cuptiActivityEnable_v2", sys::cuptiActivityEnable_v2_t)?,
+                disable: typed_symbol!(lib, "cuptiActivityDisable_v2", sys::cuptiActivityDisable_v2_t)?,
+                next_record: typed_symbol!(lib, "cuptiActivityGetNextRecord_v2", sys::cuptiActivityGetNextRecord_v2_t)?,
+                dropped: typed_symbol!(
                     lib,
                     "cuptiActivityGetNumDroppedRecords_v2",
                     sys::cuptiActivityGetNumDroppedRecords_v2_t
                 )?,
-                set_attribute: resolve_opt!(lib, "cuptiActivitySetAttribute_v2", sys::cuptiActivitySetAttribute_v2_t)?,
-                push_external: resolve_opt!(
+                set_attribute: typed_symbol!(lib, "cuptiActivitySetAttribute_v2", sys::cuptiActivitySetAttribute_v2_t)?,
+                push_external: typed_symbol!(
                     lib,
                     "cuptiActivityPushExternalCorrelationId_v2",
                     sys::cuptiActivityPushExternalCorrelationId_v2_t
                 ),
-                pop_external: resolve_opt!(
+                pop_external: typed_symbol!(
                     lib,
                     "cuptiActivityPopExternalCorrelationId_v2",
                     sys::cuptiActivityPopExternalCorrelationId_v2_t
@@ -204,18 +173,18 @@ impl Cupti {
             dropped: resolve!(lib, "cuptiActivityGetNumDroppedRecords", sys::cuptiActivityGetNumDroppedRecords_t),
             timestamp: resolve!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
             set_thread_id_type: resolve!(lib, "cuptiSetThreadIdType", sys::cuptiSetThreadIdType_t),
-            push_external: resolve_opt!(
+            push_external: typed_symbol!(
                 lib,
                 "cuptiActivityPushExternalCorrelationId",
                 sys::cuptiActivityPushExternalCorrelationId_t
             ),
-            pop_external: resolve_opt!(
+            pop_external: typed_symbol!(
                 lib,
                 "cuptiActivityPopExternalCorrelationId",
                 sys::cuptiActivityPopExternalCorrelationId_t
             ),
-            runtime_api: resolve_opt!(lib, "cuptiActivityEnableRuntimeApi", sys::cuptiActivityEnableRuntimeApi_t),
-            driver_api: resolve_opt!(lib, "cuptiActivityEnableDriverApi", sys::cuptiActivityEnableDriverApi_t),
+            runtime_api: typed_symbol!(lib, "cuptiActivityEnableRuntimeApi", sys::cuptiActivityEnableRuntimeApi_t),
+            driver_api: typed_symbol!(lib, "cuptiActivityEnableDriverApi", sys::cuptiActivityEnableDriverApi_t),
         })
     }
 

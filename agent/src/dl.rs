@@ -4,6 +4,39 @@
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
+/// A symbol name literal as a C string, checked at compile time (a name
+/// with an inner NUL does not build).
+macro_rules! symbol_name {
+    ($name:literal) => {
+        const {
+            match ::std::ffi::CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
+                Ok(c) => c,
+                Err(_) => panic!("a symbol name has no NUL byte"),
+            }
+        }
+    };
+}
+
+/// `$lib`'s entry point `$name` as the function pointer type `$ty`, or
+/// `None` when the library does not have it. `$ty` must be the type
+/// cupti-sys generated from the header that declares `$name`; every CUPTI
+/// 12.x/13.x the agent loads keeps that signature (cupti-sys's layout tests
+/// check both headers).
+macro_rules! typed_symbol {
+    ($lib:expr, $name:literal, $ty:ty) => {{
+        let p = $lib.sym($crate::dl::symbol_name!($name));
+        if p.is_null() {
+            None
+        } else {
+            // Safety: see the macro's contract above: the symbol has the C
+            // signature `$ty` was generated from.
+            Some(unsafe { ::std::mem::transmute::<*mut libc::c_void, $ty>(p) })
+        }
+    }};
+}
+
+pub(crate) use {symbol_name, typed_symbol};
+
 /// A `dlopen` handle. Never closed: CUPTI keeps calling into us, and
 /// unloading a library a CUDA process uses is never safe.
 #[derive(Clone, Copy, Debug)]

@@ -148,3 +148,19 @@ pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A trace's loss records: source, count and detail.
+pub fn losses(t: &gputrace_format::TraceFile) -> Vec<(gputrace_format::LossSource, u64, String)> {
+    use gputrace_format::{Event, EventKind};
+    t.events_of(&[EventKind::Loss])
+        .filter_map(|e| match e.unwrap() {
+            Event::Loss(l) => Some((l.source, l.count, t.name(l.detail).into_owned())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An entry of the trace's trailer `extra` map, "" when absent (or no trailer).
+pub fn extra<'a>(t: &'a gputrace_format::TraceFile, key: &str) -> &'a str {
+    t.trailer().and_then(|tr| tr.extra.get(key)).map_or("", |s| s.as_str())
+}

@@ -52,17 +52,11 @@ pub struct PmApi {
     timestamp: sys::cuptiGetTimestamp_t,
 }
 
+/// An entry point, or the resolve error: the name missing.
 macro_rules! sym {
-    ($lib:expr, $name:literal, $ty:ty) => {{
-        // Safety: the literal has no interior NUL and gets one appended.
-        let p = $lib.sym(unsafe { CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()) });
-        if p.is_null() {
-            return Err($name);
-        }
-        // Safety: a non-null symbol of this name in libcupti has the
-        // signature its header declares, which `$ty` was generated from.
-        unsafe { std::mem::transmute::<*mut libc::c_void, $ty>(p) }
-    }};
+    ($lib:expr, $name:literal, $ty:ty) => {
+        crate::dl::typed_symbol!($lib, $name, $ty).ok_or($name)?
+    };
 }
 
 /// Returns `CUPTI_SUCCESS` as Ok, anything else as a [`PmError`].
