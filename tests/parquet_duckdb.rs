@@ -30,7 +30,7 @@ import duckdb, json, sys
 d = sys.argv[1]
 c = duckdb.connect()
 def t(name):
-    return f"read_parquet('{d}/{name}/*/*.parquet', hive_partitioning=false)"
+    return f"read_parquet('{d}/{name}/*/*/*.parquet', hive_partitioning=false)"
 breakdown = c.sql(f"""
   select rank, device, compute_ns, exposed_communication_ns, idle_ns
   from {t('breakdown')} order by rank, device""").fetchall()
@@ -46,7 +46,7 @@ stragglers = c.sql(f"""
     from {t('collectives')} group by op, seq)
   select last_rank as rank, count(*) as arrived_last
   from last where n > 1 group by last_rank order by arrived_last desc, rank""").fetchall()
-jobs = c.sql(f"select distinct job, host, rank, pid from {t('gpu_activities')} order by rank").fetchall()
+jobs = c.sql(f"select distinct job, host, rank, pid, job_id from {t('gpu_activities')} order by rank").fetchall()
 print(json.dumps({"breakdown": breakdown, "kernels": recomputed, "top": top, "stragglers": stragglers, "jobs": jobs}))
 "#;
 
@@ -63,10 +63,9 @@ fn duckdb_agrees_with_report_and_compare() {
     let out = run(&["export", jobs, "--format", "parquet", "--align", "--job", "demo-job", "-o", pqs]);
     assert!(out.status.success(), "export failed: {}", text(&out.stderr));
     for table in ["gpu_activities", "api_calls", "collectives", "markers", "losses", "breakdown"] {
-        assert!(
-            pq.join(table).join("rank=2").join("part-0.parquet").is_file(),
-            "{table} rank=2 missing"
-        );
+        let parts: Vec<_> = std::fs::read_dir(pq.join(table)).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(parts.len(), 1, "{table}: one job: {parts:?}");
+        assert!(parts[0].join("rank=2").join("part-0.parquet").is_file(), "{table} rank=2 missing");
     }
     let q = Command::new("python3").args(["-c", QUERIES, pqs]).output().expect("run python3");
     assert!(q.status.success(), "DuckDB queries failed: {}", text(&q.stderr));
@@ -139,4 +138,89 @@ fn parquet_refuses_filters_and_file_outputs_clearly() {
     let out = run(&["export", jobs, "--format", "parquet", "-o", "-"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("give a directory"), "{}", text(&out.stderr));
+}
+
+/// Rows per job and rank of a table of the export in `dir`, by DuckDB,
+/// over every Parquet file under the table's directory (whatever the layout).
+fn rows_per_job_and_rank(dir: &std::path::Path, table: &str) -> Vec<(String, String, i64, i64)> {
+    let script = r#"
+import duckdb, json, sys
+rows = duckdb.sql(f"""
+  select job_id, job, rank, count(*) from read_parquet('{sys.argv[1]}/{sys.argv[2]}/**/*.parquet', hive_partitioning=false, union_by_name=true)
+  group by all order by job, rank""").fetchall()
+print(json.dumps(rows))
+"#;
+    let q = Command::new("python3")
+        .args(["-c", script, dir.to_str().unwrap(), table])
+        .output()
+        .expect("run python3");
+    assert!(q.status.success(), "DuckDB failed: {}", text(&q.stderr));
+    serde_json::from_slice(&q.stdout).unwrap()
+}
+
+/// Issue #43 item 4: two jobs exported into one directory stay apart (the
+/// second job's ranks 0-1 used to replace the first job's), and exporting a
+/// job again replaces that job's rows only.
+#[test]
+fn jobs_in_one_directory_stay_apart_and_reexport_replaces_only_its_own() {
+    if !have_duckdb() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    common::demo(&a, 4, 1, 2);
+    let out = run(&[
+        "demo",
+        "-o",
+        b.to_str().unwrap(),
+        "--ranks",
+        "2",
+        "--steps",
+        "1",
+        "--layers",
+        "2",
+        "--seed",
+        "7",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pq = dir.path().join("pq");
+    let export = |job: &std::path::Path, name: &str| {
+        let out = run(&[
+            "export",
+            job.to_str().unwrap(),
+            "--format",
+            "parquet",
+            "--job",
+            name,
+            "-o",
+            pq.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "export {name}: {}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    export(&a, "a");
+    export(&b, "b");
+    let both = rows_per_job_and_rank(&pq, "breakdown");
+    let ranks = |job: &str| -> Vec<i64> { both.iter().filter(|r| r.1 == job).map(|r| r.2).collect() };
+    assert_eq!(ranks("a"), [0, 1, 2, 3], "{both:?}");
+    assert_eq!(ranks("b"), [0, 1], "{both:?}");
+    assert_ne!(both[0].0, both[4].0, "two job ids: {both:?}");
+    let kernels = rows_per_job_and_rank(&pq, "gpu_activities");
+    // Exporting a again (under another name) replaces a's rows, and only a's.
+    let again = export(&a, "a-again");
+    assert!(again.contains("replacing its earlier export"), "{again}");
+    let after = rows_per_job_and_rank(&pq, "breakdown");
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert!(after.iter().filter(|r| r.0 == both[0].0).all(|r| r.1 == "a-again"), "{after:?}");
+    assert!(after.iter().filter(|r| r.1 == "b").count() == 2, "{after:?}");
+    let kernels_after = rows_per_job_and_rank(&pq, "gpu_activities");
+    let counts = |v: &[(String, String, i64, i64)]| -> Vec<(i64, i64)> { v.iter().map(|r| (r.2, r.3)).collect() };
+    assert_eq!(counts(&kernels_after), counts(&kernels), "same rows per rank, none doubled");
+    // Nothing but the tables is left in the directory (no staging leftovers).
+    let mut names: Vec<String> = std::fs::read_dir(&pq)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 }

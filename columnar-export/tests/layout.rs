@@ -3,7 +3,7 @@
 //! row, several row groups once a table passes `ROW_GROUP_ROWS`, the schema
 //! version in the metadata, and the clock shift applied.
 
-use gputrace_columnar::{export, RankSource, ROW_GROUP_ROWS, SCHEMA_VERSION, TABLES};
+use gputrace_columnar::{export, ColumnarError, ExportJob, JobId, JobIdSource, RankSource, ROW_GROUP_ROWS, SCHEMA_VERSION, TABLES};
 use gputrace_format::{Event, TraceFile};
 use gputrace_synth::{schedule, write_rank, JobConfig};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -14,6 +14,50 @@ fn job(cfg: &JobConfig) -> Vec<TraceFile> {
     (0..cfg.ranks)
         .map(|r| TraceFile::from_bytes(format!("rank{r}.gtrace"), write_rank(cfg, &s, r, Vec::new()).unwrap().0).unwrap())
         .collect()
+}
+
+fn job_id(sources: &[RankSource<'_>]) -> JobId {
+    JobId::of(&sources.iter().map(|s| (s.rank, s.trace)).collect::<Vec<_>>())
+}
+
+fn exported<'a>(id: &'a JobId, name: &'a str, ranks: &'a [RankSource<'a>]) -> ExportJob<'a> {
+    ExportJob {
+        id,
+        name,
+        ranks,
+        report: None,
+    }
+}
+
+fn sources(traces: &[TraceFile]) -> Vec<RankSource<'_>> {
+    traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| RankSource {
+            trace: t,
+            rank: i as u32,
+            shift_ns: 0,
+        })
+        .collect()
+}
+
+/// The partition directories of `table` in `dir`: job_id=…/rank=…, sorted.
+fn partitions(dir: &std::path::Path, table: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for job in std::fs::read_dir(dir.join(table)).unwrap() {
+        let job = job.unwrap();
+        for rank in std::fs::read_dir(job.path()).unwrap() {
+            let rank = rank.unwrap();
+            assert!(rank.path().join("part-0.parquet").is_file());
+            out.push(format!(
+                "{}/{}",
+                job.file_name().to_string_lossy(),
+                rank.file_name().to_string_lossy()
+            ));
+        }
+    }
+    out.sort();
+    out
 }
 
 fn reader(path: &std::path::Path) -> SerializedFileReader<std::fs::File> {
@@ -42,7 +86,8 @@ fn every_event_once_in_row_groups_with_version_and_shift() {
         })
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let stats = export(dir.path(), "j", &sources, None).unwrap();
+    let id = job_id(&sources);
+    let stats = export(dir.path(), &exported(&id, "j", &sources)).unwrap();
     assert_eq!(stats.files, 10, "5 event tables × 2 ranks (no breakdown without a report)");
     let events: u64 = traces.iter().map(|t| t.events().count() as u64).sum();
     assert_eq!(stats.events, events);
@@ -55,7 +100,12 @@ fn every_event_once_in_row_groups_with_version_and_shift() {
             .map(Result::unwrap)
             .filter(|e| matches!(e, Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_)))
             .count() as i64;
-        let path = dir.path().join(TABLES[0].name).join(format!("rank={rank}")).join("part-0.parquet");
+        let path = dir
+            .path()
+            .join(TABLES[0].name)
+            .join(format!("job_id={id}"))
+            .join(format!("rank={rank}"))
+            .join("part-0.parquet");
         let r = reader(&path);
         let md = r.metadata();
         assert_eq!(md.file_metadata().num_rows(), gpu);
@@ -72,12 +122,101 @@ fn every_event_once_in_row_groups_with_version_and_shift() {
             .find(|e| matches!(e, Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_)))
             .unwrap();
         let row = r.get_row_iter(None).unwrap().next().unwrap().unwrap();
-        assert_eq!(row.get_string(0).unwrap(), "j");
-        assert_eq!(row.get_long(2).unwrap(), i64::from(rank));
-        let start_col = 4 + 6; // common columns, then kind..name
+        assert_eq!(row.get_string(0).unwrap(), id.as_str());
+        assert_eq!(row.get_string(1).unwrap(), "j");
+        assert_eq!(row.get_long(3).unwrap(), i64::from(rank));
+        let start_col = 5 + 6; // key columns, then kind..name
         assert_eq!(
             row.get_long(start_col).unwrap(),
             first.start().0 as i64 + if i == 1 { shift } else { 0 }
         );
     }
+}
+
+/// Issue #43 item 4: two jobs in one directory keep their own partitions; a
+/// job exported again replaces its whole partition (ranks it no longer has
+/// included) and touches no other job's.
+#[test]
+fn jobs_are_partitions_and_reexport_replaces_only_its_own() {
+    let small = |seed, ranks| {
+        job(&JobConfig {
+            ranks,
+            steps: 1,
+            layers: 2,
+            seed,
+            ..JobConfig::default()
+        })
+    };
+    let (a, b) = (small(1, 4), small(2, 2));
+    let (sa, sb) = (sources(&a), sources(&b));
+    let (ia, ib) = (job_id(&sa), job_id(&sb));
+    assert_ne!(ia, ib);
+    assert_eq!(ia.source(), JobIdSource::ContentHash);
+    assert!(ia.as_str().starts_with("h-") && ia.as_str().len() == 18, "{ia}");
+    assert_eq!(job_id(&sources(&small(1, 4))), ia, "the same traces, the same id");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(!export(dir.path(), &exported(&ia, "a", &sa)).unwrap().replaced);
+    assert!(!export(dir.path(), &exported(&ib, "b", &sb)).unwrap().replaced);
+    let mut expect: Vec<String> = (0..4).map(|r| format!("job_id={ia}/rank={r}")).collect();
+    expect.extend((0..2).map(|r| format!("job_id={ib}/rank={r}")));
+    expect.sort();
+    for t in TABLES.iter().take(5) {
+        assert_eq!(partitions(dir.path(), t.name), expect, "{}", t.name);
+    }
+    // Job a again, with only two of its ranks given the id: its rank 2 and 3 go.
+    let stats = export(dir.path(), &exported(&ia, "a", &sa[..2])).unwrap();
+    assert!(stats.replaced);
+    let mut expect: Vec<String> = (0..2).map(|r| format!("job_id={ia}/rank={r}")).collect();
+    expect.extend((0..2).map(|r| format!("job_id={ib}/rank={r}")));
+    expect.sort();
+    assert_eq!(partitions(dir.path(), "gpu_activities"), expect);
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(entries.len(), 5, "the tables and no staging directory: {entries:?}");
+}
+
+#[test]
+fn a_shared_run_id_names_the_job_and_a_bad_one_is_hashed() {
+    let cfg = JobConfig {
+        ranks: 2,
+        steps: 1,
+        layers: 1,
+        ..JobConfig::default()
+    };
+    let s = schedule(&cfg);
+    let with_run_id = |id: &str| -> Vec<TraceFile> {
+        (0..2)
+            .map(|r| {
+                let mut h = gputrace_synth::rank_header(&cfg, &s, r);
+                h.extra.insert(gputrace_columnar::RUN_ID_KEY.into(), id.into());
+                let bytes = write_rank(&cfg, &s, r, Vec::new()).unwrap().0;
+                let bytes = gputrace_format::retime(&bytes, &h, 0, &gputrace_format::WriterOptions::default()).unwrap();
+                TraceFile::from_bytes(format!("r{r}"), bytes).unwrap()
+            })
+            .collect()
+    };
+    let good = with_run_id("4242-1790000000000000000");
+    let id = job_id(&sources(&good));
+    assert_eq!((id.as_str(), id.source()), ("run-4242-1790000000000000000", JobIdSource::RunId));
+    let bad = with_run_id("../../etc");
+    assert_eq!(job_id(&sources(&bad)).source(), JobIdSource::ContentHash);
+}
+
+#[test]
+fn a_schema_v1_export_in_the_directory_is_refused() {
+    let a = job(&JobConfig {
+        ranks: 1,
+        steps: 1,
+        layers: 1,
+        ..JobConfig::default()
+    });
+    let sa = sources(&a);
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("breakdown").join("rank=0");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("part-0.parquet"), b"old").unwrap();
+    let e = export(dir.path(), &exported(&job_id(&sa), "a", &sa)).unwrap_err();
+    assert!(matches!(e, ColumnarError::OldLayout { .. }), "{e}");
+    assert!(e.to_string().contains("schema version 1"), "{e}");
+    assert!(old.join("part-0.parquet").is_file(), "the old export is left alone");
+    assert!(!dir.path().join("gpu_activities").exists());
 }

@@ -18,8 +18,8 @@ pub enum FormatArg {
     Perfetto,
     /// Chrome/Kineto trace JSON (chrome://tracing, Perfetto, TensorBoard, HTA, TraceLens).
     Chrome,
-    /// Hive-partitioned Parquet tables (`OUT/<table>/rank=N/part-0.parquet`)
-    /// for DuckDB, Spark SQL, DataFusion; see docs/parquet.md.
+    /// Hive-partitioned Parquet tables (`OUT/<table>/job_id=ID/rank=N/part-0.parquet`;
+    /// a re-export replaces only its own job) for DuckDB, Spark SQL, DataFusion; see docs/parquet.md.
     Parquet,
 }
 
@@ -358,8 +358,16 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         p.file_stem()
             .map_or_else(|| "job".to_string(), |s| s.to_string_lossy().into_owned())
     });
+    let ids: Vec<_> = sources.iter().map(|s| (s.rank, s.trace)).collect();
+    let id = gputrace_columnar::JobId::of(&ids);
     let started = std::time::Instant::now();
-    let stats = gputrace_columnar::export(out, &name, &sources, Some(&report)).map_err(|e| CliError::Analysis(e.to_string()))?;
+    let export_job = gputrace_columnar::ExportJob {
+        id: &id,
+        name: &name,
+        ranks: &sources,
+        report: Some(&report),
+    };
+    let stats = gputrace_columnar::export(out, &export_job).map_err(|e| CliError::Analysis(e.to_string()))?;
     let secs = started.elapsed().as_secs_f64();
     let tables: Vec<String> = gputrace_columnar::TABLES
         .iter()
@@ -367,7 +375,8 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         .map(|(t, n)| format!("{} {n}", t.name))
         .collect();
     eprintln!(
-        "gputrace: wrote {} ({} files, {}, {} events in {:.2} s = {:.0} events/s, {:.1} bytes/event; rows: {})",
+        "gputrace: wrote job {id} ({}) to {} ({} files, {}, {} events in {:.2} s = {:.0} events/s, {:.1} bytes/event; rows: {})",
+        if stats.replaced { "replacing its earlier export" } else { "new" },
         out.display(),
         stats.files,
         mb(stats.bytes),
@@ -379,7 +388,7 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
     );
     if stats.not_exported > 0 {
         eprintln!(
-            "gputrace: {} GPU counter samples (NVML) not exported: Parquet schema v1 has no table for them (see docs/parquet.md)",
+            "gputrace: {} GPU counter samples (NVML) not exported: this Parquet schema has no table for them (see docs/parquet.md)",
             stats.not_exported
         );
     }
