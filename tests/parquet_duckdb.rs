@@ -62,7 +62,15 @@ fn duckdb_agrees_with_report_and_compare() {
     let (jobs, pqs) = (job.to_str().unwrap(), pq.to_str().unwrap());
     let out = run(&["export", jobs, "--format", "parquet", "--align", "--job", "demo-job", "-o", pqs]);
     assert!(out.status.success(), "export failed: {}", text(&out.stderr));
-    for table in ["gpu_activities", "api_calls", "collectives", "markers", "losses", "breakdown"] {
+    for table in [
+        "gpu_activities",
+        "api_calls",
+        "collectives",
+        "markers",
+        "losses",
+        "counters",
+        "breakdown",
+    ] {
         let parts: Vec<_> = std::fs::read_dir(pq.join(table)).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(parts.len(), 1, "{table}: one job: {parts:?}");
         assert!(parts[0].join("rank=2").join("part-0.parquet").is_file(), "{table} rank=2 missing");

@@ -204,9 +204,17 @@ pub(crate) fn write_rank(
                 &head,
                 &[VI(at(l.time)), VS(l.source.name()), VI(l.count as i64), VS(s(l.detail))],
             ))?,
-            // This schema has no table for the GPU's counter samples yet: counted and
-            // reported, not silently dropped.
-            Event::Counter(_) => stats.not_exported += 1,
+            // Values are unsigned; none real comes near 2^63, and a value that did
+            // would saturate rather than turn negative.
+            Event::Counter(c) => w[5].row(&concat(
+                &head,
+                &[
+                    VI(c.device.0.into()),
+                    VS(s(c.metric)),
+                    VI(at(c.time)),
+                    VI(i64::try_from(c.value).unwrap_or(i64::MAX)),
+                ],
+            ))?,
         }
     }
     for (i, pw) in w.into_iter().enumerate() {

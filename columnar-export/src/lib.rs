@@ -24,7 +24,8 @@ mod writer;
 
 pub use job_id::{JobId, JobIdSource, RUN_ID_KEY};
 pub use schema::{
-    ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS, TABLES,
+    ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,
+    TABLES,
 };
 pub use writer::Value;
 
@@ -112,8 +113,6 @@ pub struct ColumnarStats {
     pub events: u64,
     /// Files written.
     pub files: u64,
-    /// Events of kinds this schema has no table for (counter samples), not written.
-    pub not_exported: u64,
     /// Bytes written.
     pub bytes: u64,
     /// Whether an earlier export of the same job was replaced.

@@ -164,6 +164,14 @@ pub const LOSSES: Table = Table {
     columns: &[("time_ns", I), ("source", S), ("count", I), ("detail", S)],
 };
 
+/// Samples of the GPU's counter series (NVML, CUPTI PM sampling, and any
+/// other `<source>.<quantity>_<unit>` series the trace holds).
+pub const COUNTERS: Table = Table {
+    name: "counters",
+    partitioning: Partitioning::JobRank,
+    columns: &[("device", I), ("metric", S), ("time_ns", I), ("value", I)],
+};
+
 /// One row per rank × device of `gputrace report`'s breakdown.
 pub const BREAKDOWN: Table = Table {
     name: "breakdown",
@@ -182,7 +190,7 @@ pub const BREAKDOWN: Table = Table {
 };
 
 /// Every table, in the order they are written and published.
-pub const TABLES: [&Table; 6] = [&GPU_ACTIVITIES, &API_CALLS, &COLLECTIVES, &MARKERS, &LOSSES, &BREAKDOWN];
+pub const TABLES: [&Table; 7] = [&GPU_ACTIVITIES, &API_CALLS, &COLLECTIVES, &MARKERS, &LOSSES, &COUNTERS, &BREAKDOWN];
 
 /// Index of the first table that is not made from a rank's events.
-pub(crate) const EVENT_TABLES: usize = 5;
+pub(crate) const EVENT_TABLES: usize = 6;

@@ -88,7 +88,7 @@ fn every_event_once_in_row_groups_with_version_and_shift() {
     let dir = tempfile::tempdir().unwrap();
     let id = job_id(&sources);
     let stats = export(dir.path(), &exported(&id, "j", &sources)).unwrap();
-    assert_eq!(stats.files, 10, "5 event tables × 2 ranks (no breakdown without a report)");
+    assert_eq!(stats.files, 12, "6 event tables × 2 ranks (no breakdown without a report)");
     let events: u64 = traces.iter().map(|t| t.events().count() as u64).sum();
     assert_eq!(stats.events, events);
     assert_eq!(stats.rows.iter().sum::<u64>(), events, "{:?}", stats.rows);
@@ -160,7 +160,7 @@ fn jobs_are_partitions_and_reexport_replaces_only_its_own() {
     let mut expect: Vec<String> = (0..4).map(|r| format!("job_id={ia}/rank={r}")).collect();
     expect.extend((0..2).map(|r| format!("job_id={ib}/rank={r}")));
     expect.sort();
-    for t in TABLES.iter().take(5) {
+    for t in TABLES.iter().take(6) {
         assert_eq!(partitions(dir.path(), t.name), expect, "{}", t.name);
     }
     // Job a again, with only two of its ranks given the id: its rank 2 and 3 go.
@@ -171,7 +171,7 @@ fn jobs_are_partitions_and_reexport_replaces_only_its_own() {
     expect.sort();
     assert_eq!(partitions(dir.path(), "gpu_activities"), expect);
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(entries.len(), 5, "the tables and no staging directory: {entries:?}");
+    assert_eq!(entries.len(), 6, "the tables and no staging directory: {entries:?}");
 }
 
 #[test]
@@ -219,4 +219,60 @@ fn a_schema_v1_export_in_the_directory_is_refused() {
     assert!(e.to_string().contains("schema version 1"), "{e}");
     assert!(old.join("part-0.parquet").is_file(), "the old export is left alone");
     assert!(!dir.path().join("gpu_activities").exists());
+}
+
+/// Issue #43 item 4: the GPU's counter samples have their table (schema v1
+/// counted them as not exported): every sample once, on the job clock.
+#[test]
+fn counter_samples_are_exported_to_their_table() {
+    let cfg = JobConfig {
+        ranks: 2,
+        steps: 2,
+        layers: 2,
+        gpu_counters: true,
+        ..JobConfig::default()
+    };
+    let traces = job(&cfg);
+    let shift = -5_000i64;
+    let mut srcs = sources(&traces);
+    srcs[1].shift_ns = shift;
+    let id = job_id(&srcs);
+    let dir = tempfile::tempdir().unwrap();
+    let stats = export(dir.path(), &exported(&id, "j", &srcs)).unwrap();
+    let events: u64 = traces.iter().map(|t| t.events().count() as u64).sum();
+    assert_eq!(stats.rows.iter().sum::<u64>(), events, "every event in a table: {:?}", stats.rows);
+    let counters_index = TABLES.iter().position(|t| t.name == "counters").unwrap();
+    for (i, t) in traces.iter().enumerate() {
+        let samples: Vec<gputrace_format::Counter> = t
+            .events()
+            .map(Result::unwrap)
+            .filter_map(|e| match e {
+                Event::Counter(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert!(samples.len() > 10, "the synthetic job has NVML series");
+        let path = dir
+            .path()
+            .join("counters")
+            .join(format!("job_id={id}"))
+            .join(format!("rank={i}"))
+            .join("part-0.parquet");
+        let r = reader(&path);
+        assert_eq!(r.metadata().file_metadata().num_rows(), samples.len() as i64);
+        let rows: Vec<_> = r.get_row_iter(None).unwrap().map(Result::unwrap).collect();
+        for (row, c) in rows.iter().zip(&samples) {
+            assert_eq!(row.get_long(5).unwrap(), i64::from(c.device.0));
+            assert_eq!(row.get_string(6).unwrap(), t.string(c.metric).unwrap());
+            assert_eq!(row.get_long(7).unwrap(), c.time.0 as i64 + if i == 1 { shift } else { 0 });
+            assert_eq!(row.get_long(8).unwrap(), c.value as i64);
+        }
+    }
+    assert_eq!(
+        stats.rows[counters_index],
+        traces
+            .iter()
+            .map(|t| t.event_counts().get(&gputrace_format::EventKind::Counter).copied().unwrap_or(0))
+            .sum::<u64>()
+    );
 }
