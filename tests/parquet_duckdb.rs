@@ -232,3 +232,44 @@ fn jobs_in_one_directory_stay_apart_and_reexport_replaces_only_its_own() {
     names.sort();
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 }
+
+/// Issue #43 item 5: a damaged trace's losses reach the `losses` table (the
+/// export used to warn on stderr and leave the table empty), with the bytes
+/// lost that `report --json` gives, and an unfinished one says so too.
+#[test]
+fn a_damaged_trace_has_its_losses_in_the_losses_table() {
+    if !have_duckdb() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    common::demo(&job, 2, 2, 2);
+    let victim = common::trace_files(&job).pop().unwrap();
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let pq = dir.path().join("pq");
+    let out = run(&["export", job.to_str().unwrap(), "--format", "parquet", "-o", pq.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("damaged"), "{}", text(&out.stderr));
+    let script = r#"
+import duckdb, json, sys
+print(json.dumps(duckdb.sql(f"""
+  select rank, source, count, lost_bytes, detail
+  from read_parquet('{sys.argv[1]}/losses/*/*/*.parquet', hive_partitioning=false)
+  order by rank, source""").fetchall()))
+"#;
+    let q = Command::new("python3").args(["-c", script, pq.to_str().unwrap()]).output().unwrap();
+    assert!(q.status.success(), "{}", text(&q.stderr));
+    let rows: Vec<(i64, String, i64, i64, String)> = serde_json::from_slice(&q.stdout).unwrap();
+    let report = run(&["report", job.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let rank1 = &report["ranks"][1]["losses"];
+    assert!(rank1["damaged_bytes"].as_u64().unwrap() > 0, "{rank1}");
+    let damaged: Vec<_> = rows.iter().filter(|r| r.1 == "damaged").collect();
+    assert_eq!(damaged.len(), 1, "{rows:?}");
+    assert_eq!(damaged[0].0, 1, "on the truncated rank: {rows:?}");
+    assert_eq!(damaged[0].3, rank1["damaged_bytes"].as_i64().unwrap(), "{rows:?}");
+    assert!(damaged[0].4.contains("unreadable"), "{rows:?}");
+    assert!(rows.iter().any(|r| r.0 == 1 && r.1 == "unfinished"), "{rows:?}");
+    assert!(rows.iter().all(|r| r.0 == 1), "the whole rank 0 has no losses: {rows:?}");
+}

@@ -4,7 +4,7 @@
 use crate::schema::{Table, EVENT_TABLES, TABLES};
 use crate::writer::{PartWriter, Value};
 use crate::{ColumnarError, ColumnarStats, ExportJob, RankSource};
-use gputrace_format::{Event, StringId};
+use gputrace_format::{Event, StringId, TraceFile};
 use std::path::{Path, PathBuf};
 
 /// The file of `table` for `rank` of `job_id` under `root`.
@@ -202,7 +202,7 @@ pub(crate) fn write_rank(
             ))?,
             Event::Loss(l) => w[4].row(&concat(
                 &head,
-                &[VI(at(l.time)), VS(l.source.name()), VI(l.count as i64), VS(s(l.detail))],
+                &[VI(at(l.time)), VS(l.source.name()), VI(l.count as i64), VS(s(l.detail)), VI(0)],
             ))?,
             // Values are unsigned; none real comes near 2^63, and a value that did
             // would saturate rather than turn negative.
@@ -217,10 +217,48 @@ pub(crate) fn write_rank(
             ))?,
         }
     }
+    let head = [VS(job.id.as_str()), VS(job.name), VS(host), VI(rank), VI(pid)];
+    let end = t.time_span().map_or(0, |(_, hi)| at(hi));
+    for (source, count, detail, lost_bytes) in file_losses(t) {
+        w[4].row(&concat(&head, &[VI(end), VS(source), VI(count), VS(&detail), VI(lost_bytes)]))?;
+    }
     for (i, pw) in w.into_iter().enumerate() {
         stats.rows[i] += pw.finish()?;
     }
     Ok(paths)
+}
+
+/// Source names of the rows for what the file itself lost (no loss record
+/// can say it: the writer never got to write one).
+pub const DAMAGED: &str = "damaged";
+/// See [`DAMAGED`].
+pub const UNFINISHED: &str = "unfinished";
+
+/// Rows (source, count, detail, lost bytes) for a damaged or unfinished file,
+/// as `gputrace info` and `report` describe it. Counts are 0: how many
+/// events were lost is unknown.
+fn file_losses(t: &TraceFile) -> Vec<(&'static str, i64, String, i64)> {
+    let mut rows = Vec::new();
+    if let Some(d) = t.damage() {
+        rows.push((
+            DAMAGED,
+            0,
+            format!(
+                "{} bytes from offset {} unreadable ({}); the events after it are lost",
+                d.lost_bytes, d.offset, d.reason
+            ),
+            i64::try_from(d.lost_bytes).unwrap_or(i64::MAX),
+        ));
+    }
+    if t.trailer().is_none() {
+        rows.push((
+            UNFINISHED,
+            0,
+            "no trailer: the recording process did not finish writing (killed?); the end of the run is missing".to_string(),
+            0,
+        ));
+    }
+    rows
 }
 
 fn concat<'a>(head: &[Value<'a>; 5], rest: &[Value<'a>]) -> Vec<Value<'a>> {

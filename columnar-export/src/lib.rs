@@ -22,6 +22,7 @@ mod publish;
 mod schema;
 mod writer;
 
+pub use events::{DAMAGED, UNFINISHED};
 pub use job_id::{JobId, JobIdSource, RUN_ID_KEY};
 pub use schema::{
     ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,

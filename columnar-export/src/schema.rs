@@ -157,11 +157,12 @@ pub const MARKERS: Table = Table {
     ],
 };
 
-/// Recorded data losses.
+/// Recorded data losses: the trace's loss records, and a row for a file
+/// that is damaged (`damaged`) or was never finished (`unfinished`).
 pub const LOSSES: Table = Table {
     name: "losses",
     partitioning: Partitioning::JobRank,
-    columns: &[("time_ns", I), ("source", S), ("count", I), ("detail", S)],
+    columns: &[("time_ns", I), ("source", S), ("count", I), ("detail", S), ("lost_bytes", I)],
 };
 
 /// Samples of the GPU's counter series (NVML, CUPTI PM sampling, and any
