@@ -7,6 +7,7 @@
 use std::process::Command;
 
 mod common;
+mod parquet_fleet;
 use common::{gputrace as run, text};
 
 fn have_duckdb() -> bool {
@@ -128,6 +129,19 @@ fn duckdb_agrees_with_report_and_compare() {
         sql["stragglers"]
     );
     assert_eq!(sql["stragglers"][0][1], s["arrived_last"], "arrived_last");
+}
+
+/// Issue #43 item 4: over a directory of several jobs (one of 64 ranks, one
+/// failed), DuckDB's answers equal `report --json`'s, job by job, and the
+/// seed's fleet formulas over the `runs` table equal them summed over jobs.
+#[test]
+fn duckdb_answers_per_job_and_fleet_questions_as_report_does() {
+    if !have_duckdb() {
+        return;
+    }
+    let fleet = parquet_fleet::build();
+    let sql = parquet_fleet::query("duckdb", &fleet.pq);
+    parquet_fleet::check(&fleet, &sql, "duckdb");
 }
 
 #[test]

@@ -19,6 +19,7 @@
 mod events;
 mod job_id;
 mod publish;
+mod runs;
 mod schema;
 mod writer;
 
@@ -26,7 +27,7 @@ pub use events::{DAMAGED, UNFINISHED};
 pub use job_id::{JobId, JobIdSource, RUN_ID_KEY};
 pub use schema::{
     ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,
-    TABLES,
+    RUNS, TABLES,
 };
 pub use writer::Value;
 
@@ -101,7 +102,8 @@ pub struct ExportJob<'a> {
     pub name: &'a str,
     /// The ranks.
     pub ranks: &'a [RankSource<'a>],
-    /// `gputrace report`'s analysis of these ranks (none: no `breakdown`).
+    /// `gputrace report`'s analysis of these ranks (none: no `breakdown`
+    /// and no `runs` row).
     pub report: Option<&'a Report>,
 }
 
@@ -135,6 +137,8 @@ pub fn export(dir: &Path, job: &ExportJob<'_>) -> Result<ColumnarStats, Columnar
     }
     if let Some(report) = job.report {
         paths.extend(write_breakdown(staging.root(), job, report, &mut stats)?);
+        paths.push(runs::write_runs(staging.root(), job, report)?);
+        stats.rows[TABLES.len() - 1] += 1;
     }
     stats.files = paths.len() as u64;
     stats.bytes = paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();

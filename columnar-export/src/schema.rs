@@ -61,7 +61,7 @@ impl Table {
     }
 }
 
-use ColumnType::{Int64 as I, String as S};
+use ColumnType::{Bool as B, Float64 as F, Int64 as I, OptFloat64 as OF, OptInt64 as OI, String as S};
 
 /// Columns every per-rank table starts with.
 pub const RANK_KEYS: &[(&str, ColumnType)] = &[("job_id", S), ("job", S), ("host", S), ("rank", I), ("pid", I)];
@@ -190,8 +190,52 @@ pub const BREAKDOWN: Table = Table {
     ],
 };
 
+/// One row per job: what its GPU-hours bought (`report --json`'s
+/// `productive`), so the fleet's numbers are one query over many jobs.
+pub const RUNS: Table = Table {
+    name: "runs",
+    partitioning: Partitioning::Job,
+    columns: &[
+        ("job_id_source", S),
+        ("ranks", I),
+        ("hosts", I),
+        ("gpus", I),
+        ("start_ns", I),
+        ("end_ns", I),
+        ("wall_ns", I),
+        ("gpu_hours", F),
+        ("productive_gpu_hours", F),
+        ("failed_gpu_hours", F),
+        ("productive_gpu_hour_rate", OF),
+        ("steps", I),
+        ("tokens", OI),
+        ("samples", OI),
+        ("gpu_hour_cost_usd", OF),
+        ("cost_usd", OF),
+        ("failed_cost_usd", OF),
+        ("outcome", S),
+        ("failed_ranks", I),
+        ("outcome_detail", S),
+        ("lossy", B),
+        ("lost_records", I),
+        ("damaged_ranks", I),
+        ("unfinished_ranks", I),
+    ],
+};
+
 /// Every table, in the order they are written and published.
-pub const TABLES: [&Table; 7] = [&GPU_ACTIVITIES, &API_CALLS, &COLLECTIVES, &MARKERS, &LOSSES, &COUNTERS, &BREAKDOWN];
+/// `runs` is last: published after every other table, a job's `runs` row
+/// means all its tables are in place.
+pub const TABLES: [&Table; 8] = [
+    &GPU_ACTIVITIES,
+    &API_CALLS,
+    &COLLECTIVES,
+    &MARKERS,
+    &LOSSES,
+    &COUNTERS,
+    &BREAKDOWN,
+    &RUNS,
+];
 
 /// Index of the first table that is not made from a rank's events.
 pub(crate) const EVENT_TABLES: usize = 6;

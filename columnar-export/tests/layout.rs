@@ -276,3 +276,53 @@ fn counter_samples_are_exported_to_their_table() {
             .sum::<u64>()
     );
 }
+
+/// Issue #43 item 4: the `runs` row carries the report's productive numbers
+/// (nulls where the report has none), published with the job.
+#[test]
+fn the_runs_row_is_the_reports_productive_layer() {
+    let cfg = JobConfig {
+        ranks: 2,
+        steps: 3,
+        layers: 2,
+        ..JobConfig::default()
+    };
+    let traces = job(&cfg);
+    let srcs = sources(&traces);
+    let id = job_id(&srcs);
+    let dir = tempfile::tempdir().unwrap();
+    for (price, name) in [(Some(2.5), "priced"), (None, "unpriced")] {
+        let opts = gputrace_analysis::Options {
+            gpu_hour_cost: price,
+            ..Default::default()
+        };
+        let report = gputrace_analysis::analyze(&traces, &opts).unwrap();
+        let stats = export(
+            dir.path(),
+            &ExportJob {
+                report: Some(&report),
+                ..exported(&id, name, &srcs)
+            },
+        )
+        .unwrap();
+        assert_eq!(stats.rows[TABLES.len() - 1], 1);
+        let path = dir.path().join("runs").join(format!("job_id={id}")).join("part-0.parquet");
+        let r = reader(&path);
+        let rows: Vec<_> = r.get_row_iter(None).unwrap().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1, "one row per job, replaced on re-export");
+        let row = &rows[0];
+        let col = |name: &str| gputrace_columnar::RUNS.all_columns().position(|c| c.0 == name).unwrap();
+        let p = &report.productive;
+        assert_eq!(row.get_string(col("job")).unwrap(), name);
+        assert_eq!(row.get_long(col("ranks")).unwrap(), 2);
+        assert_eq!(row.get_long(col("gpus")).unwrap(), p.devices as i64);
+        assert_eq!(row.get_double(col("gpu_hours")).unwrap(), p.gpu_hours);
+        assert_eq!(row.get_double(col("productive_gpu_hours")).unwrap(), p.productive_gpu_hours);
+        assert_eq!(row.get_string(col("outcome")).unwrap(), "succeeded");
+        assert!(!row.get_bool(col("lossy")).unwrap());
+        match price {
+            Some(usd) => assert_eq!(row.get_double(col("cost_usd")).unwrap(), p.gpu_hours * usd),
+            None => assert!(row.get_double(col("cost_usd")).is_err(), "null without a price"),
+        }
+    }
+}

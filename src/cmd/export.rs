@@ -65,6 +65,14 @@ pub struct ExportArgs {
     /// input's name).
     #[arg(long, value_name = "NAME")]
     pub job: Option<String>,
+    /// Parquet: price of one GPU-hour in US dollars, for the `runs` table's
+    /// costs (as `report --gpu-hour-cost`).
+    #[arg(long, value_name = "USD", value_parser = super::report::parse_price)]
+    pub gpu_hour_cost: Option<f64>,
+    /// Parquet: tokens each process handles per step, for the `runs` table,
+    /// when neither step marks nor the header say (as `report --tokens-per-step`).
+    #[arg(long, value_name = "N")]
+    pub tokens_per_step: Option<u64>,
 }
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
@@ -343,8 +351,19 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
     if out.as_os_str() == "-" || out.is_file() {
         return Err(usage("a file or standard output as OUT (give a directory)"));
     }
-    let report = gputrace_analysis::analyze(traces, &gputrace_analysis::Options::default())
-        .map_err(|e| CliError::Analysis(format!("breakdown for the parquet export: {e}")))?;
+    // The report's default options but for the price, tokens and run records
+    // (so `runs` agrees with `report --json` given the same flags).
+    let opts = gputrace_analysis::Options {
+        gpu_hour_cost: args.gpu_hour_cost,
+        productive: gputrace_analysis::ProductiveOptions {
+            tokens_per_step: args.tokens_per_step,
+            run_records: inputs::run_records(&args.paths)?,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report =
+        gputrace_analysis::analyze(traces, &opts).map_err(|e| CliError::Analysis(format!("breakdown for the parquet export: {e}")))?;
     let sources: Vec<_> = (0..traces.len())
         .map(|i| gputrace_columnar::RankSource {
             trace: &traces[i],

@@ -161,7 +161,7 @@ fn parse_window(s: &str) -> Result<u64, String> {
     }
 }
 
-fn parse_price(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_price(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a price (a number of US dollars, e.g. 2.50)")),
