@@ -1,8 +1,9 @@
 """The Parquet export's queries, run by one engine over an export directory.
 
-    python3 tests/parquet/queries.py duckdb|spark DIR
+    python3 tests/parquet/queries.py duckdb|spark DIR [DOC.md...]
 
-Prints one JSON document. The SQL is the same for both engines (and is
+Prints one JSON document; with Markdown files, also whether each of their
+```sql blocks runs (`docs`: [file:block, first line, error or null]). The SQL is the same for both engines (and is
 docs/sql.md's); only how a table is registered differs. Used by
 tests/parquet_duckdb.rs and tests/parquet_spark.rs, which check every value
 against `gputrace report --json` and `gputrace info --json`.
@@ -75,10 +76,33 @@ def spark_engine(d):
     return lambda q: [list(r) for r in s.sql(q).collect()], s.stop
 
 
+def cookbook(path):
+    """The ```sql blocks of a Markdown file."""
+    blocks, current = [], None
+    for line in open(path, encoding="utf-8"):
+        if current is None and line.strip() == "```sql":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
 def main():
     engine, d = sys.argv[1], sys.argv[2]
     run, stop = {"duckdb": duckdb_engine, "spark": spark_engine}[engine](d)
     out = {name: run(q) for name, q in QUERIES.items()}
+    if len(sys.argv) > 3:
+        out["docs"] = []
+        for path, i, q in [(p, i, q) for p in sys.argv[3:] for i, q in enumerate(cookbook(p))]:
+            try:
+                run(q.strip().rstrip(";"))
+                error = None
+            except Exception as e:  # the engine's own error, reported to the test
+                error = f"{type(e).__name__}: {str(e)[:500]}"
+            out["docs"].append([f"{path}:{i}", q.strip().splitlines()[0], error])
     stop()
     print(json.dumps(out))
 

@@ -90,12 +90,14 @@ pub fn build() -> Fleet {
     }
 }
 
-/// Run tests/parquet/queries.py with `engine` over `pq`.
+/// Run tests/parquet/queries.py with `engine` over `pq`, and the queries of
+/// docs/sql.md and docs/parquet.md.
 pub fn query(engine: &str, pq: &Path) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parquet/queries.py");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let q = Command::new("python3")
-        .arg(&script)
+        .arg(root.join("tests/parquet/queries.py"))
         .args([engine, pq.to_str().unwrap()])
+        .args([root.join("docs/sql.md"), root.join("docs/parquet.md")])
         .output()
         .expect("run python3");
     assert!(q.status.success(), "{engine} queries failed: {}", text(&q.stderr));
@@ -116,6 +118,12 @@ pub fn check(fleet: &Fleet, sql: &Value, engine: &str) {
     let of_job = |name: &str, job: &str| -> Vec<Value> { rows(name).into_iter().filter(|r| r[0] == job).collect() };
 
     // Three jobs, three ids, the re-exported one once.
+    // Every query of docs/sql.md and docs/parquet.md runs.
+    let docs = rows("docs");
+    assert!(docs.len() >= 12, "{engine}: the docs' queries: {docs:?}");
+    let failed: Vec<&Value> = docs.iter().filter(|d| !d[2].is_null()).collect();
+    assert!(failed.is_empty(), "{engine}: queries of the docs fail: {failed:#?}");
+
     let ids = rows("job_ids");
     assert_eq!(ids.len(), 3, "{engine}: {ids:?}");
     for (job, report) in &fleet.reports {
