@@ -1,0 +1,211 @@
+//! Serving metrics against real parts: a stand-in inference server built on the
+//! real `prometheus_client` (tests/support/serving_server.py, vLLM's families,
+//! scripted traffic) runs under `gputrace run` while the test doubles' testprog
+//! makes the GPU timeline; the launcher's scrapes must hold exactly what the
+//! script did. Under `CI=true` a missing `prometheus_client` fails the tests.
+
+use gputrace_format::metric::serving::{self as names, Histogram};
+use gputrace_format::{CounterSeries, EventKind, Producer, TraceFile};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{agent_lib, doubles, gputrace_lines, text, trace_files};
+
+/// `python3` with `prometheus_client`, or `None` (a skip, said; a failure under `CI=true`).
+fn python() -> Option<&'static str> {
+    let ok = Command::new("python3")
+        .args(["-c", "import prometheus_client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `python3 -c 'import prometheus_client'` fails: .ci/run installs it from PyPI"
+        );
+        eprintln!("skipping: python3 with prometheus_client is not installed (pip install prometheus_client)");
+        return None;
+    }
+    Some("python3")
+}
+
+fn server_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/serving_server.py")
+}
+
+/// Decode iterations: three 2 ms kernels 20 µs apart, then an 8 ms pause (the bubble).
+pub const ITERATIONS: usize = 20;
+
+fn scenario() -> String {
+    let mut s = String::from("version 13.5\ndevice\n");
+    for _ in 0..ITERATIONS {
+        s.push_str("kernels 3 2000000 20000 decode_step_graph\nsleep_ms 8\n");
+    }
+    s
+}
+
+/// `gputrace run FLAGS -o DIR/traces -- python3 serving_server.py PORTFILE testprog ...`.
+fn run_server(py: &str, flags: &[&str], with_gpu: bool) -> (Output, tempfile::TempDir) {
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let scen = dir.path().join("scenario");
+    std::fs::write(&scen, scenario()).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gputrace"));
+    c.arg("run")
+        .args(flags)
+        .arg("-o")
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(py)
+        .arg(server_script())
+        .arg(dir.path().join("port"));
+    if with_gpu {
+        c.arg(dbl.join("testprog")).args(["--ms", "5000", "exit", "0"]);
+    }
+    c.env("FAKE_CUPTI_SCENARIO", &scen)
+        .env("FAKE_CUPTI_REPORT", dir.path().join("report"))
+        .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("RANK")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("gputrace run of the serving stand-in hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().unwrap(), dir)
+}
+
+fn serving_file(dir: &Path) -> TraceFile {
+    let files: Vec<PathBuf> = trace_files(&dir.join("traces"))
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("serving."))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    TraceFile::open(&files[0]).unwrap()
+}
+
+fn series<'a>(all: &'a [CounterSeries], name: &str) -> &'a [(gputrace_format::Nanos, u64)] {
+    &all.iter()
+        .find(|s| s.metric == name)
+        .unwrap_or_else(|| panic!("no series {name}"))
+        .samples
+}
+
+fn delta(all: &[CounterSeries], name: &str) -> u64 {
+    let s = series(all, name);
+    s.last().unwrap().1 - s.first().unwrap().1
+}
+
+#[test]
+fn scrapes_hold_what_the_server_did_on_the_gpu_timeline_clock() {
+    let Some(py) = python() else { return };
+    let (out, dir) = run_server(py, &["--serving-interval", "0.2"], true);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = gputrace_lines(&out.stderr);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("gputrace: scraping vllm metrics from http://127.0.0.1:")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("serving metrics:") && l.contains("scrape(s) of")),
+        "{lines:?}"
+    );
+
+    let t = serving_file(dir.path());
+    assert_eq!(t.header().producer, Producer::Launcher);
+    assert_eq!(t.header().extra.get("serving.engine").map(String::as_str), Some("vllm"));
+    assert!(t.trailer().is_some(), "the launcher finishes its file");
+    let all = t.counter_series().unwrap();
+    assert!(all.iter().all(|s| s.metric.starts_with(names::PREFIX)));
+    // First scrape: the history only; last: history + the window's traffic.
+    let first = |name| series(&all, name).first().unwrap().1;
+    assert_eq!(first(names::REQUESTS_COMPLETED), 7);
+    assert_eq!(first(names::PROMPT_TOKENS), 700);
+    assert_eq!(delta(&all, names::REQUESTS_COMPLETED), 100);
+    assert_eq!(delta(&all, names::REQUESTS_FAILED), 3);
+    assert_eq!(delta(&all, names::PROMPT_TOKENS), 12800);
+    assert_eq!(delta(&all, names::GENERATION_TOKENS), 25600);
+    assert_eq!(delta(&all, &Histogram::Ttft.count()), 100);
+    assert_eq!(delta(&all, &Histogram::Ttft.bucket("0.04")), 50);
+    assert_eq!(delta(&all, &Histogram::Ttft.bucket("0.5")), 90);
+    assert_eq!(delta(&all, &Histogram::Ttft.bucket("+Inf")), 100);
+    assert_eq!(delta(&all, &Histogram::Ttft.sum_ns()), 43_500_000_000);
+    assert_eq!(delta(&all, &Histogram::Itl.count()), 1100);
+    assert_eq!(delta(&all, &Histogram::E2e.count()), 100);
+    assert_eq!(delta(&all, &Histogram::Queue.bucket("0.3")), 80);
+    let max = |name| series(&all, name).iter().map(|s| s.1).max().unwrap();
+    assert_eq!(max(names::REQUESTS_WAITING), 5);
+    assert_eq!(max(names::REQUESTS_RUNNING), 8);
+    assert_eq!(max(names::KV_CACHE_USAGE_BP), 9300);
+    assert_eq!(series(&all, names::REQUESTS_WAITING).last().unwrap().1, 0);
+    assert_eq!(series(&all, names::SCRAPES_FAILED).last().unwrap().1, 0);
+
+    // The GPU trace is on the same clock: its kernels fall inside the scrapes' window.
+    let gpu: Vec<TraceFile> = trace_files(&dir.path().join("traces"))
+        .into_iter()
+        .map(|p| TraceFile::open(p).unwrap())
+        .filter(|t| t.header().producer == Producer::Agent)
+        .collect();
+    assert_eq!(gpu.len(), 1);
+    let kernels: Vec<u64> = gpu[0]
+        .events_of(&[EventKind::Kernel])
+        .map(|e| match e.unwrap() {
+            gputrace_format::Event::Kernel(k) => (k.start.0 as i64 + gpu[0].header().realtime_shift()) as u64,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(kernels.len(), 3 * ITERATIONS);
+    let scrapes = series(&all, names::REQUESTS_WAITING);
+    let (w0, w1) = (scrapes.first().unwrap().0 .0, scrapes.last().unwrap().0 .0);
+    assert!(kernels.iter().all(|&k| w0 < k && k < w1), "kernels outside [{w0}, {w1}]");
+}
+
+#[test]
+fn a_named_endpoint_that_never_answers_is_one_line_and_the_job_runs_on() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--serving-interval", "0.2", "--serving-metrics", &url, "-o"])
+        .arg(dir.path().join("traces"))
+        .args(["--", "sh", "-c", "sleep 1; exit 3"])
+        .env("GPUTRACE_AGENT", agent_lib())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "the job's exit code is kept");
+    let lines: Vec<String> = gputrace_lines(&out.stderr)
+        .into_iter()
+        .filter(|l| l.contains("serving metrics"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains(&url) && lines[0].contains("never answered"), "{lines:?}");
+    assert!(trace_files(&dir.path().join("traces")).is_empty());
+}
+
+#[test]
+fn off_means_no_probe_and_no_file() {
+    // A job listening on loopback: with `off` it is never probed.
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import socket,time\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); time.sleep(1.5)";
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--serving-interval", "0.2", "--serving-metrics", "off", "-o"])
+        .arg(dir.path().join("traces"))
+        .args(["--", "python3", "-c", script])
+        .env("GPUTRACE_AGENT", agent_lib())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("serving"), "{}", text(&out.stderr));
+    assert!(trace_files(&dir.path().join("traces")).is_empty());
+}
