@@ -169,6 +169,87 @@ fn scrapes_hold_what_the_server_did_on_the_gpu_timeline_clock() {
     let scrapes = series(&all, names::REQUESTS_WAITING);
     let (w0, w1) = (scrapes.first().unwrap().0 .0, scrapes.last().unwrap().0 .0);
     assert!(kernels.iter().all(|&k| w0 < k && k < w1), "kernels outside [{w0}, {w1}]");
+
+    // The report's serving section: every number what the script implies.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--json", "--gpu-hour-cost", "2.5"])
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ranks"].as_array().unwrap().len(), 1, "the launcher's file is no rank");
+    let s = &r["serving"][0];
+    let window_s = s["window_ns"].as_u64().unwrap() as f64 / 1e9;
+    assert_eq!(s["window_ns"].as_u64().unwrap(), w1 - w0);
+    assert_eq!(s["engine"], "vllm");
+    assert_eq!(s["requests"]["completed"], 100);
+    assert_eq!(s["requests"]["failed"], 3);
+    let close = |v: &serde_json::Value, want: f64| {
+        let v = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
+        assert!((v - want).abs() <= 1e-9 * want.abs().max(1.0), "{v} != {want}");
+    };
+    close(&s["requests"]["completed_per_s"], 100.0 / window_s);
+    close(&s["requests"]["error_rate"], 3.0 / 103.0);
+    assert_eq!(s["tokens"]["prompt"], 12800);
+    assert_eq!(s["tokens"]["generation"], 25600);
+    close(&s["tokens"]["generation_per_s"], 25600.0 / window_s);
+    let lat = |name: &str| s["latency"].as_array().unwrap().iter().find(|l| l["name"] == name).unwrap().clone();
+    let q = |name: &str, p: &str| lat(name)[p]["seconds"].clone();
+    // By hand from the script's observations and the buckets (linear inside the bucket).
+    for (name, p, want) in [
+        ("ttft", "p50", 0.04),
+        ("ttft", "p95", 3.75),
+        ("ttft", "p99", 4.75),
+        ("itl", "p50", 0.01 + 0.015 * 550.0 / 1000.0),
+        ("itl", "p95", 0.05 + 0.025 * 45.0 / 100.0),
+        ("itl", "p99", 0.05 + 0.025 * 89.0 / 100.0),
+        ("e2e", "p50", 1.25),
+        ("e2e", "p99", 1.495),
+        ("queue", "p50", 0.3 * 50.0 / 80.0),
+        ("queue", "p95", 0.5 + 0.3 * 15.0 / 20.0),
+    ] {
+        close(&q(name, p), want);
+    }
+    assert_eq!(lat("ttft")["p99"]["bucket_lower"], 2.5);
+    assert_eq!(lat("ttft")["p99"]["bucket_upper"], 5.0);
+    assert_eq!(lat("ttft")["count"], 100);
+    close(&lat("ttft")["mean_s"], 43.5 / 100.0);
+    assert_eq!(lat("itl")["count"], 1100);
+    assert_eq!(s["waiting"]["max"], 5.0);
+    assert_eq!(s["running"]["max"], 8.0);
+    close(&s["kv_cache_usage"]["max"], 0.93);
+    // Iterations: the scenario's 20 passes, each 3 × 2 ms of kernels, 8 ms apart or more.
+    let it = &s["iterations"];
+    assert_eq!(it["count"], ITERATIONS as u64);
+    assert_eq!(it["unknown"], ITERATIONS as u64);
+    assert!(it["bubble"]["p50_ns"].as_u64().unwrap() >= 8_000_000, "{it}");
+    assert_eq!(it["busy"]["p50_ns"], 6_000_000);
+    let g = &s["gpu_time"];
+    assert_eq!(g["devices"], 1);
+    assert_eq!(g["serving_work_ns"], 3 * ITERATIONS as u64 * 2_000_000);
+    let parts = ["serving_work_ns", "waste_bubbles_ns", "headroom_idle_ns"].map(|k| g[k].as_u64().unwrap());
+    assert_eq!(parts.iter().sum::<u64>(), g["window_gpu_ns"].as_u64().unwrap());
+    assert_eq!(g["window_gpu_ns"].as_u64().unwrap(), w1 - w0);
+    let gpu_hours = window_s / 3600.0;
+    close(&s["cost"]["usd_per_m_output_tokens"], 2.5 * gpu_hours / 25600.0 * 1e6);
+    close(&s["cost"]["usd_per_m_input_tokens"], 2.5 * gpu_hours / 12800.0 * 1e6);
+    assert!(r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["rule"] == "serving-kv-cache-limit"));
+
+    // The text says the same, in place of training steps.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("report")
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    let report = text(&out.stdout);
+    assert!(report.contains("requests: 100 completed"), "{report}");
+    assert!(report.contains("ttft        100"), "{report}");
+    assert!(!report.contains("Productive work"), "{report}");
 }
 
 #[test]
