@@ -290,3 +290,150 @@ fn off_means_no_probe_and_no_file() {
     assert!(!text(&out.stderr).contains("serving"), "{}", text(&out.stderr));
     assert!(trace_files(&dir.path().join("traces")).is_empty());
 }
+
+/// A real Prometheus server's `histogram_quantile` and gputrace's agree on the same
+/// buckets (scraped from a `prometheus_client` histogram with observations spread over
+/// many buckets, the `+Inf` bucket included).
+#[test]
+fn quantiles_equal_a_real_prometheus_servers() {
+    let Some(py) = python() else { return };
+    let Some(prom) = prometheus_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    let script = format!(
+        "import os,time\n\
+         from prometheus_client import CollectorRegistry, Histogram, start_http_server\n\
+         r = CollectorRegistry()\n\
+         h = Histogram('vllm:e2e_request_latency_seconds', 'e2e', ['model_name'], registry=r, buckets=[0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0])\n\
+         for i in range(997): h.labels(model_name='m').observe(((i * 7919) % 1000) / 75.0)\n\
+         s, _ = start_http_server(0, addr='127.0.0.1', registry=r)\n\
+         open({port:?} + '.tmp', 'w').write(str(s.server_port)); os.rename({port:?} + '.tmp', {port:?})\n\
+         time.sleep(60)\n",
+        port = port_file.to_str().unwrap()
+    );
+    let mut server = Command::new(py).args(["-c", &script]).spawn().unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !port_file.exists() {
+        assert!(Instant::now() < until, "the histogram server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let port: u16 = std::fs::read_to_string(&port_file).unwrap().trim().parse().unwrap();
+    let prom = Prometheus::start(&prom, port);
+
+    // gputrace's reading of the same page.
+    let url = gputrace_serving::http::Url::parse(&format!("http://127.0.0.1:{port}/metrics")).unwrap();
+    let page = gputrace_serving::http::get(&url, Duration::from_secs(5)).unwrap();
+    let (samples, bad) = gputrace_serving::expo::parse(&page, |n| n == "vllm:e2e_request_latency_seconds_bucket");
+    assert_eq!(bad, 0);
+    let buckets: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| (gputrace_format::metric::serving::parse_le(s.label("le").unwrap()).unwrap(), s.value))
+        .collect();
+    assert_eq!(buckets.len(), 10);
+    for q in [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999] {
+        // Prometheus stores the OpenMetrics spelling (underscore).
+        let theirs = prom.query_scalar(&format!("histogram_quantile({q}, vllm_e2e_request_latency_seconds_bucket)"));
+        let ours = gputrace_analysis::serving::histogram_quantile(q, &buckets).map(|x| x.seconds);
+        match ours {
+            Some(v) => assert!(
+                (v - theirs).abs() <= 1e-12 * theirs.abs().max(1.0),
+                "q={q}: ours {v}, Prometheus {theirs}"
+            ),
+            None => assert!(theirs.is_nan(), "q={q}: ours NaN, Prometheus {theirs}"),
+        }
+    }
+    drop(prom);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn prometheus_bin() -> Option<PathBuf> {
+    let found =
+        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("prometheus")).find(|p| p.is_file()));
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `prometheus` is not installed (.ci/run installs Debian's prometheus package)"
+        );
+        eprintln!("skipping: `prometheus` is not installed (apt-get install prometheus)");
+    }
+    found
+}
+
+/// `GET path` on loopback `port`: status and body.
+fn http_get(port: u16, path: &str) -> Option<(u32, String)> {
+    let url = gputrace_serving::http::Url::parse(&format!("http://127.0.0.1:{port}{path}")).ok()?;
+    match gputrace_serving::http::get(&url, Duration::from_secs(5)) {
+        Ok(body) => Some((200, body)),
+        Err(_) => None,
+    }
+}
+
+/// A Prometheus server on loopback scraping one target every 200 ms, stopped on drop.
+struct Prometheus {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(bin: &Path, target: u16) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 200ms\n  scrape_timeout: 150ms\nscrape_configs:\n  - job_name: server\n    \
+                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus { child, port, _dir: dir };
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let q = p.query("count(vllm_e2e_request_latency_seconds_bucket)");
+            if q.as_deref().is_some_and(|v| v.contains("\"10\"")) {
+                break;
+            }
+            assert!(Instant::now() < until, "prometheus never scraped the histogram server: {q:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    fn query(&self, q: &str) -> Option<String> {
+        let enc: String = q
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        http_get(self.port, &format!("/api/v1/query?query={enc}")).map(|r| r.1)
+    }
+
+    /// The value of a query whose answer is one sample.
+    fn query_scalar(&self, q: &str) -> f64 {
+        let body = self.query(q).unwrap_or_else(|| panic!("query {q} failed"));
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let result = v["data"]["result"].as_array().unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(result.len(), 1, "{body}");
+        result[0]["value"][1].as_str().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
