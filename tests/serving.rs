@@ -437,3 +437,58 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
     }
 }
+
+/// A PyTorch profiler (Kineto) trace of a serving loop gets iterations and bubbles from
+/// its timeline alone with `report --serving`: ten forward passes of four 300 µs kernels
+/// 5 µs apart, 3 ms between passes, the first inside a GPU annotation named `prefill`.
+#[test]
+fn a_kineto_trace_of_a_serving_loop_gets_iterations_and_bubbles() {
+    let mut events = Vec::new();
+    let mut t = 1000u64; // µs
+    for i in 0..10 {
+        if i == 0 {
+            events.push(format!(
+                r#"{{"ph": "X", "cat": "gpu_user_annotation", "name": "prefill", "pid": 0, "tid": 7, "ts": {t}, "dur": 1215}}"#
+            ));
+        }
+        for k in 0..4 {
+            events.push(format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "layer_{k}", "pid": 0, "tid": 7, "ts": {t}, "dur": 300, "args": {{"device": 0, "context": 1, "stream": 7, "correlation": {}, "grid": [1, 1, 1], "block": [1, 1, 1]}}}}"#,
+                i * 4 + k + 1
+            ));
+            t += 305;
+        }
+        t += 3000 - 5;
+    }
+    let json = format!(
+        r#"{{"schemaVersion": 1, "deviceProperties": [{{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9, "computeMinor": 0, "numSms": 132}}], "traceEvents": [{}], "baseTimeNanoseconds": 1700000000000000000}}"#,
+        events.join(",\n")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve_loop.pt.trace.json");
+    std::fs::write(&path, json).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--serving", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let it = &r["serving"][0]["iterations"];
+    assert_eq!(it["count"], 10, "{it}");
+    assert_eq!(it["prefill"], 1);
+    assert_eq!(it["unknown"], 9);
+    assert_eq!(it["busy"]["p50_ns"], 1_200_000);
+    assert_eq!(it["bubble"]["p50_ns"], 3_000_000);
+    assert_eq!(it["bubble"]["max_ns"], 3_000_000);
+    assert_eq!(it["bubble"]["total_ns"], 9 * 3_000_000);
+    assert!(r["serving"][0]["gpu_time"].is_null(), "no server gauges: no waste/headroom split");
+    // Without --serving the report is a training report as before.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.get("serving").is_none());
+}

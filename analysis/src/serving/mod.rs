@@ -214,6 +214,25 @@ pub fn analyze_serving(serving: &[&TraceFile], gpu: &[&TraceFile], gpu_hour_cost
         .collect()
 }
 
+/// A serving section from GPU timelines alone (no scraped metrics: e.g. a
+/// PyTorch profiler trace of a serving loop, `report --serving`): iterations
+/// and bubbles over the traces' GPU activity; `None` without GPU work.
+pub fn timeline_serving(gpu: &[&TraceFile]) -> Option<ServingReport> {
+    let all: Vec<Iteration> = gpu.iter().flat_map(|g| iterations(g)).collect();
+    let start = all.iter().map(|i| i.start).min()?;
+    let end = all.iter().map(|i| i.end).max()?;
+    let mut r = ServingReport {
+        window_start_realtime_ns: start,
+        window_ns: end - start,
+        gpu_traces: gpu.iter().map(|g| g.path().display().to_string()).collect(),
+        ..ServingReport::default()
+    };
+    gpu_side(&mut r, gpu, (start, end), None, None);
+    // Without the server's gauges no idle time can be called waste or headroom.
+    r.gpu_time = None;
+    Some(r)
+}
+
 fn one(file: &TraceFile, gpu: &[&TraceFile], gpu_hour_cost: Option<f64>) -> Option<ServingReport> {
     let series = file.counter_series().ok()?;
     let shift = file.header().realtime_shift();

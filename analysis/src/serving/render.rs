@@ -56,6 +56,18 @@ fn share(part: u64, whole: u64) -> String {
 /// Append the serving section of each server to `o` (`heading` styles a title).
 pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn Fn(&str) -> String) {
     for r in reports {
+        if r.scrapes == 0 {
+            let _ = writeln!(
+                o,
+                "\n{}",
+                heading(&format!(
+                    "Serving (from the GPU timeline alone, no server metrics; window {:.3} s)",
+                    r.window_ns as f64 / 1e9
+                ))
+            );
+            render_iterations(o, r);
+            continue;
+        }
         let _ = writeln!(
             o,
             "\n{}",
@@ -130,39 +142,48 @@ pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn F
         if !gauges.is_empty() {
             let _ = writeln!(o, "{}", gauges.join("; "));
         }
-        match &r.iterations {
-            Some(i) => {
-                let _ = writeln!(
-                    o,
-                    "iterations: {} ({:.1}/s per GPU; {} decode, {} prefill, {} eager unplaced); GPU busy per iteration p50 {}, p95 {}",
-                    i.count,
-                    i.per_s,
-                    i.decode,
-                    i.prefill,
-                    i.unknown,
-                    ms(i.busy.p50_ns),
-                    ms(i.busy.p95_ns)
-                );
-                let _ = writeln!(
-                    o,
-                    "bubble before an iteration: p50 {}, p95 {}, p99 {}, max {}, total {} (an idle gap of {} or more ends an iteration)",
-                    ms(i.bubble.p50_ns),
-                    ms(i.bubble.p95_ns),
-                    ms(i.bubble.p99_ns),
-                    ms(i.bubble.max_ns),
-                    ms(i.bubble.total_ns),
-                    ms(i.gap_threshold_ns)
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "iterations: no GPU trace of this server (capture off or failed): the server's own numbers only"
-                );
-            }
-        }
-        if let Some(g) = &r.gpu_time {
+        render_iterations(o, r);
+        render_split_and_cost(o, r);
+    }
+}
+
+fn render_iterations(o: &mut String, r: &ServingReport) {
+    match &r.iterations {
+        Some(i) => {
             let _ = writeln!(
+                o,
+                "iterations: {} ({:.1}/s per GPU; {} decode, {} prefill, {} eager unplaced); GPU busy per iteration p50 {}, p95 {}",
+                i.count,
+                i.per_s,
+                i.decode,
+                i.prefill,
+                i.unknown,
+                ms(i.busy.p50_ns),
+                ms(i.busy.p95_ns)
+            );
+            let _ = writeln!(
+                o,
+                "bubble before an iteration: p50 {}, p95 {}, p99 {}, max {}, total {} (an idle gap of {} or more ends an iteration)",
+                ms(i.bubble.p50_ns),
+                ms(i.bubble.p95_ns),
+                ms(i.bubble.p99_ns),
+                ms(i.bubble.max_ns),
+                ms(i.bubble.total_ns),
+                ms(i.gap_threshold_ns)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "iterations: no GPU trace of this server (capture off or failed): the server's own numbers only"
+            );
+        }
+    }
+}
+
+fn render_split_and_cost(o: &mut String, r: &ServingReport) {
+    if let Some(g) = &r.gpu_time {
+        let _ = writeln!(
                 o,
                 "GPU time ({} GPU(s) × window): serving work {}, bubbles while requests waited (waste) {}, idle with nothing to serve (headroom) {}",
                 g.devices,
@@ -170,17 +191,16 @@ pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn F
                 share(g.waste_bubbles_ns, g.window_gpu_ns),
                 share(g.headroom_idle_ns, g.window_gpu_ns)
             );
-        }
-        if let Some(c) = &r.cost {
-            let per = |v: Option<f64>| v.map_or("-".into(), |v| format!("${v:.4}"));
-            let _ = writeln!(
-                o,
-                "cost at ${}/GPU-hour: {} per million output tokens, {} per million input tokens ({:.4} GPU-hours)",
-                c.usd_per_gpu_hour,
-                per(c.usd_per_m_output_tokens),
-                per(c.usd_per_m_input_tokens),
-                c.gpu_hours
-            );
-        }
+    }
+    if let Some(c) = &r.cost {
+        let per = |v: Option<f64>| v.map_or("-".into(), |v| format!("${v:.4}"));
+        let _ = writeln!(
+            o,
+            "cost at ${}/GPU-hour: {} per million output tokens, {} per million input tokens ({:.4} GPU-hours)",
+            c.usd_per_gpu_hour,
+            per(c.usd_per_m_output_tokens),
+            per(c.usd_per_m_input_tokens),
+            c.gpu_hours
+        );
     }
 }
