@@ -250,6 +250,41 @@ fn scrapes_hold_what_the_server_did_on_the_gpu_timeline_clock() {
     assert!(report.contains("requests: 100 completed"), "{report}");
     assert!(report.contains("ttft        100"), "{report}");
     assert!(!report.contains("Productive work"), "{report}");
+
+    // `gputrace metrics` carries the same window.
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("metrics")
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let prom = text(&out.stdout);
+    for want in [
+        "outcome=\"completed\"} 100\n",
+        "outcome=\"failed\"} 3\n",
+        "kind=\"generation\"} 25600\n",
+        "latency=\"ttft\",q=\"0.99\"} 4.75\n",
+    ] {
+        assert!(
+            prom.lines()
+                .any(|l| l.starts_with("gputrace_serving_") && format!("{l}\n").ends_with(want)),
+            "{want}\n{prom}"
+        );
+    }
+    if let Some(promtool) =
+        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("promtool")).find(|p| p.is_file()))
+    {
+        let mut c = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(c.stdin.as_mut().unwrap(), prom.as_bytes()).unwrap();
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "promtool: {}{}", text(&o.stdout), text(&o.stderr));
+    }
 }
 
 #[test]

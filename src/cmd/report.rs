@@ -233,7 +233,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         other => CliError::from(other),
     })?;
     if args.serving && report.serving.is_empty() {
-        let gpu: Vec<&gputrace_format::TraceFile> = traces.iter().collect();
+        let gpu: Vec<&gputrace_format::TraceFile> = traces.iter().filter(|t| !gputrace_analysis::serving::is_serving_trace(t)).collect();
         report.serving.extend(gputrace_analysis::serving::timeline_serving(&gpu));
     }
     let comparison = comparison(&report, &traces, &opts.classifier);
