@@ -56,6 +56,7 @@ pub mod productive;
 mod rank;
 mod render;
 mod report;
+pub mod serving;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
@@ -179,6 +180,23 @@ fn explain_classes<'a>(classifier: &Classifier, kernels: impl Iterator<Item = (&
 /// Files are analyzed in parallel on up to `opts.threads` threads; a file
 /// without a rank in its header gets its position in `traces`.
 pub fn analyze(traces: &[TraceFile], opts: &Options) -> Result<Report> {
+    // A server's scraped metrics (a launcher trace) are no rank: they feed the serving section.
+    let (servers, gpu): (Vec<&TraceFile>, Vec<&TraceFile>) = traces.iter().partition(|t| serving::is_serving_trace(t));
+    if servers.is_empty() {
+        return analyze_ranks(&gpu, opts);
+    }
+    let mut report = match gpu.is_empty() {
+        true => Report::from_ranks(Vec::new(), opts),
+        false => analyze_ranks(&gpu, opts)?,
+    };
+    report.serving = serving::analyze_serving(&servers, &gpu, opts.gpu_hour_cost);
+    for s in &report.serving {
+        report.findings.extend(serving::serving_findings(s));
+    }
+    Ok(report)
+}
+
+fn analyze_ranks(traces: &[&TraceFile], opts: &Options) -> Result<Report> {
     if traces.is_empty() {
         return Err(AnalysisError::NoTraces);
     }
@@ -335,6 +353,7 @@ impl Report {
             hta_compat: opts.hta,
             productive,
             classification,
+            serving: Vec::new(),
         };
         report.findings = findings::findings(&report, opts);
         report

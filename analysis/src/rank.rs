@@ -833,6 +833,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             Producer::Agent => "agent",
             Producer::Synthetic => "synthetic",
             Producer::Import => "import",
+            Producer::Launcher => "launcher",
         }
         .to_string(),
         hostname: header.hostname.clone(),

@@ -110,7 +110,9 @@ pub fn render_text(r: &Report, color: bool) -> String {
     }
 
     // The job's headline: right after the title (after the loss warning, which must come first).
-    let _ = writeln!(o, "{}", headline(&r.productive));
+    if r.serving.is_empty() {
+        let _ = writeln!(o, "{}", headline(&r.productive));
+    }
     for rk in &r.ranks {
         if let Some(d) = &rk.duty_cycle {
             let _ = writeln!(o, "{}", st.paint("1;33", &duty_line(rk.rank, d)));
@@ -237,7 +239,12 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
-    render_productive(&mut o, r, &st);
+    // A serving job gets its serving section instead of training steps.
+    if r.serving.is_empty() {
+        render_productive(&mut o, r, &st);
+    } else {
+        crate::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
+    }
     render_hardware(&mut o, r, &st);
 
     let mut gaps: Vec<(u32, u32, &GapReport)> = r
@@ -278,7 +285,9 @@ pub fn render_text(r: &Report, color: bool) -> String {
         }
     }
 
-    render_steps(&mut o, r, &st);
+    if r.serving.is_empty() {
+        render_steps(&mut o, r, &st);
+    }
     if !r.top_kernels.is_empty() {
         let _ = writeln!(o, "\n{}", st.heading("Top kernels (summed over ranks)"));
         let _ = writeln!(

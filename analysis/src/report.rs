@@ -50,6 +50,10 @@ pub struct Report {
     /// tried, with the kernels it classified, then a row for kernels no rule matched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classification: Option<Vec<RuleUse>>,
+    /// The serving section, one entry per inference server scraped by `gputrace run`
+    /// (absent when the job served nothing; docs/serving.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<crate::serving::ServingReport>,
 }
 
 /// How much GPU time one classification rule classified (over all ranks).

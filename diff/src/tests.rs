@@ -45,6 +45,7 @@ fn report(gpus: u32) -> Report {
             ..Productive::default()
         },
         classification: None,
+        serving: Vec::new(),
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod exposition;
 pub mod serve;
+pub mod serving;
 
 pub use exposition::{CounterMemory, Exposition, Labels, MetricType};
 
@@ -157,6 +158,7 @@ pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) 
             if r.losses.trailer_missing { 0.0 } else { 1.0 },
         );
     }
+    serving::serving_families(&mut e, report, opts);
     e
 }
 

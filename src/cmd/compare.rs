@@ -36,7 +36,11 @@ type RankResult = Result<(RankSummary, u64), CliError>;
 
 /// Run `gputrace compare`.
 pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
-    let files = inputs::expand(&args.paths)?;
+    // A server's scraped metrics (docs/serving.md) are no rank to line up.
+    let files: Vec<_> = inputs::expand(&args.paths)?
+        .into_iter()
+        .filter(|p| !gputrace_serving::scraper::is_serving_file(p))
+        .collect();
     let productive = gputrace_analysis::ProductiveOptions {
         tokens_per_step: args.tokens_per_step,
         run_records: inputs::run_records(&args.paths)?,

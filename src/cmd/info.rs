@@ -281,6 +281,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         Producer::Synthetic => "SYNTHETIC (gputrace demo; not a GPU measurement)",
         Producer::Agent => "gputrace agent",
         Producer::Import => "imported",
+        Producer::Launcher => "gputrace run (samples taken by the launcher, e.g. serving metrics)",
     };
     writeln!(
         out,

@@ -10,6 +10,7 @@ pub mod info;
 pub mod metrics;
 pub mod report;
 pub mod run;
+pub mod serving;
 pub mod version;
 
 /// How GPU work is classified: shared by every command that splits time into compute,

@@ -28,6 +28,11 @@ pub struct ReportArgs {
     /// How many kernels, and idle gaps per GPU, to list.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Analyze the job as an inference server even without its scraped metrics
+    /// (e.g. a PyTorch profiler trace of a serving loop): engine iterations and
+    /// the bubbles between them, from the GPU timeline alone (docs/serving.md).
+    #[arg(long)]
+    pub serving: bool,
     /// Price of one GPU-hour in US dollars: prices idle and exposed time.
     #[arg(long, value_name = "USD", value_parser = parse_price)]
     pub gpu_hour_cost: Option<f64>,
@@ -227,6 +232,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         AnalysisError::NoTraces => CliError::NoTraces(args.paths[0].clone()),
         other => CliError::from(other),
     })?;
+    if args.serving && report.serving.is_empty() {
+        let gpu: Vec<&gputrace_format::TraceFile> = traces.iter().filter(|t| !gputrace_analysis::serving::is_serving_trace(t)).collect();
+        report.serving.extend(gputrace_analysis::serving::timeline_serving(&gpu));
+    }
     let comparison = comparison(&report, &traces, &opts.classifier);
     if let (None, Some(Ok(c))) = (opts.hta, &comparison) {
         add_stragglers(&mut report, c);

@@ -115,6 +115,16 @@ pub struct RunArgs {
     /// median of the steps before it (at least 1.5; off by default).
     #[arg(long, value_name = "FACTOR", requires = "flight_recorder", value_parser = super::flight::parse_factor)]
     pub flight_slow_step: Option<f64>,
+    /// Where the job's inference server publishes its Prometheus metrics
+    /// (vLLM, SGLang): `http://HOST:PORT/PATH`, scraped every second into
+    /// the trace as `serving.*` series (docs/serving.md). By default the
+    /// ports the job's processes listen on are found on loopback and probed
+    /// for the engines' metrics; `off` turns that off.
+    #[arg(long, value_name = "URL|off", value_parser = parse_serving_metrics)]
+    pub serving_metrics: Option<ServingMetrics>,
+    /// Seconds between two scrapes of the serving metrics (default 1).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_seconds)]
+    pub serving_interval: f64,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -125,6 +135,22 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && (0.1..=3600.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a number of seconds between 0.1 and 3600")),
     }
+}
+
+/// `--serving-metrics`: a URL to scrape, or `off`.
+#[derive(Clone, Debug)]
+pub enum ServingMetrics {
+    /// Scrape this URL.
+    Url(gputrace_serving::http::Url),
+    /// Do not look for a metrics endpoint.
+    Off,
+}
+
+fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, String> {
+    if s == "off" {
+        return Ok(ServingMetrics::Off);
+    }
+    gputrace_serving::http::Url::parse(s).map(ServingMetrics::Url)
 }
 
 fn parse_linger(s: &str) -> Result<f64, String> {
@@ -310,6 +336,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     let run_id = crate::live::new_run_id();
     cmd.env("GPUTRACE_RUN_ID", &run_id);
+    let run_id_for_serving = run_id.clone();
     let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
     if let Some(window) = args.flight_recorder {
         cmd.env("GPUTRACE_FLIGHT_MS", window.as_millis().max(1).to_string());
@@ -334,6 +361,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         source,
     })?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let serving = super::serving::start(args, child.id(), &out_dir, &run_id_for_serving);
     let status = loop {
         match child.wait() {
             Ok(s) => break s,
@@ -343,6 +371,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     };
     CHILD.store(0, Ordering::Relaxed);
     drop(python);
+    super::serving::finish(serving);
     let record = run_record(&args.command, started, &status);
     if let Err(e) = write_run_record(&out_dir, &record) {
         eprintln!("gputrace: could not write the run record to {}: {e}", out_dir.display());
@@ -420,7 +449,7 @@ fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
     std::fs::rename(&tmp, &path)
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // Safety: valid buffer and length; one byte is left for the NUL.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) };

@@ -133,6 +133,10 @@ pub enum Producer {
     Synthetic,
     /// Converted from another format (e.g. a Kineto trace).
     Import,
+    /// `gputrace run` itself (format 1.6): samples the launcher takes outside
+    /// the traced processes, such as an inference server's own metrics
+    /// (`serving.*` counter series). Such a file has no GPU events and no rank.
+    Launcher,
 }
 
 /// The file header: everything known when recording starts.

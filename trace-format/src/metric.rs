@@ -117,3 +117,159 @@ pub mod throttle {
     /// hardware slowdowns (not idle, not settings a user chose).
     pub const SLOWDOWN: u64 = SW_POWER_CAP | HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
 }
+
+/// Series of an inference server's own metrics (vLLM's `vllm:*`, SGLang's
+/// `sglang:*`), scraped by `gputrace run` and written by the launcher into a
+/// file of its own ([`crate::Producer::Launcher`], format 1.6), on the
+/// realtime clock, all series of one scrape at the same time. Device is
+/// always 0: the series belong to the server, not to a GPU.
+///
+/// Counters and histograms are the server's cumulative values (since it
+/// started); a window's numbers are differences between two scrapes.
+/// Histograms are stored bucket by bucket: [`Histogram::bucket`] names the
+/// series of the observations at most `le` seconds (the `le` label exactly
+/// as the server wrote it), [`Histogram::count`] all observations and
+/// [`Histogram::sum_ns`] their sum in nanoseconds.
+pub mod serving {
+    /// Prefix of every serving series.
+    pub const PREFIX: &str = "serving.";
+    /// Requests being processed (vLLM `num_requests_running`, SGLang
+    /// `num_running_reqs`), summed over engines.
+    pub const REQUESTS_RUNNING: &str = "serving.requests_running";
+    /// Requests waiting to be scheduled (vLLM `num_requests_waiting`,
+    /// SGLang `num_queue_reqs`), summed over engines.
+    pub const REQUESTS_WAITING: &str = "serving.requests_waiting";
+    /// KV-cache usage (vLLM `kv_cache_usage_perc`, formerly
+    /// `gpu_cache_usage_perc`; SGLang `token_usage`; 1 = full), in basis
+    /// points (10000 = full), the largest over engines.
+    pub const KV_CACHE_USAGE_BP: &str = "serving.kv_cache_usage_bp";
+    /// Prompt (input, prefill) tokens processed, cumulative.
+    pub const PROMPT_TOKENS: &str = "serving.prompt_tokens";
+    /// Generated (output) tokens, cumulative.
+    pub const GENERATION_TOKENS: &str = "serving.generation_tokens";
+    /// Requests that finished normally (vLLM `request_success_total` with
+    /// `finished_reason` `stop` or `length`; SGLang `num_requests_total`
+    /// less `num_aborted_requests_total`), cumulative.
+    pub const REQUESTS_COMPLETED: &str = "serving.requests_completed";
+    /// Requests that ended otherwise (aborted, errors), cumulative.
+    pub const REQUESTS_FAILED: &str = "serving.requests_failed";
+    /// Scrapes of the endpoint that failed since the scraper started
+    /// between two successful ones (cumulative; written with every
+    /// successful scrape), so a gap in the series is never silent.
+    pub const SCRAPES_FAILED: &str = "serving.scrapes_failed";
+
+    /// The latency histograms gputrace keeps.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Histogram {
+        /// Time to first token (vLLM and SGLang `time_to_first_token_seconds`).
+        Ttft,
+        /// Inter-token latency (`inter_token_latency_seconds`, formerly
+        /// `time_per_output_token_seconds`).
+        Itl,
+        /// End-to-end request latency (`e2e_request_latency_seconds`).
+        E2e,
+        /// Time a request waited in the queue (vLLM `request_queue_time_seconds`,
+        /// SGLang `queue_time_seconds`).
+        Queue,
+    }
+
+    impl Histogram {
+        /// Every histogram, in report order.
+        pub const ALL: [Histogram; 4] = [Histogram::Ttft, Histogram::Itl, Histogram::E2e, Histogram::Queue];
+
+        /// The stem of its series names, e.g. `serving.ttft_seconds`.
+        pub fn stem(self) -> &'static str {
+            match self {
+                Histogram::Ttft => "serving.ttft_seconds",
+                Histogram::Itl => "serving.itl_seconds",
+                Histogram::E2e => "serving.e2e_seconds",
+                Histogram::Queue => "serving.queue_seconds",
+            }
+        }
+
+        /// Short name for people: `ttft`, `itl`, `e2e`, `queue`.
+        pub fn short(self) -> &'static str {
+            match self {
+                Histogram::Ttft => "ttft",
+                Histogram::Itl => "itl",
+                Histogram::E2e => "e2e",
+                Histogram::Queue => "queue",
+            }
+        }
+
+        /// Series of the observations at most `le` seconds: `<stem>.le=<le>`.
+        pub fn bucket(self, le: &str) -> String {
+            format!("{}.le={le}", self.stem())
+        }
+
+        /// Series of the number of observations: `<stem>.count`.
+        pub fn count(self) -> String {
+            format!("{}.count", self.stem())
+        }
+
+        /// Series of the sum of the observations, ns: `<stem>.sum_ns`.
+        pub fn sum_ns(self) -> String {
+            format!("{}.sum_ns", self.stem())
+        }
+    }
+
+    /// What a histogram series holds.
+    #[derive(Clone, Debug, PartialEq)]
+    pub enum HistogramPart {
+        /// Observations at most this many seconds (the `le` text, then its value).
+        Bucket(String, f64),
+        /// All observations.
+        Count,
+        /// Sum of the observations, ns.
+        SumNs,
+    }
+
+    /// Which histogram and part a series name is, if it is one.
+    pub fn parse_histogram(name: &str) -> Option<(Histogram, HistogramPart)> {
+        let h = Histogram::ALL
+            .into_iter()
+            .find(|h| name.strip_prefix(h.stem()).is_some_and(|r| r.starts_with('.')))?;
+        let rest = &name[h.stem().len() + 1..];
+        let part = match rest {
+            "count" => HistogramPart::Count,
+            "sum_ns" => HistogramPart::SumNs,
+            _ => {
+                let le = rest.strip_prefix("le=")?;
+                HistogramPart::Bucket(le.to_string(), parse_le(le)?)
+            }
+        };
+        Some((h, part))
+    }
+
+    /// A bucket bound as Prometheus writes it (`0.05`, `1e-05`, `+Inf`).
+    pub fn parse_le(le: &str) -> Option<f64> {
+        match le {
+            "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
+            _ => le.parse::<f64>().ok().filter(|v| !v.is_nan()),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn histogram_names_round_trip() {
+            for h in Histogram::ALL {
+                assert_eq!(parse_histogram(&h.count()), Some((h, HistogramPart::Count)));
+                assert_eq!(parse_histogram(&h.sum_ns()), Some((h, HistogramPart::SumNs)));
+                assert_eq!(
+                    parse_histogram(&h.bucket("0.05")),
+                    Some((h, HistogramPart::Bucket("0.05".into(), 0.05)))
+                );
+                assert_eq!(
+                    parse_histogram(&h.bucket("+Inf")),
+                    Some((h, HistogramPart::Bucket("+Inf".into(), f64::INFINITY)))
+                );
+            }
+            assert_eq!(parse_histogram(REQUESTS_RUNNING), None);
+            assert_eq!(parse_histogram("serving.ttft_seconds.le=abc"), None);
+            assert_eq!(parse_histogram("serving.ttft_secondsx.count"), None);
+        }
+    }
+}
