@@ -23,6 +23,10 @@ use std::collections::BTreeMap;
 /// NVML's GPU-Util sampling period on most products, 1/6 s (rounded to the ns).
 pub const DEFAULT_NVML_WINDOW_NS: u64 = 166_666_667;
 
+/// GPU-Util needs a span of at least this many of its windows: over fewer, one window's
+/// all-or-nothing reading is most of the value (a 5 ms capture with one kernel reads 100%).
+pub const MIN_GPU_UTIL_WINDOWS: f64 = 3.0;
+
 /// Header extra: tokens one process trains (or serves) per step.
 pub const TOKENS_PER_STEP_KEY: &str = "gputrace.tokens_per_step";
 /// Header extra: samples one process handles per step.
@@ -381,6 +385,28 @@ fn mfu_hint(
     None
 }
 
+/// Why GPU-Util is null on a span of `windows` windows of `window_s`.
+fn util_hint(windows: f64, window_s: f64) -> String {
+    format!(
+        "a span of {MIN_GPU_UTIL_WINDOWS:.0} or more GPU-Util windows of {window_s:.3} s (this one holds {windows:.2}: \
+         one window's all-or-nothing reading would be most of the value)"
+    )
+}
+
+/// Every input the cost per million tokens lacks, at once.
+fn cost_hint(no_price: bool, no_tokens: bool, failed: bool) -> String {
+    let mut need = Vec::new();
+    if no_price {
+        need.push("--gpu-hour-cost USD");
+    }
+    if no_tokens {
+        need.push("--tokens-per-step N (or step marks with tokens=N)");
+    } else if failed {
+        need.push("tokens of a process that succeeded");
+    }
+    need.join(" and ")
+}
+
 /// The productive numbers of one rank; `util_busy_ns[i]` is the GPU-Util busy time of `r.devices[i]`.
 pub(crate) fn rank_productive(
     r: &RankReport,
@@ -428,6 +454,13 @@ pub(crate) fn rank_productive(
         .map(|(b, _)| *b)
         .sum();
     let pct = |x: u64| (span > 0).then(|| 100.0 * x as f64 / span as f64);
+    // The shortest device span in GPU-Util windows: over too few, no GPU-Util.
+    let window_s = opts.window_ns() as f64 / 1e9;
+    let util_windows = active
+        .iter()
+        .map(|d| d.span_ns as f64 / opts.window_ns() as f64)
+        .min_by(f64::total_cmp);
+    let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
 
     let model_flops = match opts.model {
         Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
@@ -484,6 +517,9 @@ pub(crate) fn rank_productive(
     };
 
     let mut missing = BTreeMap::new();
+    if let Some(w) = util_too_short {
+        missing.insert("gpu_util_nvml_pct".to_string(), util_hint(w, window_s));
+    }
     if steps.is_empty() {
         missing.insert("steps".to_string(), "step marks (gputrace.step) or ProfilerStep ranges".to_string());
     }
@@ -499,14 +535,10 @@ pub(crate) fn rank_productive(
         }
     }
     if cost_per_million_tokens.is_none() {
-        let hint = if usd_per_gpu_hour.is_none() {
-            "--gpu-hour-cost USD"
-        } else if failed {
-            "tokens of a process that succeeded"
-        } else {
-            "tokens per step (--tokens-per-step N)"
-        };
-        missing.insert("cost_per_million_tokens".into(), hint.into());
+        missing.insert(
+            "cost_per_million_tokens".into(),
+            cost_hint(usd_per_gpu_hour.is_none(), tokens.is_none(), failed),
+        );
     }
     Productive {
         step_source: marks.source,
@@ -526,8 +558,9 @@ pub(crate) fn rank_productive(
         span_ns: span,
         compute_ns: compute,
         gpu_util_busy_ns: busy,
-        gpu_util_nvml_pct: pct(busy),
-        gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        gpu_util_nvml_pct: if util_too_short.is_some() { None } else { pct(busy) },
+        gpu_util_window_s: window_s,
+        gpu_util_windows: util_windows,
         compute_pct: pct(compute),
         model_flops,
         model_flops_source: opts.model.map(ModelFlops::describe),
@@ -608,6 +641,18 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
     };
     if cost_per_million_tokens.is_some() {
         missing.remove("cost_per_million_tokens");
+    } else {
+        // The job's own inputs, all of them: a rank's hint names only what that rank lacks.
+        missing.insert(
+            "cost_per_million_tokens".into(),
+            cost_hint(usd_per_gpu_hour.is_none(), tokens.is_none(), good_tokens == 0 && tokens.is_some()),
+        );
+    }
+    // The shortest device span of any rank, in GPU-Util windows.
+    let util_windows = p.iter().filter_map(|x| x.gpu_util_windows).min_by(f64::total_cmp);
+    let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
+    if let Some(w) = util_too_short {
+        missing.insert("gpu_util_nvml_pct".into(), util_hint(w, opts.window_ns() as f64 / 1e9));
     }
     if mfu.is_some() {
         missing.remove("mfu");
@@ -639,8 +684,9 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
         span_ns: span,
         compute_ns: compute,
         gpu_util_busy_ns: busy,
-        gpu_util_nvml_pct: pct(busy),
+        gpu_util_nvml_pct: if util_too_short.is_some() { None } else { pct(busy) },
         gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        gpu_util_windows: util_windows,
         compute_pct: pct(compute),
         model_flops: sum_opt(p.iter().map(|x| x.model_flops)),
         model_flops_source: opts.model.map(ModelFlops::describe),

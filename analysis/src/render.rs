@@ -26,6 +26,7 @@ impl Style {
         match sev {
             Severity::High => self.paint("1;31", "HIGH  "),
             Severity::Medium => self.paint("33", "MEDIUM"),
+            Severity::Low => self.paint("36", "LOW   "),
             Severity::Info => self.paint("2", "INFO  "),
         }
     }
@@ -371,6 +372,9 @@ pub fn render_text(r: &Report, color: bool) -> String {
     for f in &r.findings {
         let _ = writeln!(o, "{} {}", st.severity(f.severity), f.title);
         let _ = writeln!(o, "       evidence: {}", f.evidence);
+        if let Some(stake) = stake_line(f) {
+            let _ = writeln!(o, "       at stake: {stake}");
+        }
         let _ = writeln!(o, "       next:     {}", f.next_step);
     }
     if let Some(c) = &r.cost {
@@ -382,6 +386,19 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
     o
+}
+
+/// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
+fn stake_line(f: &Finding) -> Option<String> {
+    let time = *f.values.get("time_ns")?;
+    let mut s = format!("{} of GPU time", ns(time.round() as u64));
+    if let Some(share) = f.values.get("share_of_gpu_time") {
+        let _ = write!(s, " ({:.1}%)", 100.0 * share);
+    }
+    if let Some(usd) = f.values.get("cost_usd") {
+        let _ = write!(s, ", {}", crate::findings::usd(*usd));
+    }
+    Some(s)
 }
 
 /// Sorted rank numbers as ranges: `0-3, 5, 7-8`.
@@ -845,9 +862,13 @@ fn short_hint<'a>(p: &'a Productive, field: &str) -> &'a str {
 /// The report's first line after the title: the dashboard number next to the productive ones.
 pub(crate) fn headline(p: &Productive) -> String {
     let mut parts = vec![
-        match p.gpu_util_nvml_pct {
-            Some(u) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
-            None => "GPU-Util (as nvidia-smi) - (no GPU activity)".to_string(),
+        match (p.gpu_util_nvml_pct, p.gpu_util_windows) {
+            (Some(u), _) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
+            (None, Some(w)) => format!(
+                "GPU-Util (as nvidia-smi) - (span of {w:.2} windows of {:.3} s: too short to mean anything)",
+                p.gpu_util_window_s
+            ),
+            (None, None) => "GPU-Util (as nvidia-smi) - (no GPU activity)".to_string(),
         },
         match p.compute_pct {
             Some(c) => format!("compute {c:.0}%"),
@@ -879,6 +900,23 @@ fn opt_s(v: Option<f64>) -> String {
 
 fn opt_si(v: Option<f64>) -> String {
     v.map_or("-".into(), si)
+}
+
+/// GPU time in a unit that fits it: `12.34 GPU-hours`, `3.2 GPU-minutes`, `4.5 GPU-seconds`,
+/// `4.484 GPU-ms`; `none` for zero.
+pub(crate) fn gpu_time(hours: f64) -> String {
+    let s = hours * 3600.0;
+    if hours <= 0.0 {
+        "none".into()
+    } else if hours >= 1.0 {
+        format!("{hours:.2} GPU-hours")
+    } else if s >= 60.0 {
+        format!("{:.1} GPU-minutes", s / 60.0)
+    } else if s >= 1.0 {
+        format!("{s:.2} GPU-seconds")
+    } else {
+        format!("{:.3} GPU-ms", s * 1e3)
+    }
 }
 
 /// Ranks listed one per row in the productive table; beyond, only the job.
@@ -926,13 +964,14 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
     }
     let _ = writeln!(o, "{}", row(format!("{:>5}", "job"), p, &p.outcome));
     let mut hours = format!(
-        "GPU-hours: {:.4} traced, {:.4} in completed steps of processes that succeeded",
-        p.gpu_hours, p.productive_gpu_hours
+        "GPU time: {} traced, {} in completed steps of processes that succeeded",
+        gpu_time(p.gpu_hours),
+        gpu_time(p.productive_gpu_hours)
     );
     if let Some(rate) = p.productive_gpu_hour_rate {
         let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
     }
-    let _ = write!(hours, ", {:.4} failed", p.failed_gpu_hours);
+    let _ = write!(hours, ", {} failed", gpu_time(p.failed_gpu_hours));
     if let Some(c) = p.cost_usd {
         let _ = write!(hours, "; cost ${c:.4}");
     }

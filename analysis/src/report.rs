@@ -606,6 +606,8 @@ pub enum Severity {
     High,
     /// Worth a look.
     Medium,
+    /// A small share of GPU time (findings about time: under 5% of it).
+    Low,
     /// For information.
     Info,
 }
@@ -623,7 +625,10 @@ pub struct Finding {
     pub evidence: String,
     /// What to investigate or change first.
     pub next_step: String,
-    /// The same numbers, machine-readable.
+    /// The same numbers, machine-readable. A finding about time also has `time_ns` (the GPU
+    /// time it concerns, summed over devices), `share_of_gpu_time` (of the summed spans, or
+    /// of the process windows for `startup-teardown`) and, with a GPU-hour price, `cost_usd`;
+    /// its severity follows that share (`docs/metrics.md`, "Findings").
     pub values: BTreeMap<String, f64>,
 }
 
@@ -735,10 +740,14 @@ pub struct Productive {
     pub compute_ns: u64,
     /// Time of the GPU-Util windows in which a kernel ran, ns.
     pub gpu_util_busy_ns: u64,
-    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without activity).
+    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without
+    /// activity, and when a device's span holds fewer than
+    /// [`crate::productive::MIN_GPU_UTIL_WINDOWS`] windows: `missing` says so).
     pub gpu_util_nvml_pct: Option<f64>,
     /// Its window, s.
     pub gpu_util_window_s: f64,
+    /// The shortest active device span, in GPU-Util windows (null without activity).
+    pub gpu_util_windows: Option<f64>,
     /// `100 · compute_ns / span_ns`.
     pub compute_pct: Option<f64>,
     /// Model FLOPs in the steps.

@@ -194,7 +194,13 @@ pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrac
     report
         .findings
         .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
-    report.findings.extend(gputrace_compare::straggler_findings(c));
+    let price = report.cost.map(|c| c.usd_per_gpu_hour);
+    for mut f in gputrace_compare::straggler_findings(c) {
+        // The time at stake: the wait it imposed on the others.
+        let wait = f.values.get("wait_imposed_ns").map_or(0, |&w| w as u64);
+        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
+        report.findings.push(f);
+    }
     report.findings.sort_by_key(|f| f.severity);
 }
 
