@@ -869,6 +869,26 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             out.push(f);
         }
     }
+    if let Some(m) = p.mfu_refused {
+        let mut values = vec![("mfu_refused", m)];
+        values.extend(p.achieved_tflops.map(|a| ("achieved_tflops", a)));
+        values.extend(p.peak_tflops.map(|t| ("peak_tflops", t)));
+        out.push(finding(
+            "impossible-mfu",
+            Severity::High,
+            format!("MFU {:.0}% is impossible: the model FLOPs, the peak or the precision is wrong", 100.0 * m),
+            format!(
+                "{:.0} TFLOPS achieved against a peak of {:.0} TFLOPS ({}; precision from {}): {}",
+                p.achieved_tflops.unwrap_or(0.0),
+                p.peak_tflops.unwrap_or(0.0),
+                p.peak_source.as_deref().unwrap_or("no peak source"),
+                p.precision_source,
+                p.missing.get("mfu").map_or("", String::as_str)
+            ),
+            "Fix the input the evidence names (--model-params, --tokens-per-step, --precision or --peak-tflops) and report again; until then no MFU is shown.",
+            &values,
+        ));
+    }
     if let (Some(p50), Some(p95), Some(cv)) = (p.step_time_p50_s, p.step_time_p95_s, p.step_time_cv) {
         let ratio = if p50 > 0.0 { p95 / p50 } else { 0.0 };
         if p.steps >= MIN_STEPS_FOR_STABILITY && (ratio >= STEP_P95_OVER_P50 || cv >= STEP_CV) {

@@ -806,7 +806,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         reports.push(dev);
     }
 
-    let kernels = kernel_aggs
+    let kernels: Vec<(String, Category, u64, u64)> = kernel_aggs
         .iter()
         .enumerate()
         .filter(|(_, k)| k.count > 0)
@@ -857,12 +857,20 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             }
         }),
     };
+    // The precision the GEMMs ran in, from their names (weighted by GPU time).
+    let gemm = crate::peaks::infer_precision(
+        kernels
+            .iter()
+            .filter(|k: &&(String, Category, u64, u64)| k.1 == Category::Compute)
+            .map(|k| (k.0.as_str(), k.3)),
+    );
     report.productive = rank_productive(
         &report,
         &util_busy,
         &marks,
         header,
         file.trailer().is_some(),
+        gemm,
         &opts.productive,
         opts.gpu_hour_cost,
     );

@@ -762,8 +762,14 @@ pub struct Productive {
     pub peak_source: Option<String>,
     /// Precision of the peak.
     pub precision: Precision,
-    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`.
+    /// Where the precision came from: `--precision`, the GEMM kernels' names (with the
+    /// share of GEMM time), or the bf16 default.
+    pub precision_source: String,
+    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`; null when above 1
+    /// (then `mfu_refused` has it and `missing.mfu` the likely cause).
     pub mfu: Option<f64>,
+    /// An MFU above 1 that was refused: more model FLOPs per second than the peak.
+    pub mfu_refused: Option<f64>,
     /// Traced GPU-hours: each active device's process window (its span when the trace has none).
     pub gpu_hours: f64,
     /// GPU-hours inside completed steps of processes that did not fail.
