@@ -56,6 +56,7 @@ pub mod productive;
 mod rank;
 mod render;
 mod report;
+mod steps;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};

@@ -583,13 +583,10 @@ pub(crate) fn rank_productive(
         .sum();
     let gpu_hours = hours(traced_ns);
     let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);
-    // Steps are CPU windows; on each active device they count once, and never more than
-    // the traced time.
-    let productive_ns = if failed {
-        0
-    } else {
-        (in_steps_ns.saturating_mul(active.len() as u64)).min(traced_ns)
-    };
+    // Each active device's steps are its own GPU windows (disjoint): their time, never
+    // more than the traced time.
+    let all_steps_ns: u64 = active.iter().flat_map(|d| &d.steps).map(|s| s.duration_ns).sum();
+    let productive_ns = if failed { 0 } else { all_steps_ns.min(traced_ns) };
     let productive_gpu_hours = hours(productive_ns);
     let failed_gpu_hours = if failed { gpu_hours } else { 0.0 };
     let cost_usd = usd_per_gpu_hour.map(|p| gpu_hours * p);

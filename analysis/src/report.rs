@@ -394,14 +394,20 @@ pub struct CpuActivity {
 /// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == duration_ns`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StepReport {
-    /// N of `ProfilerStep#N`.
+    /// N of `ProfilerStep#N` (step marks and inferred steps: numbered from 0).
     pub step: u64,
-    /// Range start (CPU).
+    /// Start of the step's GPU window on this device ([`crate::steps`]): the end of the
+    /// previous step's window, or the first step's first work. Within the device's span.
     pub start_ns: u64,
-    /// Range end (CPU).
+    /// End of its GPU window: the end of the last work launched in the step.
     pub end_ns: u64,
     /// `end_ns - start_ns`.
     pub duration_ns: u64,
+    /// The step's CPU window: the `ProfilerStep` range, or from the previous step mark to
+    /// its own (the same as the GPU window for inferred steps).
+    pub cpu_start_ns: u64,
+    /// End of the CPU window.
+    pub cpu_end_ns: u64,
     /// Compute within the window.
     pub compute_ns: u64,
     /// Communication within the window.
