@@ -923,3 +923,86 @@ pub fn render_text(c: &Comparison) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod cause_tests {
+    use super::*;
+
+    /// A rank row with its mean lateness; the rest as a fresh row.
+    fn row(rank: u32, lateness_ns: i64) -> RankRow {
+        RankRow {
+            rank,
+            host: String::new(),
+            path: String::new(),
+            arrived_last: 0,
+            wait_imposed_ns: 0,
+            waited_ns: 0,
+            mean_lateness_ns: lateness_ns,
+            transfer_ns: 0,
+            compute_ns: 0,
+            host_idle_ns: 0,
+            steps: Vec::new(),
+            step_count: 0,
+            step_time_p50_s: None,
+            tokens_per_s: None,
+            outcome: String::new(),
+            sm_clock_mean_mhz: None,
+            throttled_share: None,
+            gpu_slowed: false,
+            gpu_slowed_why: String::new(),
+        }
+    }
+
+    /// Rank 0 is the straggler, 1 ms late per collective, over 10 steps.
+    fn cause(compute: &[u64], host: &[u64]) -> (&'static str, String) {
+        let n = compute.len();
+        let ranks: Vec<RankRow> = (0..n as u32).map(|r| row(r, if r == 0 { 1_000_000 } else { 0 })).collect();
+        let peers: Vec<usize> = (1..n).collect();
+        straggler_cause(0, &peers, compute, host, &ranks, 10.0, &Options::default())
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn gpu_when_its_compute_leads_every_peer() {
+        // 10% over the peers' median 100 ms, 8% (of it) over the next: singled out.
+        let (c, why) = cause(&[110 * MS, 100 * MS, 100 * MS, 102 * MS], &[0; 4]);
+        assert_eq!(c, "gpu");
+        assert!(
+            why.contains("10.0% longer than its peers' (median), 8.0% of that median more than the next rank's (rank 3)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn host_when_its_idle_leads_every_peer() {
+        // 8 ms per step more host idle than the median (0) and 6 ms more than the next
+        // rank's, against 1 ms of lateness: half of it twice over.
+        let (c, why) = cause(&[100 * MS; 4], &[80 * MS, 0, 20 * MS, 0]);
+        assert_eq!(c, "host", "{why}");
+        assert!(
+            why.contains("8.00 ms per step more than its peers' (median) and 6.00 ms per step more than the next rank's (rank 2)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn unclear_when_another_rank_matches_the_evidence() {
+        // The 8-rank DLRM case: its host idle is raised over the peers' median (0),
+        // but two peers' exceed it.
+        let (c, why) = cause(&[100 * MS; 8], &[80 * MS, 90 * MS, 95 * MS, 0, 0, 0, 0, 0]);
+        assert_eq!(c, "unclear", "{why}");
+        assert!(why.starts_with("the evidence does not single it out"), "{why}");
+        assert!(why.contains("-1.50 ms per step more than the next rank's (rank 2)"), "{why}");
+        // Compute 10% over the median but only 1% over the next rank.
+        let (c, _) = cause(&[110 * MS, 100 * MS, 109 * MS, 100 * MS], &[0; 4]);
+        assert_eq!(c, "unclear");
+    }
+
+    #[test]
+    fn network_when_neither_is_raised() {
+        let (c, why) = cause(&[100 * MS; 4], &[0; 4]);
+        assert_eq!(c, "network");
+        assert!(why.starts_with("neither its GPU work nor its host explains it"), "{why}");
+    }
+}
