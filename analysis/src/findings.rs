@@ -2,6 +2,7 @@
 //! underutilization?") as rules over a finished report. Each rule states its
 //! threshold next to it; `docs/metrics.md` lists them.
 
+use crate::render::gpu_time;
 use crate::report::*;
 use crate::Options;
 use gputrace_format::Nanos;
@@ -31,6 +32,9 @@ const PAGEABLE_SHARE: f64 = 0.01;
 const CHECKPOINT_D2H_BYTES: u64 = 16 << 20;
 /// A device with this much more compute than the median is a straggler.
 const STRAGGLER_EXCESS: f64 = 0.10;
+/// The device with the most compute leads the next by this share of the median to be
+/// singled out as the one its peers wait for.
+const SINGLE_OUT_MARGIN: f64 = 0.05;
 /// Synchronization at least this share of idle.
 const SYNC_SHARE: f64 = 0.30;
 /// Startup and teardown at least this share of the process windows.
@@ -48,8 +52,6 @@ const STEP_CV: f64 = 0.25;
 /// A GPU with slowdown reasons (power cap, thermal, hardware slowdown) set at least this
 /// share of the sampled time is throttled ...
 const THROTTLED_SHARE: f64 = 0.10;
-/// ... and from this share on it is high severity.
-const THROTTLED_SHARE_HIGH: f64 = 0.30;
 /// A busy GPU whose mean SM clock is below this share of its maximum is slower-clocked.
 const CLOCK_SHARE_LOW: f64 = 0.85;
 /// "Busy" for the clock rule: NVML's GPU utilization at least this, percent.
@@ -64,6 +66,53 @@ const MEMORY_BOUND_DRAM_PCT: f64 = 60.0;
 const XIDS_NAMED: usize = 8;
 /// Fewest steps for the stability rule.
 const MIN_STEPS_FOR_STABILITY: u64 = 5;
+
+/// A finding about this share of the GPU time or more is high severity ...
+pub(crate) const STAKE_HIGH: f64 = 0.20;
+/// ... from this share on medium, and below it low (`docs/metrics.md`, "Findings").
+pub(crate) const STAKE_MEDIUM: f64 = 0.05;
+
+/// The severity of a finding about `share` of the GPU time.
+pub(crate) fn stake_severity(share: f64) -> Severity {
+    if share >= STAKE_HIGH {
+        Severity::High
+    } else if share >= STAKE_MEDIUM {
+        Severity::Medium
+    } else {
+        Severity::Low
+    }
+}
+
+/// `$0.0123` (four decimals below a dollar, two above; `under $0.0001` for less).
+pub(crate) fn usd(v: f64) -> String {
+    if v > 0.0 && v < 0.00005 {
+        "under $0.0001".into()
+    } else if v.abs() < 1.0 {
+        format!("${v:.4}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// State the time finding `f` concerns: `time_ns` of `whole_ns` GPU time (values
+/// `time_ns`, `share_of_gpu_time`, and `cost_usd` at `usd_per_gpu_hour`). Its severity
+/// then follows the share ([`stake_severity`]), never above `cap`; rules that are not
+/// about time (lost data, hardware errors, a failed run) keep theirs with `cap: None`.
+pub fn state_stake(f: &mut Finding, time_ns: u64, whole_ns: u64, usd_per_gpu_hour: Option<f64>, cap: Option<Severity>) {
+    f.values.insert("time_ns".into(), time_ns as f64);
+    if let Some(price) = usd_per_gpu_hour {
+        f.values.insert("cost_usd".into(), time_ns as f64 / 3.6e12 * price);
+    }
+    if whole_ns == 0 {
+        return;
+    }
+    let share = time_ns as f64 / whole_ns as f64;
+    f.values.insert("share_of_gpu_time".into(), share);
+    if let Some(cap) = cap {
+        // Severities order High < Medium < Low: the larger of the two is the milder.
+        f.severity = stake_severity(share).max(cap);
+    }
+}
 
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -119,7 +168,7 @@ fn op_next_step(op: &str) -> &'static str {
 
 /// `exposed-communication-by-op`: the operation (not `unattributed` or `peer-copy`) with the
 /// most exposed communication, when it has more than [`OP_SHARE`] of it.
-fn dominant_operation(r: &Report, exposed_share: f64) -> Option<Finding> {
+fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Option<Finding> {
     let t = &r.totals;
     let (op, &op_ns) = t
         .exposed_communication_by_op_ns
@@ -165,19 +214,109 @@ fn dominant_operation(r: &Report, exposed_share: f64) -> Option<Finding> {
             None => evidence.push_str(" (bus bandwidth unknown: no collective linked to its kernel)"),
         }
     }
-    Some(finding(
+    let mut f = finding(
         "exposed-communication-by-op",
         Severity::Medium,
         format!("{op} dominates exposed communication"),
         evidence,
         op_next_step(op),
         &values,
-    ))
+    );
+    state_stake(&mut f, op_ns, t.span_ns, price, Some(Severity::High));
+    Some(f)
+}
+
+/// `uneven-compute`: the device with the most compute, when it computed
+/// [`STRAGGLER_EXCESS`] more than the median; with the excess over the median (the time
+/// at stake). Its cause (a slower GPU or more work) is named only when the evidence singles
+/// it out: it leads the next device by [`SINGLE_OUT_MARGIN`] of the median and waited
+/// least in communication (its peers wait for it); otherwise the cause is unclear.
+fn uneven_compute(devices: &[(u32, &DeviceReport)]) -> Option<(Finding, u64)> {
+    let mut active: Vec<(u32, &DeviceReport)> = devices.iter().filter(|(_, d)| d.first_ns.is_some()).copied().collect();
+    if active.len() < 2 {
+        return None;
+    }
+    // Most compute first; ties by (rank, device).
+    active.sort_by_key(|(r, d)| (std::cmp::Reverse(d.compute_ns), *r, d.device));
+    let mut computes: Vec<u64> = active.iter().map(|(_, d)| d.compute_ns).collect();
+    computes.sort_unstable();
+    // The lower median: with two GPUs, the other one.
+    let median = computes[(computes.len() - 1) / 2].max(1);
+    let (srank, sdev) = active[0];
+    let (nrank, next) = active[1];
+    let excess = sdev.compute_ns as f64 / median as f64 - 1.0;
+    if excess < STRAGGLER_EXCESS {
+        return None;
+    }
+    let excess_ns = sdev.compute_ns.saturating_sub(median);
+    let lead_ns = sdev.compute_ns - next.compute_ns;
+    let lead = lead_ns as f64 / median as f64;
+    let peers = &active[1..];
+    let least_wait = peers.iter().map(|(_, d)| d.exposed_communication_ns).min().unwrap_or(0);
+    let waited_more = peers
+        .iter()
+        .filter(|(_, d)| d.exposed_communication_ns < sdev.exposed_communication_ns)
+        .count();
+    let singled_out = lead >= SINGLE_OUT_MARGIN && sdev.exposed_communication_ns < least_wait;
+    let evidence = format!(
+        "its compute {} is {:.1}% ({}) above the median {}, {} ({:.1}% of the median) more than the next, rank {nrank} gpu {}; \
+         it waited {} in exposed communication, its peers {} to {} ({} of {} waited less)",
+        Nanos(sdev.compute_ns),
+        100.0 * excess,
+        Nanos(excess_ns),
+        Nanos(median),
+        Nanos(lead_ns),
+        100.0 * lead,
+        next.device,
+        Nanos(sdev.exposed_communication_ns),
+        Nanos(least_wait),
+        Nanos(peers.iter().map(|(_, d)| d.exposed_communication_ns).max().unwrap_or(0)),
+        waited_more,
+        peers.len()
+    );
+    let (title, next_step) =
+        if singled_out {
+            (
+            format!("Uneven compute: rank {srank} gpu {} computes longest and its peers wait for it", sdev.device),
+            "Compare that rank's timeline and kernels with a peer (per-rank table); check for a slower or throttled GPU, placement and \
+             topology, or uneven work (sequence lengths, data shards).",
+        )
+        } else {
+            (
+                format!(
+                    "Uneven compute: rank {srank} gpu {} computed the most (cause: unclear)",
+                    sdev.device
+                ),
+                "The evidence does not single this GPU out (it does not lead the next by a clear margin, or it waits in communication \
+             as long as its peers): compare the ranks' step times and collectives (gputrace compare) before suspecting its GPU.",
+            )
+        };
+    let f = finding(
+        "uneven-compute",
+        Severity::Medium,
+        title,
+        evidence,
+        next_step,
+        &[
+            ("rank", srank as f64),
+            ("compute_excess", excess),
+            ("excess_ns", excess_ns as f64),
+            ("lead_over_next_ns", lead_ns as f64),
+            ("singled_out", f64::from(u8::from(singled_out))),
+        ],
+    );
+    Some((f, excess_ns))
 }
 
 /// Every rule that fires, most severe first (stable within a severity).
 pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     let t = &r.totals;
+    let price = opts.gpu_hour_cost;
+    // A finding about `time` of the GPU time, its severity from that share.
+    let staked = |mut f: Finding, time: u64| {
+        state_stake(&mut f, time, t.span_ns, price, Some(Severity::High));
+        f
+    };
     let mut out = Vec::new();
     let devices: Vec<(u32, &DeviceReport)> = r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect();
     let gaps: Vec<(u32, u32, &GapReport)> = devices
@@ -223,7 +362,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             next,
             &[("collectives", collectives as f64)],
         ));
-        productive_findings(r, &mut out);
+        productive_findings(r, &mut out, price);
         out.sort_by_key(|f| f.severity);
         return out;
     }
@@ -232,79 +371,91 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     let c = &t.idle_causes;
     let severity = |share: f64, high: f64| if share >= high { Severity::High } else { Severity::Medium };
     if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(finding(
-            "host-bound-idle",
-            severity(idle_share, IDLE_SHARE_HIGH),
-            "The GPU waits for the CPU: idle time is mostly host-bound".into(),
-            format!(
-                "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
-                Nanos(t.idle_ns),
-                100.0 * idle_share,
-                100.0 * pct(c.host_bound_ns, t.idle_ns)
-            ),
-            "Look at the input pipeline first (DataLoader num_workers, pin_memory, prefetch_factor, persistent_workers), then Python \
+        out.push(staked(
+            finding(
+                "host-bound-idle",
+                severity(idle_share, IDLE_SHARE_HIGH),
+                "The GPU waits for the CPU: idle time is mostly host-bound".into(),
+                format!(
+                    "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
+                    Nanos(t.idle_ns),
+                    100.0 * idle_share,
+                    100.0 * pct(c.host_bound_ns, t.idle_ns)
+                ),
+                "Look at the input pipeline first (DataLoader num_workers, pin_memory, prefetch_factor, persistent_workers), then Python \
                  overhead between launches (torch.compile, CUDA graphs).",
-            &[
-                ("idle_share", idle_share),
-                ("host_bound_share_of_idle", pct(c.host_bound_ns, t.idle_ns)),
-            ],
+                &[
+                    ("idle_share", idle_share),
+                    ("host_bound_share_of_idle", pct(c.host_bound_ns, t.idle_ns)),
+                ],
+            ),
+            c.host_bound_ns,
         ));
     }
     if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(finding(
-            "dependency-latency-idle",
-            severity(idle_share, IDLE_SHARE_HIGH),
-            "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
-            format!(
-                "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
-                Nanos(t.idle_ns),
-                100.0 * idle_share,
-                100.0 * pct(c.launch_latency_ns, t.idle_ns)
+        out.push(staked(
+            finding(
+                "dependency-latency-idle",
+                severity(idle_share, IDLE_SHARE_HIGH),
+                "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
+                format!(
+                    "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
+                    Nanos(t.idle_ns),
+                    100.0 * idle_share,
+                    100.0 * pct(c.launch_latency_ns, t.idle_ns)
+                ),
+                "Check event waits between streams and collectives that wait for peers; CUDA graphs remove per-launch latency.",
+                &[
+                    ("idle_share", idle_share),
+                    ("latency_share_of_idle", pct(c.launch_latency_ns, t.idle_ns)),
+                ],
             ),
-            "Check event waits between streams and collectives that wait for peers; CUDA graphs remove per-launch latency.",
-            &[
-                ("idle_share", idle_share),
-                ("latency_share_of_idle", pct(c.launch_latency_ns, t.idle_ns)),
-            ],
+            c.launch_latency_ns,
         ));
     }
     if pct(t.idle_ns, t.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.idle_ns) >= SYNC_SHARE {
-        out.push(finding(
-            "synchronization-idle",
-            Severity::Medium,
-            "The CPU blocks in synchronizations while the GPU has nothing queued".into(),
-            format!(
-                "{} of idle ({:.1}%) is spent with the CPU in a synchronize call",
-                Nanos(c.synchronization_ns),
-                100.0 * pct(c.synchronization_ns, t.idle_ns)
-            ),
-            "Remove host syncs from the step loop (.item(), .cpu(), .tolist(), torch.cuda.synchronize(), printing tensors); log \
+        out.push(staked(
+            finding(
+                "synchronization-idle",
+                Severity::Medium,
+                "The CPU blocks in synchronizations while the GPU has nothing queued".into(),
+                format!(
+                    "{} of idle ({:.1}%) is spent with the CPU in a synchronize call",
+                    Nanos(c.synchronization_ns),
+                    100.0 * pct(c.synchronization_ns, t.idle_ns)
+                ),
+                "Remove host syncs from the step loop (.item(), .cpu(), .tolist(), torch.cuda.synchronize(), printing tensors); log \
                  asynchronously every N steps.",
-            &[("synchronization_share_of_idle", pct(c.synchronization_ns, t.idle_ns))],
+                &[("synchronization_share_of_idle", pct(c.synchronization_ns, t.idle_ns))],
+            ),
+            c.synchronization_ns,
         ));
     }
 
     let exposed_share = pct(t.exposed_communication_ns, t.span_ns);
     if exposed_share >= EXPOSED_COMM_SHARE {
-        out.push(finding(
-            "exposed-communication",
-            severity(exposed_share, EXPOSED_COMM_SHARE_HIGH),
-            "Communication is not hidden behind compute".into(),
-            format!(
-                "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
-                Nanos(t.exposed_communication_ns),
-                100.0 * exposed_share,
-                100.0 * pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns)
-            ),
-            "Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, FSDP forward and backward prefetch, \
+        out.push(staked(
+            finding(
+                "exposed-communication",
+                severity(exposed_share, EXPOSED_COMM_SHARE_HIGH),
+                "Communication is not hidden behind compute".into(),
+                format!(
+                    "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
+                    Nanos(t.exposed_communication_ns),
+                    100.0 * exposed_share,
+                    100.0 * pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns)
+                ),
+                "Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, FSDP forward and backward prefetch, \
                  fewer and larger collectives. If ranks are uneven (see stragglers), fix the slow rank first: its peers wait inside the \
                  collectives.",
-            &[("exposed_communication_share", exposed_share)],
+                &[("exposed_communication_share", exposed_share)],
+            ),
+            t.exposed_communication_ns,
         ));
     }
 
     if exposed_share >= EXPOSED_COMM_SHARE {
-        if let Some(f) = dominant_operation(r, exposed_share) {
+        if let Some(f) = dominant_operation(r, exposed_share, price) {
             out.push(f);
         }
     }
@@ -312,15 +463,37 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     let short_share = pct(t.short_kernels, t.kernels);
     if t.kernels >= MIN_KERNELS && short_share >= SHORT_KERNEL_SHARE {
         let us = opts.short_kernel_ns as f64 / 1e3;
-        out.push(finding(
+        // What fusing or graph capture could win back: the short kernels' own time and
+        // the idle between launches (host-bound and latency), no more than the span.
+        let short_ns: u64 = devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
+        let launch_idle = c.host_bound_ns + c.launch_latency_ns;
+        let time = (short_ns + launch_idle).min(t.span_ns);
+        out.push(staked(
+            finding(
                 "launch-bound",
                 Severity::Medium,
                 format!("Many kernels are shorter than {us:.0} µs: launch-bound"),
-                format!("{} of {} kernels ({:.1}%) ran under {us:.0} µs", t.short_kernels, t.kernels, 100.0 * short_share),
+                format!(
+                    "{} of {} kernels ({:.1}%) ran under {us:.0} µs; they ran {} ({:.1}% of the span), and the GPU waited between launches (host-bound and latency idle) {} ({:.1}%)",
+                    t.short_kernels,
+                    t.kernels,
+                    100.0 * short_share,
+                    Nanos(short_ns),
+                    100.0 * pct(short_ns, t.span_ns),
+                    Nanos(launch_idle),
+                    100.0 * pct(launch_idle, t.span_ns)
+                ),
                 "Fuse small kernels (torch.compile), capture the step in CUDA graphs (mode=\"reduce-overhead\"), or give each kernel more work \
                  (larger batch).",
-                &[("short_kernel_share", short_share), ("kernels", t.kernels as f64)],
-            ));
+                &[
+                    ("short_kernel_share", short_share),
+                    ("kernels", t.kernels as f64),
+                    ("short_kernel_ns", short_ns as f64),
+                    ("launch_idle_ns", launch_idle as f64),
+                ],
+            ),
+            time,
+        ));
     }
 
     let (pageable_bytes, pageable_ns, pageable_count) = r
@@ -329,7 +502,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
         .filter(|c| c.pageable)
         .fold((0u64, 0u64, 0u64), |a, c| (a.0 + c.bytes, a.1 + c.total_ns, a.2 + c.count));
     if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.span_ns) >= PAGEABLE_SHARE) {
-        out.push(finding(
+        out.push(staked(finding(
             "pageable-copies",
             Severity::Medium,
             "Copies use pageable host memory".into(),
@@ -342,7 +515,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 ("pageable_bytes", pageable_bytes as f64),
                 ("pageable_copies", pageable_count as f64),
             ],
-        ));
+        ), pageable_ns));
     }
 
     let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= opts.long_pause_ns).collect();
@@ -353,22 +526,25 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     if !checkpoints.is_empty() {
         let bytes: u64 = checkpoints.iter().map(|(_, _, g)| g.d2h_bytes_before).sum();
         let ns: u64 = checkpoints.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(finding(
-            "checkpoint-pauses",
-            Severity::Medium,
-            "Long pauses follow device-to-host bursts: checkpoints stall training".into(),
-            format!(
-                "{} pause(s) totalling {} after {bytes} bytes copied to the host",
-                checkpoints.len(),
-                Nanos(ns)
-            ),
-            "Checkpoint asynchronously (torch.distributed.checkpoint async_save), less often, or to faster local storage; look at the \
+        out.push(staked(
+            finding(
+                "checkpoint-pauses",
+                Severity::Medium,
+                "Long pauses follow device-to-host bursts: checkpoints stall training".into(),
+                format!(
+                    "{} pause(s) totalling {} after {bytes} bytes copied to the host",
+                    checkpoints.len(),
+                    Nanos(ns)
+                ),
+                "Checkpoint asynchronously (torch.distributed.checkpoint async_save), less often, or to faster local storage; look at the \
                  storage path (queues, RPCs, staging).",
-            &[
-                ("pauses", checkpoints.len() as f64),
-                ("pause_ns", ns as f64),
-                ("d2h_bytes", bytes as f64),
-            ],
+                &[
+                    ("pauses", checkpoints.len() as f64),
+                    ("pause_ns", ns as f64),
+                    ("d2h_bytes", bytes as f64),
+                ],
+            ),
+            ns,
         ));
     } else if let Some((rank, device, g)) = pauses
         .iter()
@@ -380,79 +556,46 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             .first()
             .map_or(String::new(), |a| format!("; the CPU was in {}", a.name));
         let ns: u64 = pauses.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(finding(
-            "long-pauses",
-            Severity::Medium,
-            format!("The GPU paused for {} or more {} time(s)", Nanos(opts.long_pause_ns), pauses.len()),
-            format!(
-                "longest: {} on rank {rank} gpu {device}{step}, {}{doing}; all listed pauses: {}",
-                Nanos(g.duration_ns),
-                g.cause.name(),
-                Nanos(ns)
-            ),
-            match g.cause {
-                IdleCause::HostBound => {
-                    "The CPU stalled before launching the next work: data loading, garbage collection, evaluation or \
+        out.push(staked(
+            finding(
+                "long-pauses",
+                Severity::Medium,
+                format!("The GPU paused for {} or more {} time(s)", Nanos(opts.long_pause_ns), pauses.len()),
+                format!(
+                    "longest: {} on rank {rank} gpu {device}{step}, {}{doing}; all listed pauses: {}",
+                    Nanos(g.duration_ns),
+                    g.cause.name(),
+                    Nanos(ns)
+                ),
+                match g.cause {
+                    IdleCause::HostBound => {
+                        "The CPU stalled before launching the next work: data loading, garbage collection, evaluation or \
                                              logging in the loop. Profile the host side of that step."
-                }
-                IdleCause::Synchronization => {
-                    "The CPU waited in a synchronization while the GPU had nothing to do: look for syncs on other \
+                    }
+                    IdleCause::Synchronization => {
+                        "The CPU waited in a synchronization while the GPU had nothing to do: look for syncs on other \
                                                    devices or streams."
-                }
-                IdleCause::LaunchLatency => "The work was queued but waited: a dependency on another stream, device or peer (collective).",
-                IdleCause::Unattributed => "Trace the CUDA API as well to see what the CPU was doing.",
-            },
-            &[("pauses", pauses.len() as f64), ("longest_ns", g.duration_ns as f64)],
+                    }
+                    IdleCause::LaunchLatency => {
+                        "The work was queued but waited: a dependency on another stream, device or peer (collective)."
+                    }
+                    IdleCause::Unattributed => "Trace the CUDA API as well to see what the CPU was doing.",
+                },
+                &[("pauses", pauses.len() as f64), ("longest_ns", g.duration_ns as f64)],
+            ),
+            ns,
         ));
     }
 
-    let active: Vec<&(u32, &DeviceReport)> = devices.iter().filter(|(_, d)| d.first_ns.is_some()).collect();
-    if active.len() >= 2 {
-        let mut computes: Vec<u64> = active.iter().map(|(_, d)| d.compute_ns).collect();
-        computes.sort_unstable();
-        // The lower median: with two GPUs, the other one.
-        let median = computes[(computes.len() - 1) / 2].max(1);
-        let (srank, sdev) = active
-            .iter()
-            .max_by_key(|(_, d)| d.compute_ns)
-            .map(|(r, d)| (*r, *d))
-            .expect("two or more devices");
-        let excess = sdev.compute_ns as f64 / median as f64 - 1.0;
-        if excess >= STRAGGLER_EXCESS {
-            let others: Vec<u64> = active
-                .iter()
-                .filter(|(r, d)| !(*r == srank && d.device == sdev.device))
-                .map(|(_, d)| d.exposed_communication_ns)
-                .collect();
-            let others_mean = others.iter().sum::<u64>() / others.len().max(1) as u64;
-            // Uneven compute is not the same as being the straggler: the rank the
-            // others wait for is found from the collectives (`gputrace compare`, and
-            // the report's `stragglers` finding when the CLI adds it); a rank that
-            // computes most may still arrive early.
-            out.push(finding(
-                    "uneven-compute",
-                    Severity::Medium,
-                    format!("Uneven compute: rank {srank} gpu {} computed the most", sdev.device),
-                    format!(
-                        "its compute {} is {:.1}% above the median {}; the other GPUs average {} of exposed communication against its {}",
-                        Nanos(sdev.compute_ns),
-                        100.0 * excess,
-                        Nanos(median),
-                        Nanos(others_mean),
-                        Nanos(sdev.exposed_communication_ns)
-                    ),
-                    "Compare that rank's timeline and kernels with a peer (per-rank table); check for a slower or throttled GPU, placement and \
-                     topology, or uneven work (sequence lengths, data shards).",
-                    &[("rank", srank as f64), ("compute_excess", excess)],
-                ));
-        }
+    if let Some(f) = uneven_compute(&devices) {
+        out.push(staked(f.0, f.1));
     }
 
     // The traced part of the windows: startup and teardown count traced time only.
     let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
     let st = t.startup_idle_ns + t.teardown_idle_ns;
     if window > 0 && pct(st, window) >= STARTUP_SHARE {
-        out.push(finding(
+        let mut f = finding(
             "startup-teardown",
             Severity::Info,
             "Much of the process lifetime is before the first or after the last GPU work".into(),
@@ -464,10 +607,13 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             ),
             "For long jobs this amortizes; for short ones look at initialization (model loading, compilation, NCCL setup).",
             &[("startup_teardown_share", pct(st, window))],
-        ));
+        );
+        // Paid GPU time of the process windows; for long jobs it amortizes: at most medium.
+        state_stake(&mut f, st, window, price, Some(Severity::Medium));
+        out.push(f);
     }
-    productive_findings(r, &mut out);
-    hardware_findings(&devices, &mut out);
+    productive_findings(r, &mut out, price);
+    hardware_findings(&devices, &mut out, t.span_ns, price);
     gpu_errors(&devices, &mut out);
     out.sort_by_key(|f| f.severity);
     out
@@ -475,7 +621,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
 
 /// The rules over the GPU's own counters: throttled or slower-clocked GPUs, memory-bound
 /// kernels. One finding per rule, naming every device it holds for, worst first.
-fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
+fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
     // (share throttled, clock share of max, rank, device, report)
     let mut slow: Vec<(f64, f64, u32, u32, &crate::hardware::HardwareReport)> = Vec::new();
     for &(rank, d) in devices {
@@ -536,14 +682,25 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
         } else {
             "running below its maximum clock"
         };
-        out.push(finding(
+        // The time at stake: each listed GPU's span times the share it ran slowed (throttled,
+        // or its clock's shortfall from the maximum, whichever is larger).
+        let time: u64 = slow
+            .iter()
+            .filter_map(|s| {
+                let d = devices.iter().find(|(r, d)| *r == s.2 && d.device == s.3)?.1;
+                Some((d.span_ns as f64 * s.0.max(1.0 - s.1).clamp(0.0, 1.0)) as u64)
+            })
+            .sum();
+        let mut f = finding(
             "gpu-throttled",
-            if throttled >= THROTTLED_SHARE_HIGH { Severity::High } else { Severity::Medium },
+            Severity::Medium,
             format!("GPU clocks {what}: rank {rank} gpu {device} computes slower than it can"),
             evidence,
             "Look at the power limit, cooling and clocks: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE,CLOCK on that node (a lowered power limit, a failing fan, a hot rack, application clocks set low). In a synchronous job every rank waits for the slowest GPU: gputrace compare shows whether this one is the straggler.",
             &values,
-        ));
+        );
+        state_stake(&mut f, time, gpu_ns, price, Some(Severity::High));
+        out.push(f);
     }
     // PM sampling's DRAM throughput (share of peak) where sampled, else NVML's memory
     // utilization on a busy GPU.
@@ -595,14 +752,22 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
                 vec![("mem_util_sampled_pct", share), ("devices", memory.len() as f64)],
             )
         };
-        out.push(finding(
+        let mut f = finding(
             "memory-bound",
             Severity::Info,
             "Kernels look memory-bound: device memory was busy most of the time".into(),
             evidence,
             "Check the top kernels' DRAM throughput against the GPU's peak (ncu --section MemoryWorkloadAnalysis): fuse elementwise kernels, use lower precision or larger tiles to raise arithmetic intensity.",
             &values,
-        ));
+        );
+        // A whole-span reading of the listed GPUs: information, whatever its share.
+        let time: u64 = memory
+            .iter()
+            .filter_map(|m| devices.iter().find(|(r, d)| *r == m.1 && d.device == m.2))
+            .map(|(_, d)| d.span_ns)
+            .sum();
+        state_stake(&mut f, time, gpu_ns, price, None);
+        out.push(f);
     }
 }
 
@@ -664,7 +829,7 @@ fn gpu_errors(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
 }
 
 /// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.
-fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
+fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
     let p = &r.productive;
     if let Some(util) = p.gpu_util_nvml_pct.filter(|&u| u >= HIGH_GPU_UTIL_PCT) {
         let compute = p.compute_pct.unwrap_or(0.0);
@@ -682,7 +847,7 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
             if let Some(m) = p.mfu {
                 values.push(("mfu", m));
             }
-            out.push(finding(
+            let mut f = finding(
                 "high-gpu-util-low-mfu",
                 Severity::Medium,
                 format!("High GPU-Util and low MFU: nvidia-smi would show {util:.0}% while the model uses a fraction of the GPU"),
@@ -692,13 +857,42 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
                 ),
                 "Inefficient or memory-bound kernels: profile the top kernels' SM throughput, tensor-pipe activity and DRAM bandwidth (ncu --set full, or DCGM's SM_ACTIVE / PIPE_TENSOR_ACTIVE / DRAM_ACTIVE); raise arithmetic intensity (larger micro-batches, fused kernels, torch.compile), and for inference look at tokens/s, TTFT, p99 and queue depth.",
                 &values,
-            ));
+            );
+            // The GPU time nvidia-smi counts as busy in which the GPU did not compute.
+            state_stake(
+                &mut f,
+                p.span_ns.saturating_sub(p.compute_ns),
+                p.span_ns,
+                price,
+                Some(Severity::High),
+            );
+            out.push(f);
         }
+    }
+    if let Some(m) = p.mfu_refused {
+        let mut values = vec![("mfu_refused", m)];
+        values.extend(p.achieved_tflops.map(|a| ("achieved_tflops", a)));
+        values.extend(p.peak_tflops.map(|t| ("peak_tflops", t)));
+        out.push(finding(
+            "impossible-mfu",
+            Severity::High,
+            format!("MFU {:.0}% is impossible: the model FLOPs, the peak or the precision is wrong", 100.0 * m),
+            format!(
+                "{:.0} TFLOPS achieved against a peak of {:.0} TFLOPS ({}; precision from {}): {}",
+                p.achieved_tflops.unwrap_or(0.0),
+                p.peak_tflops.unwrap_or(0.0),
+                p.peak_source.as_deref().unwrap_or("no peak source"),
+                p.precision_source,
+                p.missing.get("mfu").map_or("", String::as_str)
+            ),
+            "Fix the input the evidence names (--model-params, --tokens-per-step, --precision or --peak-tflops) and report again; until then no MFU is shown.",
+            &values,
+        ));
     }
     if let (Some(p50), Some(p95), Some(cv)) = (p.step_time_p50_s, p.step_time_p95_s, p.step_time_cv) {
         let ratio = if p50 > 0.0 { p95 / p50 } else { 0.0 };
         if p.steps >= MIN_STEPS_FOR_STABILITY && (ratio >= STEP_P95_OVER_P50 || cv >= STEP_CV) {
-            out.push(finding(
+            let mut f = finding(
                 "step-time-unstable",
                 Severity::Medium,
                 "Step time is unstable".into(),
@@ -710,45 +904,50 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>) {
                 ),
                 "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in the loop, garbage collection, or a straggling rank (gputrace compare).",
                 &[("step_p95_over_p50", ratio), ("step_time_cv", cv), ("steps", p.steps as f64)],
-            ));
+            );
+            state_stake(&mut f, slow_step_excess_ns(r), r.totals.span_ns, price, Some(Severity::High));
+            out.push(f);
         }
     }
     if p.failed_gpu_hours > 0.0 {
-        let cost = p.failed_cost_usd.map_or(String::new(), |c| format!(" (${c:.2})"));
+        let cost = p.failed_cost_usd.map_or(String::new(), |c| format!(" ({})", usd(c)));
         let mut values = vec![("failed_gpu_hours", p.failed_gpu_hours), ("gpu_hours", p.gpu_hours)];
         if let Some(c) = p.failed_cost_usd {
             values.push(("failed_cost_usd", c));
         }
-        out.push(finding(
+        let mut f = finding(
             "failed-run",
             Severity::High,
-            format!(
-                "Failed run: {} GPU-hours lost{cost}",
-                if p.failed_gpu_hours >= 0.1 {
-                    format!("{:.2}", p.failed_gpu_hours)
-                } else {
-                    format!("{:.4}", p.failed_gpu_hours)
-                }
-            ),
+            format!("Failed run: {} lost{cost}", gpu_time(p.failed_gpu_hours)),
             format!(
                 "{} of {} traced belong to processes that did not succeed: {}",
-                fmt_hours(p.failed_gpu_hours),
-                fmt_hours(p.gpu_hours),
+                gpu_time(p.failed_gpu_hours),
+                gpu_time(p.gpu_hours),
                 p.outcome_evidence
             ),
             "Find the first failure (the exit status or exception, the stderr of the rank that died first), checkpoint often enough that a restart loses little, and track failed and interrupted GPU-hours per job.",
             &values,
-        ));
+        );
+        // A failed run is high whatever its share: its results are lost.
+        let ns = |h: f64| (h * 3.6e12).round() as u64;
+        state_stake(&mut f, ns(p.failed_gpu_hours), ns(p.gpu_hours), price, None);
+        out.push(f);
     }
 }
 
-/// `12.34 GPU-hours`; small amounts with their GPU-seconds.
-fn fmt_hours(h: f64) -> String {
-    if h >= 0.1 {
-        format!("{h:.2} GPU-hours")
-    } else {
-        format!("{h:.4} GPU-hours ({:.1} GPU-seconds)", h * 3600.0)
+/// The time lost to slow steps: on every device, each step's time above the device's
+/// median step (nearest rank), summed.
+fn slow_step_excess_ns(r: &Report) -> u64 {
+    let mut total = 0;
+    for d in r.ranks.iter().flat_map(|rk| &rk.devices) {
+        let mut durations: Vec<u64> = d.steps.iter().map(|s| s.duration_ns).collect();
+        durations.sort_unstable();
+        let Some(median) = crate::productive::percentile(&durations, 0.5) else {
+            continue;
+        };
+        total += durations.iter().map(|&x| x.saturating_sub(median)).sum::<u64>();
     }
+    total
 }
 
 #[cfg(test)]
@@ -836,7 +1035,7 @@ mod tests {
             },
         );
         let mut out = Vec::new();
-        hardware_findings(&[(2, &pm), (2, &low)], &mut out);
+        hardware_findings(&[(2, &pm), (2, &low)], &mut out, 0, None);
         let f: Vec<&Finding> = out.iter().filter(|f| f.rule == "memory-bound").collect();
         assert_eq!(f.len(), 1, "{out:?}");
         assert_eq!(
@@ -846,7 +1045,7 @@ mod tests {
         assert_eq!(f[0].values["dram_throughput_pct"], 72.0);
         assert_eq!(f[0].values["devices"], 1.0);
         let mut out = Vec::new();
-        hardware_findings(&[(2, &low)], &mut out);
+        hardware_findings(&[(2, &low)], &mut out, 0, None);
         assert!(!out.iter().any(|f| f.rule == "memory-bound"), "{out:?}");
     }
 }

@@ -57,10 +57,12 @@ mod rank;
 mod render;
 mod report;
 pub mod serving;
+mod steps;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};
+pub use findings::state_stake;
 pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};
 pub use hta::HtaCompat;
 pub use peaks::{device_peak, DevicePeak, Precision};

@@ -15,13 +15,17 @@
 //! - run records (`gputrace-run.<host>.<pid>.json`) beside the traces, given in
 //!   [`ProductiveOptions::run_records`].
 
-use crate::peaks::{device_peak, Precision};
+use crate::peaks::{device_peak, DevicePeak, Precision};
 use crate::report::{DeviceReport, Productive, RankReport, StepReport, StepSource};
 use gputrace_format::{Header, RunRecord};
 use std::collections::BTreeMap;
 
 /// NVML's GPU-Util sampling period on most products, 1/6 s (rounded to the ns).
 pub const DEFAULT_NVML_WINDOW_NS: u64 = 166_666_667;
+
+/// GPU-Util needs a span of at least this many of its windows: over fewer, one window's
+/// all-or-nothing reading is most of the value (a 5 ms capture with one kernel reads 100%).
+pub const MIN_GPU_UTIL_WINDOWS: f64 = 3.0;
 
 /// Header extra: tokens one process trains (or serves) per step.
 pub const TOKENS_PER_STEP_KEY: &str = "gputrace.tokens_per_step";
@@ -65,8 +69,9 @@ pub struct ProductiveOptions {
     pub samples_per_step: Option<u64>,
     /// Model FLOPs, for MFU (none: MFU is null).
     pub model: Option<ModelFlops>,
-    /// Precision of the peak MFU is measured against.
-    pub precision: Precision,
+    /// Precision of the peak MFU is measured against (none: the one most GEMM time ran
+    /// in, read from the kernels' names, else bf16).
+    pub precision: Option<Precision>,
     /// Peak TFLOPS per GPU, instead of the table's.
     pub peak_tflops: Option<f64>,
     /// GPU-Util's sampling window (0 is taken as the default).
@@ -81,7 +86,7 @@ impl Default for ProductiveOptions {
             tokens_per_step: None,
             samples_per_step: None,
             model: None,
-            precision: Precision::Bf16,
+            precision: None,
             peak_tflops: None,
             nvml_window_ns: DEFAULT_NVML_WINDOW_NS,
             run_records: Vec::new(),
@@ -381,16 +386,110 @@ fn mfu_hint(
     None
 }
 
-/// The productive numbers of one rank; `util_busy_ns[i]` is the GPU-Util busy time of `r.devices[i]`.
+/// Why GPU-Util is null on a span of `windows` windows of `window_s`.
+fn util_hint(windows: f64, window_s: f64) -> String {
+    format!(
+        "a span of {MIN_GPU_UTIL_WINDOWS:.0} or more GPU-Util windows of {window_s:.3} s (this one holds {windows:.2}: \
+         one window's all-or-nothing reading would be most of the value)"
+    )
+}
+
+/// Every input the cost per million tokens lacks, at once.
+fn cost_hint(no_price: bool, no_tokens: bool, failed: bool) -> String {
+    let mut need = Vec::new();
+    if no_price {
+        need.push("--gpu-hour-cost USD");
+    }
+    if no_tokens {
+        need.push("--tokens-per-step N (or step marks with tokens=N)");
+    } else if failed {
+        need.push("tokens of a process that succeeded");
+    }
+    need.join(" and ")
+}
+
+/// The precision MFU is measured against, and where it came from: `--precision`, else
+/// the GEMM kernels' names (`gemm`: the precision most GEMM time ran in, its share), else bf16.
+fn resolve_precision(given: Option<Precision>, gemm: Option<(Precision, f64)>) -> (Precision, String) {
+    match (given, gemm) {
+        (Some(p), _) => (p, "--precision".into()),
+        (None, Some((p, share))) => (
+            p,
+            format!(
+                "GEMM kernel names ({:.0}% of the GEMM time whose names show a precision is {})",
+                100.0 * share,
+                p.name()
+            ),
+        ),
+        (None, None) => (
+            Precision::Bf16,
+            "default (no GEMM kernel name shows a precision; --precision sets it)".into(),
+        ),
+    }
+}
+
+/// Why an MFU above 100% (`mfu`) cannot be: the likely cause, from the achieved TFLOPS per
+/// GPU, the device's table row, the precision used and the one the GEMM names show.
+fn impossible_mfu(
+    mfu: f64,
+    achieved_per_gpu: f64,
+    row: Option<DevicePeak>,
+    precision: Precision,
+    gemm: Option<(Precision, f64)>,
+    flag_peak: Option<f64>,
+) -> String {
+    let mut causes = Vec::new();
+    if let Some(p) = flag_peak {
+        causes.push(format!(
+            "the peak: --peak-tflops {p} per GPU is below the {achieved_per_gpu:.0} TFLOPS per GPU the model FLOPs imply"
+        ));
+    }
+    let best = row.and_then(|r| {
+        [Precision::Fp8, Precision::Bf16, Precision::Tf32]
+            .into_iter()
+            .filter_map(|p| r.tflops(p).map(|t| (p, t)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    });
+    if let (Some(row), Some((g, _))) = (row, gemm) {
+        if g != precision {
+            if let Some(t) = row.tflops(g).filter(|&t| t >= achieved_per_gpu) {
+                causes.push(format!(
+                    "the precision: the GEMM kernels run in {} (peak {t} TFLOPS), against which MFU would be {:.0}%: pass --precision {}",
+                    g.name(),
+                    100.0 * achieved_per_gpu / t,
+                    g.name()
+                ));
+            }
+        }
+    }
+    if best.is_none_or(|(_, t)| achieved_per_gpu > t) || causes.is_empty() {
+        causes.push(format!(
+            "the model FLOPs: {achieved_per_gpu:.0} TFLOPS per GPU{}; check --model-params (for a mixture-of-experts model the parameters active per token, not the total) and the tokens per step (each process's, not the global batch)",
+            best.map_or(String::new(), |(p, t)| format!(" is above even the device's {} peak of {t} TFLOPS", p.name()))
+        ));
+    }
+    format!(
+        "refused: MFU {:.0}% is impossible (more model FLOPs per second than the {} peak); likely cause: {}",
+        100.0 * mfu,
+        precision.name(),
+        causes.join("; or ")
+    )
+}
+
+/// The productive numbers of one rank; `util_busy_ns[i]` is the GPU-Util busy time of
+/// `r.devices[i]`; `gemm` is the precision its GEMM kernels' names show ([`crate::peaks::infer_precision`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rank_productive(
     r: &RankReport,
     util_busy_ns: &[u64],
     marks: &RankMarks,
     header: &Header,
     has_trailer: bool,
+    gemm: Option<(Precision, f64)>,
     opts: &ProductiveOptions,
     usd_per_gpu_hour: Option<f64>,
 ) -> Productive {
+    let (precision, precision_source) = resolve_precision(opts.precision, gemm);
     let active: Vec<&DeviceReport> = r.devices.iter().filter(|d| d.first_ns.is_some()).collect();
     let steps = rank_steps(r);
     let durations: Vec<u64> = steps.iter().map(|s| s.duration_ns).collect();
@@ -428,6 +527,13 @@ pub(crate) fn rank_productive(
         .map(|(b, _)| *b)
         .sum();
     let pct = |x: u64| (span > 0).then(|| 100.0 * x as f64 / span as f64);
+    // The shortest device span in GPU-Util windows: over too few, no GPU-Util.
+    let window_s = opts.window_ns() as f64 / 1e9;
+    let util_windows = active
+        .iter()
+        .map(|d| d.span_ns as f64 / opts.window_ns() as f64)
+        .min_by(f64::total_cmp);
+    let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
 
     let model_flops = match opts.model {
         Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
@@ -437,29 +543,39 @@ pub(crate) fn rank_productive(
     };
     let achieved = model_flops.filter(|_| in_steps_ns > 0).map(|f| f / in_steps_s / 1e12);
     let (peak, peak_source) = match opts.peak_tflops {
-        Some(p) => (Some(p * active.len() as f64), Some("--peak-tflops".to_string())),
+        Some(p) => (Some(p * active.len() as f64), Some(format!("--peak-tflops: {p} TFLOPS per GPU"))),
         None => {
-            let rows: Option<Vec<(&'static str, f64)>> = active
+            let rows: Option<Vec<(DevicePeak, f64)>> = active
                 .iter()
-                .map(|d| device_peak(&d.name).and_then(|row| row.tflops(opts.precision).map(|t| (row.device, t))))
+                .map(|d| device_peak(&d.name).and_then(|row| row.tflops(precision).map(|t| (row, t))))
                 .collect();
             match rows {
                 Some(rows) if !rows.is_empty() => {
-                    let mut names: Vec<&str> = rows.iter().map(|r| r.0).collect();
-                    names.dedup();
-                    (
-                        Some(rows.iter().map(|r| r.1).sum()),
-                        Some(format!("table: {} dense {}", names.join(", "), opts.precision.name())),
-                    )
+                    let mut named: Vec<String> = rows
+                        .iter()
+                        .map(|(row, t)| {
+                            format!(
+                                "{}: {t} TFLOPS dense {} per GPU, {} TB/s",
+                                row.device,
+                                precision.name(),
+                                row.dram_tbps
+                            )
+                        })
+                        .collect();
+                    named.dedup();
+                    (Some(rows.iter().map(|r| r.1).sum()), Some(format!("table: {}", named.join("; "))))
                 }
                 _ => (None, None),
             }
         }
     };
-    let mfu = match (achieved, peak) {
+    let raw_mfu = match (achieved, peak) {
         (Some(a), Some(p)) if p > 0.0 => Some(a / p),
         _ => None,
     };
+    // More model FLOPs per second than the peak: refused, with its likely cause.
+    let mfu_refused = raw_mfu.filter(|&m| m > 1.0);
+    let mfu = raw_mfu.filter(|_| mfu_refused.is_none());
 
     let traced_ns: u64 = active
         .iter()
@@ -467,13 +583,10 @@ pub(crate) fn rank_productive(
         .sum();
     let gpu_hours = hours(traced_ns);
     let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);
-    // Steps are CPU windows; on each active device they count once, and never more than
-    // the traced time.
-    let productive_ns = if failed {
-        0
-    } else {
-        (in_steps_ns.saturating_mul(active.len() as u64)).min(traced_ns)
-    };
+    // Each active device's steps are its own GPU windows (disjoint): their time, never
+    // more than the traced time.
+    let all_steps_ns: u64 = active.iter().flat_map(|d| &d.steps).map(|s| s.duration_ns).sum();
+    let productive_ns = if failed { 0 } else { all_steps_ns.min(traced_ns) };
     let productive_gpu_hours = hours(productive_ns);
     let failed_gpu_hours = if failed { gpu_hours } else { 0.0 };
     let cost_usd = usd_per_gpu_hour.map(|p| gpu_hours * p);
@@ -484,6 +597,9 @@ pub(crate) fn rank_productive(
     };
 
     let mut missing = BTreeMap::new();
+    if let Some(w) = util_too_short {
+        missing.insert("gpu_util_nvml_pct".to_string(), util_hint(w, window_s));
+    }
     if steps.is_empty() {
         missing.insert("steps".to_string(), "step marks (gputrace.step) or ProfilerStep ranges".to_string());
     }
@@ -493,20 +609,20 @@ pub(crate) fn rank_productive(
     if samples.is_none() {
         missing.insert("samples_per_s".into(), "--samples-per-step N (or step marks with samples=N)".into());
     }
-    if mfu.is_none() {
-        if let Some(h) = mfu_hint(opts.model, model_flops.is_some(), peak, &active, opts.precision) {
+    if let (Some(m), Some(a)) = (mfu_refused, achieved) {
+        let row = active.first().and_then(|d| device_peak(&d.name));
+        let per_gpu = a / active.len().max(1) as f64;
+        missing.insert("mfu".into(), impossible_mfu(m, per_gpu, row, precision, gemm, opts.peak_tflops));
+    } else if mfu.is_none() {
+        if let Some(h) = mfu_hint(opts.model, model_flops.is_some(), peak, &active, precision) {
             missing.insert("mfu".into(), h);
         }
     }
     if cost_per_million_tokens.is_none() {
-        let hint = if usd_per_gpu_hour.is_none() {
-            "--gpu-hour-cost USD"
-        } else if failed {
-            "tokens of a process that succeeded"
-        } else {
-            "tokens per step (--tokens-per-step N)"
-        };
-        missing.insert("cost_per_million_tokens".into(), hint.into());
+        missing.insert(
+            "cost_per_million_tokens".into(),
+            cost_hint(usd_per_gpu_hour.is_none(), tokens.is_none(), failed),
+        );
     }
     Productive {
         step_source: marks.source,
@@ -526,16 +642,19 @@ pub(crate) fn rank_productive(
         span_ns: span,
         compute_ns: compute,
         gpu_util_busy_ns: busy,
-        gpu_util_nvml_pct: pct(busy),
-        gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        gpu_util_nvml_pct: if util_too_short.is_some() { None } else { pct(busy) },
+        gpu_util_window_s: window_s,
+        gpu_util_windows: util_windows,
         compute_pct: pct(compute),
         model_flops,
         model_flops_source: opts.model.map(ModelFlops::describe),
         achieved_tflops: achieved,
         peak_tflops: peak,
         peak_source,
-        precision: opts.precision,
+        precision,
+        precision_source,
         mfu,
+        mfu_refused,
         gpu_hours,
         productive_gpu_hours,
         productive_gpu_hour_rate: (!steps.is_empty() && gpu_hours > 0.0).then(|| productive_gpu_hours / gpu_hours),
@@ -587,7 +706,9 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
     let (a, pk) = both.iter().fold((0.0, 0.0), |(a, pk), x| {
         (a + x.achieved_tflops.unwrap_or(0.0), pk + x.peak_tflops.unwrap_or(0.0))
     });
-    let mfu = (!both.is_empty() && pk > 0.0).then(|| a / pk);
+    let raw_mfu = (!both.is_empty() && pk > 0.0).then(|| a / pk);
+    let mfu_refused = raw_mfu.filter(|&m| m > 1.0);
+    let mfu = raw_mfu.filter(|_| mfu_refused.is_none());
     let gpu_hours: f64 = p.iter().map(|x| x.gpu_hours).sum();
     let productive_gpu_hours: f64 = p.iter().map(|x| x.productive_gpu_hours).sum();
     let failed_gpu_hours: f64 = p.iter().map(|x| x.failed_gpu_hours).sum();
@@ -608,6 +729,18 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
     };
     if cost_per_million_tokens.is_some() {
         missing.remove("cost_per_million_tokens");
+    } else {
+        // The job's own inputs, all of them: a rank's hint names only what that rank lacks.
+        missing.insert(
+            "cost_per_million_tokens".into(),
+            cost_hint(usd_per_gpu_hour.is_none(), tokens.is_none(), good_tokens == 0 && tokens.is_some()),
+        );
+    }
+    // The shortest device span of any rank, in GPU-Util windows.
+    let util_windows = p.iter().filter_map(|x| x.gpu_util_windows).min_by(f64::total_cmp);
+    let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
+    if let Some(w) = util_too_short {
+        missing.insert("gpu_util_nvml_pct".into(), util_hint(w, opts.window_ns() as f64 / 1e9));
     }
     if mfu.is_some() {
         missing.remove("mfu");
@@ -639,16 +772,24 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
         span_ns: span,
         compute_ns: compute,
         gpu_util_busy_ns: busy,
-        gpu_util_nvml_pct: pct(busy),
+        gpu_util_nvml_pct: if util_too_short.is_some() { None } else { pct(busy) },
         gpu_util_window_s: opts.window_ns() as f64 / 1e9,
+        gpu_util_windows: util_windows,
         compute_pct: pct(compute),
         model_flops: sum_opt(p.iter().map(|x| x.model_flops)),
         model_flops_source: opts.model.map(ModelFlops::describe),
         achieved_tflops: achieved,
         peak_tflops: peak,
         peak_source: join(|x| &x.peak_source),
-        precision: opts.precision,
+        precision: p.first().map_or(Precision::Bf16, |x| x.precision),
+        precision_source: {
+            let mut v: Vec<&str> = p.iter().map(|x| x.precision_source.as_str()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.join("; ")
+        },
         mfu,
+        mfu_refused,
         gpu_hours,
         productive_gpu_hours,
         productive_gpu_hour_rate: (any_steps && gpu_hours > 0.0).then(|| productive_gpu_hours / gpu_hours),

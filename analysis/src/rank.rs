@@ -266,12 +266,17 @@ pub(crate) fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")?.parse().ok()
 }
 
-/// A step's CPU window.
+/// A step's window on one device (`start`, `end`: its GPU window, [`crate::steps`]; the
+/// CPU window when the work cannot be linked to it) and its CPU window.
 #[derive(Clone, Copy, Debug)]
-struct Window {
-    step: u64,
-    start: u64,
-    end: u64,
+pub(crate) struct Window {
+    pub step: u64,
+    pub start: u64,
+    pub end: u64,
+    /// The `ProfilerStep` range, or from the previous step mark to this one's (the first:
+    /// from the start of the trace); an inferred step's is its GPU window.
+    pub cpu_start: u64,
+    pub cpu_end: u64,
 }
 
 /// An idle gap while it is being resolved.
@@ -397,6 +402,9 @@ fn windows_from_marks(file: &TraceFile, mut marks: Vec<(u64, StepMark)>) -> (Vec
                 step: windows.len() as u64,
                 start: prev,
                 end: t,
+                // The first step's work was launched before the first GPU activity.
+                cpu_start: if windows.is_empty() { 0 } else { prev },
+                cpu_end: t,
             });
             per_step.push(mark);
             prev = t;
@@ -452,10 +460,13 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     for_each_of_kinds(file, kinds, |ev| match ev {
         Event::Marker(m) if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_STEP != 0 => {
             let step = step_number(&file.name(m.name)).unwrap_or_default();
+            let (start, end) = (m.start.0, m.end.0.max(m.start.0));
             windows.push(Window {
                 step,
-                start: m.start.0,
-                end: m.end.0.max(m.start.0),
+                start,
+                end,
+                cpu_start: start,
+                cpu_end: end,
             });
         }
         Event::Marker(m) if m.kind == MarkerKind::INSTANT => {
@@ -543,6 +554,13 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             marks.source = StepSource::StepMarks;
         }
     }
+    // The work each step launched, by correlation id: its GPU window on each device
+    // (gputrace's definitions only; HTA-compatible mode keeps HTA's CPU windows).
+    let step_links = if hta.is_none() {
+        crate::steps::step_links(file, &windows)?
+    } else {
+        None
+    };
     match file.trailer() {
         Some(t) => losses.trailer_losses = t.losses.clone(),
         None => losses.trailer_missing = true,
@@ -567,6 +585,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     for &d in &devices {
         let (dev_windows, anchor) = if windows.is_empty() && opts.infer_steps {
             infer_steps(file, d, &mut names)?
+        } else if let Some(l) = &step_links {
+            (crate::steps::gpu_windows(file, d, &windows, l)?, None)
         } else {
             (windows.clone(), None)
         };
@@ -725,11 +745,18 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                     last_end: None,
                     masks: *m,
                 };
+                // Within the device's span (a CPU window can reach past it): every idle
+                // nanosecond of the step then lies in a gap and has a cause.
+                let (first, last) = (p.totals.first_start.unwrap_or(0), p.totals.last_end.unwrap_or(0));
+                let start = w.start.clamp(first, last);
+                let end = w.end.clamp(start, last.max(start));
                 StepReport {
                     step: w.step,
-                    start_ns: w.start,
-                    end_ns: w.end,
-                    duration_ns: w.end - w.start,
+                    start_ns: start,
+                    end_ns: end,
+                    duration_ns: end - start,
+                    cpu_start_ns: w.cpu_start,
+                    cpu_end_ns: w.cpu_end,
                     compute_ns: masks.sum(|x| x & COMPUTE != 0),
                     communication_ns: masks.sum(|x| x & COMM != 0),
                     transfer_ns: masks.sum(|x| x & TRANSFER != 0),
@@ -737,7 +764,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                     exposed_transfer_ns: masks.sum(|x| x == TRANSFER),
                     // Pieces are clipped to the step window (and to the capture
                     // windows), so busy <= traced time in the step.
-                    idle_ns: capture.as_ref().map_or(w.end - w.start, |c| c.covered(w.start, w.end)) - busy,
+                    idle_ns: capture.as_ref().map_or(end - start, |c| c.covered(start, end)) - busy,
                     idle_causes: IdleCauses::default(),
                 }
             })
@@ -806,7 +833,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         reports.push(dev);
     }
 
-    let kernels = kernel_aggs
+    let kernels: Vec<(String, Category, u64, u64)> = kernel_aggs
         .iter()
         .enumerate()
         .filter(|(_, k)| k.count > 0)
@@ -858,12 +885,20 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             }
         }),
     };
+    // The precision the GEMMs ran in, from their names (weighted by GPU time).
+    let gemm = crate::peaks::infer_precision(
+        kernels
+            .iter()
+            .filter(|k: &&(String, Category, u64, u64)| k.1 == Category::Compute)
+            .map(|k| (k.0.as_str(), k.3)),
+    );
     report.productive = rank_productive(
         &report,
         &util_busy,
         &marks,
         header,
         file.trailer().is_some(),
+        gemm,
         &opts.productive,
         opts.gpu_hour_cost,
     );
@@ -1374,10 +1409,15 @@ fn infer_steps(file: &TraceFile, device: u32, names: &mut Names<'_>) -> Result<(
     let windows = anchor_starts
         .iter()
         .enumerate()
-        .map(|(i, &start)| Window {
-            step: i as u64,
-            start,
-            end: anchor_starts.get(i + 1).copied().unwrap_or(last_end).max(start),
+        .map(|(i, &start)| {
+            let end = anchor_starts.get(i + 1).copied().unwrap_or(last_end).max(start);
+            Window {
+                step: i as u64,
+                start,
+                end,
+                cpu_start: start,
+                cpu_end: end,
+            }
         })
         .collect();
     Ok((windows, Some(anchor)))
@@ -1650,7 +1690,7 @@ mod tests {
             windows in proptest::collection::vec((0u64..300, 0u64..80), 0..6),
             cuts in proptest::collection::vec((1u64..40, 0u8..8), 1..40),
         ) {
-            let mut windows: Vec<Window> = windows.iter().enumerate().map(|(i, &(start, len))| Window { step: i as u64, start, end: start + len }).collect();
+            let mut windows: Vec<Window> = windows.iter().enumerate().map(|(i, &(start, len))| Window { step: i as u64, start, end: start + len, cpu_start: start, cpu_end: start + len }).collect();
             windows.sort_by_key(|w| (w.start, w.end, w.step));
             let mut p = Pieces {
                 windows: &windows,

@@ -26,6 +26,7 @@ impl Style {
         match sev {
             Severity::High => self.paint("1;31", "HIGH  "),
             Severity::Medium => self.paint("33", "MEDIUM"),
+            Severity::Low => self.paint("36", "LOW   "),
             Severity::Info => self.paint("2", "INFO  "),
         }
     }
@@ -380,6 +381,9 @@ pub fn render_text(r: &Report, color: bool) -> String {
     for f in &r.findings {
         let _ = writeln!(o, "{} {}", st.severity(f.severity), f.title);
         let _ = writeln!(o, "       evidence: {}", f.evidence);
+        if let Some(stake) = stake_line(f) {
+            let _ = writeln!(o, "       at stake: {stake}");
+        }
         let _ = writeln!(o, "       next:     {}", f.next_step);
     }
     if let Some(c) = &r.cost {
@@ -391,6 +395,19 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
     o
+}
+
+/// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
+fn stake_line(f: &Finding) -> Option<String> {
+    let time = *f.values.get("time_ns")?;
+    let mut s = format!("{} of GPU time", ns(time.round() as u64));
+    if let Some(share) = f.values.get("share_of_gpu_time") {
+        let _ = write!(s, " ({:.1}%)", 100.0 * share);
+    }
+    if let Some(usd) = f.values.get("cost_usd") {
+        let _ = write!(s, ", {}", crate::findings::usd(*usd));
+    }
+    Some(s)
 }
 
 /// Sorted rank numbers as ranges: `0-3, 5, 7-8`.
@@ -736,45 +753,121 @@ const MAX_STEPS_SHOWN: usize = 12;
 /// How many of the slowest steps a long run shows.
 const SLOWEST_STEPS_SHOWN: usize = 5;
 
-/// One step over every device that has it.
-#[derive(Default)]
+/// One step (or the time outside the steps, or all of it) over every device that has it:
+/// every field a sum over those devices, except `wall`.
+#[derive(Default, Clone, Copy)]
 struct StepAgg {
-    devices: u64,
-    max_duration: u64,
-    duration: u64,
+    /// The longest device window: the job waits for its slowest GPU.
+    wall: u64,
+    /// Summed device windows (GPU time).
+    gpu: u64,
     compute: u64,
     exposed_communication: u64,
     exposed_transfer: u64,
     idle: u64,
-    max_host_bound: u64,
+    causes: IdleCauses,
 }
 
-/// Steps across all ranks: the longest duration (the job waits for the slowest
-/// rank), time shares summed over devices, the largest host-bound idle.
+impl StepAgg {
+    fn add(&mut self, duration: u64, compute: u64, comm: u64, xfer: u64, idle: u64, causes: &IdleCauses) {
+        self.wall = self.wall.max(duration);
+        self.gpu += duration;
+        self.compute += compute;
+        self.exposed_communication += comm;
+        self.exposed_transfer += xfer;
+        self.idle += idle;
+        self.causes.add(causes);
+    }
+
+    fn add_step(&mut self, s: &StepReport) {
+        self.add(
+            s.duration_ns,
+            s.compute_ns,
+            s.exposed_communication_ns,
+            s.exposed_transfer_ns,
+            s.idle_ns,
+            &s.idle_causes,
+        );
+    }
+
+    fn merge(&mut self, o: &StepAgg) {
+        self.wall = self.wall.max(o.wall);
+        self.gpu += o.gpu;
+        self.compute += o.compute;
+        self.exposed_communication += o.exposed_communication;
+        self.exposed_transfer += o.exposed_transfer;
+        self.idle += o.idle;
+        self.causes.add(&o.causes);
+    }
+
+    fn row(&self, label: &str) -> String {
+        let c = &self.causes;
+        format!(
+            "{label:>8}  {:>11}  {:>11}  {:>8}  {:>8}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}",
+            if self.wall > 0 { ns(self.wall) } else { "-".into() },
+            ns(self.gpu),
+            pct(self.compute, self.gpu),
+            pct(self.exposed_communication, self.gpu),
+            pct(self.exposed_transfer, self.gpu),
+            ns(self.idle),
+            ns(c.host_bound_ns),
+            ns(c.launch_latency_ns),
+            ns(c.synchronization_ns),
+            ns(c.unattributed_ns),
+        )
+    }
+}
+
+/// Steps across all ranks, in GPU time: each column has one definition, stated in the
+/// heading, and the rows add up: the steps, the time outside them and (when the table
+/// lists only the slowest steps) the other steps sum to the `all` row, which is the
+/// breakdown's totals.
 fn render_steps(o: &mut String, r: &Report, st: &Style) {
     let mut steps: std::collections::BTreeMap<u64, StepAgg> = std::collections::BTreeMap::new();
-    for d in r.ranks.iter().flat_map(|rk| &rk.devices) {
+    let mut outside = StepAgg::default();
+    let mut all = StepAgg::default();
+    for d in r.ranks.iter().flat_map(|rk| &rk.devices).filter(|d| d.first_ns.is_some()) {
+        let mut mine = StepAgg::default();
         for s in &d.steps {
-            let a = steps.entry(s.step).or_default();
-            a.devices += 1;
-            a.max_duration = a.max_duration.max(s.duration_ns);
-            a.duration += s.duration_ns;
-            a.compute += s.compute_ns;
-            a.exposed_communication += s.exposed_communication_ns;
-            a.exposed_transfer += s.exposed_transfer_ns;
-            a.idle += s.idle_ns;
-            a.max_host_bound = a.max_host_bound.max(s.idle_causes.host_bound_ns);
+            steps.entry(s.step).or_default().add_step(s);
+            mine.add_step(s);
         }
+        all.add(
+            d.span_ns,
+            d.compute_ns,
+            d.exposed_communication_ns,
+            d.exposed_transfer_ns,
+            d.idle_ns,
+            &d.idle_causes,
+        );
+        // The device's remainder: its span less its steps' windows (disjoint, within it).
+        let sub = |a: u64, b: u64| a.saturating_sub(b);
+        let c = &d.idle_causes;
+        let m = &mine.causes;
+        outside.add(
+            sub(d.span_ns, mine.gpu),
+            sub(d.compute_ns, mine.compute),
+            sub(d.exposed_communication_ns, mine.exposed_communication),
+            sub(d.exposed_transfer_ns, mine.exposed_transfer),
+            sub(d.idle_ns, mine.idle),
+            &IdleCauses {
+                host_bound_ns: sub(c.host_bound_ns, m.host_bound_ns),
+                launch_latency_ns: sub(c.launch_latency_ns, m.launch_latency_ns),
+                synchronization_ns: sub(c.synchronization_ns, m.synchronization_ns),
+                unattributed_ns: sub(c.unattributed_ns, m.unattributed_ns),
+                gaps: 0,
+            },
+        );
     }
     if steps.is_empty() {
         return;
     }
-    let mut durations: Vec<u64> = steps.values().map(|a| a.max_duration).collect();
+    let mut durations: Vec<u64> = steps.values().map(|a| a.wall).collect();
     durations.sort_unstable();
     let median = durations[durations.len() / 2];
     let mut shown: Vec<u64> = steps.keys().copied().collect();
     if shown.len() > MAX_STEPS_SHOWN {
-        shown.sort_by_key(|k| std::cmp::Reverse(steps[k].max_duration));
+        shown.sort_by_key(|k| std::cmp::Reverse(steps[k].wall));
         shown.truncate(SLOWEST_STEPS_SHOWN);
         shown.sort_unstable();
     }
@@ -784,47 +877,46 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
         .flat_map(|rk| &rk.devices)
         .find_map(|d| d.steps_inferred_from.as_deref());
     let marks = r.productive.step_source == crate::StepSource::StepMarks;
-    let title = match inferred {
-        _ if marks => {
-            "Steps (gputrace step marks: each mark ends a step; duration of the slowest rank, shares over all devices)".to_string()
-        }
-        Some(anchor) => format!(
-            "Steps (no ProfilerStep ranges: inferred from the runs of {}, GPU time)",
-            truncate(anchor, 60)
-        ),
-        None => "Steps (ProfilerStep#N; duration of the slowest rank, shares over all devices)".to_string(),
+    let source = match inferred {
+        _ if marks => "gputrace step marks, each ends a step".to_string(),
+        Some(anchor) => format!("no ProfilerStep ranges: inferred from the runs of {}", truncate(anchor, 60)),
+        None => "ProfilerStep#N".to_string(),
     };
-    let _ = writeln!(o, "\n{}", st.heading(&title));
     let _ = writeln!(
         o,
-        "{:>6}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>11}",
-        "step", "duration", "compute", "exp.comm", "exp.xfer", "idle", "host-bound"
+        "\n{}",
+        st.heading(&format!(
+            "Steps ({source}; a step is the GPU time of the work it launched, from the previous step's end to its own last work)"
+        ))
     );
-    for k in &shown {
-        let a = &steps[k];
+    let _ = writeln!(
+        o,
+        "(wall: the slowest GPU's window; every other column summed over all GPUs: compute + exp.comm + exp.xfer + idle = 100% of GPU time, idle = host-bound + latency + sync + unattributed; rows add up to `all`, the breakdown above)"
+    );
+    let _ = writeln!(
+        o,
+        "{:>8}  {:>11}  {:>11}  {:>8}  {:>8}  {:>8}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}",
+        "step", "wall", "GPU time", "compute", "exp.comm", "exp.xfer", "idle", "host-bound", "latency", "sync", "unattrib."
+    );
+    let mut others = StepAgg::default();
+    for (k, a) in &steps {
+        if !shown.contains(k) {
+            others.merge(a);
+            continue;
+        }
         // Slow: more than 1.5 times the median step.
-        let slow = if median > 0 && a.max_duration * 2 > median * 3 {
-            "  slow"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            o,
-            "{:>6}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>11}{}",
-            k,
-            ns(a.max_duration),
-            pct(a.compute, a.duration),
-            pct(a.exposed_communication, a.duration),
-            pct(a.exposed_transfer, a.duration),
-            pct(a.idle, a.duration),
-            ns(a.max_host_bound),
-            st.paint("33", slow)
-        );
+        let slow = if median > 0 && a.wall * 2 > median * 3 { "  slow" } else { "" };
+        let _ = writeln!(o, "{}{}", a.row(&k.to_string()), st.paint("33", slow));
     }
+    if shown.len() < steps.len() {
+        let _ = writeln!(o, "{}", others.row(&format!("{} more", steps.len() - shown.len())));
+    }
+    let _ = writeln!(o, "{}", StepAgg { wall: 0, ..outside }.row("outside"));
+    let _ = writeln!(o, "{}", StepAgg { wall: 0, ..all }.row("all"));
     if shown.len() < steps.len() {
         let _ = writeln!(
             o,
-            "({} slowest of {} steps shown; median step {})",
+            "({} slowest of {} steps shown, the others in one row; median step {})",
             shown.len(),
             steps.len(),
             ns(median)
@@ -854,9 +946,13 @@ fn short_hint<'a>(p: &'a Productive, field: &str) -> &'a str {
 /// The report's first line after the title: the dashboard number next to the productive ones.
 pub(crate) fn headline(p: &Productive) -> String {
     let mut parts = vec![
-        match p.gpu_util_nvml_pct {
-            Some(u) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
-            None => "GPU-Util (as nvidia-smi) - (no GPU activity)".to_string(),
+        match (p.gpu_util_nvml_pct, p.gpu_util_windows) {
+            (Some(u), _) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
+            (None, Some(w)) => format!(
+                "GPU-Util (as nvidia-smi) - (span of {w:.2} windows of {:.3} s: too short to mean anything)",
+                p.gpu_util_window_s
+            ),
+            (None, None) => "GPU-Util (as nvidia-smi) - (no GPU activity)".to_string(),
         },
         match p.compute_pct {
             Some(c) => format!("compute {c:.0}%"),
@@ -888,6 +984,25 @@ fn opt_s(v: Option<f64>) -> String {
 
 fn opt_si(v: Option<f64>) -> String {
     v.map_or("-".into(), si)
+}
+
+/// GPU time in a unit that fits it: `12.34 GPU-hours`, `3.2 GPU-minutes`, `4.5 GPU-seconds`,
+/// `4.484 GPU-ms`, `3.700 GPU-µs`; `none` for zero.
+pub(crate) fn gpu_time(hours: f64) -> String {
+    let s = hours * 3600.0;
+    if hours <= 0.0 {
+        "none".into()
+    } else if hours >= 1.0 {
+        format!("{hours:.2} GPU-hours")
+    } else if s >= 60.0 {
+        format!("{:.1} GPU-minutes", s / 60.0)
+    } else if s >= 1.0 {
+        format!("{s:.2} GPU-seconds")
+    } else if s >= 1e-3 {
+        format!("{:.3} GPU-ms", s * 1e3)
+    } else {
+        format!("{:.3} GPU-µs", s * 1e6)
+    }
 }
 
 /// Ranks listed one per row in the productive table; beyond, only the job.
@@ -935,13 +1050,14 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
     }
     let _ = writeln!(o, "{}", row(format!("{:>5}", "job"), p, &p.outcome));
     let mut hours = format!(
-        "GPU-hours: {:.4} traced, {:.4} in completed steps of processes that succeeded",
-        p.gpu_hours, p.productive_gpu_hours
+        "GPU time: {} traced, {} in completed steps of processes that succeeded",
+        gpu_time(p.gpu_hours),
+        gpu_time(p.productive_gpu_hours)
     );
     if let Some(rate) = p.productive_gpu_hour_rate {
         let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
     }
-    let _ = write!(hours, ", {:.4} failed", p.failed_gpu_hours);
+    let _ = write!(hours, ", {} failed", gpu_time(p.failed_gpu_hours));
     if let Some(c) = p.cost_usd {
         let _ = write!(hours, "; cost ${c:.4}");
     }

@@ -398,14 +398,20 @@ pub struct CpuActivity {
 /// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == duration_ns`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StepReport {
-    /// N of `ProfilerStep#N`.
+    /// N of `ProfilerStep#N` (step marks and inferred steps: numbered from 0).
     pub step: u64,
-    /// Range start (CPU).
+    /// Start of the step's GPU window on this device ([`crate::steps`]): the end of the
+    /// previous step's window, or the first step's first work. Within the device's span.
     pub start_ns: u64,
-    /// Range end (CPU).
+    /// End of its GPU window: the end of the last work launched in the step.
     pub end_ns: u64,
     /// `end_ns - start_ns`.
     pub duration_ns: u64,
+    /// The step's CPU window: the `ProfilerStep` range, or from the previous step mark to
+    /// its own (the same as the GPU window for inferred steps).
+    pub cpu_start_ns: u64,
+    /// End of the CPU window.
+    pub cpu_end_ns: u64,
     /// Compute within the window.
     pub compute_ns: u64,
     /// Communication within the window.
@@ -610,6 +616,8 @@ pub enum Severity {
     High,
     /// Worth a look.
     Medium,
+    /// A small share of GPU time (findings about time: under 5% of it).
+    Low,
     /// For information.
     Info,
 }
@@ -627,7 +635,10 @@ pub struct Finding {
     pub evidence: String,
     /// What to investigate or change first.
     pub next_step: String,
-    /// The same numbers, machine-readable.
+    /// The same numbers, machine-readable. A finding about time also has `time_ns` (the GPU
+    /// time it concerns, summed over devices), `share_of_gpu_time` (of the summed spans, or
+    /// of the process windows for `startup-teardown`) and, with a GPU-hour price, `cost_usd`;
+    /// its severity follows that share (`docs/metrics.md`, "Findings").
     pub values: BTreeMap<String, f64>,
 }
 
@@ -739,10 +750,14 @@ pub struct Productive {
     pub compute_ns: u64,
     /// Time of the GPU-Util windows in which a kernel ran, ns.
     pub gpu_util_busy_ns: u64,
-    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without activity).
+    /// GPU-Util as NVML defines it: `100 · gpu_util_busy_ns / span_ns` (null without
+    /// activity, and when a device's span holds fewer than
+    /// [`crate::productive::MIN_GPU_UTIL_WINDOWS`] windows: `missing` says so).
     pub gpu_util_nvml_pct: Option<f64>,
     /// Its window, s.
     pub gpu_util_window_s: f64,
+    /// The shortest active device span, in GPU-Util windows (null without activity).
+    pub gpu_util_windows: Option<f64>,
     /// `100 · compute_ns / span_ns`.
     pub compute_pct: Option<f64>,
     /// Model FLOPs in the steps.
@@ -757,8 +772,14 @@ pub struct Productive {
     pub peak_source: Option<String>,
     /// Precision of the peak.
     pub precision: Precision,
-    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`.
+    /// Where the precision came from: `--precision`, the GEMM kernels' names (with the
+    /// share of GEMM time), or the bf16 default.
+    pub precision_source: String,
+    /// Model FLOPs utilization, 0..1: `achieved_tflops / peak_tflops`; null when above 1
+    /// (then `mfu_refused` has it and `missing.mfu` the likely cause).
     pub mfu: Option<f64>,
+    /// An MFU above 1 that was refused: more model FLOPs per second than the peak.
+    pub mfu_refused: Option<f64>,
     /// Traced GPU-hours: each active device's process window (its span when the trace has none).
     pub gpu_hours: f64,
     /// GPU-hours inside completed steps of processes that did not fail.

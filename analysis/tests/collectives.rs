@@ -376,7 +376,11 @@ fn a_dominant_operation_is_a_finding() {
         .iter()
         .find(|f| f.rule == "exposed-communication-by-op")
         .expect("AllReduce dominates");
-    assert_eq!(f.severity, Severity::Medium);
+    // Severity follows the time at stake: AllReduce's exposed 2 × 40 ms of the two ranks'
+    // 2 × 100 ms of GPU time is 40%, at least the 20% of a high finding.
+    assert_eq!(f.severity, Severity::High);
+    assert_eq!(f.values["time_ns"], (80 * MS) as f64);
+    assert!((f.values["share_of_gpu_time"] - 0.4).abs() < 1e-12);
     assert_eq!(f.title, "AllReduce dominates exposed communication");
     assert!(
         f.evidence

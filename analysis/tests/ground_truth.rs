@@ -208,11 +208,17 @@ fn idle_gap_causes() {
     assert_eq!((second.start_ns, second.cause), (2000, IdleCause::HostBound));
     assert_eq!(d.longest_gaps.len(), 4);
 
-    // Steps: CPU windows [0, 7500) and [7500, 15000).
+    // Steps are GPU windows (issue #42): the CPU windows [0, 7500) and [7500, 15000)
+    // launched correlations 1-3 (A, B, C) and 4, 9 (D, the sync); E (no correlation)
+    // belongs to no step. Step 0 runs from A's start to C's end, [1000, 8000); step 1 from
+    // there to D's end, [8000, 13000); [13000, 15000) (a gap, then E) is outside the steps.
     assert_eq!(d.steps.len(), 2);
     let (s0, s1) = (&d.steps[0], &d.steps[1]);
-    assert_eq!((s0.step, s0.duration_ns, s0.compute_ns, s0.idle_ns), (0, 7500, 2500, 5000));
-    // [0, 1000) is before the first activity, not in a gap.
+    assert_eq!((s0.start_ns, s0.end_ns, s0.cpu_start_ns, s0.cpu_end_ns), (1000, 8000, 0, 7500));
+    assert_eq!((s1.start_ns, s1.end_ns, s1.cpu_start_ns, s1.cpu_end_ns), (8000, 13000, 7500, 15000));
+    // Step 0: A, B, C computed 3000 of 7000; idle: gaps [2000, 5000) (2000 host-bound,
+    // 1000 latency) and [6000, 7000) (latency).
+    assert_eq!((s0.step, s0.duration_ns, s0.compute_ns, s0.idle_ns), (0, 7000, 3000, 4000));
     assert_eq!(
         (
             s0.idle_causes.host_bound_ns,
@@ -221,11 +227,16 @@ fn idle_gap_causes() {
         ),
         (2000, 2000, 4000)
     );
-    assert_eq!((s1.step, s1.compute_ns, s1.idle_ns), (1, 2500, 5000));
+    // Step 1: D computed 1000 of 5000; idle: the gap [8000, 12000) (2000 sync, 1000
+    // host-bound, 1000 latency).
+    assert_eq!((s1.step, s1.duration_ns, s1.compute_ns, s1.idle_ns), (1, 5000, 1000, 4000));
     assert_eq!(s1.idle_causes.synchronization_ns, 2000);
-    assert_eq!(s1.idle_causes.unattributed_ns, 1000);
-    assert_eq!(s1.idle_causes.total_ns(), 5000);
-    assert_eq!((s0.idle_causes.gaps, s1.idle_causes.gaps), (2, 2));
+    assert_eq!(s1.idle_causes.unattributed_ns, 0);
+    assert_eq!(s1.idle_causes.total_ns(), 4000);
+    assert_eq!((s0.idle_causes.gaps, s1.idle_causes.gaps), (2, 1));
+    // The steps' idle and the unattributed gap [13000, 14000) outside them add up to the
+    // device's idle: every nanosecond has a cause.
+    assert_eq!(s0.idle_ns + s1.idle_ns + 1000, d.idle_ns);
 }
 
 #[test]
@@ -487,8 +498,12 @@ fn gpus_listed_without_activity_have_no_steps() {
     for d in devices {
         if d.device == 3 {
             assert_eq!(d.steps.len(), 2);
-            // Each step: 9 µs of gemm, 1 µs idle.
-            assert!(d.steps.iter().all(|s| (s.compute_ns, s.idle_ns) == (9_000, 1_000)), "{:?}", d.steps);
+            // No API calls link the kernels to their steps: the steps are their CPU
+            // windows within the device's span [0, 19 µs). Step 0: 9 µs of gemm, 1 µs idle;
+            // step 1 ends with the last kernel at 19 µs: 9 µs of gemm, no idle (the µs
+            // after it is past the device's last work, not idle of the device).
+            let got: Vec<(u64, u64, u64)> = d.steps.iter().map(|s| (s.duration_ns, s.compute_ns, s.idle_ns)).collect();
+            assert_eq!(got, [(10_000, 9_000, 1_000), (9_000, 9_000, 0)]);
         } else {
             assert!(d.first_ns.is_none() && d.steps.is_empty(), "gpu {}: {:?}", d.device, d.steps);
         }
@@ -534,10 +549,11 @@ fn duty_cycled_idle_excludes_the_untraced_gaps() {
     let w = d.process_window.unwrap();
     assert_eq!((w.window_ns, w.traced_ns), (19_500, 2000));
     assert_eq!((w.startup_idle_ns, w.teardown_idle_ns), (100, 200));
-    // The step covers 11000 ns of wall time, 2000 of them traced.
+    // The step (a CPU window: no API calls link the work to it) is cut to the device's
+    // span, [1100, 11800): 10700 ns of wall time, of which the traced 900 + 800 tile it.
     let s = &d.steps[0];
-    assert_eq!(s.duration_ns, 11_000);
-    assert_eq!(s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns, 2000);
+    assert_eq!(s.duration_ns, 10_700);
+    assert_eq!(s.compute_ns + s.exposed_communication_ns + s.exposed_transfer_ns + s.idle_ns, 1700);
     // The report says so.
     let duty = rk.duty_cycle.as_ref().expect("duty-cycled");
     assert_eq!(

@@ -169,7 +169,9 @@ fn without_tokens_or_flops_the_fields_are_null_and_say_which_flag_fills_them() {
     let p = &r.productive;
     assert_eq!(p.tokens, Some(1000));
     assert_eq!(p.tokens_source.as_deref(), Some("--tokens-per-step"));
-    close(p.tokens_per_s, 1000.0 / 12e-6, "tokens/s over the 12 µs step");
+    // No API call links the kernel to its step: the step is its CPU window [9, 21) µs cut
+    // to the device's span [10, 20) µs (issue #42: a step is GPU time), 10 µs.
+    close(p.tokens_per_s, 1000.0 / 10e-6, "tokens/s over the 10 µs step");
     assert!(p.mfu.is_none() && p.missing["mfu"].contains("--peak-tflops"), "{:?}", p.missing);
     let opts = Options {
         productive: ProductiveOptions {
@@ -181,7 +183,7 @@ fn without_tokens_or_flops_the_fields_are_null_and_say_which_flag_fills_them() {
     let mut b = Builder::new(header_with_window(1_000, &[0]));
     b.kernel(0, 7, "gemm", 10_000, 20_000, 1).range("ProfilerStep#1", 9_000, 21_000);
     let r = analyze(&[b.finish(50_000)], &opts).unwrap();
-    close(r.productive.mfu, 1000.0 * 1e6 / 12e-6 / 100e12, "MFU at --peak-tflops");
+    close(r.productive.mfu, 1000.0 * 1e6 / 10e-6 / 100e12, "MFU at --peak-tflops");
 }
 
 fn instant(b: &mut Builder, domain: &str, name: &str, at: u64) {
@@ -215,14 +217,17 @@ fn malformed_step_marks_are_ignored_and_counted() {
     assert_eq!(p.steps, 2, "first activity → 25 µs, then → 45 µs");
     assert_eq!(p.malformed_step_marks, 2);
     assert_eq!(p.tokens, Some(400));
+    // No API call links the kernels to the marks: the steps are the marks' windows cut to
+    // the device's span [10, 40) µs (the second ended at the mark at 45 µs, after the last
+    // kernel): 15 µs each.
     let steps = &r.ranks[0].devices[0].steps;
     assert_eq!(
         steps.iter().map(|s| (s.start_ns, s.end_ns)).collect::<Vec<_>>(),
-        [(10_000, 25_000), (25_000, 45_000)]
+        [(10_000, 25_000), (25_000, 40_000)]
     );
     close(p.step_time_p50_s, 15e-6, "p50");
-    close(p.step_time_p95_s, 20e-6, "p95");
-    close(p.tokens_per_s, 400.0 / 35e-6, "tokens/s");
+    close(p.step_time_p95_s, 15e-6, "p95");
+    close(p.tokens_per_s, 400.0 / 30e-6, "tokens/s");
     assert!(render_text(&r, false).contains("2 step mark(s) did not parse"));
 }
 
@@ -265,11 +270,9 @@ fn failed_gpu_hours_from_a_run_record() {
     assert!(p.cost_per_million_tokens.is_none(), "no successful tokens");
     let f = r.findings.iter().find(|f| f.rule == "failed-run").expect("failed-run fires");
     assert_eq!(f.severity, Severity::High);
-    assert!(
-        f.title.starts_with("Failed run: ") && f.title.contains("GPU-hours lost"),
-        "{}",
-        f.title
-    );
+    // 60 windows of 1/6 s plus 1/3 s of startup: 10.33 GPU-seconds, in the unit that fits
+    // (0.0029 GPU-hours would read as nothing), priced at $3 per GPU-hour.
+    assert_eq!(f.title, "Failed run: 10.33 GPU-seconds lost ($0.0086)");
     assert!(
         f.evidence.contains("signal 9") && f.evidence.contains("gputrace-run.underfilled-node.77.json"),
         "{}",

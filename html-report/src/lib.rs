@@ -781,6 +781,7 @@ impl Html {
             let (class, sev) = match f.severity {
                 Severity::High => ("high", "HIGH"),
                 Severity::Medium => ("medium", "MEDIUM"),
+                Severity::Low => ("low", "LOW"),
                 Severity::Info => ("info", "INFO"),
             };
             let mut vals = String::new();

@@ -62,9 +62,9 @@ pub struct ReportArgs {
     /// With --model-params: forward only, 2·N FLOPs per token.
     #[arg(long, requires = "model_params")]
     pub inference: bool,
-    /// Precision of the dense tensor-core peak MFU is measured against.
-    #[arg(long, value_name = "bf16|fp16|fp8|tf32", default_value = "bf16", value_parser = parse_precision)]
-    pub precision: Precision,
+    /// Precision of the dense tensor-core peak MFU is measured against [default: the one most GEMM time ran in, read from the kernels' names (e4m3/e5m2/fp8, bf16, tf32, fp16), else bf16]
+    #[arg(long, value_name = "bf16|fp16|fp8|tf32", value_parser = parse_precision)]
+    pub precision: Option<Precision>,
     /// Peak TFLOPS per GPU, instead of the table's (for a device not in it).
     #[arg(long, value_name = "T", value_parser = parse_count)]
     pub peak_tflops: Option<f64>,
@@ -199,7 +199,13 @@ pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrac
     report
         .findings
         .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
-    report.findings.extend(gputrace_compare::straggler_findings(c));
+    let price = report.cost.map(|c| c.usd_per_gpu_hour);
+    for mut f in gputrace_compare::straggler_findings(c) {
+        // The time at stake: the wait it imposed on the others.
+        let wait = f.values.get("wait_imposed_ns").map_or(0, |&w| w as u64);
+        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
+        report.findings.push(f);
+    }
     report.findings.sort_by_key(|f| f.severity);
 }
 
@@ -335,7 +341,7 @@ mod tests {
                 inference: true
             })
         );
-        assert_eq!(o.precision, Precision::Fp8);
+        assert_eq!(o.precision, Some(Precision::Fp8));
         assert_eq!(o.nvml_window_ns, DEFAULT_NVML_WINDOW_NS);
         assert!(
             p(&["--model-params", "7B", "--flops-per-step", "1e15"]).is_err(),
