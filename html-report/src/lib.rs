@@ -43,7 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
-use gputrace_analysis::{Category, DeviceReport, Productive, Report, Severity, StepReport};
+use gputrace_analysis::{activity, Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
 use serde::Serialize;
@@ -94,6 +94,13 @@ pub struct Html {
     pub heatmap_rows: usize,
     /// Heatmap columns (steps are bucketed beyond).
     pub heatmap_cols: usize,
+    /// GPUs drawn one row each in the activity timeline when there are at most this many.
+    pub max_timeline_rows: usize,
+    /// Beyond `max_timeline_rows`: rows drawn (the slowest, the fastest, the straggler and
+    /// a sample).
+    pub timeline_sample_rows: usize,
+    /// Step boundaries drawn per timeline row (every k-th beyond).
+    pub max_timeline_steps: usize,
 }
 
 impl Default for Html {
@@ -104,6 +111,9 @@ impl Default for Html {
             max_rank_rows: 32,
             heatmap_rows: 48,
             heatmap_cols: 40,
+            max_timeline_rows: 256,
+            timeline_sample_rows: 64,
+            max_timeline_steps: 100,
         }
     }
 }
@@ -378,10 +388,54 @@ tr.slow td:first-child:after{content:" slow";color:var(--high);font-weight:600}t
 .finding.high .sev{color:var(--high)}.finding.medium .sev{color:var(--med)}.finding p{margin:2px 0}.vals{font-size:12px;color:var(--mute)}
 .vals .n{margin-right:10px}code{background:var(--card);padding:1px 4px;border-radius:4px}
 svg.hm text{fill:var(--fg);font-size:11px}svg.hm .cell{fill:var(--late)}svg.hm .bg{fill:var(--card)}
+.tl{position:relative;margin:6px 0}.tl-row{display:flex;align-items:center;gap:8px;height:16px}.tl-row.tl-axis{height:32px;align-items:flex-end}
+.tl-l{flex:none;width:150px;font-size:11px;color:var(--mute);white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
+.tl canvas{flex:1 1 auto;min-width:0;width:100%;height:14px;display:block;background:var(--card)}.tl canvas.tl-x{height:30px;background:none}
+.tip{position:fixed;z-index:5;pointer-events:none;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:6px;padding:6px 8px;font-size:12px;white-space:pre;box-shadow:0 2px 8px rgba(0,0,0,.2)}
 "#;
 
-/// Sort a `table.sortable` by the clicked column (numbers by `data-sort`, else text).
+/// Sort a `table.sortable` by the clicked column (numbers by `data-sort`, else text); draw
+/// the activity timeline from its rows' data (and redraw on resize or a colour-scheme change).
 const JS: &str = r#"
+(function(){
+  var tl=document.getElementById("timeline");if(!tl)return;
+  var keys=["compute_ns","exposed_communication_ns","exposed_transfer_ns","host_bound_ns","launch_latency_ns","synchronization_ns","unattributed_ns"];
+  var vars=["compute","comm","xfer","host","lat","sync","unat"];
+  var names=["compute","exposed communication","exposed transfer","idle: host-bound","idle: launch/dependency latency","idle: synchronization","idle: unattributed"];
+  var span=+tl.dataset.span||1,rows=Array.prototype.slice.call(tl.querySelectorAll("canvas.tl-c")),tip=document.getElementById("tip");
+  rows.forEach(function(c){c._a=JSON.parse(c.dataset.value);c._s=JSON.parse(c.dataset.steps||"[]");});
+  function fmt(v){var a=Math.abs(v);return a>=1e9?(v/1e9).toFixed(3)+" s":a>=1e6?(v/1e6).toFixed(2)+" ms":a>=1e3?(v/1e3).toFixed(1)+" µs":v+" ns";}
+  function setup(c){var w=c.clientWidth,h=c.clientHeight,r=window.devicePixelRatio||1;c.width=Math.max(1,Math.round(w*r));c.height=Math.max(1,Math.round(h*r));var g=c.getContext("2d");g.setTransform(r,0,0,r,0,0);g.clearRect(0,0,w,h);return [g,w,h];}
+  function width(c,i){var a=c._a,end=+c.dataset.end;return Math.max(1,Math.min(a.bin_ns,end-i*a.bin_ns));}
+  function draw(){
+    var st=getComputedStyle(document.documentElement),col=vars.map(function(v){return st.getPropertyValue("--"+v).trim();}),fg=st.getPropertyValue("--fg").trim(),mute=st.getPropertyValue("--mute").trim();
+    rows.forEach(function(c){
+      var s=setup(c),g=s[0],w=s[1],h=s[2],a=c._a,sx=w/span;
+      for(var i=0;i<a.compute_ns.length;i++){
+        var x0=Math.floor(i*a.bin_ns*sx),x1=Math.max(x0+1,Math.floor(Math.min((i+1)*a.bin_ns,+c.dataset.end)*sx)),y=h,bw=width(c,i);
+        for(var k=0;k<7;k++){var v=a[keys[k]][i];if(!v)continue;var bh=h*v/bw;g.fillStyle=col[k];g.fillRect(x0,y-bh,x1-x0,bh);y-=bh;}
+      }
+      g.fillStyle=fg;g.globalAlpha=0.5;c._s.forEach(function(p){g.fillRect(Math.round(p[1]*sx),0,1,h);});g.globalAlpha=1;
+    });
+    var ax=tl.querySelector("canvas.tl-x");if(!ax)return;
+    var s=setup(ax),g=s[0],w=s[1],h=s[2],sx=w/span;g.font="11px system-ui,sans-serif";g.fillStyle=mute;g.textBaseline="alphabetic";
+    var steps=rows.length?rows[0]._s:[],last=-1e9;
+    steps.forEach(function(p){var x=p[1]*sx,t=String(p[0]);if(x<0||x>w-8)return;if(x-last<g.measureText(t).width+8)return;g.fillText(t,x+2,11);g.fillRect(Math.round(x),2,1,11);last=x;});
+    var nice=[1,2,5],step=1,e=1;while(span/step>Math.max(2,w/90)){step=nice[e%3]*Math.pow(10,Math.floor(e/3));e++;}
+    for(var t=0;t<=span;t+=step){var x=t*sx;if(x>w-40)break;g.fillRect(Math.round(x),h-14,1,5);g.fillText(fmt(t),x+2,h-3);}
+  }
+  function at(c,ev){var r=c.getBoundingClientRect(),a=c._a,t=(ev.clientX-r.left)/r.width*span,i=Math.floor(t/a.bin_ns);return i>=0&&i<a.compute_ns.length?i:-1;}
+  rows.forEach(function(c){
+    c.addEventListener("mousemove",function(ev){var i=at(c,ev);if(i<0){tip.hidden=true;return;}var a=c._a,bw=width(c,i),lines=[c.dataset.label+", "+fmt(i*a.bin_ns)+" – "+fmt(i*a.bin_ns+bw)];
+      var step=null;c._s.forEach(function(p){if(p[1]<=i*a.bin_ns+bw/2)step=p[0];});if(step!==null)lines[0]+=" (step "+step+")";
+      for(var k=0;k<7;k++){var v=a[keys[k]][i];if(v)lines.push(names[k]+": "+fmt(v)+" ("+(100*v/bw).toFixed(1)+"%)");}
+      if(lines.length==1)lines.push("not traced");
+      tip.textContent=lines.join("\n");tip.hidden=false;tip.style.left=Math.min(ev.clientX+12,window.innerWidth-tip.offsetWidth-8)+"px";tip.style.top=(ev.clientY+14)+"px";});
+    c.addEventListener("mouseleave",function(){tip.hidden=true;});
+  });
+  draw();window.addEventListener("resize",draw);
+  if(window.matchMedia){var m=window.matchMedia("(prefers-color-scheme: dark)");if(m.addEventListener)m.addEventListener("change",draw);}
+})();
 document.querySelectorAll("table.sortable").forEach(function(t){
   t.querySelectorAll("thead th").forEach(function(th,i){
     th.addEventListener("click",function(){
@@ -434,6 +488,7 @@ impl Html {
             o.push_str("<p class=\"warn\">HTA-compatible mode: span, compute and idle are Holistic Trace Analysis' temporal breakdown, not gputrace's definitions.</p>\n");
         }
         self.headline(&mut o, &r.productive);
+        self.timeline(&mut o, r, page.comparison);
         self.devices(&mut o, r);
         self.steps(&mut o, r, page.comparison);
         self.hardware(&mut o, r);
@@ -536,6 +591,73 @@ impl Html {
                 .span(),
             esc(&p.outcome)
         );
+    }
+
+    /// The GPU activity timeline: per GPU a row of bins (drawn by the page's script from
+    /// the row's `data-value`, the device's `activity` in `report --json`), on one time
+    /// scale from each GPU's first activity, with its step boundaries.
+    fn timeline(&self, o: &mut String, r: &Report, c: Option<&Comparison>) {
+        let stragglers: Vec<u32> = c.map(|c| c.stragglers.iter().map(|s| s.rank).collect()).unwrap_or_default();
+        let all = activity::select(r, usize::MAX, &[]).total;
+        let max = if all <= self.max_timeline_rows {
+            all
+        } else {
+            self.timeline_sample_rows
+        };
+        let sel = activity::select(r, max, &stragglers);
+        if sel.rows.is_empty() {
+            return;
+        }
+        let span = sel
+            .rows
+            .iter()
+            .map(|&(ri, di)| {
+                let d = &r.ranks[ri].devices[di];
+                d.last_ns.unwrap_or(0).saturating_sub(d.activity.as_ref().map_or(0, |a| a.start_ns))
+            })
+            .max()
+            .unwrap_or(0);
+        o.push_str(r#"<h2>GPU activity over time</h2><p class="mute">Per GPU, its span in equal bins from its first activity (one time scale for all rows), each bin split like the span: compute at the bottom, then exposed communication, exposed transfer and idle by cause; a blank bin was not traced. Thin lines: step starts. Hover a bin for its numbers.</p>"#);
+        o.push_str(&legend());
+        let _ = write!(
+            o,
+            r#"<div class="tl" id="timeline" data-span="{span}"><div class="tl-row tl-axis"><span class="tl-l">step / time</span><canvas class="tl-x" height="30"></canvas></div>"#
+        );
+        for &(ri, di) in &sel.rows {
+            let (rk, d) = (&r.ranks[ri], &r.ranks[ri].devices[di]);
+            let Some(a) = &d.activity else { continue };
+            let every = d.steps.len().div_ceil(self.max_timeline_steps.max(1)).max(1);
+            let steps: Vec<(u64, i64)> = d
+                .steps
+                .iter()
+                .step_by(every)
+                .map(|s| (s.step, s.start_ns as i64 - a.start_ns as i64))
+                .collect();
+            let label = format!(
+                "rank {} · gpu {}{}",
+                rk.rank,
+                d.device,
+                if stragglers.contains(&rk.rank) { " · straggler" } else { "" }
+            );
+            let _ = writeln!(
+                o,
+                r#"<div class="tl-row"><span class="tl-l" title="{}">{}</span><canvas class="tl-c n" height="14" data-key="ranks.{ri}.devices.{di}.activity" data-value="{}" data-fmt="bins" data-end="{}" data-steps="{}" data-label="{}"></canvas></div>"#,
+                esc(&format!("{label}, {}", rk.hostname)),
+                esc(&label),
+                esc(&json(a)),
+                d.last_ns.unwrap_or(a.start_ns).saturating_sub(a.start_ns),
+                esc(&json(&steps)),
+                esc(&label)
+            );
+        }
+        o.push_str("<div id=\"tip\" class=\"tip\" hidden></div></div>\n");
+        if let Some(note) = &sel.note {
+            let _ = writeln!(
+                o,
+                r#"<p class="note">{}. Every GPU's bins are in <code>gputrace report --json</code> (<code>activity</code>).</p>"#,
+                esc(note)
+            );
+        }
     }
 
     fn devices(&self, o: &mut String, r: &Report) {
