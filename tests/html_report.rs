@@ -96,6 +96,7 @@ fn the_demo_page_in_chromium_agrees_with_report_json() {
     assert!(dom.contains("Where the GPU time went") && dom.contains("Stragglers"), "rendered");
     let mut checked = 0;
     let mut prefixes = std::collections::BTreeSet::new();
+    let mut keys: Vec<String> = Vec::new();
     for piece in dom.split('<').skip(1) {
         let tag = &piece[..piece.find('>').unwrap_or(piece.len())];
         let Some(key) = attr(tag, "data-key") else { continue };
@@ -115,6 +116,7 @@ fn the_demo_page_in_chromium_agrees_with_report_json() {
             };
             assert!(same, "{k}: page {v}, JSON {expected}");
             prefixes.insert(k.split('.').next().unwrap().to_string());
+            keys.push(k.clone());
             checked += 1;
         }
     }
@@ -130,6 +132,30 @@ fn the_demo_page_in_chromium_agrees_with_report_json() {
         "cost",
     ] {
         assert!(prefixes.contains(p), "no number from {p}: {prefixes:?}");
+    }
+    // Everything the text report has: the productive table per rank, the hardware summary,
+    // the longest gaps with the CPU's activity, exposed communication by library and
+    // operation, collectives with algorithm and protocol.
+    for part in [
+        ".productive.step_time_p95_s",
+        ".hardware.sm_clock_mean_mhz",
+        ".hardware.throttled_ns",
+        ".longest_gaps.0.cpu_activity.0.overlap_ns",
+        "totals.exposed_communication_by_library_ns.",
+        "collectives.0.algorithms.",
+        "collectives.0.protocols.",
+        ".activity",
+    ] {
+        assert!(keys.iter().any(|k| k.contains(part)), "no number {part} on the page");
+    }
+    for heading in [
+        "Productive work",
+        "Hardware",
+        "Longest idle gaps",
+        "Exposed communication by library and operation",
+        "GPU activity over time",
+    ] {
+        assert!(dom.contains(&format!("<h2>{heading}</h2>")), "no section {heading}");
     }
 
     timeline_bins_add_up(&dom, &report);

@@ -50,6 +50,8 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+mod sections;
+
 /// What one page shows.
 #[derive(Clone, Debug)]
 pub struct Page<'a> {
@@ -452,7 +454,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
 th{font-weight:600;color:var(--mute);white-space:nowrap}table.sortable th{cursor:pointer}table.sortable th:after{content:" ↕";opacity:.4}
 td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.scroll{overflow-x:auto;max-width:100%}.ell{display:block;max-width:min(560px,42vw);overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%}.ell-i{display:inline-block;max-width:min(300px,30vw);overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}.ell{display:block;max-width:min(560px,42vw);overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 td.b{width:34%;min-width:160px}svg.spark{width:120px;height:24px;display:block;background:var(--card)}th .scale{display:block;font-weight:400;font-size:11px}svg.spark polyline{fill:none;stroke:var(--sync);stroke-width:1.5}td.sp{white-space:nowrap}svg.bar{width:100%;min-width:160px;height:12px;display:block;background:var(--card)}
 .compute{fill:var(--compute);background:var(--compute)}.comm{fill:var(--comm);background:var(--comm)}.xfer{fill:var(--xfer);background:var(--xfer)}
 .host{fill:var(--host);background:var(--host)}.lat{fill:var(--lat);background:var(--lat)}.sync{fill:var(--sync);background:var(--sync)}.unat{fill:var(--unat);background:var(--unat)}
@@ -566,11 +568,15 @@ impl Html {
         self.headline(&mut o, &r.productive);
         self.timeline(&mut o, r, page.comparison);
         self.devices(&mut o, r);
-        self.steps(&mut o, r, page.comparison);
+        self.productive_table(&mut o, r);
+        self.hardware_summary(&mut o, r);
         self.hardware(&mut o, r);
+        self.gaps(&mut o, r);
+        self.steps(&mut o, r, page.comparison);
         self.findings(&mut o, r);
         self.kernels(&mut o, r);
         self.collectives(&mut o, r);
+        self.comm_libraries(&mut o, r);
         if r.ranks.len() >= 2 {
             self.straggler(&mut o, page);
         }
@@ -1082,7 +1088,7 @@ impl Html {
         if r.collectives.is_empty() {
             return;
         }
-        o.push_str("<h2>Collectives</h2><p class=\"mute\">NCCL collectives per communicator and operation, summed over ranks; time: GPU time of the collectives linked to their kernel; bandwidths as NCCL-tests.</p><table class=\"sortable\" id=\"collectives\"><thead><tr><th>communicator</th><th>op</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">mean</th><th class=\"r\">algbw GB/s</th><th class=\"r\">busbw GB/s</th></tr></thead><tbody>\n");
+        o.push_str("<h2>Collectives</h2><p class=\"mute\">NCCL collectives per communicator and operation, summed over ranks; time: GPU time of the collectives linked to their kernel; bandwidths as NCCL-tests.</p><table class=\"sortable\" id=\"collectives\"><thead><tr><th>communicator</th><th>op</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">mean</th><th class=\"r\">algbw GB/s</th><th class=\"r\">busbw GB/s</th><th>algorithms</th><th>protocols</th></tr></thead><tbody>\n");
         for (i, c) in r.collectives.iter().enumerate() {
             let key = |f: &str| format!("collectives.{i}.{f}");
             let comm = if c.communicator_name.is_empty() {
@@ -1092,7 +1098,7 @@ impl Html {
             };
             let _ = writeln!(
                 o,
-                "<tr>{}{}{}{}{}{}{}{}</tr>",
+                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
                 td_text(&comm),
                 td_text(&c.op),
                 Num::u(key("count"), c.count, Fmt::Num).td(),
@@ -1100,7 +1106,8 @@ impl Html {
                 Num::u(key("time_ns"), c.time_ns, Fmt::Ns).td(),
                 Num::u(key("mean_ns"), c.mean_ns, Fmt::Ns).td(),
                 Num::f(key("algbw_gbps"), c.algbw_gbps, Fmt::Num).td(),
-                Num::f(key("busbw_gbps"), c.busbw_gbps, Fmt::Num).td()
+                Num::f(key("busbw_gbps"), c.busbw_gbps, Fmt::Num).td(),
+                Html::algorithms_cells(i, c)
             );
         }
         o.push_str("</tbody></table>\n");
