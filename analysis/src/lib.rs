@@ -44,6 +44,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod activity;
 mod capture;
 mod collectives;
 mod error;

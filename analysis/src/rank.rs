@@ -22,6 +22,7 @@
 //! HTA-compatible mode with its filter, 4 bytes per distinct correlation id
 //! of the CPU calls.
 
+use crate::activity::Binner;
 use crate::capture::{Capture, Clip};
 use crate::collectives::{CollAcc, CollectiveAgg, Links, LABEL_PEER_COPY, LABEL_UNATTRIBUTED};
 use crate::error::Result;
@@ -381,6 +382,8 @@ struct DevicePass {
     hta_counts: HtaCounts,
     /// GPU-Util's busy time (windows in which a kernel ran).
     util_busy_ns: u64,
+    /// The activity timeline, idle gaps not yet added.
+    bins: Binner,
 }
 
 /// Steps from step marks: step k runs from mark k-1 (step 0: from the rank's first GPU
@@ -824,6 +827,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             }
         }
         dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
+        dev.activity = activity_timeline(p, &sync_union);
+        debug_assert!(crate::activity::sums_match(&dev), "the activity bins sum to the breakdown");
         debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
         // A device the header lists but that ran nothing has no steps: its step
         // windows would be all idle, and every table that sums steps over devices
@@ -933,6 +938,8 @@ struct Pieces<'w> {
     capture: Option<Clip<'w>>,
     /// With `capture`, the time per overlap mask inside the windows.
     capture_masks: [u64; 8],
+    /// The activity timeline's bins.
+    bins: Binner,
 }
 
 impl Pieces<'_> {
@@ -965,6 +972,7 @@ impl Pieces<'_> {
         } else {
             self.piece_in_windows(a, b, mask);
         }
+        self.bins.piece(a, b, mask);
         if mask & COMM != 0 && mask & COMPUTE == 0 {
             self.exposed(a, b);
         }
@@ -1058,6 +1066,7 @@ fn device_pass(
         exposed_by_class: Vec::new(),
         capture: capture.map(Capture::clip),
         capture_masks: [0; 8],
+        bins: Binner::default(),
     };
     // Idle gaps are cut to the capture windows as the pieces are.
     let mut gap_clip = capture.map(Capture::clip);
@@ -1312,6 +1321,7 @@ fn device_pass(
         memsets,
         hta_counts,
         util_busy_ns: util.busy_ns(totals.first_start, totals.last_end),
+        bins: pieces.bins,
     })
 }
 
@@ -1495,6 +1505,15 @@ impl<'s> GapActivity<'s> {
     }
 }
 
+/// The device's activity timeline: the sweep's bins with the idle gaps added by cause.
+fn activity_timeline(p: &DevicePass, syncs: &[(u64, u64)]) -> Option<crate::activity::Activity> {
+    let mut bins = p.bins.clone();
+    for g in &p.gaps {
+        bins.gap(g.start, g.end, (g.launch != u64::MAX).then_some(g.launch), syncs);
+    }
+    bins.finish()
+}
+
 /// Sorted, disjoint union of intervals.
 fn union(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.retain(|&(s, e)| e > s);
@@ -1633,6 +1652,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
         steps: Vec::new(),
         steps_inferred_from: None,
         hardware: None,
+        activity: None,
     }
 }
 
@@ -1703,6 +1723,7 @@ mod tests {
                 exposed_by_class: Vec::new(),
                 capture: None,
                 capture_masks: [0; 8],
+                bins: Binner::default(),
             };
             let mut want = vec![[0u64; 8]; windows.len()];
             let mut t = 0;

@@ -242,6 +242,10 @@ pub struct DeviceReport {
     /// What the GPU's own counters (NVML, sampled beside the timeline) say over the span;
     /// null when the trace has none for this device.
     pub hardware: Option<crate::hardware::HardwareReport>,
+    /// GPU activity over time: the span in equal bins, each split like the span (absent
+    /// for a device without activity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::activity::Activity>,
 }
 
 /// Time in each combination of overlapping categories; with `idle_ns` they tile the span.

@@ -48,11 +48,11 @@ pub struct CollectiveDelta {
     pub matched_by: MatchedBy,
     /// Ranks in the communicator, in A and in B (0 where the run has none of it).
     pub nranks: (u32, u32),
-    /// Collectives, summed over ranks.
+    /// Collectives per GPU (summed over ranks, over the run's active GPUs).
     pub count: Delta,
-    /// Bytes per rank as NCCL reports them, summed.
+    /// Bytes as NCCL reports them per rank, summed, per GPU.
     pub bytes: Delta,
-    /// GPU time of the linked collectives, ns.
+    /// GPU time of the linked collectives per GPU, ns.
     pub time: Delta,
     /// Bus bandwidth (NCCL-tests), GB/s.
     pub busbw_gbps: Bandwidth,
@@ -115,6 +115,7 @@ pub fn diff_collectives(a: &Report, b: &Report) -> Vec<CollectiveDelta> {
             Key::OpNranks(c.op.clone(), c.nranks)
         }
     };
+    let (ga, gb) = (crate::scaling::gpus(a).max(1), crate::scaling::gpus(b).max(1));
     let mut rows: BTreeMap<Key, (Sums, Sums)> = BTreeMap::new();
     for c in &a.collectives {
         rows.entry(key(c)).or_default().0.add(c);
@@ -136,9 +137,9 @@ pub fn diff_collectives(a: &Report, b: &Report) -> Vec<CollectiveDelta> {
                 communicator_name,
                 matched_by,
                 nranks: (x.nranks, y.nranks),
-                count: Delta::new("count", x.count, y.count),
-                bytes: Delta::new("bytes", x.bytes, y.bytes),
-                time: Delta::new("time", x.time, y.time),
+                count: Delta::new("count", x.count / ga, y.count / gb),
+                bytes: Delta::new("bytes", x.bytes / ga, y.bytes / gb),
+                time: Delta::new("time", x.time / ga, y.time / gb),
                 busbw_gbps: Bandwidth {
                     a: bwa,
                     b: bwb,

@@ -1,10 +1,11 @@
 //! `gputrace diff A B`: compare two runs' reports (A = baseline, B = new).
 //!
-//! Pure: two [`Report`]s in, a [`Diff`] out. Times per category are per GPU
-//! (the job total divided by its active GPUs), so runs on different GPU
-//! counts compare per GPU. Kernels are matched by name; a kernel present in
-//! one run only has zeros on the other side. Rows are sorted biggest
-//! regression (B − A) first.
+//! Pure: two [`Report`]s in, a [`Diff`] out. Every time, count and byte total
+//! is per GPU (the job total divided by its active GPUs): categories, steps,
+//! kernels and collectives alike, so runs on different GPU counts compare
+//! per GPU everywhere. Kernels are matched by name; a kernel present in one
+//! run only has zeros on the other side. Rows are sorted biggest regression
+//! (B − A) first.
 //!
 //! Beyond the totals: [`steps`] (step count, p50/p95 step time, per-step
 //! means of each category, the slowest step), [`collectives`] (matched by
@@ -57,9 +58,9 @@ impl Delta {
 pub struct KernelDelta {
     /// Kernel name.
     pub name: String,
-    /// Launch counts.
+    /// Launches per GPU (the run's launches over its active GPUs, rounded down).
     pub count: Delta,
-    /// Total GPU time, ns.
+    /// GPU time per GPU, ns.
     pub time: Delta,
 }
 
@@ -72,11 +73,11 @@ pub struct Diff {
     pub span: Delta,
     /// Per GPU: compute, exposed communication, exposed transfer, idle; biggest regression first.
     pub categories: Vec<Delta>,
-    /// Kernels by name, biggest time regression first.
+    /// Kernels by name, per GPU, biggest time regression first.
     pub kernels: Vec<KernelDelta>,
     /// Steps: count, p50/p95 step time, per-step category means, the slowest step.
     pub steps: StepDiff,
-    /// NCCL collectives, biggest bus-bandwidth drop first.
+    /// NCCL collectives (counts, bytes and time per GPU), biggest bus-bandwidth drop first.
     pub collectives: Vec<CollectiveDelta>,
     /// Scaling efficiency from A's GPU count to B's (only when they differ and a
     /// throughput is known in both).
@@ -135,8 +136,8 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         .into_iter()
         .map(|(name, ((ca, ta), (cb, tb)))| KernelDelta {
             name: name.to_string(),
-            count: Delta::new("count", ca, cb),
-            time: Delta::new("time", ta, tb),
+            count: Delta::new("count", per_gpu(ca, ga), per_gpu(cb, gb)),
+            time: Delta::new("time", per_gpu(ta, ga), per_gpu(tb, gb)),
         })
         .collect();
     kernels.sort_by(|x, y| y.time.delta.cmp(&x.time.delta).then_with(|| x.name.cmp(&y.name)));
@@ -189,7 +190,7 @@ pub fn render_text(d: &Diff, top: usize) -> String {
         render_scaling(&mut s, sc);
     }
     render_collectives(&mut s, &d.collectives, top);
-    let _ = writeln!(s, "\nkernels (biggest time regression first)");
+    let _ = writeln!(s, "\nkernels per GPU (biggest time regression first)");
     for k in d.kernels.iter().take(top) {
         let _ = writeln!(
             s,
@@ -204,8 +205,43 @@ pub fn render_text(d: &Diff, top: usize) -> String {
     s
 }
 
+/// A change in percent; beyond ±1000% a factor reads better (`×49.4`), and `new` where
+/// A had none.
 fn pct_text(p: Option<f64>) -> String {
-    p.map_or("new".to_string(), |p| format!("{p:+.1}%"))
+    match p {
+        None => "new".to_string(),
+        Some(p) if p > 1000.0 => format!("×{:.1}", 1.0 + p / 100.0),
+        Some(p) => format!("{p:+.1}%"),
+    }
+}
+
+/// A rate with an SI prefix: `54.95 k`, `1.20 M`.
+fn si(v: f64) -> String {
+    let a = v.abs();
+    let (x, p) = if a >= 1e12 {
+        (v / 1e12, " T")
+    } else if a >= 1e9 {
+        (v / 1e9, " G")
+    } else if a >= 1e6 {
+        (v / 1e6, " M")
+    } else if a >= 1e3 {
+        (v / 1e3, " k")
+    } else {
+        (v, "")
+    };
+    format!("{x:.2}{p}")
+}
+
+/// A duration in ns with a readable unit: `483.6 ns`, `23.01 µs`, `1.250 ms`.
+fn ns_text(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3} ms", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.2} µs", v / 1e3)
+    } else {
+        format!("{v:.1} ns")
+    }
 }
 
 fn render_steps(s: &mut String, st: &StepDiff) {
@@ -256,23 +292,40 @@ fn render_scaling(s: &mut String, sc: &Scaling) {
     use std::fmt::Write;
     let _ = writeln!(
         s,
-        "\nscaling {} -> {} GPUs on {}: efficiency {:.1}% (per GPU {:.4e} -> {:.4e})",
+        "\nscaling {} -> {} GPUs on {}: efficiency {:.1}% (per GPU {} -> {} {})",
         sc.gpus.0,
         sc.gpus.1,
         sc.basis.name(),
         100.0 * sc.efficiency,
-        sc.per_gpu.0,
-        sc.per_gpu.1
+        si(sc.per_gpu.0),
+        si(sc.per_gpu.1),
+        sc.basis.name()
     );
     if !sc.lost.is_empty() {
+        let a_total: f64 = sc.lost.iter().map(|l| l.a).sum();
+        let of_a = |v: f64| {
+            if a_total > 0.0 {
+                format!(" ({:+.1}% of A's)", 100.0 * v / a_total)
+            } else {
+                String::new()
+            }
+        };
         let _ = writeln!(
             s,
-            "  GPU time per {} in steps: {:+.1} ns; by category (B - A, share of it):",
-            sc.unit, sc.lost_ns_per_unit
+            "  GPU time per {} in steps: A {}, B {}{}; by category (B - A):",
+            sc.unit,
+            ns_text(a_total),
+            ns_text(a_total + sc.lost_ns_per_unit),
+            of_a(sc.lost_ns_per_unit)
         );
         for l in &sc.lost {
-            let share = l.share.map_or(String::new(), |x| format!(" ({:.0}%)", 100.0 * x));
-            let _ = writeln!(s, "    {:<22} {:+.1} ns{share}", l.name, l.delta);
+            let share = l.share.map_or(String::new(), |x| format!(", {:.0}% of the loss", 100.0 * x));
+            let signed = if l.delta >= 0.0 {
+                format!("+{}", ns_text(l.delta))
+            } else {
+                ns_text(l.delta)
+            };
+            let _ = writeln!(s, "    {:<22} {:>12}{}{share}", l.name, signed, of_a(l.delta));
         }
     }
     for st in &sc.stragglers {
@@ -285,7 +338,7 @@ fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
     if rows.is_empty() {
         return;
     }
-    let _ = writeln!(s, "\ncollectives (biggest bus-bandwidth drop first)");
+    let _ = writeln!(s, "\ncollectives (biggest bus-bandwidth drop first; counts and time per GPU)");
     let bw = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     for c in rows.iter().take(top) {
         let who = if c.communicator_name.is_empty() {
@@ -295,7 +348,7 @@ fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
         };
         let _ = writeln!(
             s,
-            "  {:<28} busbw {} -> {} GB/s {:>9}  count {} -> {}  time {:+.3} ms",
+            "  {:<28} busbw {} -> {} GB/s {:>9}  per GPU: count {} -> {}, time {:+.3} ms",
             who,
             bw(c.busbw_gbps.a),
             bw(c.busbw_gbps.b),

@@ -59,7 +59,8 @@ pub struct LostTime {
     /// `b − a`.
     pub delta: f64,
     /// `delta` over the total lost time (the categories' deltas sum to it), 0..1 for
-    /// categories that grew; null when nothing was lost.
+    /// categories that grew; null when less than 1% of A's GPU time per unit was lost (a
+    /// share of next to nothing would read as thousands of percent).
     pub share: Option<f64>,
 }
 
@@ -141,6 +142,7 @@ pub fn diff_scaling(a: &Report, b: &Report) -> Option<Scaling> {
     let mut lost_ns_per_unit = 0.0;
     if sa[0] > 0 && sb[0] > 0 && ua > 0.0 && ub > 0.0 {
         lost_ns_per_unit = sb[1] as f64 / ub - sa[1] as f64 / ua;
+        let lost_enough = lost_ns_per_unit > 0.01 * sa[1] as f64 / ua;
         let names = ["compute", "exposed communication", "exposed transfer", "idle"];
         for (i, name) in names.iter().enumerate() {
             let (x, y) = (sa[i + 2] as f64 / ua, sb[i + 2] as f64 / ub);
@@ -150,7 +152,7 @@ pub fn diff_scaling(a: &Report, b: &Report) -> Option<Scaling> {
                 a: x,
                 b: y,
                 delta,
-                share: (lost_ns_per_unit > 0.0).then(|| delta / lost_ns_per_unit),
+                share: lost_enough.then(|| delta / lost_ns_per_unit),
             });
         }
         lost.sort_by(|x, y| y.delta.total_cmp(&x.delta));

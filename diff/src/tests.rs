@@ -245,16 +245,17 @@ fn collectives_match_by_shared_name_else_by_op_and_ranks() {
         (ar.matched_by, ar.communicator_name.as_str(), ar.nranks),
         (MatchedBy::Name, "default_pg", (2, 4))
     );
-    assert_eq!((ar.count.a, ar.count.b), (10, 20));
+    // Per GPU: 10 over 2 GPUs, 20 over 4.
+    assert_eq!((ar.count.a, ar.count.b), (5, 5));
     // busbw = 2(n-1)/n × bytes / time: 1 × 10 GiB / 0.1 s and 1.5 × 20 GiB / 0.4 s.
     let gbf = gb as f64;
     assert!(close(ar.busbw_gbps.a.unwrap(), 10.0 * gbf / 1e8));
     assert!(close(ar.busbw_gbps.b.unwrap(), 1.5 * 20.0 * gbf / 4e8));
     let ag = rows.iter().find(|r| r.op == "AllGather").unwrap();
-    assert_eq!((ag.matched_by, ag.count.a, ag.count.b), (MatchedBy::OpNranks, 8, 8));
+    assert_eq!((ag.matched_by, ag.count.a, ag.count.b), (MatchedBy::OpNranks, 4, 2));
     assert_eq!(
         (ag.bytes.a, ag.bytes.b, ag.time.a, ag.time.b),
-        (8 * gb, 8 * gb, 200_000_000, 200_000_000)
+        (4 * gb, 2 * gb, 100_000_000, 50_000_000)
     );
     // Two rows in A: their summed bus bytes over their summed time, the same as B's one row.
     assert!(close(ag.busbw_gbps.a.unwrap(), ag.busbw_gbps.b.unwrap()));
@@ -282,4 +283,59 @@ fn a_job_against_itself_has_zero_deltas_everywhere() {
     let c = &d.collectives[0];
     assert_eq!((c.count.delta, c.bytes.delta, c.time.delta), (0, 0, 0));
     assert_eq!(c.busbw_gbps.delta, Some(0.0));
+}
+
+/// Issue #44: 4 GPUs against 8 running the same per-GPU work. Kernels and collectives
+/// compare per GPU (no "+93%" from twice the GPUs), a per-GPU throughput reads as
+/// `54.95 k`, not `5.4953e4`, and a next-to-nothing loss gets no share in the thousands
+/// of percent.
+#[test]
+fn different_gpu_counts_compare_per_gpu_everywhere() {
+    let job = |gpus: u32, comm: u64| {
+        let mut r = report(gpus);
+        for rk in &mut r.ranks {
+            rk.devices[0].steps = vec![step(0, 100_000, 80_000, comm)];
+        }
+        r.top_kernels = vec![gputrace_analysis::KernelStat {
+            name: "gemm".into(),
+            category: gputrace_analysis::Category::Compute,
+            count: 96 * u64::from(gpus),
+            total_ns: 1_000_000 * u64::from(gpus),
+            mean_ns: 10_416,
+            share: 1.0,
+        }];
+        r.collectives = vec![collective(
+            "00000000000000aa",
+            "default_pg",
+            "AllReduce",
+            gpus,
+            72 * u64::from(gpus),
+            1 << 30,
+            5_000_000 * u64::from(gpus),
+        )];
+        r.productive.tokens = Some(1000 * u64::from(gpus));
+        r.productive.tokens_per_s = Some(54_953.0 * f64::from(gpus));
+        r
+    };
+    let (a, b) = (job(4, 10_000), job(8, 10_001));
+    let d = diff(&a, &b);
+    let k = &d.kernels[0];
+    assert_eq!((k.count.a, k.count.b, k.time.delta), (96, 96, 0));
+    let c = &d.collectives[0];
+    assert_eq!((c.count.a, c.count.b, c.time.delta), (72, 72, 0));
+    let s = d.scaling.as_ref().unwrap();
+    assert!(s.lost.iter().all(|l| l.share.is_none()), "{s:?}");
+    let text = render_text(&d, 5);
+    assert!(text.contains("per GPU 54.95 k -> 54.95 k tokens/s"), "{text}");
+    assert!(!text.contains("e4") && !text.contains("+93"), "{text}");
+    for line in text.lines() {
+        for word in line.split_whitespace() {
+            let Some(p) = word.trim_matches(|c| c == '(' || c == ')' || c == ',').strip_suffix('%') else {
+                continue;
+            };
+            if let Ok(p) = p.parse::<f64>() {
+                assert!(p.abs() <= 1000.0, "{line}");
+            }
+        }
+    }
 }

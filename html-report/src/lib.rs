@@ -43,12 +43,14 @@
 //! ```
 #![deny(missing_docs)]
 
-use gputrace_analysis::{Category, DeviceReport, Productive, Report, Severity, StepReport};
+use gputrace_analysis::{activity, Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+
+mod sections;
 
 /// What one page shows.
 #[derive(Clone, Debug)]
@@ -94,6 +96,13 @@ pub struct Html {
     pub heatmap_rows: usize,
     /// Heatmap columns (steps are bucketed beyond).
     pub heatmap_cols: usize,
+    /// GPUs drawn one row each in the activity timeline when there are at most this many.
+    pub max_timeline_rows: usize,
+    /// Beyond `max_timeline_rows`: rows drawn (the slowest, the fastest, the straggler and
+    /// a sample).
+    pub timeline_sample_rows: usize,
+    /// Step boundaries drawn per timeline row (every k-th beyond).
+    pub max_timeline_steps: usize,
 }
 
 impl Default for Html {
@@ -104,6 +113,9 @@ impl Default for Html {
             max_rank_rows: 32,
             heatmap_rows: 48,
             heatmap_cols: 40,
+            max_timeline_rows: 256,
+            timeline_sample_rows: 64,
+            max_timeline_steps: 100,
         }
     }
 }
@@ -155,6 +167,8 @@ enum Fmt {
     Num,
     /// Seconds, shown as a duration.
     Secs,
+    /// A byte count, humanised (`18.0 GiB`); the exact count is in the element's `title`.
+    Bytes,
 }
 
 impl Fmt {
@@ -168,6 +182,7 @@ impl Fmt {
             Fmt::Usd => "usd",
             Fmt::Num => "num",
             Fmt::Secs => "s",
+            Fmt::Bytes => "bytes",
         }
     }
 }
@@ -181,6 +196,8 @@ struct Num {
     text: String,
     /// What a table sorts by (the shown quantity, not the raw value).
     sort: f64,
+    /// Shown on hover (the exact value of a humanised one).
+    title: Option<String>,
 }
 
 impl Num {
@@ -196,6 +213,7 @@ impl Num {
             fmt,
             text,
             sort: v as f64,
+            title: None,
         }
     }
 
@@ -212,6 +230,7 @@ impl Num {
             fmt: Fmt::Ns,
             text,
             sort: v as f64,
+            title: None,
         }
     }
 
@@ -225,6 +244,7 @@ impl Num {
             fmt: Fmt::Pct,
             text: if whole == 0 { "-".into() } else { format!("{:.1}%", 100.0 * r) },
             sort: r,
+            title: None,
         }
     }
 
@@ -247,7 +267,27 @@ impl Num {
             fmt,
             text,
             sort: v.unwrap_or(f64::NEG_INFINITY),
+            title: None,
         }
+    }
+
+    /// A byte count, humanised, with the exact count on hover.
+    fn bytes(key: impl Into<String>, v: u64) -> Num {
+        Num {
+            key: key.into(),
+            value: json(&v),
+            per: None,
+            fmt: Fmt::Bytes,
+            text: human_bytes(v),
+            sort: v as f64,
+            title: Some(format!("{} bytes", group_digits(v))),
+        }
+    }
+
+    /// The number as an element without text: kept for machines (a finding's values), not
+    /// shown.
+    fn data(&self) -> String {
+        format!("<data {}></data>", self.attrs())
     }
 
     fn text(mut self, text: String) -> Num {
@@ -265,6 +305,9 @@ impl Num {
         if let Some((k, v)) = &self.per {
             let _ = write!(a, r#" data-per="{}" data-per-value="{}""#, esc(k), esc(v));
         }
+        if let Some(t) = &self.title {
+            let _ = write!(a, r#" title="{}""#, esc(t));
+        }
         a
     }
 
@@ -280,6 +323,49 @@ impl Num {
             esc(&self.text)
         )
     }
+}
+
+/// Bytes in binary units: `512 B`, `18.0 GiB`.
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+/// `1234567` as `1,234,567`.
+fn group_digits(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A cell for a long name: one line, cut with an ellipsis at the column's width, the whole
+/// name on hover.
+fn td_name(s: &str) -> String {
+    format!(
+        r#"<td class="name" data-sort="{0}"><span class="ell" title="{0}">{0}</span></td>"#,
+        esc(s)
+    )
+}
+
+/// Tables scroll sideways inside their own box when the window is narrower than they are.
+fn scrolling_tables(page: String) -> String {
+    page.replace("<table", "<div class=\"scroll\"><table")
+        .replace("</table>", "</table></div>")
 }
 
 fn td_text(s: &str) -> String {
@@ -364,11 +450,12 @@ const CSS: &str = r#"
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
 .mute,.note{color:var(--mute)}.note{font-size:12px}.warn{border:1px solid var(--high);color:var(--high);padding:6px 10px;border-radius:6px}
 .head{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}.tile{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:150px}
-.tile .v{font-size:24px;font-weight:600;display:block}.tile .l{color:var(--mute);font-size:12px}.tile.dash .v{color:var(--mute)}
+.tile .v{font-size:24px;font-weight:600;display:block}.tile .l{color:var(--mute);font-size:12px;display:block}.tile .flag{font-size:11px}.tile.dash .v{color:var(--mute)}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
 th{font-weight:600;color:var(--mute);white-space:nowrap}table.sortable th{cursor:pointer}table.sortable th:after{content:" ↕";opacity:.4}
-td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.name{word-break:break-all;max-width:520px}
-td.b{width:34%;min-width:160px}svg.spark{width:120px;height:24px;display:block;background:var(--card)}svg.spark polyline{fill:none;stroke:var(--sync);stroke-width:1.5}td.sp{white-space:nowrap}svg.bar{width:100%;height:12px;display:block;background:var(--card)}
+td{white-space:nowrap}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%}.ell-i{display:inline-block;max-width:min(300px,30vw);overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}.ell{display:block;max-width:min(560px,42vw);overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.b{width:34%;min-width:160px}svg.spark{width:120px;height:24px;display:block;background:var(--card)}th .scale{display:block;font-weight:400;font-size:11px}svg.spark polyline{fill:none;stroke:var(--sync);stroke-width:1.5}td.sp{white-space:nowrap}svg.bar{width:100%;min-width:160px;height:12px;display:block;background:var(--card)}
 .compute{fill:var(--compute);background:var(--compute)}.comm{fill:var(--comm);background:var(--comm)}.xfer{fill:var(--xfer);background:var(--xfer)}
 .host{fill:var(--host);background:var(--host)}.lat{fill:var(--lat);background:var(--lat)}.sync{fill:var(--sync);background:var(--sync)}.unat{fill:var(--unat);background:var(--unat)}
 .legend span{margin-right:14px;font-size:12px;white-space:nowrap}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
@@ -377,11 +464,56 @@ tr.slow td:first-child:after{content:" slow";color:var(--high);font-weight:600}t
 .finding.high{border-color:var(--high)}.finding.medium{border-color:var(--med)}.sev{font-weight:700;font-size:11px;margin-right:6px}
 .finding.high .sev{color:var(--high)}.finding.medium .sev{color:var(--med)}.finding p{margin:2px 0}.vals{font-size:12px;color:var(--mute)}
 .vals .n{margin-right:10px}code{background:var(--card);padding:1px 4px;border-radius:4px}
-svg.hm text{fill:var(--fg);font-size:11px}svg.hm .cell{fill:var(--late)}svg.hm .bg{fill:var(--card)}
+svg.hm text{fill:var(--fg);font-size:11px}svg.hm text.ax{text-anchor:middle;fill:var(--mute)}svg.hm .cell{fill:var(--late)}svg.hm .bg{fill:var(--card)}
+.tl{position:relative;margin:6px 0}.tl-row{display:flex;align-items:center;gap:8px;height:16px}.tl-row.tl-axis{height:32px;align-items:flex-end}
+.tl-l{flex:none;width:150px;font-size:11px;color:var(--mute);white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
+.tl canvas{flex:1 1 auto;min-width:0;width:100%;height:14px;display:block;background:var(--card)}.tl canvas.tl-x{height:30px;background:none}
+.tl.tall .tl-row{height:26px}.tl.tall canvas{height:24px}.tl.dense .tl-row{height:9px}.tl.dense canvas{height:8px}.tl.dense .tl-l{font-size:8px;line-height:9px}
+.tip{position:fixed;z-index:5;pointer-events:none;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:6px;padding:6px 8px;font-size:12px;white-space:pre;box-shadow:0 2px 8px rgba(0,0,0,.2)}
 "#;
 
-/// Sort a `table.sortable` by the clicked column (numbers by `data-sort`, else text).
+/// Sort a `table.sortable` by the clicked column (numbers by `data-sort`, else text); draw
+/// the activity timeline from its rows' data (and redraw on resize or a colour-scheme change).
 const JS: &str = r#"
+(function(){
+  var tl=document.getElementById("timeline");if(!tl)return;
+  var keys=["compute_ns","exposed_communication_ns","exposed_transfer_ns","host_bound_ns","launch_latency_ns","synchronization_ns","unattributed_ns"];
+  var vars=["compute","comm","xfer","host","lat","sync","unat"];
+  var names=["compute","exposed communication","exposed transfer","idle: host-bound","idle: launch/dependency latency","idle: synchronization","idle: unattributed"];
+  var span=+tl.dataset.span||1,rows=Array.prototype.slice.call(tl.querySelectorAll("canvas.tl-c")),tip=document.getElementById("tip");
+  rows.forEach(function(c){c._a=JSON.parse(c.dataset.value);c._s=JSON.parse(c.dataset.steps||"[]");});
+  function fmt(v){var a=Math.abs(v);return a>=1e9?(v/1e9).toFixed(3)+" s":a>=1e6?(v/1e6).toFixed(2)+" ms":a>=1e3?(v/1e3).toFixed(1)+" µs":v+" ns";}
+  function setup(c){var w=c.clientWidth,h=c.clientHeight,r=window.devicePixelRatio||1;c.width=Math.max(1,Math.round(w*r));c.height=Math.max(1,Math.round(h*r));var g=c.getContext("2d");g.setTransform(r,0,0,r,0,0);g.clearRect(0,0,w,h);return [g,w,h];}
+  function width(c,i){var a=c._a,end=+c.dataset.end;return Math.max(1,Math.min(a.bin_ns,end-i*a.bin_ns));}
+  function draw(){
+    var st=getComputedStyle(document.documentElement),col=vars.map(function(v){return st.getPropertyValue("--"+v).trim();}),fg=st.getPropertyValue("--fg").trim(),mute=st.getPropertyValue("--mute").trim();
+    rows.forEach(function(c){
+      var s=setup(c),g=s[0],w=s[1],h=s[2],a=c._a,sx=w/span;
+      for(var i=0;i<a.compute_ns.length;i++){
+        var x0=Math.floor(i*a.bin_ns*sx),x1=Math.max(x0+1,Math.floor(Math.min((i+1)*a.bin_ns,+c.dataset.end)*sx)),y=h,bw=width(c,i);
+        for(var k=0;k<7;k++){var v=a[keys[k]][i];if(!v)continue;var bh=h*v/bw;g.fillStyle=col[k];g.fillRect(x0,y-bh,x1-x0,bh);y-=bh;}
+      }
+      g.fillStyle=fg;g.globalAlpha=0.5;c._s.forEach(function(p){g.fillRect(Math.round(p[1]*sx),0,1,h);});g.globalAlpha=1;
+    });
+    var ax=tl.querySelector("canvas.tl-x");if(!ax)return;
+    var s=setup(ax),g=s[0],w=s[1],h=s[2],sx=w/span;g.font="11px system-ui,sans-serif";g.fillStyle=mute;g.textBaseline="alphabetic";
+    var steps=rows.length?rows[0]._s:[],last=-1e9;
+    steps.forEach(function(p){var x=p[1]*sx,t=String(p[0]);if(x<0||x>w-8)return;if(x-last<g.measureText(t).width+8)return;g.fillText(t,x+2,11);g.fillRect(Math.round(x),2,1,11);last=x;});
+    var nice=[1,2,5],step=1,e=1;while(span/step>Math.max(2,w/90)){step=nice[e%3]*Math.pow(10,Math.floor(e/3));e++;}
+    for(var t=0;t<=span;t+=step){var x=t*sx;if(x>w-40)break;g.fillRect(Math.round(x),h-14,1,5);g.fillText(fmt(t),x+2,h-3);}
+  }
+  function at(c,ev){var r=c.getBoundingClientRect(),a=c._a,t=(ev.clientX-r.left)/r.width*span,i=Math.floor(t/a.bin_ns);return i>=0&&i<a.compute_ns.length?i:-1;}
+  rows.forEach(function(c){
+    c.addEventListener("mousemove",function(ev){var i=at(c,ev);if(i<0){tip.hidden=true;return;}var a=c._a,bw=width(c,i),lines=[c.dataset.label+", "+fmt(i*a.bin_ns)+" – "+fmt(i*a.bin_ns+bw)];
+      var step=null;c._s.forEach(function(p){if(p[1]<=i*a.bin_ns+bw/2)step=p[0];});if(step!==null)lines[0]+=" (step "+step+")";
+      for(var k=0;k<7;k++){var v=a[keys[k]][i];if(v)lines.push(names[k]+": "+fmt(v)+" ("+(100*v/bw).toFixed(1)+"%)");}
+      if(lines.length==1)lines.push("not traced");
+      tip.textContent=lines.join("\n");tip.hidden=false;tip.style.left=Math.min(ev.clientX+12,window.innerWidth-tip.offsetWidth-8)+"px";tip.style.top=(ev.clientY+14)+"px";});
+    c.addEventListener("mouseleave",function(){tip.hidden=true;});
+  });
+  draw();window.addEventListener("resize",draw);
+  if(window.matchMedia){var m=window.matchMedia("(prefers-color-scheme: dark)");if(m.addEventListener)m.addEventListener("change",draw);}
+})();
 document.querySelectorAll("table.sortable").forEach(function(t){
   t.querySelectorAll("thead th").forEach(function(th,i){
     th.addEventListener("click",function(){
@@ -416,7 +548,7 @@ impl Html {
         );
         let _ = writeln!(
             o,
-            "<h1>{}</h1><p class=\"mute\">{} rank(s), {} GPU(s){} · schema {}</p>",
+            "<h1>{}</h1><p class=\"mute\">{} rank(s), {} GPU(s){}</p>{}",
             esc(&title),
             r.ranks.len(),
             devices,
@@ -425,7 +557,7 @@ impl Html {
             } else {
                 ""
             },
-            Num::u("schema_version", r.schema_version.into(), Fmt::Num).span()
+            Num::u("schema_version", r.schema_version.into(), Fmt::Num).data()
         );
         if r.lossy {
             o.push_str("<p class=\"warn\">The trace lost data: every number below describes what was recorded (see Losses in the text report or <code>gputrace info</code>).</p>\n");
@@ -434,12 +566,17 @@ impl Html {
             o.push_str("<p class=\"warn\">HTA-compatible mode: span, compute and idle are Holistic Trace Analysis' temporal breakdown, not gputrace's definitions.</p>\n");
         }
         self.headline(&mut o, &r.productive);
+        self.timeline(&mut o, r, page.comparison);
         self.devices(&mut o, r);
-        self.steps(&mut o, r, page.comparison);
+        self.productive_table(&mut o, r);
+        self.hardware_summary(&mut o, r);
         self.hardware(&mut o, r);
+        self.gaps(&mut o, r);
+        self.steps(&mut o, r, page.comparison);
         self.findings(&mut o, r);
         self.kernels(&mut o, r);
         self.collectives(&mut o, r);
+        self.comm_libraries(&mut o, r);
         if r.ranks.len() >= 2 {
             self.straggler(&mut o, page);
         }
@@ -464,14 +601,21 @@ impl Html {
                 ""
             }
         );
-        o
+        scrolling_tables(o)
     }
 
     fn headline(&self, o: &mut String, p: &Productive) {
+        // A missing number is a dash, and the flag that fills it gets a line of its own.
         let tile = |class: &str, label: &str, n: Num, hint: Option<&String>| {
+            let missing = n.text == "-";
             let hint = match hint {
-                Some(h) if n.text == "-" => format!(r#"<span class="l">{}</span>"#, esc(h.split(" (").next().unwrap_or(h))),
+                Some(h) if missing => format!(r#"<span class="l flag">{}</span>"#, esc(h.split(" (").next().unwrap_or(h))),
                 _ => String::new(),
+            };
+            let (n, class) = if missing {
+                (n.text("—".into()), format!("{class} dash"))
+            } else {
+                (n, class.to_string())
             };
             format!(
                 r#"<div class="tile {class}"><span class="v">{}</span><span class="l">{label}</span>{hint}</div>"#,
@@ -536,6 +680,78 @@ impl Html {
                 .span(),
             esc(&p.outcome)
         );
+    }
+
+    /// The GPU activity timeline: per GPU a row of bins (drawn by the page's script from
+    /// the row's `data-value`, the device's `activity` in `report --json`), on one time
+    /// scale from each GPU's first activity, with its step boundaries.
+    fn timeline(&self, o: &mut String, r: &Report, c: Option<&Comparison>) {
+        let stragglers: Vec<u32> = c.map(|c| c.stragglers.iter().map(|s| s.rank).collect()).unwrap_or_default();
+        let all = activity::select(r, usize::MAX, &[]).total;
+        let max = if all <= self.max_timeline_rows {
+            all
+        } else {
+            self.timeline_sample_rows
+        };
+        let sel = activity::select(r, max, &stragglers);
+        if sel.rows.is_empty() {
+            return;
+        }
+        let span = sel
+            .rows
+            .iter()
+            .map(|&(ri, di)| {
+                let d = &r.ranks[ri].devices[di];
+                d.last_ns.unwrap_or(0).saturating_sub(d.activity.as_ref().map_or(0, |a| a.start_ns))
+            })
+            .max()
+            .unwrap_or(0);
+        o.push_str(r#"<h2>GPU activity over time</h2><p class="mute">Per GPU, its span in equal bins from its first activity (one time scale for all rows), each bin split like the span: compute at the bottom, then exposed communication, exposed transfer and idle by cause; a blank bin was not traced. Thin lines: step starts. Hover a bin for its numbers.</p>"#);
+        o.push_str(&legend());
+        let density = match sel.rows.len() {
+            0..=16 => "tall",
+            17..=64 => "",
+            _ => "dense",
+        };
+        let _ = write!(
+            o,
+            r#"<div class="tl {density}" id="timeline" data-span="{span}"><div class="tl-row tl-axis"><span class="tl-l">step / time</span><canvas class="tl-x" height="30"></canvas></div>"#
+        );
+        for &(ri, di) in &sel.rows {
+            let (rk, d) = (&r.ranks[ri], &r.ranks[ri].devices[di]);
+            let Some(a) = &d.activity else { continue };
+            let every = d.steps.len().div_ceil(self.max_timeline_steps.max(1)).max(1);
+            let steps: Vec<(u64, i64)> = d
+                .steps
+                .iter()
+                .step_by(every)
+                .map(|s| (s.step, s.start_ns as i64 - a.start_ns as i64))
+                .collect();
+            let label = format!(
+                "rank {} · gpu {}{}",
+                rk.rank,
+                d.device,
+                if stragglers.contains(&rk.rank) { " · straggler" } else { "" }
+            );
+            let _ = writeln!(
+                o,
+                r#"<div class="tl-row"><span class="tl-l" title="{}">{}</span><canvas class="tl-c n" height="14" data-key="ranks.{ri}.devices.{di}.activity" data-value="{}" data-fmt="bins" data-end="{}" data-steps="{}" data-label="{}"></canvas></div>"#,
+                esc(&format!("{label}, {}", rk.hostname)),
+                esc(&label),
+                esc(&json(a)),
+                d.last_ns.unwrap_or(a.start_ns).saturating_sub(a.start_ns),
+                esc(&json(&steps)),
+                esc(&label)
+            );
+        }
+        o.push_str("<div id=\"tip\" class=\"tip\" hidden></div></div>\n");
+        if let Some(note) = &sel.note {
+            let _ = writeln!(
+                o,
+                r#"<p class="note">{}. Every GPU's bins are in <code>gputrace report --json</code> (<code>activity</code>).</p>"#,
+                esc(note)
+            );
+        }
     }
 
     fn devices(&self, o: &mut String, r: &Report) {
@@ -646,10 +862,41 @@ impl Html {
             rows.truncate(self.max_device_rows);
             rows.sort_unstable();
         }
-        o.push_str("<h2>GPU counters over time</h2><p class=\"mute\">NVML samples taken beside the timeline (<code>gputrace run --gpu-sample-hz</code>), each series the mean of its samples in up to 60 bins over its sampled time; the range is the bins' lowest and highest value (GPU-Util on a 0–100 scale).</p>");
+        // One scale per metric for every GPU: a 1965-1980 MHz line stays flat beside a
+        // throttled one. Percentages on 0-100; the scale's floor is at most 0.8 of its top.
+        let scales: Vec<(f64, f64)> = LABELS
+            .iter()
+            .map(|label| {
+                let mut range = (f64::INFINITY, f64::NEG_INFINITY);
+                for &(ri, di) in &rows {
+                    let h = r.ranks[ri].devices[di].hardware.as_ref();
+                    for t in h.iter().flat_map(|h| &h.timeline).filter(|t| t.label == *label) {
+                        if t.unit == "%" {
+                            range = (0.0, 100.0);
+                        } else {
+                            range = (range.0.min(t.min), range.1.max(t.max));
+                        }
+                    }
+                }
+                (range.0.min(0.8 * range.1), range.1)
+            })
+            .collect();
+        o.push_str("<h2>GPU counters over time</h2><p class=\"mute\">NVML samples taken beside the timeline (<code>gputrace run --gpu-sample-hz</code>), each series the mean of its samples in up to 60 bins over its sampled time; the range is the bins' lowest and highest value. All GPUs share one scale per counter (shown under its name; GPU-Util on 0–100%).</p>");
         o.push_str("<table class=\"sortable\" id=\"hardware\"><thead><tr><th class=\"r\">rank</th><th class=\"r\">gpu</th>");
-        for l in LABELS {
-            let _ = write!(o, "<th>{l}</th>");
+        for (l, (lo, hi)) in LABELS.iter().zip(&scales) {
+            let unit = r
+                .ranks
+                .iter()
+                .flat_map(|rk| &rk.devices)
+                .flat_map(|d| d.hardware.iter().flat_map(|h| &h.timeline))
+                .find(|t| t.label == *l)
+                .map_or("", |t| unit_text(&t.unit));
+            let _ = write!(
+                o,
+                "<th>{l}<span class=\"scale\">scale {}–{} {unit}</span></th>",
+                trim(lo.round()),
+                trim(hi.round())
+            );
         }
         o.push_str("</tr></thead><tbody>\n");
         for (ri, di) in rows.iter().copied() {
@@ -662,8 +909,8 @@ impl Html {
                 Num::u(format!("ranks.{ri}.rank"), rk.rank.into(), Fmt::Num).td(),
                 Num::u(format!("ranks.{ri}.devices.{di}.device"), d.device.into(), Fmt::Num).td()
             );
-            for label in LABELS {
-                match h.timeline.iter().position(|t| t.label == label) {
+            for (label, scale) in LABELS.iter().zip(&scales) {
+                match h.timeline.iter().position(|t| t.label == *label) {
                     Some(k) => {
                         let t = &h.timeline[k];
                         let key = |f: &str| format!("ranks.{ri}.devices.{di}.hardware.timeline.{k}.{f}");
@@ -671,10 +918,10 @@ impl Html {
                             o,
                             "<td class=\"sp\" data-sort=\"{}\">{}{}–{} {}</td>",
                             t.max,
-                            sparkline(t),
-                            Num::f(key("min"), Some(t.min), Fmt::Num).text(trim(t.min)).span(),
-                            Num::f(key("max"), Some(t.max), Fmt::Num).text(trim(t.max)).span(),
-                            esc(&t.unit)
+                            sparkline(t, *scale),
+                            Num::f(key("min"), Some(t.min), Fmt::Num).text(format!("{:.0}", t.min)).span(),
+                            Num::f(key("max"), Some(t.max), Fmt::Num).text(format!("{:.0}", t.max)).span(),
+                            esc(unit_text(&t.unit))
                         );
                     }
                     None => o.push_str("<td>-</td>"),
@@ -787,12 +1034,12 @@ impl Html {
             let mut vals = String::new();
             // Keys with a dot would not be a path; the rules' keys have none.
             for (k, v) in f.values.iter().filter(|(k, _)| !k.contains('.')) {
-                let n = Num::f(format!("findings.{i}.values.{k}"), Some(*v), Fmt::Num).text(format!("{} = {}", k, trim(*v)));
-                vals.push_str(&n.span());
+                let n = Num::f(format!("findings.{i}.values.{k}"), Some(*v), Fmt::Num).text(trim(*v));
+                vals.push_str(&n.data());
             }
             let _ = writeln!(
                 o,
-                "<div class=\"finding {class}\"><p><span class=\"sev\">{sev}</span><b>{}</b></p><p><span class=\"mute\">evidence:</span> {}</p><p><span class=\"mute\">next:</span> {}</p><p class=\"vals\">{vals}</p></div>",
+                "<div class=\"finding {class}\"><p><span class=\"sev\">{sev}</span><b>{}</b></p><p><span class=\"mute\">evidence:</span> {}</p><p><span class=\"mute\">next:</span> {}</p>{vals}</div>",
                 esc(&f.title),
                 esc(&f.evidence),
                 esc(&f.next_step)
@@ -809,13 +1056,13 @@ impl Html {
             let key = |f: &str| format!("top_kernels.{i}.{f}");
             let _ = writeln!(
                 o,
-                "<tr>{}{}{}{}{}<td class=\"name\">{}</td></tr>",
+                "<tr>{}{}{}{}{}{}</tr>",
                 Num::u(key("total_ns"), k.total_ns, Fmt::Ns).td(),
                 Num::f(key("share"), Some(k.share), Fmt::Frac).td(),
                 Num::u(key("count"), k.count, Fmt::Num).td(),
                 Num::u(key("mean_ns"), k.mean_ns, Fmt::Ns).td(),
                 td_text(if k.category == Category::Communication { "comm" } else { "compute" }),
-                esc(&k.name)
+                td_name(&k.name)
             );
         }
         o.push_str("</tbody></table>\n");
@@ -829,7 +1076,7 @@ impl Html {
                     td_text(&c.kind),
                     td_text(if c.pageable { "pageable" } else { "-" }),
                     Num::u(key("count"), c.count, Fmt::Num).td(),
-                    Num::u(key("bytes"), c.bytes, Fmt::Num).td(),
+                    Num::bytes(key("bytes"), c.bytes).td(),
                     Num::u(key("total_ns"), c.total_ns, Fmt::Ns).td(),
                     Num::f(key("achieved_gbps"), Some(c.achieved_gbps), Fmt::Num).td()
                 );
@@ -842,7 +1089,7 @@ impl Html {
         if r.collectives.is_empty() {
             return;
         }
-        o.push_str("<h2>Collectives</h2><p class=\"mute\">NCCL collectives per communicator and operation, summed over ranks; time: GPU time of the collectives linked to their kernel; bandwidths as NCCL-tests.</p><table class=\"sortable\" id=\"collectives\"><thead><tr><th>communicator</th><th>op</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">mean</th><th class=\"r\">algbw GB/s</th><th class=\"r\">busbw GB/s</th></tr></thead><tbody>\n");
+        o.push_str("<h2>Collectives</h2><p class=\"mute\">NCCL collectives per communicator and operation, summed over ranks; time: GPU time of the collectives linked to their kernel; bandwidths as NCCL-tests.</p><table class=\"sortable\" id=\"collectives\"><thead><tr><th>communicator</th><th>op</th><th class=\"r\">count</th><th class=\"r\">bytes</th><th class=\"r\">time</th><th class=\"r\">mean</th><th class=\"r\">algbw GB/s</th><th class=\"r\">busbw GB/s</th><th>algorithms</th><th>protocols</th></tr></thead><tbody>\n");
         for (i, c) in r.collectives.iter().enumerate() {
             let key = |f: &str| format!("collectives.{i}.{f}");
             let comm = if c.communicator_name.is_empty() {
@@ -852,15 +1099,16 @@ impl Html {
             };
             let _ = writeln!(
                 o,
-                "<tr>{}{}{}{}{}{}{}{}</tr>",
+                "<tr>{}{}{}{}{}{}{}{}{}</tr>",
                 td_text(&comm),
                 td_text(&c.op),
                 Num::u(key("count"), c.count, Fmt::Num).td(),
-                Num::u(key("bytes"), c.bytes, Fmt::Num).td(),
+                Num::bytes(key("bytes"), c.bytes).td(),
                 Num::u(key("time_ns"), c.time_ns, Fmt::Ns).td(),
                 Num::u(key("mean_ns"), c.mean_ns, Fmt::Ns).td(),
                 Num::f(key("algbw_gbps"), c.algbw_gbps, Fmt::Num).td(),
-                Num::f(key("busbw_gbps"), c.busbw_gbps, Fmt::Num).td()
+                Num::f(key("busbw_gbps"), c.busbw_gbps, Fmt::Num).td(),
+                Html::algorithms_cells(i, c)
             );
         }
         o.push_str("</tbody></table>\n");
@@ -950,13 +1198,14 @@ impl Html {
         let (br, bc) = (rows.div_ceil(self.heatmap_rows.max(1)), cols.div_ceil(self.heatmap_cols.max(1)));
         let (nr, nc) = (rows.div_ceil(br), cols.div_ceil(bc));
         let max = c.lateness.iter().flatten().copied().max().unwrap_or(0).max(1);
-        let (left, top, cw, ch) = (90usize, 8usize, (880 / nc).clamp(6, 48), (480 / nr).clamp(8, 22));
-        let (w, h) = (left + nc * cw + 10, top + nr * ch + 24);
+        // Every row is tall enough for its label.
+        let (left, top, cw, ch) = (110usize, 8usize, (760 / nc).clamp(6, 40), (480 / nr).clamp(13, 22));
+        let (w, h) = (left + nc * cw + 10, top + nr * ch + 40);
         let rank_of = |i: usize| c.lateness_ranks.get(i).copied().unwrap_or(i as u32);
         let _ = write!(
             o,
-            "<h3>Arrival lateness at collectives</h3><p class=\"mute\">Behind the earliest rank, by rank × step{}; darker: later; largest {}.</p>\
-             <svg class=\"hm\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">",
+            "<h3>Arrival lateness at collectives</h3><p class=\"mute\">How far behind the earliest rank each rank arrived at the step's collectives, by rank × step{}; the stronger the colour, the later (scale below); largest {}.</p>\
+             <div class=\"scroll\"><svg class=\"hm\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">",
             if br > 1 || bc > 1 {
                 format!(" (buckets of {br} rank(s) × {bc} step(s), each showing its largest)")
             } else {
@@ -972,14 +1221,12 @@ impl Html {
             } else {
                 format!("ranks {}-{}", rank_of(r0), rank_of(r1 - 1))
             };
-            if ch >= 11 || gi % 2 == 0 {
-                let _ = write!(
-                    o,
-                    r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
-                    left - 4,
-                    y + ch.min(12) - 1
-                );
-            }
+            let _ = write!(
+                o,
+                r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#,
+                left - 4,
+                y + ch.min(12) - 1
+            );
             for gj in 0..nc {
                 let (c0, c1) = (gj * bc, ((gj + 1) * bc).min(cols));
                 let (mut bi, mut bj, mut v) = (r0, c0, 0u64);
@@ -1004,7 +1251,35 @@ impl Html {
                 );
             }
         }
-        let _ = write!(o, r#"<text x="{left}" y="{}">steps →</text></svg>"#, top + nr * ch + 16);
+        // Step numbers under the columns (as many as fit), then the colour scale.
+        let axis = top + nr * ch + 13;
+        let every = (28 / cw).max(1);
+        for gj in (0..nc).step_by(every) {
+            let _ = write!(
+                o,
+                r#"<text x="{}" y="{axis}" class="ax">{}</text>"#,
+                left + gj * cw + cw / 2,
+                gj * bc
+            );
+        }
+        let _ = write!(o, r#"<text x="{}" y="{axis}" text-anchor="end">step</text>"#, left - 4);
+        let scale_y = axis + 8;
+        let _ = write!(o, r#"<text x="{}" y="{}" text-anchor="end">0</text>"#, left - 4, scale_y + 10);
+        for k in 0..10 {
+            let _ = write!(
+                o,
+                r#"<rect class="bg" x="{x}" y="{scale_y}" width="20" height="12"></rect><rect class="cell" x="{x}" y="{scale_y}" width="20" height="12" fill-opacity="{:.2}"></rect>"#,
+                (k as f64 + 0.5) / 10.0,
+                x = left + k * 20
+            );
+        }
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}">{} late</text></svg></div>"#,
+            left + 204,
+            scale_y + 10,
+            ns(max)
+        );
         o.push('\n');
     }
 
@@ -1027,13 +1302,11 @@ impl Html {
     }
 }
 
-/// A finding's value without trailing zeros: `0.42`, `3`, `1234.5`.
-/// A series as an inline SVG line (broken where a bin has no samples); percentages on a
-/// 0-100 scale, other units between the series' own minimum and maximum.
-fn sparkline(t: &gputrace_analysis::hardware::CounterTimeline) -> String {
+/// A series as an inline SVG line (broken where a bin has no samples) on the scale `lo..hi`,
+/// which every GPU's line of the same metric shares.
+fn sparkline(t: &gputrace_analysis::hardware::CounterTimeline, (lo, hi): (f64, f64)) -> String {
     const W: f64 = 120.0;
     const H: f64 = 24.0;
-    let (lo, hi) = if t.unit == "%" { (0.0, 100.0) } else { (t.min, t.max) };
     let n = t.values.len().max(2) - 1;
     let y = |v: f64| {
         let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
@@ -1062,6 +1335,15 @@ fn sparkline(t: &gputrace_analysis::hardware::CounterTimeline) -> String {
     )
 }
 
+/// A counter's unit as people write it (`°C` for the JSON's `C`).
+fn unit_text(unit: &str) -> &str {
+    match unit {
+        "C" => "°C",
+        u => u,
+    }
+}
+
+/// A finding's value without trailing zeros: `0.42`, `3`, `1234.5`.
 fn trim(v: f64) -> String {
     let s = format!("{v:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');

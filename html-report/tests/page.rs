@@ -69,4 +69,12 @@ fn a_1024_rank_job_is_under_2_mb() {
     eprintln!("1,024-rank page: {} bytes", html.len());
     assert!(html.len() <= 2 << 20, "{} bytes", html.len());
     assert!(html.contains("64 of 1024 GPUs shown") && html.contains("buckets of"));
+    // The activity timeline: 64 GPUs of 1,024 drawn, the straggler among them, and said so.
+    let rows = html.matches("data-fmt=\"bins\"").count();
+    assert!((60..=65).contains(&rows), "{rows} timeline rows");
+    assert!(
+        html.contains("data-label=\"rank 700 · gpu 4 · straggler\""),
+        "the straggler's row is drawn"
+    );
+    assert!(html.contains("of 1024 GPUs: the 16 with the lowest compute share"));
 }
