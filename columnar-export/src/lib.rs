@@ -557,6 +557,8 @@ pub fn export(dir: &Path, job: &str, ranks: &[RankSource<'_>], report: Option<&R
                 // Schema v1 has no table for the GPU's counter samples yet: counted and
                 // reported, not silently dropped.
                 Event::Counter(_) => stats.not_exported += 1,
+                // Nor for graph launches recorded at graph level: counted the same way.
+                Event::GraphLaunch(_) => stats.not_exported += 1,
             }
         }
         for (i, pw) in w.into_iter().enumerate() {
