@@ -25,6 +25,14 @@
 # 9. ONLY=pm: CUPTI PM sampling (--gpu-metrics): the step time beside a bare
 #    run, the pm.* series, the trailer's pm.* counts and the report's hardware
 #    section (nothing judged: the numbers are for a person to read)
+# 10. ONLY=levers (issue #45, one call, about 7 minutes; run it with
+#    `timeout 540`): every capture mode against bare and torch.profiler
+#    (scripts/gpu/levers.sh) on the launch-bound loop (the per-launch bisect:
+#    agent loaded, kernels only, + API records, + HES, ...) and on GPT-2 small
+#    bf16 (scripts/gpu/train_gpt.py) without and with CUDA graphs, nsys beside
+#    them when installed; graph-level capture checked against the graph's
+#    launches; NVTX, NVML, PM sampling, duty and flight recorder each once.
+#    Writes $OUT/levers.json and the lines to copy into BENCHMARKS.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -68,6 +76,42 @@ if [ "${ONLY:-}" = pm ]; then
 for f in json.load(sys.stdin)["files"]:
     print({k: v for k, v in f.get("trailer_extra", {}).items() if k.startswith("pm.")})' 2>&1 | tee -a "$S"
     NO_COLOR=1 timeout 60 $G report "$W/traces-pm" 2>&1 | grep -a -E -A12 '^Hardware' | tee -a "$S"
+    exit 0
+fi
+if [ "${ONLY:-}" = levers ]; then
+    export GPUTRACE=$G PYTHON=$PY
+    log "10a. launch-bound loop: every mode, and the per-launch bisect (us per launch = median_step_s)"
+    ROUNDS=${ROUNDS:-2} scripts/gpu/levers.sh "$W" launch scripts/gpu/launch_cost.py --steps 10 --per 2000 2>&1 | tee -a "$S"
+    log "10b. GPT-2 small bf16, eager"
+    ROUNDS=1 VARIANTS="bare torch.profiler gputrace no-api duty disabled nsys" \
+        scripts/gpu/levers.sh "$W" gpt scripts/gpu/train_gpt.py --steps 15 2>&1 | tee -a "$S"
+    log "10c. GPT-2 small bf16, one CUDA graph per step"
+    ROUNDS=1 VARIANTS="bare torch.profiler gputrace graphs-graph graphs-auto nsys" \
+        scripts/gpu/levers.sh "$W" gptgraph scripts/gpu/train_gpt.py --steps 15 --cuda-graphs 2>&1 | tee -a "$S"
+    log "10d. graph level: one graph_launch per replay (want steps + warmup = 20), the report's graph section"
+    timeout 120 $G run --graphs graph -o "$W/traces-graph" -- $PY scripts/gpu/train_gpt.py --steps 15 --cuda-graphs > "$W/graph.out" 2> "$W/graph.err"; echo "rc=$?" | tee -a "$S"
+    $G info --stats "$W/traces-graph" 2>&1 | grep -a -E 'graph|capture\.|cupti\.' | head -20 | tee -a "$S"
+    NO_COLOR=1 $G report "$W/traces-graph" 2>&1 | grep -a -A3 'graph level' | tee -a "$S"
+    log "10e. NVTX, NVML, PM sampling, duty and flight recorder, once each on the chip"
+    timeout 120 $G run --gpu-metrics --gpu-sample-hz 10 -o "$W/traces-feat" -- $PY scripts/gpu/train_small.py --steps 30 > "$W/feat.out" 2> "$W/feat.err"; echo "features rc=$?" | tee -a "$S"
+    grep -a '^gputrace' "$W/feat.err" | head -20 | tee -a "$S"
+    $G info --stats "$W/traces-feat" 2>&1 | grep -a -E 'marker|nvml\.|pm\.|LOSS|kernels' | head -30 | tee -a "$S"
+    timeout 120 $G run --duty 500ms/2s -o "$W/traces-duty" -- $PY scripts/gpu/train_small.py --steps 200 > /dev/null 2> "$W/duty.err"; echo "duty rc=$?" | tee -a "$S"
+    NO_COLOR=1 $G report "$W/traces-duty" 2>&1 | grep -a -i -E 'duty|window' | head -5 | tee -a "$S"
+    timeout 120 $G run --flight-recorder 10s -o "$W/traces-flight" -- $PY -c 'import os, signal, subprocess, sys, time
+p = subprocess.Popen([sys.executable, "scripts/gpu/train_small.py", "--steps", "200"])
+time.sleep(20); os.kill(p.pid, signal.SIGUSR2); p.wait()' > /dev/null 2> "$W/flight.err"; echo "flight rc=$?" | tee -a "$S"
+    ls "$W/traces-flight" 2>&1 | head | tee -a "$S"
+    $PY - "$W" "$OUT/levers.json" <<'PY' 2>&1 | tee -a "$S"
+import glob, json, os, sys
+w, dst = sys.argv[1], sys.argv[2]
+res = {os.path.basename(f)[len("levers."):-len(".json")]: json.load(open(f)) for f in glob.glob(f"{w}/levers.*.json")}
+json.dump(res, open(dst, "w"), indent=1)
+print("BENCHMARKS.md lines (overhead vs bare; share of torch.profiler's):")
+for name, r in sorted(res.items()):
+    for v, x in r.items():
+        print(f"| {name} | {v} | {x.get('median_s')} s | {x.get('overhead_pct')} % | {x.get('share_of_torch_profiler')} |")
+PY
     exit 0
 fi
 if [ "${ONLY:-}" = overhead ]; then

@@ -1,6 +1,7 @@
 //! Agent settings, from the environment (`gputrace run` sets them).
 
 use crate::duty::{Duty, DutyError};
+use crate::levers::{GraphMode, HwTrace};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,6 +59,16 @@ pub struct Config {
     /// Flight recorder mode (`GPUTRACE_FLIGHT_MS` > 0): keep only the last
     /// window in a ring, write a trace only when triggered.
     pub flight: Option<FlightConfig>,
+    /// How CUDA graphs are recorded (`GPUTRACE_GRAPHS=node|graph|auto`,
+    /// `GPUTRACE_GRAPHS_AFTER=N` for auto; default node).
+    pub graphs: GraphMode,
+    /// Hardware event tracing (`GPUTRACE_HW_TRACE=auto|on|off`, default auto).
+    pub hw_trace: HwTrace,
+    /// CUPTI's per-thread activity buffers (`GPUTRACE_PER_THREAD_BUFFERS=1|0`;
+    /// unset: CUPTI's default).
+    pub per_thread_buffers: Option<bool>,
+    /// Lines to print about settings that were ignored (graph or HW trace mode).
+    pub setting_errors: Vec<String>,
 }
 
 /// Flight recorder settings (see `flight.rs`).
@@ -79,6 +90,8 @@ impl Config {
     /// Read the settings through `get` (usually `std::env::var`).
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Config {
         let duty = get("GPUTRACE_DUTY").filter(|v| !v.trim().is_empty()).map(|v| Duty::parse(&v));
+        let (graphs, graphs_error) = GraphMode::parse(get("GPUTRACE_GRAPHS").as_deref(), get("GPUTRACE_GRAPHS_AFTER").as_deref());
+        let (hw_trace, hw_error) = HwTrace::parse(get("GPUTRACE_HW_TRACE").as_deref());
         let num = |k: &str, d: u64, lo: u64, hi: u64| get(k).and_then(|v| v.trim().parse::<u64>().ok()).map_or(d, |v| v.clamp(lo, hi));
         Config {
             output_dir: get("GPUTRACE_OUTPUT")
@@ -114,6 +127,14 @@ impl Config {
                         .filter(|f| f.is_finite() && *f >= 1.5),
                 }),
             },
+            graphs,
+            hw_trace,
+            per_thread_buffers: match get("GPUTRACE_PER_THREAD_BUFFERS").as_deref().map(str::trim) {
+                Some("1") | Some("on") => Some(true),
+                Some("0") | Some("off") => Some(false),
+                _ => None,
+            },
+            setting_errors: graphs_error.into_iter().chain(hw_error).collect(),
         }
     }
 }

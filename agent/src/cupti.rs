@@ -30,25 +30,31 @@ impl std::fmt::Display for CuptiError {
 /// CUPTI 13.2 without a driver.
 pub fn result_name(code: u32) -> &'static str {
     match code {
-        0 => "SUCCESS",
-        1 => "INVALID_PARAMETER",
-        2 => "INVALID_DEVICE",
-        3 => "INVALID_CONTEXT",
-        10 => "INVALID_KIND",
-        12 => "MAX_LIMIT_REACHED",
-        14 => "NOT_COMPATIBLE",
-        15 => "NOT_INITIALIZED",
-        17 => "NOT_READY",
-        19 => "INVALID_OPERATION",
-        20 => "OUT_OF_MEMORY",
-        22 => "NOT_SUPPORTED",
-        24 => "UNKNOWN (24)",
-        26 => "INSUFFICIENT_PRIVILEGES",
-        35 => "VIRTUALIZED_DEVICE_NOT_SUPPORTED",
-        36 => "CUDA_COMPATIBILITY_NOT_SUPPORTED",
-        38 => "LEGACY_PROFILER_NOT_SUPPORTED",
-        39 => "MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
-        999 => "UNKNOWN",
+        sys::CUPTI_SUCCESS => "SUCCESS",
+        sys::CUPTI_ERROR_INVALID_PARAMETER => "INVALID_PARAMETER",
+        sys::CUPTI_ERROR_INVALID_DEVICE => "INVALID_DEVICE",
+        sys::CUPTI_ERROR_INVALID_CONTEXT => "INVALID_CONTEXT",
+        sys::CUPTI_ERROR_INVALID_OPERATION => "INVALID_OPERATION",
+        sys::CUPTI_ERROR_OUT_OF_MEMORY => "OUT_OF_MEMORY",
+        sys::CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT => "PARAMETER_SIZE_NOT_SUFFICIENT",
+        sys::CUPTI_ERROR_MAX_LIMIT_REACHED => "MAX_LIMIT_REACHED",
+        sys::CUPTI_ERROR_NOT_COMPATIBLE => "NOT_COMPATIBLE",
+        sys::CUPTI_ERROR_NOT_INITIALIZED => "NOT_INITIALIZED",
+        sys::CUPTI_ERROR_QUEUE_EMPTY => "QUEUE_EMPTY",
+        sys::CUPTI_ERROR_INVALID_KIND => "INVALID_KIND",
+        sys::CUPTI_ERROR_HARDWARE_BUSY => "HARDWARE_BUSY",
+        sys::CUPTI_ERROR_NOT_SUPPORTED => "NOT_SUPPORTED",
+        sys::CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED => "VIRTUALIZED_DEVICE_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => "INSUFFICIENT_PRIVILEGES",
+        sys::CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED => "LEGACY_PROFILER_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => "MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED => "CONFIDENTIAL_COMPUTING_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED => "CMP_DEVICE_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED => "MIG_DEVICE_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED => "SLI_DEVICE_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED => "WSL_DEVICE_NOT_SUPPORTED",
+        sys::CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS => "HES_TRACE_NOT_SUPPORTED_ON_MPS",
+        sys::CUPTI_ERROR_UNKNOWN => "UNKNOWN",
         _ => "unrecognised code",
     }
 }
@@ -120,10 +126,26 @@ pub struct Cupti {
     set_thread_id_type: sys::cuptiSetThreadIdType_t,
     push_external: Option<sys::cuptiActivityPushExternalCorrelationId_t>,
     pop_external: Option<sys::cuptiActivityPopExternalCorrelationId_t>,
-    /// Per-call switches for API records (CUPTI 12.6+; global scope only).
+    /// Per-call switches for API records (CUPTI 12.5+; global scope only).
     runtime_api: Option<sys::cuptiActivityEnableRuntimeApi_t>,
     driver_api: Option<sys::cuptiActivityEnableDriverApi_t>,
+    set_attribute: Option<sys::cuptiActivitySetAttribute_t>,
+    /// `cuptiActivityEnableHWTrace` (CUPTI 12.8+).
+    hw_trace: Option<sys::cuptiActivityEnableHWTrace_t>,
+    /// `cuptiGetVersion`'s answer, noted at [`Cupti::subscribe`].
+    version: std::sync::atomic::AtomicU32,
+    /// The API calls to record when the subscriber-scoped API can take an
+    /// allow-list at enable time (CUPTI 13.4+): runtime, driver callback ids.
+    api_allowlist: std::sync::OnceLock<(Vec<u32>, Vec<u32>)>,
+    /// How the last enabling of an API kind with the allow-list went.
+    allowlist_outcome: std::sync::Mutex<Option<Result<(), CuptiError>>>,
 }
+
+/// `sizeof(CUpti_ActivityConfig)` (13.2+; `pKindOptions` is read from 13.4).
+const ACTIVITY_CONFIG_SIZE: usize = 40;
+/// `CUPTI_API_VERSION` from which `CUpti_ActivityConfig::pKindOptions` takes
+/// an API allow-list (13.4).
+pub const ALLOWLIST_SINCE: u32 = 130_400;
 
 /// A required entry point: `typed_symbol!`, or the resolve error naming it.
 macro_rules! resolve {
@@ -185,6 +207,11 @@ impl Cupti {
             ),
             runtime_api: typed_symbol!(lib, "cuptiActivityEnableRuntimeApi", sys::cuptiActivityEnableRuntimeApi_t),
             driver_api: typed_symbol!(lib, "cuptiActivityEnableDriverApi", sys::cuptiActivityEnableDriverApi_t),
+            set_attribute: typed_symbol!(lib, "cuptiActivitySetAttribute", sys::cuptiActivitySetAttribute_t),
+            hw_trace: typed_symbol!(lib, "cuptiActivityEnableHWTrace", sys::cuptiActivityEnableHWTrace_t),
+            version: std::sync::atomic::AtomicU32::new(0),
+            api_allowlist: std::sync::OnceLock::new(),
+            allowlist_outcome: std::sync::Mutex::new(None),
         })
     }
 
@@ -201,6 +228,7 @@ impl Cupti {
     /// take the single legacy slot, or learn who holds it (error 39).
     /// Returns whether the multi-subscriber API is in use.
     pub fn subscribe(&self, cupti_version: u32) -> Result<bool, CuptiError> {
+        self.version.store(cupti_version, std::sync::atomic::Ordering::Relaxed);
         if let Some(v2) = self.v2.as_ref().filter(|_| cupti_version >= 130_301) {
             // Safety: a zeroed params struct is valid input; we set the size,
             // our name and the multi-subscriber request.
@@ -253,14 +281,102 @@ impl Cupti {
         })
     }
 
-    /// Enable an activity kind.
+    /// Enable an activity kind. With the subscriber-scoped API of CUPTI
+    /// 13.4+ and an allow-list set ([`Self::set_api_allowlist`]), the
+    /// RUNTIME and DRIVER kinds are enabled for the listed calls only; if
+    /// CUPTI refuses the list, for every call (the decoder's filter then
+    /// drops the rest), and [`Self::allowlist_outcome`] says which.
     pub fn enable(&self, kind: u32) -> Result<(), CuptiError> {
         if let Some((v2, h)) = self.v2() {
+            if let Some(r) = self.enable_api_allowlisted(v2, h, kind) {
+                return r;
+            }
             // Safety: valid handle; NULL config means defaults.
             return check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, std::ptr::null_mut()) });
         }
         // Safety: plain value call.
         check("cuptiActivityEnable", unsafe { (self.enable)(kind) })
+    }
+
+    /// The calls to record, for [`Self::enable`] (set once, before the API
+    /// kinds are enabled). Returns whether this CUPTI takes an allow-list
+    /// at enable time (subscriber-scoped API, CUPTI 13.4+).
+    pub fn set_api_allowlist(&self, runtime: Vec<u32>, driver: Vec<u32>) -> bool {
+        let _ = self.api_allowlist.set((runtime, driver));
+        self.v2().is_some() && self.version.load(std::sync::atomic::Ordering::Relaxed) >= ALLOWLIST_SINCE
+    }
+
+    /// How the last enabling with the allow-list went (`None`: not tried).
+    pub fn allowlist_outcome(&self) -> Option<Result<(), CuptiError>> {
+        *self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `cuptiActivityEnable_v2` of RUNTIME or DRIVER with the allow-list in
+    /// `CUpti_ActivityApiOptions`; `None` when this does not apply. A refusal
+    /// is noted and the kind enabled without the list.
+    fn enable_api_allowlisted(&self, v2: &V2, h: sys::CUpti_SubscriberHandle, kind: u32) -> Option<Result<(), CuptiError>> {
+        let (runtime, driver) = self.api_allowlist.get()?;
+        let list = match kind {
+            sys::CUPTI_ACTIVITY_KIND_RUNTIME => runtime,
+            sys::CUPTI_ACTIVITY_KIND_DRIVER => driver,
+            _ => return None,
+        };
+        if self.version.load(std::sync::atomic::Ordering::Relaxed) < ALLOWLIST_SINCE {
+            return None;
+        }
+        let mut cbids = sys::CUpti_ActivityApiCbidOptions {
+            structSize: std::mem::size_of::<sys::CUpti_ActivityApiCbidOptions>(),
+            // CUPTI reads the list during the call only; it is not written.
+            pCbids: list.as_ptr() as *mut sys::CUpti_CallbackId,
+            numCbids: list.len(),
+            enable: 1,
+        };
+        let mut options = sys::CUpti_ActivityApiOptions {
+            structSize: std::mem::size_of::<sys::CUpti_ActivityApiOptions>(),
+            pCbidOptions: &mut cbids,
+        };
+        let mut config = sys::CUpti_ActivityConfig {
+            structSize: ACTIVITY_CONFIG_SIZE,
+            pKindOptions: &mut options as *mut _ as *mut libc::c_void,
+            ..Default::default()
+        };
+        // Safety: valid handle; `config` and what it points to live across the call.
+        let r = check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, &mut config) });
+        *self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        Some(r.or_else(|_| {
+            // Safety: valid handle; NULL config means defaults.
+            check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, std::ptr::null_mut()) })
+        }))
+    }
+
+    /// Set a one-byte activity attribute (v1 or v2 flavour). `None` when
+    /// this libcupti has no `cuptiActivitySetAttribute`.
+    pub fn set_attribute_u8(&self, attr: u32, value: u8) -> Option<Result<(), CuptiError>> {
+        let mut value = value;
+        let mut size = 1usize;
+        let ptr = &mut value as *mut u8 as *mut libc::c_void;
+        if let Some((v2, h)) = self.v2() {
+            // Safety: valid handle; value/size describe one byte.
+            return Some(check("cuptiActivitySetAttribute_v2", unsafe {
+                (v2.set_attribute)(h, attr, &mut size, ptr)
+            }));
+        }
+        let f = self.set_attribute?;
+        // Safety: value/size describe one byte.
+        Some(check("cuptiActivitySetAttribute", unsafe { f(attr, &mut size, ptr) }))
+    }
+
+    /// Ask for kernel timestamps from the hardware event system (HES,
+    /// Blackwell and newer): `cuptiActivityEnableHWTrace(1)`, or with the
+    /// subscriber-scoped API the `ENABLE_HES` attribute. Must come before
+    /// any activity kind is enabled. `None` when this libcupti has neither.
+    pub fn enable_hw_trace(&self) -> Option<Result<(), CuptiError>> {
+        if self.v2().is_some() {
+            return self.set_attribute_u8(sys::CUPTI_ACTIVITY_ATTR_ENABLE_HES, 1);
+        }
+        let f = self.hw_trace?;
+        // Safety: plain value call.
+        Some(check("cuptiActivityEnableHWTrace", unsafe { f(1) }))
     }
 
     /// Disable an activity kind.

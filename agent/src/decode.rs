@@ -35,6 +35,8 @@ pub mod kind {
     pub const SYNCHRONIZATION: u32 = 38;
     /// EXTERNAL_CORRELATION.
     pub const EXTERNAL_CORRELATION: u32 = 39;
+    /// GRAPH_TRACE: one record per graph launch instead of per node.
+    pub const GRAPH_TRACE: u32 = 51;
 }
 
 /// Read a little-endian `T` at `off` of a record.
@@ -145,6 +147,50 @@ pub struct Decoder {
     /// The last (context, device) noted: kernels come in long runs on one
     /// context, so this skips the search of `context_device`.
     last_context: Option<(u32, u32)>,
+    /// Launches of each CUDA graph seen at node level (for `--graphs auto`).
+    pub graphs: GraphLaunches,
+}
+
+/// How often each CUDA graph has been launched, from the kernels recorded
+/// at node level: a kernel with a graph id and a correlation id other than
+/// that graph's last one starts a new launch (all nodes of one launch share
+/// the `cudaGraphLaunch`'s correlation id). Kernels of two launches of one
+/// graph interleaved in a buffer count extra launches, so the count is an
+/// upper bound. At most [`GraphLaunches::GRAPHS`] graphs are followed.
+#[derive(Default, Debug)]
+pub struct GraphLaunches {
+    /// (graph id, last correlation id, launches).
+    seen: Vec<(u32, u32, u64)>,
+    /// The most launches of any one graph.
+    pub most: u64,
+}
+
+impl GraphLaunches {
+    /// Graphs followed; later ones are not counted.
+    pub const GRAPHS: usize = 1024;
+
+    /// Note a kernel of `graph` (0: not in a graph) launched by `correlation`.
+    #[inline]
+    pub fn kernel(&mut self, graph: u32, correlation: u32) {
+        if graph == 0 {
+            return;
+        }
+        let n = match self.seen.iter().position(|g| g.0 == graph) {
+            Some(i) if self.seen[i].1 == correlation => return,
+            Some(i) => {
+                let g = &mut self.seen[i];
+                g.1 = correlation;
+                g.2 += 1;
+                g.2
+            }
+            None if self.seen.len() < Self::GRAPHS => {
+                self.seen.push((graph, correlation, 1));
+                1
+            }
+            None => return,
+        };
+        self.most = self.most.max(n);
+    }
 }
 
 /// cbids below this are looked up in `Decoder::api_ids` (both domains
@@ -345,6 +391,7 @@ impl Decoder {
                 graph_id: rd(rec, o::GRAPH_ID),
                 graph_node_id: rd(rec, o::GRAPH_NODE_ID),
             };
+            self.graphs.kernel(k.graph_id, k.correlation.0);
             if self.collect_comm && self.comm_names.get(name.0 as usize).copied().unwrap_or(false) {
                 self.comm_kernels.push(crate::nccl::link::KernelInfo::of(
                     k.start,
@@ -403,6 +450,21 @@ impl Decoder {
         // the smallest record of each kind in every supported version.
         unsafe {
             match k {
+                kind::GRAPH_TRACE => {
+                    use layout::graph_trace as o;
+                    let device: u32 = rd(rec, o::DEVICE_ID);
+                    let context: u32 = rd(rec, o::CONTEXT_ID);
+                    self.note_context(context, device);
+                    Some(Event::GraphLaunch(GraphLaunch {
+                        start: Nanos(rd(rec, o::START)),
+                        end: Nanos(rd(rec, o::END)),
+                        device: DeviceId(device),
+                        context: ContextId(context),
+                        stream: StreamId(rd(rec, o::STREAM_ID)),
+                        correlation: CorrelationId(rd(rec, o::CORRELATION_ID)),
+                        graph_id: rd(rec, o::GRAPH_ID),
+                    }))
+                }
                 kind::MEMCPY => {
                     use layout::memcpy as o;
                     let device = DeviceId(rd(rec, o::DEVICE_ID));
@@ -826,6 +888,68 @@ mod tests {
             (d.comm_kernels[2].start, d.comm_kernels[2].end, d.comm_kernels[2].correlation),
             (30, 45, 9)
         );
+    }
+
+    #[test]
+    fn decodes_a_graph_trace_record_at_the_header_offsets_of_both_layouts() {
+        use layout::graph_trace as o;
+        for version in [layout::version::V12_0, layout::version::V12_4] {
+            let size = o::LAYOUT.size_at(version).unwrap();
+            let r = record(
+                size,
+                &[
+                    (layout::KIND, &kind::GRAPH_TRACE.to_le_bytes()),
+                    (o::CORRELATION_ID, &41u32.to_le_bytes()),
+                    (o::START, &5_000u64.to_le_bytes()),
+                    (o::END, &9_000u64.to_le_bytes()),
+                    (o::DEVICE_ID, &1u32.to_le_bytes()),
+                    (o::GRAPH_ID, &17u32.to_le_bytes()),
+                    (o::CONTEXT_ID, &2u32.to_le_bytes()),
+                    (o::STREAM_ID, &7u32.to_le_bytes()),
+                ],
+            );
+            let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default()).unwrap();
+            let mut d = Decoder::default();
+            unsafe { d.decode(r.as_ptr(), &mut w) }.unwrap();
+            assert_eq!(d.skipped, 0);
+            let written = events(&read_back(w));
+            assert_eq!(
+                written,
+                vec![Event::GraphLaunch(GraphLaunch {
+                    start: Nanos(5_000),
+                    end: Nanos(9_000),
+                    device: DeviceId(1),
+                    context: ContextId(2),
+                    stream: StreamId(7),
+                    correlation: CorrelationId(41),
+                    graph_id: 17,
+                })],
+                "layout of {version}"
+            );
+        }
+    }
+
+    #[test]
+    fn graph_launches_are_counted_per_graph_by_correlation_id() {
+        let mut g = GraphLaunches::default();
+        // Launch 1 of graph 5: three nodes share correlation 10; a kernel outside graphs.
+        for corr in [10, 10, 10] {
+            g.kernel(5, corr);
+        }
+        g.kernel(0, 11);
+        assert_eq!(g.most, 1);
+        // Launches 2 and 3 of graph 5, one launch of graph 6.
+        g.kernel(5, 12);
+        g.kernel(6, 13);
+        g.kernel(5, 14);
+        g.kernel(5, 14);
+        assert_eq!(g.most, 3);
+        // Only the first GRAPHS graphs are followed.
+        let mut g = GraphLaunches::default();
+        for id in 1..=GraphLaunches::GRAPHS as u32 + 10 {
+            g.kernel(id, id);
+        }
+        assert_eq!(g.seen.len(), GraphLaunches::GRAPHS);
     }
 
     #[test]

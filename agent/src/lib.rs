@@ -27,6 +27,7 @@ mod dl;
 mod duty;
 mod flight;
 mod identity;
+mod levers;
 mod nccl;
 mod nccl_plugin;
 mod nvml;

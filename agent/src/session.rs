@@ -19,6 +19,7 @@ use crate::decode::{kind, Decoder};
 use crate::dl::{self, Lib};
 use crate::duty::{Duty, Schedule, Transition};
 use crate::identity;
+use crate::levers::{self, GraphMode};
 use crate::pool::{Backlog, Pool};
 use crate::say::say;
 use gputrace_format::*;
@@ -42,6 +43,9 @@ pub struct Session {
     cupti: Option<CuptiSide>,
     /// EXTERNAL_CORRELATION records are on: the NCCL plugin may push ids.
     external_ids: AtomicBool,
+    /// GRAPH_TRACE is on (graphs at graph level): enabled again after a
+    /// duty cycle's off phase. CUPTI cannot go back to node level.
+    graph_level: AtomicBool,
     config: Config,
     flush_lock: Mutex<()>,
     /// Set by the exit handler after its forced flush: drain and finish.
@@ -82,6 +86,9 @@ pub fn start() -> Result<(), String> {
     }
     if let Some(e) = &config.duty_error {
         say(&format!("{e}; capturing the whole time"));
+    }
+    for line in &config.setting_errors {
+        say(line);
     }
     // CUPTI 13.2 crashes on its first call without libcuda; in injection
     // mode the driver called us, so it is loaded. Anything else: stop here.
@@ -136,7 +143,22 @@ pub fn start() -> Result<(), String> {
     own_session();
     crate::correlation::connect(&c.api, &s.external_ids);
     let _ = c.api.use_system_thread_ids();
+    // Both must be set before the callbacks are registered and any kind enabled.
+    let mut notes = vec![(
+        "cupti.per_thread_buffers",
+        levers::per_thread_buffers(&c.api, s.config.per_thread_buffers),
+    )];
+    let (timestamps, line) = levers::hw_trace(&c.api, c.version, s.config.hw_trace);
+    if let Some(line) = line {
+        say(&line);
+    }
+    notes.push(("cupti.kernel_timestamps", timestamps));
+    notes.push(("capture.graphs", s.config.graphs.label()));
     c.api.register().map_err(|e| format!("{e}; this process runs untraced"))?;
+    if s.config.api_calls {
+        c.api
+            .set_api_allowlist(kept_calls(&cbid_names::RUNTIME), kept_calls(&cbid_names::DRIVER));
+    }
     // The concurrent kernel kind is essential; the others are best effort.
     c.api
         .enable(kind::CONCURRENT_KERNEL)
@@ -145,6 +167,15 @@ pub fn start() -> Result<(), String> {
         .into_iter()
         .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
         .collect();
+    if s.config.graphs == GraphMode::Graph {
+        match c.api.enable(kind::GRAPH_TRACE) {
+            Ok(()) => s.graph_level.store(true, Release),
+            Err(e) => failed.push(format!(
+                "kind {} (graph level): {e}; graphs are recorded node by node",
+                kind::GRAPH_TRACE
+            )),
+        }
+    }
     let api_filter = s.config.api_calls.then(|| filter_api_calls(&c.api));
     // For the NCCL plugin's collective → kernel links (see nccl/link.rs).
     if s.config.api_calls && crate::nccl::enabled_by_env() && c.api.has_external_correlation() {
@@ -153,7 +184,7 @@ pub fn start() -> Result<(), String> {
             Err(e) => failed.push(format!("kind {}: {e}", kind::EXTERNAL_CORRELATION)),
         }
     }
-    spawn_writer(s, failed, api_filter)
+    spawn_writer(s, failed, api_filter, notes)
 }
 
 /// The activity kinds enabled besides the concurrent kernel kind (best effort), with the
@@ -188,6 +219,18 @@ fn filter_api_calls(api: &Cupti) -> String {
             .filter(|(_, (name, keep))| !keep && !name.is_empty())
             .map(|(cbid, _)| cbid as u32)
     }
+    match api.allowlist_outcome() {
+        Some(Ok(())) => {
+            return format!(
+                "in CUPTI (allow-list, CUPTI 13.4+): only the {} runtime and {} driver calls that launch, copy, set, \
+                 synchronize, allocate or capture are recorded",
+                kept_calls(&cbid_names::RUNTIME).len(),
+                kept_calls(&cbid_names::DRIVER).len()
+            )
+        }
+        Some(Err(e)) => return format!("after capture (CUPTI refused the allow-list: {e})"),
+        None => {}
+    }
     match api.disable_api_calls(dropped(&cbid_names::RUNTIME), dropped(&cbid_names::DRIVER)) {
         Some(sw) if sw.off > 0 => match sw.first_error {
             Some(e) => format!("in CUPTI: {} query calls not recorded ({} refused: {e})", sw.off, sw.refused),
@@ -199,6 +242,16 @@ fn filter_api_calls(api: &Cupti) -> String {
         ),
         None => "after capture (this CUPTI has no per-call switch, or is subscriber-scoped)".into(),
     }
+}
+
+/// The callback ids of the calls whose API records are kept.
+fn kept_calls(table: &'static [(&'static str, bool)]) -> Vec<u32> {
+    table
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, keep))| *keep)
+        .map(|(cbid, _)| cbid as u32)
+        .collect()
 }
 
 /// Why a session runs without CUPTI.
@@ -246,7 +299,7 @@ pub fn start_without_cupti(mode: Mode) -> Result<(), String> {
     MARKERS_ONLY.store(mode == Mode::Markers, Release);
     let s = SESSION.get().expect("just set");
     own_session();
-    spawn_writer(s, Vec::new(), None)
+    spawn_writer(s, Vec::new(), None, Vec::new())
 }
 
 /// Exit handler registered at NVTX's first call (by `nvtx_inject`): when no
@@ -271,11 +324,14 @@ pub extern "C" fn write_markers_at_exit() {
     });
 }
 
-fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<String>) -> Result<(), String> {
+/// Notes for the trace header (key, value).
+type Notes = Vec<(&'static str, String)>;
+
+fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<String>, notes: Notes) -> Result<(), String> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, failed, api_filter)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, failed, api_filter, notes)));
             if r.is_err() {
                 say("internal error in the writer thread; capture stopped, the job continues");
                 s.stop_capture();
@@ -306,6 +362,7 @@ impl Session {
             pool,
             cupti,
             external_ids: AtomicBool::new(false),
+            graph_level: AtomicBool::new(false),
             config,
             flush_lock: Mutex::new(()),
             stop: AtomicBool::new(false),
@@ -332,6 +389,9 @@ impl Session {
         for k in std::iter::once(kind::CONCURRENT_KERNEL).chain(best_effort_kinds(true)) {
             let _ = c.api.disable(k);
         }
+        if self.graph_level.load(Acquire) {
+            let _ = c.api.disable(kind::GRAPH_TRACE);
+        }
         external
     }
 
@@ -343,7 +403,11 @@ impl Session {
         for k in std::iter::once(kind::CONCURRENT_KERNEL).chain(best_effort_kinds(self.config.api_calls)) {
             let _ = c.api.enable(k);
         }
-        // Enabling an API kind turns its per-call switches back on.
+        if self.graph_level.load(Acquire) {
+            let _ = c.api.enable(kind::GRAPH_TRACE);
+        }
+        // Enabling an API kind turns its per-call switches back on (the
+        // allow-list of the subscriber-scoped API is given at each enable).
         if self.config.api_calls {
             let _ = filter_api_calls(&c.api);
         }
@@ -812,13 +876,50 @@ impl DutySide {
     }
 }
 
+/// `--graphs auto` on the writer thread: switches CUPTI to graph-level
+/// graphs (the GRAPH_TRACE kind) once some graph has been launched the
+/// configured number of times at node level, while capture is on (never in
+/// a duty cycle's off phase). Tried once: CUPTI cannot go back.
+#[derive(Default)]
+struct GraphSwitch {
+    /// The switch was tried: when (trace time), or CUPTI's refusal.
+    tried: Option<Result<Nanos, CuptiError>>,
+}
+
+impl GraphSwitch {
+    fn poll(&mut self, s: &Session, c: &CuptiSide, dec: &Decoder, capture_on: bool) {
+        let GraphMode::Auto { after } = s.config.graphs else { return };
+        if self.tried.is_some() || !capture_on || dec.graphs.most < after {
+            return;
+        }
+        let at = trace_now(c);
+        self.tried = Some(c.api.enable(kind::GRAPH_TRACE).map(|()| at));
+        if let Some(Ok(_)) = self.tried {
+            s.graph_level.store(true, Release);
+        }
+    }
+
+    /// The trailer's `capture.graph_level`.
+    fn note(&self, s: &Session) -> Option<String> {
+        match (s.config.graphs, self.tried) {
+            (GraphMode::Graph, _) if s.graph_level.load(Acquire) => Some("from the start".into()),
+            (GraphMode::Auto { after }, None) => Some(format!("never: no graph was launched {after} times")),
+            (GraphMode::Auto { after }, Some(Ok(t))) => {
+                Some(format!("from {} ns (trace time): a graph had been launched {after} times", t.0))
+            }
+            (GraphMode::Auto { .. }, Some(Err(e))) => Some(format!("refused by CUPTI: {e}; graphs recorded node by node")),
+            _ => None,
+        }
+    }
+}
+
 /// Now, in the trace's time (CUPTI's clock; the real-time clock if CUPTI
 /// cannot say, which is what CUPTI's clock is by default).
 fn trace_now(c: &CuptiSide) -> Nanos {
     Nanos(c.api.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns))
 }
 
-fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Option<String>) {
+fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Option<String>, notes: Notes) {
     let cupti = s.cupti.as_ref();
     let mut start_clock = ClockPair::now();
     start_clock.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
@@ -897,6 +998,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     }
     if let Some(note) = api_filter {
         header.extra.insert("agent.api_filter".into(), note);
+    }
+    for (k, v) in notes {
+        header.extra.insert(k.into(), v);
     }
     // Duty-cycled capture: capture has been on since `start`.
     let mut duty = cupti.zip(s.config.duty).map(|(c, d)| {
@@ -996,6 +1100,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             failed = write_failed(s, &path, &e);
         }
     }
+    let mut graphs = GraphSwitch::default();
     let mut flight = s.config.flight.map(|fc| crate::flight::Triggers::new(&s.config, &fc));
     markers.collect_steps = flight.as_ref().is_some_and(|t| t.wants_steps());
     // Activity records arrived since the last flush period (for the hang trigger).
@@ -1024,6 +1129,10 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             s.pool.recycle(buf);
         }
         losses.undecodable += undecodable;
+        if let (Some(c), false) = (cupti, failed) {
+            let capture_on = duty.as_ref().is_none_or(|(_, d)| d.open.is_some());
+            graphs.poll(s, c, &dec, capture_on);
+        }
         if !failed {
             if let Err(e) = nccl
                 .pump(&mut dec, &mut w, stopping)
@@ -1084,6 +1193,9 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
             .extra
             .insert("agent.api_calls_filtered".into(), dec.filtered_api.to_string());
         trailer.extra.insert("agent.records_skipped".into(), dec.skipped.to_string());
+        if let Some(note) = graphs.note(s) {
+            trailer.extra.insert("capture.graph_level".into(), note);
+        }
         for (name, records, ns) in dec.overhead.seen() {
             trailer.set_overhead(name, records, ns);
         }

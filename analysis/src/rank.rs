@@ -394,7 +394,13 @@ fn windows_from_marks(file: &TraceFile, mut marks: Vec<(u64, StepMark)>) -> (Vec
     let first_activity = file
         .chunks()
         .iter()
-        .filter(|c| matches!(c.track, Track::Gpu { .. }) && matches!(c.kind, EventKind::Kernel | EventKind::Memcpy | EventKind::Memset))
+        .filter(|c| {
+            matches!(c.track, Track::Gpu { .. })
+                && matches!(
+                    c.kind,
+                    EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::GraphLaunch
+                )
+        })
         .map(|c| c.t_min.0)
         .min();
     let mut prev = first_activity.unwrap_or(marks[0].0);
@@ -876,6 +882,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         events: file.event_total(),
         hta: hta_rank,
         profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
+        capture_levers: crate::levers::CaptureLevers::of(file),
         productive: Productive::default(),
         duty_cycle: capture.as_ref().map(|c| {
             let (first, last) = c.bounds();
@@ -1090,7 +1097,7 @@ fn device_pass(
         // first, then its rounding.
         let (start, end) = (sp.start, sp.end);
         match ev {
-            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) => {}
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::GraphLaunch(_) => {}
             Event::Sync(_) => syncs.push((start, end)),
             _ => return None,
         }
@@ -1170,6 +1177,8 @@ fn device_pass(
             // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
             // "other" type: non-compute work. Otherwise they only explain idle time.
             Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
+            // A graph recorded at graph level: one busy interval, its nodes unknown (compute).
+            Event::GraphLaunch(_) => (EventKind::GraphLaunch, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Compute, 0),
             _ => return None,
         };
         let work = Work {
@@ -1188,7 +1197,7 @@ fn device_pass(
         (work.end > work.start || hta.is_some()).then_some(work)
     };
     let mut sweep_work = |w: &Work| {
-        if w.kind == EventKind::Kernel {
+        if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
             util.kernel(w.start, w.end);
         } else {
             util.work(w.start);
@@ -1241,7 +1250,7 @@ fn device_pass(
             matches!(chunks[i].track, Track::Gpu { device: d, .. } if d.0 == device)
                 && matches!(
                     chunks[i].kind,
-                    EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync
+                    EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::GraphLaunch
                 )
         })
         .collect();

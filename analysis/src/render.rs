@@ -368,6 +368,17 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join(", "));
         }
     }
+    let graph_level: Vec<_> = r
+        .ranks
+        .iter()
+        .filter_map(|rk| rk.capture_levers.as_ref().filter(|l| l.graph_launches > 0).map(|l| (rk.rank, l)))
+        .collect();
+    if !graph_level.is_empty() {
+        let _ = writeln!(o, "\n{}", st.heading("Recorded at graph level"));
+        for (rank, l) in graph_level {
+            let _ = writeln!(o, "rank {rank}: {}", l.gives_up[0]);
+        }
+    }
     let not_imported: u64 = r.ranks.iter().flat_map(|rk| rk.losses.not_imported.values()).sum();
     if not_imported > 0 {
         let _ = writeln!(

@@ -110,6 +110,11 @@ pub struct RankReport {
     /// summed by kind in the agent's trailer: `instrumentation`,
     /// `buffer_flush`, `resource`, ...). Empty when none were recorded.
     pub profiler_overhead: BTreeMap<String, OverheadTotal>,
+    /// The capture levers in effect and what they gave up (graph-level
+    /// graphs, API calls switched off, hardware timestamps); absent when the
+    /// trace notes none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_levers: Option<crate::CaptureLevers>,
     /// Steps, throughput, GPU-Util, MFU, cost and outcome of this process
     /// (`docs/metrics.md`, "Productive work").
     pub productive: Productive,

@@ -150,6 +150,34 @@ pub(crate) fn write_rank(
                     VI(0),
                 ],
             ))?,
+            // A graph launch recorded at graph level: one activity row for the
+            // whole graph, its nodes not recorded one by one.
+            Event::GraphLaunch(g) => w[0].row(&concat(
+                &head,
+                &[
+                    VS("graph_launch"),
+                    VI(g.device.0.into()),
+                    VI(g.context.0.into()),
+                    VI(g.stream.0.into()),
+                    VI(g.correlation.0.into()),
+                    VS("graph"),
+                    VI(at(g.start)),
+                    VI(at(g.end)),
+                    VI(dur(g.start, g.end)),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VI(0),
+                    VS(""),
+                    VI(g.graph_id.into()),
+                ],
+            ))?,
             Event::Api(a) => w[1].row(&concat(
                 &head,
                 &[

@@ -19,6 +19,7 @@ fn report(gpus: u32) -> Report {
             events: 0,
             hta: None,
             profiler_overhead: Default::default(),
+            capture_levers: None,
             productive: Productive::default(),
             duty_cycle: None,
         })

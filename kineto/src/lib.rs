@@ -447,7 +447,7 @@ fn finish<W: Write>(
             }))
             .map_err(write_err)?;
         summary.unmapped.insert(detail.clone(), bucket.count);
-        tally.written[EventKind::Loss as usize - 1] += 1;
+        tally.written[EventKind::Loss.index()] += 1;
     }
     summary.flows = tally.flows;
     // The writer's own counts only cover flushed chunks until it finishes.
@@ -546,7 +546,7 @@ fn map_element<S: Sink>(
     match mapper.map(ev, sink) {
         Ok(Mapped::Events(first, second)) => {
             for event in std::iter::once(first).chain(second) {
-                tally.written[event.kind() as usize - 1] += 1;
+                tally.written[event.kind().index()] += 1;
                 tally.earliest = Some(tally.earliest.map_or(event.start(), |t| t.min(event.start())));
                 sink.put(event)?;
             }

@@ -125,6 +125,25 @@ pub struct RunArgs {
     /// Seconds between two scrapes of the serving metrics (default 1).
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_seconds)]
     pub serving_interval: f64,
+    /// How CUDA graphs are recorded: `node` (every kernel, copy and memset;
+    /// the default), `graph` (one interval per graph launch: cheaper, the
+    /// nodes are not recorded) or `auto` (node level until a graph has been
+    /// launched --graphs-after times, then graph level). See docs/agent.md.
+    #[arg(long, value_name = "MODE", value_parser = ["node", "graph", "auto"])]
+    pub graphs: Option<String>,
+    /// With --graphs auto: launches of one graph after which graphs are
+    /// recorded at graph level (default 20).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub graphs_after: Option<u64>,
+    /// Kernel timestamps from the GPU's hardware event system (Blackwell,
+    /// CUDA 12.8+): `auto` (the default: when CUPTI is 13.4 Update 1 or newer
+    /// and the GPU supports it), `on` (ask for it; one line if refused) or `off`.
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "on", "off"])]
+    pub hw_trace: Option<String>,
+    /// CUPTI's per-thread activity buffers (`on` for jobs with many launching
+    /// threads, `off`); default: CUPTI's own (on from CUDA 13.0).
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub per_thread_buffers: Option<String>,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -271,6 +290,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     }
     if args.no_api {
         cmd.env("GPUTRACE_API", "0");
+    }
+    for (var, v) in [
+        ("GPUTRACE_GRAPHS", args.graphs.clone()),
+        ("GPUTRACE_GRAPHS_AFTER", args.graphs_after.map(|n| n.to_string())),
+        ("GPUTRACE_HW_TRACE", args.hw_trace.clone()),
+        ("GPUTRACE_PER_THREAD_BUFFERS", args.per_thread_buffers.clone()),
+    ] {
+        if let Some(v) = v {
+            cmd.env(var, v);
+        }
     }
     if let Some(p) = &args.cupti {
         cmd.env("GPUTRACE_CUPTI", p);

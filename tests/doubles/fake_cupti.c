@@ -336,6 +336,19 @@ typedef struct {
     uint8_t allowMultipleSubscribers;
     uint8_t padding[7];
 } CUpti_SubscriberParams;
+/* 13.4+: per-cbid filtering at enable (bindings_v13.rs). */
+typedef struct {
+    size_t structSize; /* 32 */
+    uint32_t *pCbids;
+    size_t numCbids;
+    uint8_t enable; /* 1 = allow-list, 0 = deny-list */
+} CUpti_ActivityApiCbidOptions;
+typedef struct {
+    size_t structSize; /* 16 */
+    CUpti_ActivityApiCbidOptions *pCbidOptions;
+} CUpti_ActivityApiOptions;
+_Static_assert(sizeof(CUpti_ActivityApiCbidOptions) == 32, "ApiCbidOptions");
+_Static_assert(sizeof(CUpti_ActivityApiOptions) == 16, "ApiOptions");
 _Static_assert(sizeof(CUpti_SubscriberParams) == 40, "SubscriberParams");
 _Static_assert(__builtin_offsetof(CUpti_SubscriberParams, allowMultipleSubscribers) == 32,
                "allowMultipleSubscribers");
@@ -382,7 +395,8 @@ _Static_assert(sizeof(CUpti_ActivityConfig) == 40, "ActivityConfig");
     X(cuptiActivityPushExternalCorrelationId_v2)                               \
     X(cuptiActivityPopExternalCorrelationId_v2)                                \
     X(cuptiActivityEnableRuntimeApi)                                           \
-    X(cuptiActivityEnableDriverApi)
+    X(cuptiActivityEnableDriverApi)                                            \
+    X(cuptiActivityEnableHWTrace)
 
 enum fc_fn {
 #define X(n) FN_##n,
@@ -403,7 +417,7 @@ enum step_op {
     OP_KERNELS, OP_NULL_NAME, OP_API, OP_DRIVER_API, OP_MEMCPY, OP_MEMSET,
     OP_SYNC, OP_P2P, OP_OVERHEAD, OP_DEVICE, OP_UNKNOWN, OP_INVALID,
     OP_DROPPED, OP_BURST, OP_RACE_FLUSH, OP_WAIT_FLUSH, OP_SLEEP, OP_NCCL_KERNELS,
-    OP_API_CALL,
+    OP_API_CALL, OP_GRAPH,
 };
 
 struct step {
@@ -438,11 +452,12 @@ static struct {
     enum other_sub other_subscriber;  /* another tool in the process */
     int multi_subscriber_unsupported; /* old driver: no multi-subscriber */
     uint32_t cbid_limit[2];           /* api_cbid_limit: runtime, driver */
+    int hw_trace_result;              /* hw_trace: what EnableHWTrace answers */
     /* kinds this library "knows" beyond the header tables (unknown_kind) */
     uint32_t unk_kind[MAX_UNKNOWN], unk_size[MAX_UNKNOWN];
     int nunk;
     char report_path[4096];
-} sc = {.crash_fn = -1, .report_records = 1};
+} sc = {.crash_fn = -1, .report_records = 1, .hw_trace_result = FC_CUPTI_ERROR_NOT_SUPPORTED};
 
 static const char DEFAULT_KERNEL_NAME[] = "fake_kernel_sgemm";
 /* What NCCL 2.28 launches for a bf16 ring/LL all-reduce. */
@@ -650,6 +665,17 @@ static void parse_scenario(void) {
             NEED(2);
             need_kind(FC_CUPTI_ACTIVITY_KIND_MEMCPY2, ln);
             add_step((struct step){OP_P2P, ARG(1), ARG(2), 0, 0, NULL});
+        } else if (strcmp(d, "graph_launches") == 0) {
+            NEED(2);
+            need_kind(FC_CUPTI_ACTIVITY_KIND_GRAPH_TRACE, ln);
+            add_step((struct step){OP_GRAPH, ARG(1), ARG(2), nt > 3 ? ARG(3) : 1, 0, NULL});
+        } else if (strcmp(d, "hw_trace") == 0) {
+            NEED(1);
+            if (strcmp(tok[1], "ok") == 0) sc.hw_trace_result = FC_CUPTI_SUCCESS;
+            else if (strcmp(tok[1], "unsupported") == 0) sc.hw_trace_result = FC_CUPTI_ERROR_NOT_SUPPORTED;
+            else if (strcmp(tok[1], "mps") == 0) sc.hw_trace_result = FC_CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS;
+            else if (strcmp(tok[1], "mig") == 0) sc.hw_trace_result = FC_CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED;
+            else die("scenario line %d: hw_trace ok|unsupported|mps|mig", ln);
         } else if (strcmp(d, "overhead") == 0) {
             NEED(1);
             need_kind(FC_CUPTI_ACTIVITY_KIND_OVERHEAD, ln);
@@ -768,6 +794,9 @@ static struct {
     uint8_t cbid_off[2][FC_MAX_CBID]; /* [runtime, driver]: switched off */
     uint64_t skipped_cbid[2];
     int latency_ts;
+    int graph_level;   /* GRAPH_TRACE was enabled: graphs at graph level from then on */
+    int hw_trace;      /* hardware event tracing was accepted */
+    int kind_enabled_ever; /* a kind has been enabled: set-up-only attributes are too late */
     int thread_id_type;
     uint32_t flush_period_ms;
     uint64_t attrs[32];
@@ -1249,6 +1278,8 @@ struct clock {
     uint64_t grid_id;
     uint32_t launch_tid_sys, launch_tid_default; /* the thread that set tracing up */
     int pace;
+    uint32_t graph_id;   /* != 0: kernels written now are nodes of this graph */
+    uint64_t graph_node; /* their graphNodeId */
 };
 
 /* Sleep until `end` is in the past (records never describe the future). */
@@ -1350,6 +1381,10 @@ static void emit_kernel_ex(struct clock *c, uint64_t dur, uint64_t gap, const ch
         put_u64(r, FC_OFF_KERNEL_queued, start > 800 ? start - 800 : 0);
         put_u64(r, FC_OFF_KERNEL_submitted, start > 400 ? start - 400 : 0);
     } /* else CUPTI_TIMESTAMP_UNKNOWN = 0 */
+    if (c->graph_id) {
+        put_u32(r, FC_OFF_KERNEL_graphId, c->graph_id);
+        put_u64(r, FC_OFF_KERNEL_graphNodeId, c->graph_node);
+    }
     put_u32(r, FC_OFF_KERNEL_clusterX, 1);
     put_u32(r, FC_OFF_KERNEL_clusterY, 1);
     put_u32(r, FC_OFF_KERNEL_clusterZ, 1);
@@ -1489,6 +1524,49 @@ static void emit_api_call(struct clock *c, uint32_t cbid, int driver) {
     uint64_t start = c->t, end = c->t + 300;
     c->t = end + 200;
     put_api_record(c, driver, cbid, start, end, c->next_corr++);
+}
+
+/* One cudaGraphLaunch of a graph of `nodes` kernels: its RUNTIME record
+ * (cbid cudaGraphLaunch_v10000), then at node level one kernel record per
+ * node (graphId, graphNodeId = 1.., all with the launch's correlation id,
+ * back to back on stream 7), or, once GRAPH_TRACE has been enabled (even if
+ * disabled since), one GRAPH_TRACE record spanning them (written only while
+ * that kind is enabled), as CUPTI does. */
+static void emit_graph_launch(struct clock *c, uint64_t nodes, uint32_t graph) {
+    uint32_t corr = c->next_corr++;
+    uint64_t api_start = c->t, api_end = c->t + 3000;
+    c->t = api_end;
+    put_api_record(c, 0, FC_CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, api_start, api_end, corr);
+    pthread_mutex_lock(&g.mu);
+    int graph_level = g.graph_level;
+    pthread_mutex_unlock(&g.mu);
+    uint64_t start = c->t + 1000, end = start + nodes * 10000;
+    if (!graph_level) {
+        for (uint64_t n = 1; n <= nodes; n++) {
+            c->graph_id = graph;
+            c->graph_node = n;
+            emit_kernel_ex(c, 10000, 0, "fake_graph_node_kernel", 0, corr, 7);
+        }
+        c->graph_id = 0;
+        c->graph_node = 0;
+        c->t += 2000;
+        return;
+    }
+    uint8_t r[64] = {0};
+    const uint32_t kind = FC_CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+    put_u32(r, FC_OFF_GRAPH_kind, kind);
+    put_u32(r, FC_OFF_GRAPH_correlationId, corr);
+    put_u64(r, FC_OFF_GRAPH_start, start);
+    put_u64(r, FC_OFF_GRAPH_end, end);
+    put_u32(r, FC_OFF_GRAPH_deviceId, 0);
+    put_u32(r, FC_OFF_GRAPH_graphId, graph);
+    put_u32(r, FC_OFF_GRAPH_contextId, 1);
+    put_u32(r, FC_OFF_GRAPH_streamId, 7);
+    put_u32(r, FC_OFF_GRAPH_endDeviceId, 0);
+    put_u32(r, FC_OFF_GRAPH_endContextId, 1);
+    c->t = end + 2000;
+    pace_until(c, end);
+    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
 }
 
 static void emit_memcpy(struct clock *c, uint64_t bytes, uint32_t copy_kind, int paced) {
@@ -1671,6 +1749,9 @@ static void *worker_main(void *arg) {
         case OP_API_CALL:
             for (uint64_t k = 0; k < s->n; k++) emit_api_call(&c, (uint32_t)s->a, (int)s->b);
             break;
+        case OP_GRAPH:
+            for (uint64_t k = 0; k < s->n; k++) emit_graph_launch(&c, s->a, (uint32_t)s->b);
+            break;
         case OP_API:
         case OP_DRIVER_API:
             for (uint64_t k = 0; k < s->n; k++) emit_api(&c, s->op == OP_DRIVER_API);
@@ -1839,6 +1920,7 @@ static void write_summary(const char *state) {
     fprintf(m, "flush.calls %llu\nflush.forced %llu\nflush.concurrent %llu\nrace_flush.done %llu\n",
             (unsigned long long)g.flush_calls, (unsigned long long)g.flush_forced,
             (unsigned long long)g.flush_concurrent, (unsigned long long)g.race_flush_done);
+    fprintf(m, "graph_level %d\nhw_trace %d\n", g.graph_level, g.hw_trace);
     fprintf(m, "flush_period_ms %u\nthread_id_type %d\nlatency_timestamps %d\n"
                "timestamp_callback %d\n",
             g.flush_period_ms, g.thread_id_type, g.latency_ts, g.tsfn != NULL);
@@ -2097,15 +2179,74 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub
     return ok ? FC_CUPTI_SUCCESS : ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
 }
 
+/* One line per change of the enabled kinds in $FAKE_CUPTI_REPORT.kinds:
+ * "t=NS enabled=K,K,..." (NS on the record clock), so a test can check what
+ * was on at any time (a duty cycle's off phase: nothing). Owner process only. */
+static void log_kinds(void) {
+    if (!sc.report_path[0] || g.in_child || getpid() != g.owner_pid) return;
+    char line[1024];
+    int o = snprintf(line, sizeof line, "t=%llu enabled=", (unsigned long long)now_ns());
+    pthread_mutex_lock(&g.mu);
+    const char *sep = "";
+    for (unsigned k = 0; k < FC_KIND_SLOTS && o < (int)sizeof line - 16; k++)
+        if (g.enabled[k]) {
+            o += snprintf(line + o, sizeof line - o, "%s%u", sep, k);
+            sep = ",";
+        }
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_lock(&g.report_mu);
+    char path[4200];
+    snprintf(path, sizeof path, "%s.kinds", sc.report_path);
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s\n", line);
+        fclose(f);
+    }
+    pthread_mutex_unlock(&g.report_mu);
+}
+
+/* Attributes CUPTI requires before the buffer callbacks are registered and
+ * any kind is enabled ("changing it in the middle ... undefined behavior"):
+ * set later, the fake aborts, proving the client never does it. */
+static void require_setup_phase(const char *what) {
+    pthread_mutex_lock(&g.mu);
+    int late = g.kind_enabled_ever || g.req || g.req2;
+    pthread_mutex_unlock(&g.mu);
+    if (late) {
+        fprintf(stderr, "fake_cupti: MISUSE: %s after the buffer callbacks were registered or a kind "
+                        "was enabled: aborting\n", what);
+        abort();
+    }
+}
+
+/* Hardware event tracing (cuptiActivityEnableHWTrace, 12.8+; the
+ * ENABLE_HES attribute of the subscriber-scoped API): before any kind is
+ * enabled; answers what the scenario's `hw_trace` says (default: NOT_SUPPORTED,
+ * as on the fake GPU, a Hopper). */
+static CUptiResult hw_trace_request(const char *what) {
+    if (sc.lay->api_version < 26) return ret(FC_CUPTI_ERROR_NOT_SUPPORTED);
+    require_setup_phase(what);
+    if (sc.hw_trace_result != FC_CUPTI_SUCCESS) return ret(sc.hw_trace_result);
+    pthread_mutex_lock(&g.mu);
+    g.hw_trace = 1;
+    pthread_mutex_unlock(&g.mu);
+    return FC_CUPTI_SUCCESS;
+}
+
 static CUptiResult set_kind(uint32_t kind, int on) {
     if (kind == 0 || kind >= sc.lay->kind_count) return ret(FC_CUPTI_ERROR_INVALID_KIND);
     pthread_mutex_lock(&g.mu);
+    int changed = kind < FC_KIND_SLOTS && g.enabled[kind] != (uint8_t)on;
     if (kind < FC_KIND_SLOTS) g.enabled[kind] = (uint8_t)on;
+    if (on) g.kind_enabled_ever = 1;
+    /* "disabling it does not restore node level tracing" (cupti_activity.h) */
+    if (on && kind == FC_CUPTI_ACTIVITY_KIND_GRAPH_TRACE) g.graph_level = 1;
     /* enabling the kind overrides earlier per-call switches */
     if (on && kind == FC_CUPTI_ACTIVITY_KIND_RUNTIME) memset(g.cbid_off[0], 0, sizeof g.cbid_off[0]);
     if (on && kind == FC_CUPTI_ACTIVITY_KIND_DRIVER) memset(g.cbid_off[1], 0, sizeof g.cbid_off[1]);
     if (on) maybe_start_worker_locked();
     pthread_mutex_unlock(&g.mu);
+    if (changed) log_kinds();
     return FC_CUPTI_SUCCESS;
 }
 static CUptiResult enable_kind(enum fc_fn fn, uint32_t kind, int on) {
@@ -2138,6 +2279,17 @@ EXPORT CUptiResult cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) 
 }
 EXPORT CUptiResult cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) {
     return switch_api_cbid(FN_cuptiActivityEnableDriverApi, 1, cbid, enable);
+}
+
+/* APPROXIMATION: real libraries before 12.8 lack the symbol; the fake
+ * always exports it and answers NOT_SUPPORTED for an older scenario. */
+EXPORT CUptiResult cuptiActivityEnableHWTrace(uint8_t enable) {
+    int nodriver_zero = 0;
+    ENTER(cuptiActivityEnableHWTrace);
+    (void)nodriver_zero;
+    GLOBAL_SCOPE();
+    if (!enable) return FC_CUPTI_SUCCESS;
+    return hw_trace_request("cuptiActivityEnableHWTrace");
 }
 
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
@@ -2285,6 +2437,8 @@ EXPORT CUptiResult cuptiActivitySetAttribute(uint32_t attr, size_t *valueSize, v
 static CUptiResult set_attribute(uint32_t attr, size_t *valueSize, void *value) {
     if (!valueSize || !value || attr >= FC_CUPTI_ACTIVITY_ATTR_COUNT || attr >= 32)
         return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    if (attr == FC_CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER)
+        require_setup_phase("CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER");
     uint64_t v = 0;
     switch (*valueSize) {
     case 1: v = *(uint8_t *)value; break;
@@ -2486,7 +2640,26 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle subs
  * selection / kind options are accepted and ignored: records stay full. */
 static CUptiResult enable_v2(CUpti_ActivityConfig *cfg, uint32_t kind, int on) {
     if (cfg && cfg->structSize == 0) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
-    return set_kind(kind, on);
+    CUptiResult r = set_kind(kind, on);
+    int api = kind == FC_CUPTI_ACTIVITY_KIND_RUNTIME || kind == FC_CUPTI_ACTIVITY_KIND_DRIVER;
+    /* CUpti_ActivityConfig::pKindOptions, read from 13.4 for the API kinds:
+     * a CUpti_ActivityApiOptions whose CUpti_ActivityApiCbidOptions lists
+     * the cbids to record (enable = 1) or to suppress (enable = 0). */
+    if (r != FC_CUPTI_SUCCESS || !on || !api || !cfg || cfg->structSize < sizeof *cfg ||
+        !cfg->pKindOptions || sc.lay->api_version < 130400)
+        return r;
+    const CUpti_ActivityApiOptions *o = cfg->pKindOptions;
+    if (o->structSize < sizeof *o) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    const CUpti_ActivityApiCbidOptions *c = o->pCbidOptions;
+    if (!c) return r;
+    if (c->structSize < sizeof *c || (c->numCbids && !c->pCbids)) return ret(FC_CUPTI_ERROR_INVALID_PARAMETER);
+    int d = kind == FC_CUPTI_ACTIVITY_KIND_DRIVER;
+    pthread_mutex_lock(&g.mu);
+    memset(g.cbid_off[d], c->enable ? 1 : 0, sizeof g.cbid_off[d]);
+    for (size_t i = 0; i < c->numCbids; i++)
+        if (c->pCbids[i] < FC_MAX_CBID) g.cbid_off[d][c->pCbids[i]] = !c->enable;
+    pthread_mutex_unlock(&g.mu);
+    return r;
 }
 EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle subscriber, uint32_t kind,
                                           CUpti_ActivityConfig *pActivityConfig) {
@@ -2504,6 +2677,17 @@ EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle subscriber, ui
 EXPORT CUptiResult cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle subscriber, uint32_t attr,
                                                 size_t *valueSize, void *value) {
     V2_PROLOGUE(cuptiActivitySetAttribute_v2, 130200, subscriber, 1);
+    if (attr == FC_CUPTI_ACTIVITY_ATTR_ENABLE_HES && valueSize && value && *valueSize >= 1) {
+        if (*(uint8_t *)value == 0) return FC_CUPTI_SUCCESS;
+        CUptiResult r = hw_trace_request("CUPTI_ACTIVITY_ATTR_ENABLE_HES");
+        if (r == FC_CUPTI_SUCCESS) {
+            pthread_mutex_lock(&g.mu);
+            g.attrs[attr] = 1;
+            g.attr_set[attr] = 1;
+            pthread_mutex_unlock(&g.mu);
+        }
+        return r;
+    }
     if (attr == FC_CUPTI_ACTIVITY_ATTR_THREAD_ID_TYPE_V2 && valueSize && value) {
         if (*valueSize < sizeof(uint32_t))
             return ret(FC_CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT);

@@ -70,6 +70,9 @@ FAMILIES = {
     "SYNC": (r"CUpti_ActivitySynchronization\d*", [
         "kind", "type", "start", "end", "correlationId", "contextId",
         "streamId", "cudaEventId", "cudaEventSyncId", "returnValue"]),
+    "GRAPH": (r"CUpti_ActivityGraphTrace2", [
+        "kind", "correlationId", "start", "end", "deviceId", "graphId",
+        "contextId", "streamId", "endDeviceId", "endContextId"]),
     "OVERHEAD": (r"CUpti_ActivityOverhead3", [
         "kind", "overheadKind", "objectKind", "objectId", "start", "end",
         "correlationId", "overheadData"]),
@@ -147,6 +150,9 @@ def main():
     misc = {}
     for name in ["CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000",
                  "CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel",
+                 "CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000",
+                 "CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER",
+                 "CUPTI_ACTIVITY_ATTR_ENABLE_HES",
                  "CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH",
                  "CUPTI_ACTIVITY_OBJECT_THREAD",
                  "CUPTI_ACTIVITY_MEMORY_KIND_DEVICE",

@@ -341,6 +341,10 @@ event_columns! {
         series: [plain(c.value)],
         attrs: [plain(c.device), plain(c.metric)],
     }
+    GraphLaunch(g: GraphLaunch) on gpu(g.device, g.context, g.stream), span(g.start, g.end) {
+        series: [plain(g.correlation)],
+        attrs: [plain(g.graph_id)],
+    }
 }
 
 /// An event struct's columns, generated from its kind's entry in
@@ -1965,7 +1969,7 @@ mod description_tests {
 
     fn track_of(kind: EventKind) -> Track {
         match kind {
-            EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync => Track::Gpu {
+            EventKind::Kernel | EventKind::Memcpy | EventKind::Memset | EventKind::Sync | EventKind::GraphLaunch => Track::Gpu {
                 device: DeviceId(1),
                 context: ContextId(2),
                 stream: StreamId(3),

@@ -68,11 +68,14 @@ pub enum EventKind {
     Loss = 8,
     /// One sample of a hardware counter series (format 1.2).
     Counter = 9,
+    /// One CUDA graph launch recorded at graph level (format 1.5): the
+    /// graph's span on the GPU, in place of its kernels, copies and memsets.
+    GraphLaunch = 11,
 }
 
 impl EventKind {
     /// Every kind, in file-format order.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::Kernel,
         EventKind::Memcpy,
         EventKind::Memset,
@@ -82,11 +85,23 @@ impl EventKind {
         EventKind::Collective,
         EventKind::Loss,
         EventKind::Counter,
+        EventKind::GraphLaunch,
     ];
 
-    /// The kind for a file-format number, if this build knows it.
+    /// This kind's position in [`EventKind::ALL`] (for per-kind arrays;
+    /// the file-format numbers have gaps).
+    #[inline]
+    pub const fn index(self) -> usize {
+        match self {
+            EventKind::GraphLaunch => 9,
+            k => k as usize - 1,
+        }
+    }
+
+    /// The kind for a file-format number, if this build knows it (the
+    /// numbers have gaps: 10 and 12 are assigned to other kinds).
     pub fn from_u8(v: u8) -> Option<EventKind> {
-        EventKind::ALL.get((v as usize).wrapping_sub(1)).copied()
+        EventKind::ALL.iter().copied().find(|k| *k as u8 == v)
     }
 
     /// Whether chunks of this kind can be read as spans
@@ -108,6 +123,7 @@ impl EventKind {
             EventKind::Collective => "collective",
             EventKind::Loss => "loss",
             EventKind::Counter => "counter",
+            EventKind::GraphLaunch => "graph_launch",
         }
     }
 }
@@ -367,6 +383,28 @@ pub struct Sync {
     pub cuda_event: u32,
 }
 
+/// One launch of a CUDA graph, recorded at graph level (CUPTI's
+/// GRAPH_TRACE kind): from its first node's start to its last node's end,
+/// on the stream it was launched into. Its kernels, copies and memsets are
+/// not recorded one by one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphLaunch {
+    /// Start of the graph's first node.
+    pub start: Nanos,
+    /// End of its last node.
+    pub end: Nanos,
+    /// Device it started on.
+    pub device: DeviceId,
+    /// Context.
+    pub context: ContextId,
+    /// Stream it was launched into.
+    pub stream: StreamId,
+    /// Links to the `cudaGraphLaunch`/`cuGraphLaunch` API call.
+    pub correlation: CorrelationId,
+    /// CUPTI's id of the graph (the `graph_id` of its kernels at node level).
+    pub graph_id: u32,
+}
+
 /// A CUDA runtime or driver API call on a CPU thread. `Default` is all
 /// zeros (unknown domain, no name), to be filled in field by field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -512,6 +550,7 @@ pub enum Event {
     Collective(Collective),
     Loss(Loss),
     Counter(Counter),
+    GraphLaunch(GraphLaunch),
 }
 
 impl Event {
@@ -528,6 +567,7 @@ impl Event {
             Event::Collective(_) => EventKind::Collective,
             Event::Loss(_) => EventKind::Loss,
             Event::Counter(_) => EventKind::Counter,
+            Event::GraphLaunch(_) => EventKind::GraphLaunch,
         }
     }
 
@@ -544,6 +584,7 @@ impl Event {
             Event::Collective(e) => e.start,
             Event::Loss(e) => e.time,
             Event::Counter(e) => e.time,
+            Event::GraphLaunch(e) => e.start,
         }
     }
 
@@ -560,6 +601,7 @@ impl Event {
             Event::Collective(e) => e.end,
             Event::Loss(e) => e.time,
             Event::Counter(e) => e.time,
+            Event::GraphLaunch(e) => e.end,
         }
     }
 
@@ -574,6 +616,7 @@ impl Event {
             Event::Memset(e) => e.correlation.0,
             Event::Sync(e) => e.correlation.0,
             Event::Api(e) => e.correlation.0,
+            Event::GraphLaunch(e) => e.correlation.0,
             Event::Marker(_) | Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => 0,
         }
     }
@@ -586,6 +629,7 @@ impl Event {
             Event::Memcpy(e) => gpu_track(e.device, e.context, e.stream),
             Event::Memset(e) => gpu_track(e.device, e.context, e.stream),
             Event::Sync(e) => gpu_track(e.device, e.context, e.stream),
+            Event::GraphLaunch(e) => gpu_track(e.device, e.context, e.stream),
             Event::Api(e) => Track::Thread { tid: e.thread },
             Event::Marker(e) => Track::Thread { tid: e.thread },
             Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => Track::Process,

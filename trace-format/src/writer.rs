@@ -226,7 +226,7 @@ impl<W: Write> TraceWriter<W> {
     /// recent keys, then the map (adding a buffer if the key is new).
     #[inline(always)]
     fn buffer_of(&mut self, kind: EventKind, track: Track) -> usize {
-        match self.last[kind as usize - 1] {
+        match self.last[kind.index()] {
             Some((t, i)) if t == track => i,
             _ => self.buffer_of_slow(kind, track),
         }
@@ -248,7 +248,7 @@ impl<W: Write> TraceWriter<W> {
                 i
             }
         };
-        self.last[kind as usize - 1] = Some((track, i));
+        self.last[kind.index()] = Some((track, i));
         i
     }
 

@@ -9,7 +9,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
     let times = (0u64..1 << 40, 0u64..1 << 24);
     let gpu = (0u32..3, 0u32..3, prop_oneof![0u32..4, Just(u32::MAX)]);
     let small = proptest::array::uniform8(any::<u32>());
-    (0u8..9, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
+    (0u8..10, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
         let start = Nanos(s);
         let end = Nanos(s + d);
         let (device, context, stream) = (DeviceId(dev), ContextId(ctx), StreamId(st));
@@ -113,11 +113,20 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 count: big,
                 detail: StringId(name),
             }),
-            _ => Event::Counter(Counter {
+            8 => Event::Counter(Counter {
                 time: start,
                 device,
                 metric: StringId(name),
                 value: big,
+            }),
+            _ => Event::GraphLaunch(GraphLaunch {
+                start,
+                end,
+                device,
+                context,
+                stream,
+                correlation,
+                graph_id: v[1],
             }),
         }
     })
@@ -365,6 +374,7 @@ proptest! {
                         }
                         Event::Loss(l) => l.time = moved(lift(l.time), by),
                         Event::Counter(c) => c.time = moved(lift(c.time), by),
+                        Event::GraphLaunch(g) => span(&mut g.start, &mut g.end),
                     }
                     e
                 })

@@ -917,6 +917,17 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.launch_external_id(input, m.correlation);
                 self.out.buf.extend_from_slice(b"}}");
             }
+            Event::GraphLaunch(g) => {
+                self.open(b"X", b"kernel");
+                self.name_str(&crate::graph_label(g));
+                self.pid_tid_ts(pid, tid, s);
+                self.dur(s, e);
+                self.gpu_args(g.device, g.context, g.stream, g.correlation);
+                self.arg_u64(b",\"graph id\":", g.graph_id as u64);
+                self.arg_str(b",\"recorded\":", "graph level: one slice per graph launch, its nodes not recorded");
+                self.launch_external_id(input, g.correlation);
+                self.out.buf.extend_from_slice(b"}}");
+            }
             Event::Sync(y) => {
                 self.open(b"X", b"cuda_sync");
                 self.name_str(crate::sync_label(y.kind));

@@ -120,7 +120,7 @@ pub struct Plan {
     pub estimated_events: EventCounts,
 }
 
-/// Event counts by kind (indexed by `EventKind as usize - 1`).
+/// Event counts by kind (indexed by `EventKind::index`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EventCounts(pub [f64; EventKind::ALL.len()]);
 
@@ -132,7 +132,7 @@ impl EventCounts {
 
     /// Count for one kind.
     pub fn get(&self, kind: EventKind) -> f64 {
-        self.0[kind as usize - 1]
+        self.0[kind.index()]
     }
 }
 
@@ -212,7 +212,7 @@ impl Plan {
         let count = |lo: u64, hi: u64| {
             let mut counts = EventCounts::default();
             for &(a, b, n, kind) in &spans {
-                counts.0[kind as usize - 1] += n as f64 * chunk_share(a, b, lo, hi);
+                counts.0[kind.index()] += n as f64 * chunk_share(a, b, lo, hi);
             }
             counts
         };

@@ -242,6 +242,11 @@ pub(crate) fn memset_label(m: &Memset) -> String {
     format!("Memset ({})", memory_kind_label(m.memory_kind))
 }
 
+/// The slice name of a graph launch recorded at graph level.
+pub(crate) fn graph_label(g: &GraphLaunch) -> String {
+    format!("CUDA graph {}", g.graph_id)
+}
+
 /// Kineto's names of synchronizations.
 pub(crate) fn sync_label(k: SyncKind) -> &'static str {
     match k {

@@ -382,7 +382,8 @@ fn lane_key(ordinal: usize, lane: Lane) -> TrackKey {
 
 fn category(e: &Event) -> u64 {
     1 + match e {
-        Event::Kernel(_) => 0,
+        // Graph launches are GPU work of kernels, in the kernel category.
+        Event::Kernel(_) | Event::GraphLaunch(_) => 0,
         Event::Memcpy(_) => 1,
         Event::Memset(_) => 2,
         Event::Sync(_) => 3,
@@ -813,6 +814,11 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
                 arg_s(b, Arg::Detail, &t.name(l.detail));
             }
         }
+        Event::GraphLaunch(g) => {
+            lane.kernel_ids.put(b);
+            correlation(b, g.correlation);
+            arg_u(b, Arg::GraphId, g.graph_id as u64);
+        }
         // The walk hands no counter samples over (see `walk`).
         Event::Counter(_) => {}
     }
@@ -893,6 +899,7 @@ impl<W: Write> ProtoWriter<W> {
             Event::Memcpy(m) => self.name_iid_label(&crate::memcpy_label(m)),
             Event::Memset(m) => self.name_iid_label(&crate::memset_label(m)),
             Event::Sync(y) => self.name_iid_label(crate::sync_label(y.kind)),
+            Event::GraphLaunch(g) => self.name_iid_label(&crate::graph_label(g)),
             Event::Collective(c) => {
                 let op = input.trace.name(c.op);
                 self.name_iid_label(&format!("nccl:{op}"))

@@ -81,6 +81,11 @@ impl Lane {
                 context: k.context,
                 stream: k.stream,
             },
+            Event::GraphLaunch(k) => Lane::Stream {
+                device: k.device,
+                context: k.context,
+                stream: k.stream,
+            },
             Event::Api(a) => Lane::Thread { tid: a.thread },
             Event::Marker(m) => Lane::Thread { tid: m.thread },
             Event::Collective(c) => Lane::Comm {
