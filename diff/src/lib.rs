@@ -176,10 +176,11 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
 /// Plain-text rendering: the verdict, categories, steps, scaling (when present),
 /// then the `top` collectives and the `top` kernels.
 pub fn render_text(d: &Diff, top: usize) -> String {
+    use gputrace_format::text::{escape, escape_output};
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;
     let pct = pct_text;
-    let mut s = format!("{}\n\nGPUs: A {}, B {}\n", d.verdict, d.gpus.0, d.gpus.1);
+    let mut s = format!("{}\n\nGPUs: A {}, B {}\n", escape(&d.verdict), d.gpus.0, d.gpus.1);
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "per GPU (ms)", "A", "B", "change");
     for c in std::iter::once(&d.span).chain(&d.categories) {
         let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct(c.pct));
@@ -198,10 +199,11 @@ pub fn render_text(d: &Diff, top: usize) -> String {
             pct(k.time.pct),
             k.count.a,
             k.count.b,
-            k.name
+            escape(&k.name)
         );
     }
-    s
+    // Names are escaped where they are written; this catches any other text from a trace.
+    escape_output(&s, false).into_owned()
 }
 
 fn pct_text(p: Option<f64>) -> String {
@@ -281,6 +283,7 @@ fn render_scaling(s: &mut String, sc: &Scaling) {
 }
 
 fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
+    use gputrace_format::text::escape;
     use std::fmt::Write;
     if rows.is_empty() {
         return;
@@ -289,9 +292,9 @@ fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
     let bw = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     for c in rows.iter().take(top) {
         let who = if c.communicator_name.is_empty() {
-            format!("{} x{}", c.op, c.nranks.1.max(c.nranks.0))
+            format!("{} x{}", escape(&c.op), c.nranks.1.max(c.nranks.0))
         } else {
-            format!("{} {}", c.op, c.communicator_name)
+            format!("{} {}", escape(&c.op), escape(&c.communicator_name))
         };
         let _ = writeln!(
             s,

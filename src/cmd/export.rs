@@ -155,12 +155,12 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let traces = files.iter().map(|f| inputs::open(f)).collect::<Result<Vec<_>, _>>()?;
     for t in &traces {
         if let Some(d) = t.damage() {
-            eprintln!(
+            super::say(&format!(
                 "gputrace: warning: {}: damaged at byte {} ({}); exporting the events before it",
                 t.path().display(),
                 d.offset,
                 d.reason
-            );
+            ));
         }
     }
     let classifier = args.classify.classifier()?;
@@ -278,7 +278,8 @@ fn write_to(out: impl Write, gzip: bool, job: &Job<'_>, filter: &Filter, format:
 /// One line on stderr (stdout may be the export): what was written and how
 /// to open it.
 fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &ExportStats, inputs: usize) -> io::Result<()> {
-    let mut err = io::stderr().lock();
+    // Paths can carry control characters: shown escaped.
+    let mut err = gputrace_format::text::SafeWriter::new(io::stderr().lock());
     let w = &stats.walk;
     let mut notes = Vec::new();
     if w.truncated {

@@ -39,7 +39,8 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
         threads: crate::inputs::threads()?,
         ..Default::default()
     };
-    let mut out = std::io::stdout().lock();
+    // File names can carry control characters: shown escaped.
+    let mut out = gputrace_format::text::SafeWriter::new(std::io::stdout().lock());
     let mut failed = 0;
     let mut written = Vec::new();
     for input in &inputs {
@@ -55,7 +56,7 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("gputrace: error: {e}");
+                super::say(&format!("gputrace: error: {e}"));
             }
         }
     }
