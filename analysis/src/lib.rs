@@ -46,6 +46,7 @@
 
 mod capture;
 mod collectives;
+mod damage;
 mod error;
 mod findings;
 pub mod hardware;
@@ -59,6 +60,7 @@ mod report;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
+pub use damage::describe_losses;
 pub use error::{AnalysisError, Result};
 pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};
 pub use hta::HtaCompat;

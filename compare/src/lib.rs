@@ -393,6 +393,15 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     let n = sums.len();
     let exact = sums.iter().all(|s| s.exact_keys);
     let mut warnings = Vec::new();
+    // First: every number below describes only what these traces recorded.
+    for s in &sums {
+        if let Some(what) = &s.losses {
+            warnings.push(format!(
+                "rank {} ({}) lost data, its numbers describe what was recorded: {what}",
+                s.rank, s.path
+            ));
+        }
+    }
     if !exact && sums.iter().any(|s| s.exact_keys) {
         warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
     }

@@ -84,6 +84,25 @@ pub struct Diff {
     pub scaling: Option<Scaling>,
     /// One line: faster, slower or the same, and the biggest regression.
     pub verdict: String,
+    /// What each run's traces lost, one line per lossy rank: a lossy run's
+    /// numbers describe what was recorded, not everything that ran.
+    pub lossy: LossyRuns,
+}
+
+/// The lossy ranks of each run (`rank 0: damaged at byte ...`), empty when whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LossyRuns {
+    /// Of A.
+    pub a: Vec<String>,
+    /// Of B.
+    pub b: Vec<String>,
+}
+
+fn lossy_ranks(r: &Report) -> Vec<String> {
+    r.ranks
+        .iter()
+        .filter_map(|rk| gputrace_analysis::describe_losses(&rk.losses).map(|what| format!("rank {}: {what}", rk.rank)))
+        .collect()
 }
 
 impl Diff {
@@ -170,6 +189,10 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         collectives: diff_collectives(a, b),
         scaling,
         verdict: format!("{word}{worst}{scaled}"),
+        lossy: LossyRuns {
+            a: lossy_ranks(a),
+            b: lossy_ranks(b),
+        },
     }
 }
 
@@ -180,7 +203,20 @@ pub fn render_text(d: &Diff, top: usize) -> String {
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;
     let pct = pct_text;
-    let mut s = format!("{}\n\nGPUs: A {}, B {}\n", escape(&d.verdict), d.gpus.0, d.gpus.1);
+    let mut s = String::new();
+    // Before the verdict: it compares what was recorded.
+    for (run, ranks) in [("A", &d.lossy.a), ("B", &d.lossy.b)] {
+        if !ranks.is_empty() {
+            let _ = writeln!(
+                s,
+                "WARNING: {run}'s traces lost data; its numbers describe what was recorded, not everything that ran:"
+            );
+            for r in ranks {
+                let _ = writeln!(s, "  {run} {}", escape(r));
+            }
+        }
+    }
+    let _ = write!(s, "{}\n\nGPUs: A {}, B {}\n", escape(&d.verdict), d.gpus.0, d.gpus.1);
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "per GPU (ms)", "A", "B", "change");
     for c in std::iter::once(&d.span).chain(&d.categories) {
         let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct(c.pct));

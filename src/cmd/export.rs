@@ -5,7 +5,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_format::{DeviceId, Nanos, Rank, TraceFile};
+use gputrace_format::{DeviceId, LossSource, Nanos, Rank, TraceFile};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -161,6 +161,28 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
                 d.offset,
                 d.reason
             ));
+        }
+        match t.trailer() {
+            None => super::say(&format!(
+                "gputrace: warning: {}: no trailer (the writer did not finish: the end of the run is missing)",
+                t.path().display()
+            )),
+            Some(tr) => {
+                let quiet = [LossSource::IMPORT, LossSource::COUNTER_FAILED, LossSource::COUNTER_OVERFLOW].map(|s| s.name());
+                let lost: Vec<String> = tr
+                    .losses
+                    .iter()
+                    .filter(|(source, n)| **n > 0 && !quiet.contains(&source.as_str()))
+                    .map(|(source, n)| format!("{n} {source}"))
+                    .collect();
+                if !lost.is_empty() {
+                    super::say(&format!(
+                        "gputrace: warning: {}: the trace lost records ({}); the export holds what was recorded",
+                        t.path().display(),
+                        lost.join(", ")
+                    ));
+                }
+            }
         }
     }
     let classifier = args.classify.classifier()?;
