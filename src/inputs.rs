@@ -169,7 +169,11 @@ fn open_kineto_with(path: &Path, threads: usize, compress: bool) -> Result<Trace
             },
             ..Default::default()
         };
-        return Ok(gputrace_kineto::to_trace_with(path, &opts)?);
+        let trace = gputrace_kineto::to_trace_with(path, &opts)?;
+        if let Some(what) = trace.trailer().and_then(|t| t.extra.get("import.truncated")) {
+            crate::cmd::say(&format!("gputrace: warning: {}: {what}", path.display()));
+        }
+        return Ok(trace);
     }
     Ok(TraceFile::open(path)?)
 }

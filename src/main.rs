@@ -17,17 +17,17 @@ fn main() -> ExitCode {
         // A closed pipe (`gputrace info dir | head`) is not an error.
         Err(error::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("gputrace: error: {err}");
+            cmd::say(&format!("gputrace: error: {err}"));
             let mut source = std::error::Error::source(&err);
             while let Some(s) = source {
                 // Skip causes already spelled out in the message.
                 if !err.to_string().contains(&s.to_string()) {
-                    eprintln!("  caused by: {s}");
+                    cmd::say(&format!("  caused by: {s}"));
                 }
                 source = s.source();
             }
             if let Some(hint) = err.hint() {
-                eprintln!("  hint: {hint}");
+                cmd::say(&format!("  hint: {hint}"));
             }
             ExitCode::from(2)
         }

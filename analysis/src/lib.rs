@@ -47,6 +47,7 @@
 pub mod activity;
 mod capture;
 mod collectives;
+mod damage;
 mod error;
 mod findings;
 pub mod hardware;
@@ -63,6 +64,7 @@ mod steps;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
+pub use damage::describe_losses;
 pub use error::{AnalysisError, Result};
 pub use findings::state_stake;
 pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};

@@ -44,7 +44,10 @@ fn ns(v: u64) -> String {
     Nanos(v).to_string()
 }
 
+/// A name (kernel, marker, host...) for a column: control characters escaped
+/// (`gputrace_format::text`), then cut to `max` characters.
 fn truncate(s: &str, max: usize) -> String {
+    let s = gputrace_format::text::escape(s);
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -391,12 +394,14 @@ pub fn render_text(r: &Report, color: bool) -> String {
         let _ = writeln!(o, "no rule fired: no large idle, exposed communication or transfer problem found");
     }
     for f in &r.findings {
-        let _ = writeln!(o, "{} {}", st.severity(f.severity), f.title);
-        let _ = writeln!(o, "       evidence: {}", f.evidence);
+        // One line each, whatever names they quote.
+        let one_line = gputrace_format::text::escape;
+        let _ = writeln!(o, "{} {}", st.severity(f.severity), one_line(&f.title));
+        let _ = writeln!(o, "       evidence: {}", one_line(&f.evidence));
         if let Some(stake) = stake_line(f) {
             let _ = writeln!(o, "       at stake: {stake}");
         }
-        let _ = writeln!(o, "       next:     {}", f.next_step);
+        let _ = writeln!(o, "       next:     {}", one_line(&f.next_step));
     }
     if let Some(c) = &r.cost {
         let _ = writeln!(o, "\n{}", st.heading(&format!("Cost at ${:.2} per GPU-hour", c.usd_per_gpu_hour)));
@@ -406,7 +411,9 @@ pub fn render_text(r: &Report, color: bool) -> String {
             c.span_usd, c.idle_usd, c.exposed_communication_usd, c.exposed_transfer_usd, c.startup_teardown_usd, c.not_compute_usd
         );
     }
-    o
+    // Names are escaped where they are written; this catches any other text
+    // from a trace, keeping the layout and (on a terminal) our own colours.
+    gputrace_format::text::escape_output(&o, color).into_owned()
 }
 
 /// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
@@ -608,7 +615,7 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
             if c.name.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", c.name)
+                format!(" ({})", gputrace_format::text::escape(&c.name))
             },
             c.nranks,
             if c.nodes > 0 {

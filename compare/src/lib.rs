@@ -466,6 +466,15 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     let n = sums.len();
     let exact = sums.iter().all(|s| s.exact_keys);
     let mut warnings = Vec::new();
+    // First: every number below describes only what these traces recorded.
+    for s in &sums {
+        if let Some(what) = &s.losses {
+            warnings.push(format!(
+                "rank {} ({}) lost data, its numbers describe what was recorded: {what}",
+                s.rank, s.path
+            ));
+        }
+    }
     if !exact && sums.iter().any(|s| s.exact_keys) {
         warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
     }
@@ -836,6 +845,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
 
 /// The comparison as text: findings first, then the rank table.
 pub fn render_text(c: &Comparison) -> String {
+    use gputrace_format::text::escape;
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;
     let mut s = String::new();
@@ -853,7 +863,7 @@ pub fn render_text(c: &Comparison) -> String {
         c.unmatched
     );
     for w in &c.warnings {
-        let _ = writeln!(s, "warning: {w}");
+        let _ = writeln!(s, "warning: {}", escape(w));
     }
     let _ = writeln!(
         s,
@@ -874,7 +884,7 @@ pub fn render_text(c: &Comparison) -> String {
             ms(st.wait_imposed_ns),
             st.score * 100.0,
             st.cause,
-            st.why
+            escape(&st.why)
         );
     }
     let _ = writeln!(
@@ -907,7 +917,7 @@ pub fn render_text(c: &Comparison) -> String {
             r.step_count,
             r.step_time_p50_s.map_or("-".into(), |v| format!("{:.2}", v * 1e3)),
             r.tokens_per_s.map_or("-".into(), |v| format!("{v:.0}")),
-            r.host
+            escape(&r.host)
         );
     }
     match c.tokens_per_s {
@@ -921,7 +931,8 @@ pub fn render_text(c: &Comparison) -> String {
             );
         }
     }
-    s
+    // Names are escaped where they are written; this catches any other text from a trace.
+    gputrace_format::text::escape_output(&s, false).into_owned()
 }
 
 #[cfg(test)]

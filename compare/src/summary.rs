@@ -115,6 +115,8 @@ pub struct RankSummary {
     pub ordered_by_stream: BTreeMap<String, u64>,
     /// What its (busiest) GPU's own counters said, when the trace has them.
     pub hardware: Option<gputrace_analysis::hardware::HardwareReport>,
+    /// What its trace lost (a damaged tail, no trailer, lost records), `None` when whole.
+    pub losses: Option<String>,
 }
 
 /// Read one trace into its summary.
@@ -251,7 +253,9 @@ pub fn summarize_report(
     }
     collectives.sort_by_key(|c| c.start);
     let h = t.header();
+    let losses = gputrace_analysis::describe_losses(&report.losses);
     Ok(RankSummary {
+        losses,
         rank: report.rank,
         path: t.path().display().to_string(),
         host: h.hostname.clone(),

@@ -85,6 +85,25 @@ pub struct Diff {
     pub scaling: Option<Scaling>,
     /// One line: faster, slower or the same, and the biggest regression.
     pub verdict: String,
+    /// What each run's traces lost, one line per lossy rank: a lossy run's
+    /// numbers describe what was recorded, not everything that ran.
+    pub lossy: LossyRuns,
+}
+
+/// The lossy ranks of each run (`rank 0: damaged at byte ...`), empty when whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LossyRuns {
+    /// Of A.
+    pub a: Vec<String>,
+    /// Of B.
+    pub b: Vec<String>,
+}
+
+fn lossy_ranks(r: &Report) -> Vec<String> {
+    r.ranks
+        .iter()
+        .filter_map(|rk| gputrace_analysis::describe_losses(&rk.losses).map(|what| format!("rank {}: {what}", rk.rank)))
+        .collect()
 }
 
 impl Diff {
@@ -171,16 +190,34 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         collectives: diff_collectives(a, b),
         scaling,
         verdict: format!("{word}{worst}{scaled}"),
+        lossy: LossyRuns {
+            a: lossy_ranks(a),
+            b: lossy_ranks(b),
+        },
     }
 }
 
 /// Plain-text rendering: the verdict, categories, steps, scaling (when present),
 /// then the `top` collectives and the `top` kernels.
 pub fn render_text(d: &Diff, top: usize) -> String {
+    use gputrace_format::text::{escape, escape_output};
     use std::fmt::Write;
     let ms = |ns: u64| ns as f64 / 1e6;
     let pct = pct_text;
-    let mut s = format!("{}\n\nGPUs: A {}, B {}\n", d.verdict, d.gpus.0, d.gpus.1);
+    let mut s = String::new();
+    // Before the verdict: it compares what was recorded.
+    for (run, ranks) in [("A", &d.lossy.a), ("B", &d.lossy.b)] {
+        if !ranks.is_empty() {
+            let _ = writeln!(
+                s,
+                "WARNING: {run}'s traces lost data; its numbers describe what was recorded, not everything that ran:"
+            );
+            for r in ranks {
+                let _ = writeln!(s, "  {run} {}", escape(r));
+            }
+        }
+    }
+    let _ = write!(s, "{}\n\nGPUs: A {}, B {}\n", escape(&d.verdict), d.gpus.0, d.gpus.1);
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "per GPU (ms)", "A", "B", "change");
     for c in std::iter::once(&d.span).chain(&d.categories) {
         let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct(c.pct));
@@ -199,10 +236,11 @@ pub fn render_text(d: &Diff, top: usize) -> String {
             pct(k.time.pct),
             k.count.a,
             k.count.b,
-            k.name
+            escape(&k.name)
         );
     }
-    s
+    // Names are escaped where they are written; this catches any other text from a trace.
+    escape_output(&s, false).into_owned()
 }
 
 /// A change in percent; beyond ±1000% a factor reads better (`×49.4`), and `new` where
@@ -334,6 +372,7 @@ fn render_scaling(s: &mut String, sc: &Scaling) {
 }
 
 fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
+    use gputrace_format::text::escape;
     use std::fmt::Write;
     if rows.is_empty() {
         return;
@@ -342,9 +381,9 @@ fn render_collectives(s: &mut String, rows: &[CollectiveDelta], top: usize) {
     let bw = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     for c in rows.iter().take(top) {
         let who = if c.communicator_name.is_empty() {
-            format!("{} x{}", c.op, c.nranks.1.max(c.nranks.0))
+            format!("{} x{}", escape(&c.op), c.nranks.1.max(c.nranks.0))
         } else {
-            format!("{} {}", c.op, c.communicator_name)
+            format!("{} {}", escape(&c.op), escape(&c.communicator_name))
         };
         let _ = writeln!(
             s,

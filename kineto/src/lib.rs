@@ -47,6 +47,7 @@ mod map;
 mod meta;
 pub mod number;
 mod parallel;
+mod salvage;
 mod scan;
 mod skeleton;
 
@@ -115,6 +116,10 @@ pub struct ImportSummary {
     pub flows: u64,
     /// Entries that could not be mapped, by detail (each written as one `Loss` event).
     pub unmapped: BTreeMap<String, u64>,
+    /// The input was cut off mid-write and read up to its last complete trace event:
+    /// what was kept and lost (also a `truncated` loss record and the trailer's
+    /// `import.truncated`). `None` for a whole file.
+    pub truncated: Option<String>,
 }
 
 impl ImportSummary {
@@ -196,8 +201,69 @@ fn looks_like_kineto_json(text: &[u8], complete: bool) -> bool {
 /// some 15 MiB) is read twice instead: once for the metadata, then for the
 /// events, which then go straight to `out`. Either way no more than one
 /// trace event's text is in memory at a time.
+///
+/// A file cut off mid-write (the text ends inside the top-level object) is
+/// read up to its last complete trace event, and what was lost is recorded
+/// ([`ImportSummary::truncated`]); with [`ImportOptions::strict`] it is refused.
 pub fn import<W: Write>(path: &Path, mut out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
-    match one_pass(path, opts) {
+    let mut out = CountingWriter { inner: &mut out, count: 0 };
+    with_salvage(path, opts, |input| {
+        if out.count > 0 {
+            // A two-pass import failed after writing: not read again into the same output.
+            return Err(Fail::NotKineto("cut off after part of it was written".into()).with_path(path.to_path_buf()));
+        }
+        import_input(input, &mut out, opts)
+    })
+}
+
+/// Run `attempt` on the whole input; if it fails because the input is cut
+/// off (see `salvage`), and not `opts.strict`, again on the text up to the
+/// cut. The first failure is returned when the input is not cut off, when it
+/// failed before the cut (damage in the middle is not a cut), or when the
+/// second attempt fails too.
+fn with_salvage<T>(path: &Path, opts: &ImportOptions, mut attempt: impl FnMut(&Input) -> Result<T, KinetoError>) -> Result<T, KinetoError> {
+    let err = match attempt(&Input { path, cut: None }) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if opts.strict
+        || !matches!(
+            err,
+            KinetoError::Syntax { .. } | KinetoError::Gzip { .. } | KinetoError::WrongType { .. }
+        )
+    {
+        return Err(err);
+    }
+    let Some(cut) = text_of(path).ok().and_then(salvage::find_cut) else {
+        return Err(err);
+    };
+    if err.position().is_some_and(|p| p.offset < cut.keep) {
+        return Err(err);
+    }
+    attempt(&Input { path, cut: Some(cut) }).map_err(|_| err)
+}
+
+/// The JSON text of `path`, inflated if it is gzip.
+fn text_of(path: &Path) -> std::io::Result<Box<dyn Read>> {
+    let mut file = BufReader::new(File::open(path)?);
+    let gzip = std::io::BufRead::fill_buf(&mut file)?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzip {
+        Box::new(flate2::read::MultiGzDecoder::new(file))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// The file being imported, and where to cut it if it was cut off mid-write.
+struct Input<'a> {
+    path: &'a Path,
+    cut: Option<salvage::Cut>,
+}
+
+/// [`import`] of one attempt.
+fn import_input<W: Write>(input: &Input, mut out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
+    let path = input.path;
+    match one_pass(input, opts) {
         Ok(done) => {
             let (bytes, summary) = done?;
             out.write_all(&bytes).and_then(|()| out.flush()).map_err(|e| KinetoError::Write {
@@ -206,7 +272,7 @@ pub fn import<W: Write>(path: &Path, mut out: W, opts: &ImportOptions) -> Result
             })?;
             Ok(summary)
         }
-        Err(Restart) => two_passes(path, out, opts),
+        Err(Restart) => two_passes(input, out, opts),
     }
 }
 
@@ -242,8 +308,9 @@ impl<W: Write> Sink for Direct<W> {
 /// Read the whole file once, writing the mapped events in memory against
 /// the provisional base; then the trace, moved to the real base, and what
 /// was done (see [`import`]).
-fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, ImportSummary), KinetoError>, Restart> {
-    let (mut sc, input_bytes) = match open(path, |size| inflate_apart(opts, size)) {
+fn one_pass(input: &Input, opts: &ImportOptions) -> Result<Result<(Vec<u8>, ImportSummary), KinetoError>, Restart> {
+    let path = input.path;
+    let (mut sc, input_bytes) = match open(input, |size| inflate_apart(opts, size)) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -307,7 +374,7 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
     }
     meta.pid = tally.host_pid.unwrap_or(0);
     let source_name = source_name(path);
-    let (mut summary, written) = match finish(path, sink.writer, tally, summary, &source_name) {
+    let (mut summary, written) = match finish(input, sink.writer, tally, summary, &source_name) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -319,8 +386,9 @@ fn one_pass(path: &Path, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Import
 }
 
 /// Read the metadata first, then the events straight into the writer.
-fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
-    let meta = read_meta(path)?;
+fn two_passes<W: Write>(input: &Input, out: W, opts: &ImportOptions) -> Result<ImportSummary, KinetoError> {
+    let path = input.path;
+    let meta = read_meta(input)?;
     let (mut writer, source_name) = start_writer(path, &meta, out, opts)?;
     let mapper = Mapper {
         base_ns: meta.base_ns,
@@ -328,7 +396,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     };
     let mut tally = Tally::default();
     let mut summary = ImportSummary::default();
-    let (mut sc, input_bytes) = open(path, |size| inflate_apart(opts, size))?;
+    let (mut sc, input_bytes) = open(input, |size| inflate_apart(opts, size))?;
     summary.input_bytes = input_bytes;
     let result = walk(&mut sc, |key, sc| {
         if key != "traceEvents" {
@@ -339,7 +407,7 @@ fn two_passes<W: Write>(path: &Path, out: W, opts: &ImportOptions) -> Result<Imp
     });
     result.map_err(|f| f.with_path(path.to_path_buf()))?;
     summary.json_bytes = sc.offset();
-    finish(path, writer, tally, summary, &source_name).map(|(summary, _)| summary)
+    finish(input, writer, tally, summary, &source_name).map(|(summary, _)| summary)
 }
 
 /// The file's name, for the header and the trailer.
@@ -421,12 +489,13 @@ fn trace_events<R: Read, S: Sink>(
 
 /// Write the loss records and the trailer; what was done, and the output.
 fn finish<W: Write>(
-    path: &Path,
+    input: &Input,
     mut writer: TraceWriter<CountingWriter<W>>,
     mut tally: Tally,
     mut summary: ImportSummary,
     source_name: &str,
 ) -> Result<(ImportSummary, CountingWriter<W>), KinetoError> {
+    let path = input.path;
     let write_err = |source| KinetoError::Write {
         path: path.to_path_buf(),
         source,
@@ -449,6 +518,21 @@ fn finish<W: Write>(
         summary.unmapped.insert(detail.clone(), bucket.count);
         tally.written[EventKind::Loss.index()] += 1;
     }
+    if let Some(cut) = &input.cut {
+        // What never reached the file: the unfinished event (or member) and all after it.
+        let what = cut.describe();
+        let detail = writer.intern(&format!("kineto: {what}"));
+        writer
+            .push(Event::Loss(Loss {
+                time: tally.earliest.unwrap_or(Nanos::ZERO),
+                source: LossSource::TRUNCATED,
+                count: 1,
+                detail,
+            }))
+            .map_err(write_err)?;
+        tally.written[EventKind::Loss as usize - 1] += 1;
+        summary.truncated = Some(what);
+    }
     summary.flows = tally.flows;
     // The writer's own counts only cover flushed chunks until it finishes.
     summary.events = EventKind::ALL
@@ -463,6 +547,9 @@ fn finish<W: Write>(
     trailer.extra.insert("import.flows".into(), summary.flows.to_string());
     trailer.extra.insert("import.unmapped".into(), summary.unmapped_total().to_string());
     trailer.extra.insert("import.json_bytes".into(), summary.json_bytes.to_string());
+    if let Some(what) = &summary.truncated {
+        trailer.extra.insert("import.truncated".into(), what.clone());
+    }
     let counted = writer.finish(trailer).map_err(write_err)?;
     summary.output_bytes = counted.count;
     Ok((summary, counted))
@@ -495,14 +582,14 @@ pub fn to_trace(path: impl AsRef<Path>) -> Result<TraceFile, KinetoError> {
 /// traces are read at once).
 pub fn to_trace_with(path: impl AsRef<Path>, opts: &ImportOptions) -> Result<TraceFile, KinetoError> {
     let path = path.as_ref();
-    let bytes = match one_pass(path, opts) {
-        Ok(done) => done?.0,
+    let bytes = with_salvage(path, opts, |input| match one_pass(input, opts) {
+        Ok(done) => Ok(done?.0),
         Err(Restart) => {
             let mut bytes = Vec::new();
-            two_passes(path, &mut bytes, opts)?;
-            bytes
+            two_passes(input, &mut bytes, opts)?;
+            Ok(bytes)
         }
-    };
+    })?;
     Ok(TraceFile::from_bytes(path, bytes)?)
 }
 
@@ -590,9 +677,10 @@ fn shape_name(shape: Shape) -> &'static str {
 }
 
 /// First pass: every top-level member except `traceEvents`, which is skipped unparsed.
-fn read_meta(path: &Path) -> Result<TraceMeta, KinetoError> {
+fn read_meta(input: &Input) -> Result<TraceMeta, KinetoError> {
+    let path = input.path;
     // Nothing is parsed on other threads here: gzip is inflated on one.
-    let (mut sc, _) = open(path, |_| true)?;
+    let (mut sc, _) = open(input, |_| true)?;
     let mut meta = TraceMeta::default();
     let mut value = Vec::new();
     walk(&mut sc, |key, sc| {
@@ -720,7 +808,9 @@ fn inflate_apart(opts: &ImportOptions, size_hint: u64) -> bool {
 /// Open `path` for scanning, decompressing if it starts with the gzip magic.
 /// Returns the scanner and the file size. Gzip is inflated on a thread of
 /// its own if `read_ahead` says so for the text's size.
-fn open(path: &Path, read_ahead: impl FnOnce(u64) -> bool) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+/// A cut-off input ([`Input::cut`]) reads as its text up to the cut, closed.
+fn open(input: &Input, read_ahead: impl FnOnce(u64) -> bool) -> Result<(Scanner<Box<dyn Read>>, u64), KinetoError> {
+    let path = input.path;
     let io = |source| KinetoError::Io {
         path: path.to_path_buf(),
         source,
@@ -750,6 +840,9 @@ fn open(path: &Path, read_ahead: impl FnOnce(u64) -> bool) -> Result<(Scanner<Bo
             text_size = text_size.max(u32::from_le_bytes(isize) as u64);
         }
     }
+    if let Some(cut) = &input.cut {
+        text_size = cut.keep + cut.close.len() as u64;
+    }
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     if gzip {
         let count = Arc::new(AtomicU64::new(0));
@@ -759,13 +852,18 @@ fn open(path: &Path, read_ahead: impl FnOnce(u64) -> bool) -> Result<(Scanner<Bo
         };
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file too.
         let decoder = flate2::read::MultiGzDecoder::new(BufReader::with_capacity(256 * 1024, counted));
-        let reader: Box<dyn Read> = if read_ahead(text_size) {
-            Box::new(ReadAhead::new(decoder))
-        } else {
-            Box::new(decoder)
+        let reader: Box<dyn Read> = match (&input.cut, read_ahead(text_size)) {
+            (Some(cut), true) => Box::new(ReadAhead::new(cut.reader(decoder))),
+            (Some(cut), false) => Box::new(cut.reader(decoder)),
+            (None, true) => Box::new(ReadAhead::new(decoder)),
+            (None, false) => Box::new(decoder),
         };
         Ok((Scanner::new(reader, Some(count), text_size), meta.len()))
     } else {
-        Ok((Scanner::new(Box::new(file), None, text_size), meta.len()))
+        let reader: Box<dyn Read> = match &input.cut {
+            Some(cut) => Box::new(cut.reader(file)),
+            None => Box::new(file),
+        };
+        Ok((Scanner::new(reader, None, text_size), meta.len()))
     }
 }

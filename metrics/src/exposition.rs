@@ -67,12 +67,25 @@ impl Labels {
 }
 
 /// Escape a label value as the format requires: backslash, double quote and line feed.
+/// Any other control character (an ESC in a host or kernel name) would reach the
+/// terminal of whoever reads the exposition: it becomes the visible text `\x1b`
+/// (`gputrace_format::text`), whose backslash is escaped in turn.
 pub fn escape_label_value(value: &str, out: &mut String) {
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
+            c if gputrace_format::text::is_unsafe(c) => {
+                let mut buf = [0u8; 4];
+                for v in gputrace_format::text::escape(c.encode_utf8(&mut buf)).chars() {
+                    if v == '\\' {
+                        out.push_str("\\\\");
+                    } else {
+                        out.push(v);
+                    }
+                }
+            }
             c => out.push(c),
         }
     }

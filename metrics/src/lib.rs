@@ -157,6 +157,20 @@ pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) 
             &rank,
             if r.losses.trailer_missing { 0.0 } else { 1.0 },
         );
+        e.add(
+            "gputrace_trace_lossy",
+            Gauge,
+            "1 when the rank's numbers undercount what ran (records lost, a damaged or cut-off file, no trailer), else 0.",
+            &rank,
+            if r.losses.any() { 1.0 } else { 0.0 },
+        );
+        e.add(
+            "gputrace_trace_damaged_bytes",
+            Gauge,
+            "Bytes at the end of the rank's trace file that could not be read (damaged or cut off), 0 when whole.",
+            &rank,
+            r.losses.damaged_bytes as f64,
+        );
     }
     serving::serving_families(&mut e, report, opts);
     e

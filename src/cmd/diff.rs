@@ -72,6 +72,8 @@ fn analyse(path: &PathBuf) -> Result<gputrace_analysis::Report, CliError> {
 /// Run `gputrace diff`.
 pub fn run(args: &DiffArgs) -> Result<ExitCode, CliError> {
     let (a, b) = (analyse(&args.a)?, analyse(&args.b)?);
+    super::warn_lossy(&args.a, &a);
+    super::warn_lossy(&args.b, &b);
     let d = gputrace_diff::diff(&a, &b);
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -5,7 +5,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_format::{DeviceId, Nanos, Rank, TraceFile};
+use gputrace_format::{DeviceId, LossSource, Nanos, Rank, TraceFile};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -163,12 +163,34 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let traces = files.iter().map(|f| inputs::open(f)).collect::<Result<Vec<_>, _>>()?;
     for t in &traces {
         if let Some(d) = t.damage() {
-            eprintln!(
+            super::say(&format!(
                 "gputrace: warning: {}: damaged at byte {} ({}); exporting the events before it",
                 t.path().display(),
                 d.offset,
                 d.reason
-            );
+            ));
+        }
+        match t.trailer() {
+            None => super::say(&format!(
+                "gputrace: warning: {}: no trailer (the writer did not finish: the end of the run is missing)",
+                t.path().display()
+            )),
+            Some(tr) => {
+                let quiet = [LossSource::IMPORT, LossSource::COUNTER_FAILED, LossSource::COUNTER_OVERFLOW].map(|s| s.name());
+                let lost: Vec<String> = tr
+                    .losses
+                    .iter()
+                    .filter(|(source, n)| **n > 0 && !quiet.contains(&source.as_str()))
+                    .map(|(source, n)| format!("{n} {source}"))
+                    .collect();
+                if !lost.is_empty() {
+                    super::say(&format!(
+                        "gputrace: warning: {}: the trace lost records ({}); the export holds what was recorded",
+                        t.path().display(),
+                        lost.join(", ")
+                    ));
+                }
+            }
         }
     }
     let classifier = args.classify.classifier()?;
@@ -286,7 +308,8 @@ fn write_to(out: impl Write, gzip: bool, job: &Job<'_>, filter: &Filter, format:
 /// One line on stderr (stdout may be the export): what was written and how
 /// to open it.
 fn report(args: &ExportArgs, out: &Path, format: Format, gzip: bool, stats: &ExportStats, inputs: usize) -> io::Result<()> {
-    let mut err = io::stderr().lock();
+    // Paths can carry control characters: shown escaped.
+    let mut err = gputrace_format::text::SafeWriter::new(io::stderr().lock());
     let w = &stats.walk;
     let mut notes = Vec::new();
     if w.truncated {

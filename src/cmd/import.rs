@@ -19,7 +19,8 @@ pub struct ImportArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// Stop at the first malformed trace event instead of recording it as a
-    /// loss in the output.
+    /// loss in the output, and refuse a file cut off mid-write (by default its
+    /// complete events are imported, the cut recorded as a `truncated` loss).
     #[arg(long)]
     pub strict: bool,
 }
@@ -39,7 +40,8 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
         threads: crate::inputs::threads()?,
         ..Default::default()
     };
-    let mut out = std::io::stdout().lock();
+    // File names can carry control characters: shown escaped.
+    let mut out = gputrace_format::text::SafeWriter::new(std::io::stdout().lock());
     let mut failed = 0;
     let mut written = Vec::new();
     for input in &inputs {
@@ -50,12 +52,15 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
         };
         match convert(input, &target, &opts) {
             Ok(s) => {
+                if let Some(what) = &s.truncated {
+                    super::say(&format!("gputrace: warning: {}: {what}", input.display()));
+                }
                 writeln!(out, "{} -> {}: {}", input.display(), target.display(), describe(&s)).map_err(CliError::Output)?;
                 written.push(target);
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("gputrace: error: {e}");
+                super::say(&format!("gputrace: error: {e}"));
             }
         }
     }

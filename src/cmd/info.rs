@@ -2,6 +2,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
+use gputrace_format::text::{escape, SafeWriter};
 use gputrace_format::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -232,7 +233,8 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
     let mut infos = Vec::new();
     let mut failed = 0;
-    let mut out = std::io::stdout().lock();
+    // Text goes through the escaping writer; JSON is written exact.
+    let mut out = SafeWriter::new(std::io::stdout().lock());
     for f in &files {
         let described = inputs::open_as_imported(f).and_then(|t| {
             let mut i = describe(&t)?;
@@ -250,14 +252,15 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("gputrace: error: {e}");
+                super::say(&format!("gputrace: error: {e}"));
                 if let Some(hint) = e.hint() {
-                    eprintln!("  hint: {hint}");
+                    super::say(&format!("  hint: {hint}"));
                 }
             }
         }
     }
     if args.json {
+        let mut out = out.into_inner().map_err(CliError::Output)?;
         super::write_json(&mut out, &serde_json::json!({ "files": infos }))?;
     }
     if failed > 0 {
@@ -274,9 +277,11 @@ fn version_str(v: Option<u32>) -> String {
     v.map_or("unknown".into(), |v| format!("{}.{}", v / 1000, (v % 1000) / 10))
 }
 
+/// `i` as text. Names from the trace are escaped where they are written (one
+/// line each); the caller's [`SafeWriter`] catches any other control character.
 fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     let h = &i.header;
-    writeln!(out, "{}", i.path)?;
+    writeln!(out, "{}", escape(&i.path))?;
     let producer = match h.producer {
         Producer::Synthetic => "SYNTHETIC (gputrace demo; not a GPU measurement)",
         Producer::Agent => "gputrace agent",
@@ -286,10 +291,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     writeln!(
         out,
         "  producer      {producer}, gputrace {} (format {})",
-        h.tool_version, i.format_version
+        escape(&h.tool_version),
+        i.format_version
     )?;
     let rank = match (&h.rank.rank, &h.rank.source) {
-        (Some(r), Some(src)) => format!("rank {r} (from {src})"),
+        (Some(r), Some(src)) => format!("rank {r} (from {})", escape(src)),
         (Some(r), None) => format!("rank {r}"),
         _ => "no rank (single process)".into(),
     };
@@ -297,9 +303,9 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     let world = h.rank.world_size.map_or(String::new(), |w| format!(", world size {w}"));
     // An imported trace may know no host name, or (no CPU-side event) no pid.
     let host = if h.hostname.is_empty() {
-        "host unknown"
+        "host unknown".into()
     } else {
-        h.hostname.as_str()
+        escape(&h.hostname)
     };
     let pid = if h.pid == 0 {
         "pid unknown".to_string()
@@ -308,7 +314,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     };
     writeln!(out, "  process       {host} {pid}, {rank}{local}{world}")?;
     if !h.command.is_empty() {
-        writeln!(out, "  command       {}", h.command.join(" "))?;
+        writeln!(out, "  command       {}", escape(&h.command.join(" ")))?;
     }
     let c = &h.start_clock;
     let cupti = c.cupti_ns.map_or(String::new(), |v| format!(", cupti {v}"));
@@ -335,15 +341,15 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         .filter(|(k, _)| ["agent.", "cupti.", "nccl.", "nvml.", "flight."].iter().any(|p| k.starts_with(p)));
     for (n, (k, v)) in notes.enumerate() {
         let label = if n == 0 { "agent" } else { "" };
-        writeln!(out, "  {label:<13} {k}: {v}")?;
+        writeln!(out, "  {label:<13} {}: {}", escape(k), escape(v))?;
     }
     for d in &h.devices {
         writeln!(
             out,
             "  device {:<6} {} ({}), {} SMs, {:.1} GiB, cc {}.{}{}",
             d.ordinal.0,
-            d.name,
-            d.uuid,
+            escape(&d.name),
+            escape(&d.uuid),
             d.sm_count,
             d.memory_bytes as f64 / (1u64 << 30) as f64,
             d.compute_capability.0,
@@ -351,7 +357,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             if d.pci_bus_id.is_empty() {
                 String::new()
             } else {
-                format!(", pci {}", d.pci_bus_id)
+                format!(", pci {}", escape(&d.pci_bus_id))
             }
         )?;
     }
@@ -364,7 +370,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         writeln!(
             out,
             "  capture       duty-cycled{}: {} window(s), {} traced of {} ({} .. {} ns); untraced between them",
-            h.extra.get("capture.duty").map_or(String::new(), |d| format!(" ({d})")),
+            h.extra.get("capture.duty").map_or(String::new(), |d| format!(" ({})", escape(d))),
             i.capture_windows.len(),
             Nanos(traced),
             Nanos(last.end.0 - first.start.0),
@@ -376,7 +382,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         let name = if c.name.is_empty() {
             String::new()
         } else {
-            format!(" \"{}\"", c.name)
+            format!(" \"{}\"", escape(&c.name))
         };
         let nodes = match c.nodes {
             0 => String::new(),
@@ -415,7 +421,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             out,
             "  {label:<13} gpu{} {}: {} samples over {}, {range}",
             c.device,
-            c.metric,
+            escape(&c.metric),
             thousands(c.samples as u64),
             Nanos(c.span_ns.1.saturating_sub(c.span_ns.0))
         )?;

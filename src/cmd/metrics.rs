@@ -38,6 +38,7 @@ pub fn run(args: &MetricsArgs) -> Result<ExitCode, CliError> {
         AnalysisError::NoTraces => CliError::NoTraces(args.paths[0].clone()),
         other => CliError::from(other),
     })?;
+    super::warn_lossy(&args.paths[0], &report);
     let metrics = gputrace_metrics::Options { job: args.job.clone() };
     let text = gputrace_metrics::report_exposition(&report, &gputrace_metrics::event_counts(&traces), &metrics).render();
     match &args.output {

@@ -54,3 +54,25 @@ pub(crate) fn write_json<T: serde::Serialize>(out: &mut impl std::io::Write, val
     text.push(b'\n');
     out.write_all(&text).map_err(crate::error::CliError::Output)
 }
+
+/// Warn on stderr about each lossy rank of `report` (read from `what`): a
+/// damaged or lossy trace is said to be so by every command that reads it,
+/// whatever its output (text, JSON, exposition).
+pub(crate) fn warn_lossy(what: &std::path::Path, report: &gputrace_analysis::Report) {
+    for rk in &report.ranks {
+        if let Some(lost) = gputrace_analysis::describe_losses(&rk.losses) {
+            say(&format!(
+                "gputrace: warning: {} rank {}: the trace lost data, its numbers describe what was recorded: {lost}",
+                what.display(),
+                rk.rank
+            ));
+        }
+    }
+}
+
+/// Print one message line to stderr with any control character in it (from a
+/// file name or a trace) escaped: error and warning lines name files and things
+/// from traces, which must not reach the terminal raw.
+pub(crate) fn say(line: &str) {
+    eprintln!("{}", gputrace_format::text::escape_output(line, false));
+}

@@ -252,9 +252,9 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         let bytes = write_html(path, &report, comparison.as_ref(), inputs)?;
         let line = format!("gputrace report: wrote {} ({bytes} bytes): open it in a browser", path.display());
         if args.json {
-            eprintln!("{line}");
+            super::say(&line);
         } else {
-            writeln!(out, "{line}").map_err(CliError::Output)?;
+            writeln!(out, "{}", gputrace_format::text::escape_output(&line, false)).map_err(CliError::Output)?;
             return Ok(ExitCode::SUCCESS);
         }
     }

@@ -39,6 +39,7 @@ mod model;
 mod reader;
 mod retime;
 mod run_record;
+pub mod text;
 mod units;
 pub mod varint;
 mod writer;
