@@ -21,7 +21,7 @@ pub enum Command {
     /// Write a SYNTHETIC multi-rank training job (no GPU needed) and show what to run next.
     Demo(cmd::demo::DemoArgs),
     /// Run a command with the capture agent injected: `gputrace run -o DIR -- python train.py`.
-    Run(cmd::run::RunArgs),
+    Run(Box<cmd::run::RunArgs>),
     /// Line up the ranks of a distributed job: clock offsets, collective skew, stragglers and why.
     Compare(cmd::compare::CompareArgs),
     /// This run against that one: categories, kernels, steps, collectives (bus bandwidth), scaling efficiency across GPU counts; `--fail-if-slower 5%` (exit 3).
