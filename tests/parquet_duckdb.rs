@@ -160,6 +160,19 @@ fn parquet_refuses_filters_and_file_outputs_clearly() {
     let out = run(&["export", jobs, "--format", "parquet", "-o", "-"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("give a directory"), "{}", text(&out.stderr));
+    let json = dir.path().join("t.json");
+    let out = run(&[
+        "export",
+        jobs,
+        "--format",
+        "chrome",
+        "--gpu-hour-cost",
+        "2",
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success() && !json.exists());
+    assert!(text(&out.stderr).contains("--format parquet"), "{}", text(&out.stderr));
 }
 
 /// Rows per job and rank of a table of the export in `dir`, by DuckDB,

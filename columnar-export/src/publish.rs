@@ -133,3 +133,51 @@ pub(crate) fn old_layout(dir: &Path, tables: &[&str]) -> Option<PathBuf> {
             .find_map(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("rank=")).then(|| e.path()))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with(path: &Path, file: &str) {
+        std::fs::create_dir_all(path).unwrap();
+        std::fs::write(path.join(file), file).unwrap();
+    }
+
+    #[test]
+    fn the_new_partition_takes_the_old_ones_place_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let (staged, target) = (d.path().join("staged"), d.path().join("target"));
+        dir_with(&staged, "new");
+        assert!(!swap_into_place(&staged, &target).unwrap(), "nothing to replace");
+        assert!(target.join("new").is_file() && !staged.exists());
+        dir_with(&staged, "newer");
+        assert!(swap_into_place(&staged, &target).unwrap());
+        assert!(
+            target.join("newer").is_file() && !target.join("new").exists(),
+            "no file of the old partition stays"
+        );
+        assert!(staged.join("new").is_file(), "the old partition is left in staging, to be removed");
+        #[cfg(target_os = "linux")]
+        {
+            dir_with(&d.path().join("a"), "x");
+            exchange(&d.path().join("a"), &staged).expect("tmpfs and ext4 exchange atomically");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_or_link_in_the_partitions_place_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let (staged, target) = (d.path().join("staged"), d.path().join("target"));
+        dir_with(&staged, "new");
+        std::fs::write(&target, "not mine").unwrap();
+        assert!(swap_into_place(&staged, &target).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"not mine");
+        let outside = d.path().join("outside");
+        dir_with(&outside, "keep");
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        assert!(swap_into_place(&staged, &link).is_err());
+        assert!(outside.join("keep").is_file());
+    }
+}

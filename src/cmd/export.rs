@@ -203,6 +203,15 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     if args.format == FormatArg::Parquet {
         return export_parquet(args, &files, &traces, &job);
     }
+    if args.gpu_hour_cost.is_some() || args.tokens_per_step.is_some() {
+        return Err(CliError::Io {
+            path: args.output.clone(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--gpu-hour-cost and --tokens-per-step are for --format parquet's runs table",
+            ),
+        });
+    }
     let filter = Filter {
         from: args.from,
         to: args.to,
