@@ -75,6 +75,10 @@ pub struct Overhead {
     /// (records, ns) per entry of [`Overhead::NAMES`], the last one for
     /// kinds this table does not name.
     pub totals: [(u64, u64); Overhead::NAMES.len()],
+    /// ns of records whose object is a process or thread (CPU time).
+    pub cpu_ns: u64,
+    /// ns of records whose object is a device, context or stream (GPU time).
+    pub gpu_ns: u64,
 }
 
 impl Overhead {
@@ -93,8 +97,18 @@ impl Overhead {
         (u32::MAX, "other"),
     ];
 
-    /// Count one record of kind `kind` lasting `ns`.
-    pub fn add(&mut self, kind: u32, ns: u64) {
+    /// Count one record of kind `kind` lasting `ns`, spent on the object
+    /// `object` (a `CUpti_ActivityObjectKind`: process and thread are CPU
+    /// time, device, context and stream GPU time; unknown is neither).
+    pub fn add(&mut self, kind: u32, object: u32, ns: u64) {
+        use cupti_sys as sys;
+        match object {
+            sys::CUPTI_ACTIVITY_OBJECT_PROCESS | sys::CUPTI_ACTIVITY_OBJECT_THREAD => self.cpu_ns = self.cpu_ns.saturating_add(ns),
+            sys::CUPTI_ACTIVITY_OBJECT_DEVICE | sys::CUPTI_ACTIVITY_OBJECT_CONTEXT | sys::CUPTI_ACTIVITY_OBJECT_STREAM => {
+                self.gpu_ns = self.gpu_ns.saturating_add(ns)
+            }
+            _ => {}
+        }
         let i = Self::NAMES.iter().position(|(k, _)| *k == kind).unwrap_or(Self::NAMES.len() - 1);
         let t = &mut self.totals[i];
         t.0 += 1;
@@ -542,7 +556,8 @@ impl Decoder {
                 kind::OVERHEAD => {
                     use layout::overhead as o;
                     let (start, end): (u64, u64) = (rd(rec, o::START), rd(rec, o::END));
-                    self.overhead.add(rd(rec, o::OVERHEAD_KIND), end.saturating_sub(start));
+                    self.overhead
+                        .add(rd(rec, o::OVERHEAD_KIND), rd(rec, o::OBJECT_KIND), end.saturating_sub(start));
                     None
                 }
                 kind::CONTEXT => {
@@ -955,12 +970,14 @@ mod tests {
     #[test]
     fn overhead_is_summed_by_kind_with_unknown_kinds_as_other() {
         let mut o = Overhead::default();
-        o.add(2 << 16, 1_000);
-        o.add(2 << 16, 500);
-        o.add(1 << 16, 7);
-        o.add(42 << 16, 3);
+        o.add(2 << 16, 3, 1_000);
+        o.add(2 << 16, 5, 500);
+        o.add(1 << 16, 2, 7);
+        o.add(42 << 16, 0, 3);
         let seen: Vec<_> = o.seen().collect();
         assert_eq!(seen, vec![("buffer_flush", 1, 7), ("instrumentation", 2, 1_500), ("other", 1, 3)]);
+        // Device and stream objects are GPU time, threads CPU time, unknown neither.
+        assert_eq!((o.cpu_ns, o.gpu_ns), (7, 1_500));
     }
 
     #[test]
