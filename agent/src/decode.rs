@@ -173,8 +173,12 @@ pub struct Decoder {
 /// upper bound. At most [`GraphLaunches::GRAPHS`] graphs are followed.
 #[derive(Default, Debug)]
 pub struct GraphLaunches {
+    /// Count (only `--graphs auto` needs it; off, a kernel costs one test).
+    pub on: bool,
     /// (graph id, last correlation id, launches).
     seen: Vec<(u32, u32, u64)>,
+    /// Index in `seen` of the last graph noted (a launch's nodes come in a run).
+    last: usize,
     /// The most launches of any one graph.
     pub most: u64,
 }
@@ -186,10 +190,17 @@ impl GraphLaunches {
     /// Note a kernel of `graph` (0: not in a graph) launched by `correlation`.
     #[inline]
     pub fn kernel(&mut self, graph: u32, correlation: u32) {
-        if graph == 0 {
+        if !self.on || graph == 0 {
             return;
         }
-        let n = match self.seen.iter().position(|g| g.0 == graph) {
+        let found = match self.seen.get(self.last) {
+            Some(g) if g.0 == graph => Some(self.last),
+            _ => self.seen.iter().position(|g| g.0 == graph),
+        };
+        if let Some(i) = found {
+            self.last = i;
+        }
+        let n = match found {
             Some(i) if self.seen[i].1 == correlation => return,
             Some(i) => {
                 let g = &mut self.seen[i];
@@ -198,6 +209,7 @@ impl GraphLaunches {
                 g.2
             }
             None if self.seen.len() < Self::GRAPHS => {
+                self.last = self.seen.len();
                 self.seen.push((graph, correlation, 1));
                 1
             }
@@ -947,6 +959,9 @@ mod tests {
     #[test]
     fn graph_launches_are_counted_per_graph_by_correlation_id() {
         let mut g = GraphLaunches::default();
+        g.kernel(5, 1);
+        assert_eq!(g.most, 0, "not counted unless on");
+        g.on = true;
         // Launch 1 of graph 5: three nodes share correlation 10; a kernel outside graphs.
         for corr in [10, 10, 10] {
             g.kernel(5, corr);
@@ -960,7 +975,10 @@ mod tests {
         g.kernel(5, 14);
         assert_eq!(g.most, 3);
         // Only the first GRAPHS graphs are followed.
-        let mut g = GraphLaunches::default();
+        let mut g = GraphLaunches {
+            on: true,
+            ..Default::default()
+        };
         for id in 1..=GraphLaunches::GRAPHS as u32 + 10 {
             g.kernel(id, id);
         }

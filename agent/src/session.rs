@@ -924,6 +924,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     let mut start_clock = ClockPair::now();
     start_clock.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
     let mut dec = Decoder::default();
+    dec.graphs.on = matches!(s.config.graphs, GraphMode::Auto { .. });
     let mut devices = match cupti {
         Some(c) => identity::devices(&c.cuda, Duration::from_secs(3)),
         None => Vec::new(),
