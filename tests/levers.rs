@@ -260,3 +260,29 @@ fn in_a_duty_cycles_off_phase_no_activity_kind_stays_enabled() {
     }
     assert!(graph_launches(&t).len() > 10);
 }
+
+#[test]
+fn the_report_says_what_the_profiler_cost_on_the_cpu_and_the_gpu() {
+    // Four 3 µs buffer flushes on the launching thread, two 3 µs
+    // instrumentation records on device 0.
+    let r = run(13, "version 13.5\nkernels 3\noverhead 4\noverhead 2 gpu\n", &[]);
+    let t = only_trace(&r);
+    assert_eq!(common::extra(&t, "cupti.overhead_cpu_ns"), "12000");
+    assert_eq!(common::extra(&t, "cupti.overhead_gpu_ns"), "6000");
+    let writer: u64 = common::extra(&t, "agent.writer_cpu_ns").parse().unwrap();
+    assert!(writer > 0);
+    let path = t.path().to_str().unwrap().to_string();
+    let out = common::gputrace(&["report", "--json", &path]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cost = &json["ranks"][0]["capture_levers"]["profiler_cost"];
+    assert_eq!(
+        (cost["cupti_cpu_ns"].as_u64(), cost["cupti_gpu_ns"].as_u64()),
+        (Some(12_000), Some(6_000))
+    );
+    assert_eq!(cost["writer_cpu_ns"].as_u64(), Some(writer));
+    let human = text(&common::gputrace(&["report", &path]).stdout);
+    assert!(
+        human.contains("the profiler cost 12.000 µs of CPU and 6.000 µs of GPU time"),
+        "{human}"
+    );
+}

@@ -75,6 +75,10 @@ pub struct Overhead {
     /// (records, ns) per entry of [`Overhead::NAMES`], the last one for
     /// kinds this table does not name.
     pub totals: [(u64, u64); Overhead::NAMES.len()],
+    /// ns of records whose object is a process or thread (CPU time).
+    pub cpu_ns: u64,
+    /// ns of records whose object is a device, context or stream (GPU time).
+    pub gpu_ns: u64,
 }
 
 impl Overhead {
@@ -93,8 +97,18 @@ impl Overhead {
         (u32::MAX, "other"),
     ];
 
-    /// Count one record of kind `kind` lasting `ns`.
-    pub fn add(&mut self, kind: u32, ns: u64) {
+    /// Count one record of kind `kind` lasting `ns`, spent on the object
+    /// `object` (a `CUpti_ActivityObjectKind`: process and thread are CPU
+    /// time, device, context and stream GPU time; unknown is neither).
+    pub fn add(&mut self, kind: u32, object: u32, ns: u64) {
+        use cupti_sys as sys;
+        match object {
+            sys::CUPTI_ACTIVITY_OBJECT_PROCESS | sys::CUPTI_ACTIVITY_OBJECT_THREAD => self.cpu_ns = self.cpu_ns.saturating_add(ns),
+            sys::CUPTI_ACTIVITY_OBJECT_DEVICE | sys::CUPTI_ACTIVITY_OBJECT_CONTEXT | sys::CUPTI_ACTIVITY_OBJECT_STREAM => {
+                self.gpu_ns = self.gpu_ns.saturating_add(ns)
+            }
+            _ => {}
+        }
         let i = Self::NAMES.iter().position(|(k, _)| *k == kind).unwrap_or(Self::NAMES.len() - 1);
         let t = &mut self.totals[i];
         t.0 += 1;
@@ -159,8 +173,12 @@ pub struct Decoder {
 /// upper bound. At most [`GraphLaunches::GRAPHS`] graphs are followed.
 #[derive(Default, Debug)]
 pub struct GraphLaunches {
+    /// Count (only `--graphs auto` needs it; off, a kernel costs one test).
+    pub on: bool,
     /// (graph id, last correlation id, launches).
     seen: Vec<(u32, u32, u64)>,
+    /// Index in `seen` of the last graph noted (a launch's nodes come in a run).
+    last: usize,
     /// The most launches of any one graph.
     pub most: u64,
 }
@@ -172,10 +190,17 @@ impl GraphLaunches {
     /// Note a kernel of `graph` (0: not in a graph) launched by `correlation`.
     #[inline]
     pub fn kernel(&mut self, graph: u32, correlation: u32) {
-        if graph == 0 {
+        if !self.on || graph == 0 {
             return;
         }
-        let n = match self.seen.iter().position(|g| g.0 == graph) {
+        let found = match self.seen.get(self.last) {
+            Some(g) if g.0 == graph => Some(self.last),
+            _ => self.seen.iter().position(|g| g.0 == graph),
+        };
+        if let Some(i) = found {
+            self.last = i;
+        }
+        let n = match found {
             Some(i) if self.seen[i].1 == correlation => return,
             Some(i) => {
                 let g = &mut self.seen[i];
@@ -184,6 +209,7 @@ impl GraphLaunches {
                 g.2
             }
             None if self.seen.len() < Self::GRAPHS => {
+                self.last = self.seen.len();
                 self.seen.push((graph, correlation, 1));
                 1
             }
@@ -542,7 +568,8 @@ impl Decoder {
                 kind::OVERHEAD => {
                     use layout::overhead as o;
                     let (start, end): (u64, u64) = (rd(rec, o::START), rd(rec, o::END));
-                    self.overhead.add(rd(rec, o::OVERHEAD_KIND), end.saturating_sub(start));
+                    self.overhead
+                        .add(rd(rec, o::OVERHEAD_KIND), rd(rec, o::OBJECT_KIND), end.saturating_sub(start));
                     None
                 }
                 kind::CONTEXT => {
@@ -932,6 +959,9 @@ mod tests {
     #[test]
     fn graph_launches_are_counted_per_graph_by_correlation_id() {
         let mut g = GraphLaunches::default();
+        g.kernel(5, 1);
+        assert_eq!(g.most, 0, "not counted unless on");
+        g.on = true;
         // Launch 1 of graph 5: three nodes share correlation 10; a kernel outside graphs.
         for corr in [10, 10, 10] {
             g.kernel(5, corr);
@@ -945,7 +975,10 @@ mod tests {
         g.kernel(5, 14);
         assert_eq!(g.most, 3);
         // Only the first GRAPHS graphs are followed.
-        let mut g = GraphLaunches::default();
+        let mut g = GraphLaunches {
+            on: true,
+            ..Default::default()
+        };
         for id in 1..=GraphLaunches::GRAPHS as u32 + 10 {
             g.kernel(id, id);
         }
@@ -955,12 +988,14 @@ mod tests {
     #[test]
     fn overhead_is_summed_by_kind_with_unknown_kinds_as_other() {
         let mut o = Overhead::default();
-        o.add(2 << 16, 1_000);
-        o.add(2 << 16, 500);
-        o.add(1 << 16, 7);
-        o.add(42 << 16, 3);
+        o.add(2 << 16, 3, 1_000);
+        o.add(2 << 16, 5, 500);
+        o.add(1 << 16, 2, 7);
+        o.add(42 << 16, 0, 3);
         let seen: Vec<_> = o.seen().collect();
         assert_eq!(seen, vec![("buffer_flush", 1, 7), ("instrumentation", 2, 1_500), ("other", 1, 3)]);
+        // Device and stream objects are GPU time, threads CPU time, unknown neither.
+        assert_eq!((o.cpu_ns, o.gpu_ns), (7, 1_500));
     }
 
     #[test]

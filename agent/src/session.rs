@@ -924,6 +924,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
     let mut start_clock = ClockPair::now();
     start_clock.cupti_ns = cupti.and_then(|c| c.api.timestamp().ok());
     let mut dec = Decoder::default();
+    dec.graphs.on = matches!(s.config.graphs, GraphMode::Auto { .. });
     let mut devices = match cupti {
         Some(c) => identity::devices(&c.cuda, Duration::from_secs(3)),
         None => Vec::new(),
@@ -1199,6 +1200,19 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         for (name, records, ns) in dec.overhead.seen() {
             trailer.set_overhead(name, records, ns);
         }
+        // What the profiling cost: CUPTI's records by where they were spent,
+        // and this thread's own CPU time (one clock read, at the end).
+        if cupti.is_some() {
+            trailer
+                .extra
+                .insert("cupti.overhead_cpu_ns".into(), dec.overhead.cpu_ns.to_string());
+            trailer
+                .extra
+                .insert("cupti.overhead_gpu_ns".into(), dec.overhead.gpu_ns.to_string());
+        }
+        if let Some(ns) = thread_cpu_ns() {
+            trailer.extra.insert("agent.writer_cpu_ns".into(), ns.to_string());
+        }
         if let Some(st) = crate::nccl::state() {
             trailer.extra.insert("nccl.linked".into(), nccl.linker.linked.to_string());
             trailer.extra.insert(
@@ -1230,6 +1244,14 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         }
     }
     s.finished.store(true, Release);
+}
+
+/// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // Safety: valid out-pointer.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// A run id as `gputrace run` makes them: 1 to 64 ASCII digits and dashes.

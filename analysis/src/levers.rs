@@ -21,6 +21,39 @@ pub struct CaptureLevers {
     pub api_filter: Option<String>,
     /// One sentence per detail this trace does not have because of a lever.
     pub gives_up: Vec<String>,
+    /// What the profiling itself cost (agent traces that finished).
+    pub profiler_cost: Option<ProfilerCost>,
+}
+
+/// What the profiling itself cost in one process, from the agent's trailer:
+/// CUPTI's OVERHEAD records by where the time went, and the agent's writer
+/// thread. Not in it: the few µs CUPTI adds inside each traced CUDA call
+/// (CUPTI records nothing for that), and the NVML and PM sampler threads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProfilerCost {
+    /// OVERHEAD records on a process or thread: CPU time (buffer flushes,
+    /// resource set-up, module instrumentation on the host).
+    pub cupti_cpu_ns: u64,
+    /// OVERHEAD records on a device, context or stream: GPU time.
+    pub cupti_gpu_ns: u64,
+    /// CPU time of the agent's writer thread (decoding, compressing, writing).
+    pub writer_cpu_ns: Option<u64>,
+}
+
+impl ProfilerCost {
+    fn of(file: &TraceFile) -> Option<ProfilerCost> {
+        let extra = &file.trailer()?.extra;
+        let num = |k: &str| extra.get(k).and_then(|v| v.parse::<u64>().ok());
+        let writer_cpu_ns = num("agent.writer_cpu_ns");
+        match (num("cupti.overhead_cpu_ns"), num("cupti.overhead_gpu_ns")) {
+            (None, None) if writer_cpu_ns.is_none() => None,
+            (cpu, gpu) => Some(ProfilerCost {
+                cupti_cpu_ns: cpu.unwrap_or(0),
+                cupti_gpu_ns: gpu.unwrap_or(0),
+                writer_cpu_ns,
+            }),
+        }
+    }
 }
 
 impl CaptureLevers {
@@ -35,6 +68,7 @@ impl CaptureLevers {
             kernel_timestamps: extra.get("cupti.kernel_timestamps").cloned(),
             api_filter: extra.get("agent.api_filter").cloned(),
             gives_up: Vec::new(),
+            profiler_cost: ProfilerCost::of(file),
         };
         if graph_launches > 0 {
             l.gives_up.push(format!(
@@ -51,7 +85,11 @@ impl CaptureLevers {
                     .into(),
             );
         }
-        let nothing = l.graph_launches == 0 && l.graphs.is_none() && l.kernel_timestamps.is_none() && l.api_filter.is_none();
+        let nothing = l.graph_launches == 0
+            && l.graphs.is_none()
+            && l.kernel_timestamps.is_none()
+            && l.api_filter.is_none()
+            && l.profiler_cost.is_none();
         (!nothing || !l.gives_up.is_empty()).then_some(l)
     }
 }

@@ -69,7 +69,7 @@ pub use error::{AnalysisError, Result};
 pub use findings::state_stake;
 pub use gputrace_classify::{is_peer_copy, Category, Classifier, ClassifyError, Origin, Rule, RuleId, DEFAULT_RULES};
 pub use hta::HtaCompat;
-pub use levers::CaptureLevers;
+pub use levers::{CaptureLevers, ProfilerCost};
 pub use peaks::{device_peak, DevicePeak, Precision};
 pub use productive::{ModelFlops, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};

@@ -359,7 +359,8 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
         }
     }
-    if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty()) {
+    let cost = |rk: &crate::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
+    if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty() || cost(rk).is_some()) {
         let _ = writeln!(o, "\n{}", st.heading("Profiler overhead (CUPTI's own records)"));
         for rk in r.ranks.iter().filter(|rk| !rk.profiler_overhead.is_empty()) {
             let mut kinds: Vec<_> = rk.profiler_overhead.iter().collect();
@@ -369,6 +370,20 @@ pub fn render_text(r: &Report, color: bool) -> String {
                 .map(|(k, t)| format!("{} {} ({} records)", k.replace('_', " "), ns(t.ns), t.records))
                 .collect();
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join(", "));
+        }
+        for rk in &r.ranks {
+            if let Some(c) = cost(rk) {
+                let writer = c
+                    .writer_cpu_ns
+                    .map_or(String::new(), |w| format!("; gputrace's writer thread {} of CPU", ns(w)));
+                let _ = writeln!(
+                    o,
+                    "rank {}: the profiler cost {} of CPU and {} of GPU time in CUPTI's records{writer} (not counted: the µs CUPTI adds inside each traced CUDA call)",
+                    rk.rank,
+                    ns(c.cupti_cpu_ns),
+                    ns(c.cupti_gpu_ns)
+                );
+            }
         }
     }
     let graph_level: Vec<_> = r

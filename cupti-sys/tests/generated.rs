@@ -92,6 +92,21 @@ fn agent_functions_have_typedefs() {
     let _: Option<cuptiActivityRegisterCallbacks_v2_t> = None;
     let _: Option<cuptiActivityGetNextRecord_v2_t> = None;
     let _: Option<cuptiActivityGetNumDroppedRecords_v2_t> = None;
+    let _: Option<cuptiActivitySetAttribute_v2_t> = None;
+    // Capture levers (issue #45): hardware event tracing (12.8+, in both
+    // header sets) and the 13.4 API allow-list passed at enable.
+    let _: Option<cuptiActivityEnableHWTrace_t> = None;
+    let _: Option<bindings_v12::cuptiActivityEnableHWTrace_t> = None;
+    let options = CUpti_ActivityApiOptions::default();
+    let cbids = CUpti_ActivityApiCbidOptions::default();
+    let config = CUpti_ActivityConfig::default();
+    assert_eq!((options.structSize, cbids.numCbids, config.structSize), (0, 0, 0));
+    assert_eq!(std::mem::offset_of!(CUpti_ActivityConfig, pKindOptions), 32);
+    assert_eq!(
+        CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER,
+        bindings_v12::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER
+    );
+    assert_eq!(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, bindings_v12::CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
     // PM sampling (CUPTI 12.6+) and the profiler calls it needs.
     let _: Option<cuptiProfilerInitialize_t> = None;
     let _: Option<cuptiProfilerDeInitialize_t> = None;

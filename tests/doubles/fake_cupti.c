@@ -88,7 +88,9 @@
  *   sync N                   N SYNCHRONIZATION records (kind 38), type 3
  *                            STREAM_SYNCHRONIZE.
  *   p2p N BYTES              N MEMCPY2 records (kind 22), device 0 -> 1.
- *   overhead N               N OVERHEAD records (kind 17), CUPTI_BUFFER_FLUSH.
+ *   overhead N [gpu]         N OVERHEAD records (kind 17): CUPTI_BUFFER_FLUSH on
+ *                            this thread, or with `gpu` CUPTI_INSTRUMENTATION
+ *                            on device 0 (objectKind DEVICE).
  *   device                   one DEVICE record (kind 8): id 0, uuid/name of
  *                            fake_gpu.h at offsets 120/136.
  *   unknown_kind N [KIND [SIZE]]
@@ -679,7 +681,9 @@ static void parse_scenario(void) {
         } else if (strcmp(d, "overhead") == 0) {
             NEED(1);
             need_kind(FC_CUPTI_ACTIVITY_KIND_OVERHEAD, ln);
-            add_step((struct step){OP_OVERHEAD, ARG(1), 0, 0, 0, NULL});
+            int gpu = nt > 2 && strcmp(tok[2], "gpu") == 0;
+            if (nt > 2 && !gpu) die("scenario line %d: overhead N [gpu]", ln);
+            add_step((struct step){OP_OVERHEAD, ARG(1), (uint64_t)gpu, 0, 0, NULL});
         } else if (strcmp(d, "device") == 0) {
             need_kind(FC_CUPTI_ACTIVITY_KIND_DEVICE, ln);
             add_step((struct step){OP_DEVICE, 1, 0, 0, 0, NULL});
@@ -1660,10 +1664,16 @@ static void emit_simple(struct clock *c, const struct step *s) {
         kind = FC_CUPTI_ACTIVITY_KIND_OVERHEAD;
         uint32_t pid = (uint32_t)getpid();
         put_u32(r, FC_OFF_OVERHEAD_kind, kind);
-        put_u32(r, FC_OFF_OVERHEAD_overheadKind, FC_CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH);
-        put_u32(r, FC_OFF_OVERHEAD_objectKind, FC_CUPTI_ACTIVITY_OBJECT_THREAD);
-        put_u32(r, FC_OFF_OVERHEAD_objectId, pid);         /* pt.processId */
-        put_u32(r, FC_OFF_OVERHEAD_objectId + 4, launch_tid(c)); /* pt.threadId */
+        if (s->a) { /* gpu: instrumentation on device 0 (objectId.dcs.deviceId) */
+            put_u32(r, FC_OFF_OVERHEAD_overheadKind, FC_CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION);
+            put_u32(r, FC_OFF_OVERHEAD_objectKind, FC_CUPTI_ACTIVITY_OBJECT_DEVICE);
+            put_u32(r, FC_OFF_OVERHEAD_objectId, 0);
+        } else {
+            put_u32(r, FC_OFF_OVERHEAD_overheadKind, FC_CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH);
+            put_u32(r, FC_OFF_OVERHEAD_objectKind, FC_CUPTI_ACTIVITY_OBJECT_THREAD);
+            put_u32(r, FC_OFF_OVERHEAD_objectId, pid);         /* pt.processId */
+            put_u32(r, FC_OFF_OVERHEAD_objectId + 4, launch_tid(c)); /* pt.threadId */
+        }
         put_u64(r, FC_OFF_OVERHEAD_start, start);
         put_u64(r, FC_OFF_OVERHEAD_end, end);
         put_u32(r, FC_OFF_OVERHEAD_correlationId, 0);

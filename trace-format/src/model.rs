@@ -640,3 +640,21 @@ impl Event {
 fn gpu_track(device: DeviceId, context: ContextId, stream: StreamId) -> Track {
     Track::Gpu { device, context, stream }
 }
+
+#[cfg(test)]
+mod kind_tests {
+    use super::EventKind;
+
+    #[test]
+    fn kind_numbers_have_gaps_and_every_kind_has_its_own_index() {
+        for (i, k) in EventKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i, "{k:?}");
+            assert_eq!(EventKind::from_u8(*k as u8), Some(*k));
+        }
+        assert_eq!(EventKind::from_u8(11), Some(EventKind::GraphLaunch));
+        // 10 and 12 belong to other branches' kinds; 0 and 13+ to none this build knows.
+        for unknown in [0, 10, 12, 13, 255] {
+            assert_eq!(EventKind::from_u8(unknown), None, "{unknown}");
+        }
+    }
+}
