@@ -171,7 +171,7 @@ fn open_kineto_with(path: &Path, threads: usize, compress: bool) -> Result<Trace
         };
         let trace = gputrace_kineto::to_trace_with(path, &opts)?;
         if let Some(what) = trace.trailer().and_then(|t| t.extra.get("import.truncated")) {
-            crate::cmd::say(&format!("gputrace: warning: {}: {what}", path.display()));
+            crate::say::say(&format!("gputrace: warning: {}: {what}", path.display()));
         }
         return Ok(trace);
     }

@@ -8,6 +8,7 @@ mod error;
 mod inputs;
 mod live;
 mod python;
+mod say;
 
 use std::process::ExitCode;
 
@@ -17,17 +18,17 @@ fn main() -> ExitCode {
         // A closed pipe (`gputrace info dir | head`) is not an error.
         Err(error::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(err) => {
-            cmd::say(&format!("gputrace: error: {err}"));
+            say::say(&format!("gputrace: error: {err}"));
             let mut source = std::error::Error::source(&err);
             while let Some(s) = source {
                 // Skip causes already spelled out in the message.
                 if !err.to_string().contains(&s.to_string()) {
-                    cmd::say(&format!("  caused by: {s}"));
+                    say::say(&format!("  caused by: {s}"));
                 }
                 source = s.source();
             }
             if let Some(hint) = err.hint() {
-                cmd::say(&format!("  hint: {hint}"));
+                say::say(&format!("  hint: {hint}"));
             }
             ExitCode::from(2)
         }

@@ -97,10 +97,10 @@ fn wheel_cupti() -> Vec<PathBuf> {
         .filter(|p| p.exists())
         .collect();
     if found.is_empty() {
-        eprintln!(
-            "skipping: no real libcupti in {} (run scripts/fetch-cupti-wheels.sh)",
+        common::skip(&format!(
+            "no real libcupti in {} (run scripts/fetch-cupti-wheels.sh)",
             dir.display()
-        );
+        ));
     }
     found
 }
@@ -478,7 +478,7 @@ fn unwritable_output_and_full_disk_turn_capture_off_not_the_job() {
         .status()
         .is_ok_and(|s| s.success());
     if !mounted {
-        eprintln!("skipping the full-disk case: cannot mount a tmpfs here (not root?)");
+        common::skip("the full-disk case: cannot mount a tmpfs here (not root?)");
         return;
     }
     std::fs::write(mnt.join("filler"), vec![0u8; 56 * 1024]).unwrap();

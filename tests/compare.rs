@@ -208,7 +208,7 @@ fn heatmap_renders_as_a_png_of_its_size() {
             std::env::var("CI").as_deref() != Ok("true"),
             "{msg}; under CI=true it must be installed (.ci/run does)"
         );
-        eprintln!("{msg}");
+        common::skip(msg);
         return;
     }
     let exe = env!("CARGO_BIN_EXE_gputrace");

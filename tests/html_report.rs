@@ -65,7 +65,7 @@ fn the_demo_page_in_chromium_agrees_with_report_json() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but {CHROMIUM} is missing: .ci/run installs it (apt-get install chromium)"
         );
-        eprintln!("skipping: {CHROMIUM} not installed (apt-get install chromium)");
+        common::skip(&format!("{CHROMIUM} not installed (apt-get install chromium)"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -41,7 +41,7 @@ fn viewers(dir: &Path) -> Option<Value> {
             "CI=true but {}: .ci/run installs torch-tb-profiler and HolisticTraceAnalysis for this test",
             text(&out.stdout).trim()
         );
-        eprintln!("skipping: {}", text(&out.stdout).trim());
+        common::skip(text(&out.stdout).trim());
         return None;
     }
     assert!(out.status.success(), "{} failed: {}", helper().display(), text(&out.stderr));

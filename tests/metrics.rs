@@ -21,7 +21,7 @@ fn tool(name: &str) -> Option<std::path::PathBuf> {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `{name}` is not installed (.ci/run installs Debian's prometheus package)"
         );
-        eprintln!("skipping: `{name}` is not installed (apt-get install prometheus)");
+        common::skip(&format!("`{name}` is not installed (apt-get install prometheus)"));
     }
     found
 }

@@ -20,7 +20,7 @@ fn have_duckdb() -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `python3 -c 'import duckdb'` fails: .ci/run installs DuckDB for this test"
         );
-        eprintln!("skipping: no DuckDB for python3 (pip install duckdb)");
+        common::skip("no DuckDB for python3 (pip install duckdb)");
     }
     ok
 }

@@ -62,7 +62,7 @@ fn have_torch(py: &str) -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `python3 -c 'import torch'` fails: .ci/run installs PyTorch for these tests"
         );
-        eprintln!("skipping: no PyTorch for {py} (pip install torch)");
+        common::skip(&format!("no PyTorch for {py} (pip install torch)"));
     }
     ok
 }
@@ -94,7 +94,7 @@ fn the_run_record_says_how_the_command_ended() {
 #[test]
 fn python_jobs_import_gputrace_and_keep_their_own_sitecustomize() {
     let Some(py) = python() else {
-        return eprintln!("skipping: no python3");
+        return common::skip("no python3");
     };
     let dir = tempfile::tempdir().unwrap();
     // The job's own sitecustomize, on its own PYTHONPATH: it must still run.
@@ -195,7 +195,7 @@ fn train_with_logger(py: &str, dir: &Path, mode: &str, agent: &Path) -> (Output,
 #[test]
 fn the_optimizer_hook_marks_each_step_once_and_stands_down_for_the_job() {
     let Some(py) = python() else {
-        return eprintln!("skipping: no python3");
+        return common::skip("no python3");
     };
     if !have_torch(py) {
         return;
@@ -242,7 +242,7 @@ fn the_optimizer_hook_marks_each_step_once_and_stands_down_for_the_job() {
 #[test]
 fn a_job_without_torch_is_untouched() {
     let Some(py) = python() else {
-        return eprintln!("skipping: no python3");
+        return common::skip("no python3");
     };
     let dir = tempfile::tempdir().unwrap();
     let agent = mark_logger(dir.path());

@@ -23,6 +23,9 @@ struct StructInfo {
     fields: HashMap<String, (usize, usize)>,
 }
 
+#[path = "../../tests/common/skip.rs"]
+mod skip;
+
 type Structs = HashMap<String, StructInfo>;
 
 fn research_dir() -> Option<PathBuf> {
@@ -30,7 +33,7 @@ fn research_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipping: ../shared/research/cupti-layouts not found (looked in {dir:?})");
+        skip::skip(&format!("../shared/research/cupti-layouts not found (looked in {dir:?})"));
         None
     }
 }

@@ -544,6 +544,10 @@ fn capture<'a>(s: &Skeleton, k: usize, here: &'a [u8], ev: &mut RawEvent<'a>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod skip {
+        include!("../../tests/common/skip.rs");
+    }
     use std::io::Read;
 
     /// The parser's reading of `bytes`, and the skeleton path's, as text.
@@ -614,7 +618,7 @@ mod tests {
                 "CI=true but no traces under {}: the real traces must be present",
                 root.display()
             );
-            eprintln!("skipping: no traces under {}", root.display());
+            skip::skip(&format!("no traces under {}", root.display()));
             return;
         }
         let mut events = 0;
@@ -807,7 +811,7 @@ mod tests {
                     &mut files,
                 );
                 let Some(f) = files.into_iter().max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)) else {
-                    eprintln!("skipping: no shared traces");
+                    skip::skip("no shared traces");
                     return;
                 };
                 let mut text = Vec::new();

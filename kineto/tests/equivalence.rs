@@ -237,7 +237,7 @@ fn every_way_through_the_shared_traces_gives_the_same_bytes() {
 }
 
 #[test]
-fn a_gzip_stream_cut_inside_a_later_window_is_a_gzip_error_every_way() {
+fn a_gzip_stream_cut_inside_a_later_window_is_salvaged_the_same_every_way() {
     let dir = tempfile::tempdir().unwrap();
     let text = synthetic(EVENTS);
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -245,20 +245,26 @@ fn a_gzip_stream_cut_inside_a_later_window_is_a_gzip_error_every_way() {
     let gz = e.finish().unwrap();
     let p = dir.path().join("cut.json.gz");
     std::fs::write(&p, &gz[..gz.len() * 7 / 10]).unwrap();
+    // Cut off mid-write: its complete events are read, the same bytes whatever the threads.
+    let mut first: Option<Vec<u8>> = None;
     for threads in [0, 1, 4] {
         let opts = ImportOptions {
             threads,
             ..Default::default()
         };
-        match import(&p, std::io::sink(), &opts) {
-            Err(gputrace_kineto::KinetoError::Gzip { at, .. }) => {
-                assert!(at.compressed_offset.is_some());
-                // The error comes after the text that could be inflated.
-                assert!(at.offset > text.len() as u64 / 2, "{at:?}");
-            }
-            other => panic!("threads {threads}: {other:?}"),
+        let mut bytes = Vec::new();
+        let s = import(&p, &mut bytes, &opts).unwrap_or_else(|e| panic!("threads {threads}: {e}"));
+        assert!(
+            s.truncated.as_deref().is_some_and(|t| t.contains("compressed stream ends early")),
+            "threads {threads}: {s:?}"
+        );
+        assert!(s.trace_events > EVENTS as u64 / 2, "threads {threads}: {s:?}");
+        match &first {
+            None => first = Some(bytes),
+            Some(b) => assert!(*b == bytes, "threads {threads}: other bytes"),
         }
     }
+    // (Strict refuses it with the gzip error: tests/fixtures.rs, truncated_gzip_is_reported.)
 }
 
 /// The shared traces are absent: skip, saying so; under `CI=true` fail, so a
@@ -268,5 +274,8 @@ fn shared_traces_absent(what: &str) {
         std::env::var("CI").as_deref() != Ok("true"),
         "CI=true but {what}: the real traces must be present"
     );
-    eprintln!("skipping: {what}");
+    skip::skip(what);
 }
+
+#[path = "../../tests/common/skip.rs"]
+mod skip;

@@ -163,12 +163,12 @@ fn every_shared_trace_imports_with_matching_counts() {
         );
     }
     if !skipped.is_empty() {
-        println!(
+        skip::skip(&format!(
             "skipped {} trace(s) over {} bytes in this unoptimized build (run `cargo test --release -p gputrace-kineto --test shared_traces`, or set KINETO_ALL_TRACES=1): {}",
             skipped.len(),
             DEBUG_MAX_FILE,
             skipped.join(", ")
-        );
+        ));
     }
 }
 
@@ -179,5 +179,8 @@ fn shared_traces_absent(what: &str) {
         std::env::var("CI").as_deref() != Ok("true"),
         "CI=true but {what}: the real traces must be present"
     );
-    eprintln!("skipping: {what}");
+    skip::skip(what);
 }
+
+#[path = "../../tests/common/skip.rs"]
+mod skip;

@@ -229,5 +229,8 @@ fn shared_traces_absent(what: &str) {
         std::env::var("CI").as_deref() != Ok("true"),
         "CI=true but {what}: the real traces must be present"
     );
-    eprintln!("skipping: {what}");
+    skip::skip(what);
 }
+
+#[path = "../../tests/common/skip.rs"]
+mod skip;

@@ -9,6 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod skip;
+pub use skip::skip;
+
 /// The shared traces are absent: skip, saying so; under `CI=true` fail, so a
 /// CI without them cannot pass these tests vacuously.
 pub fn shared_traces_absent(what: &str) {
@@ -163,33 +166,4 @@ pub fn losses(t: &gputrace_format::TraceFile) -> Vec<(gputrace_format::LossSourc
 /// An entry of the trace's trailer `extra` map, "" when absent (or no trailer).
 pub fn extra<'a>(t: &'a gputrace_format::TraceFile, key: &str) -> &'a str {
     t.trailer().and_then(|tr| tr.extra.get(key)).map_or("", |s| s.as_str())
-}
-
-/// Where tests note what they skipped: one line per skip, `test<TAB>why`.
-/// `scripts/test.sh` empties it before the run and prints it after, so a
-/// skip never passes unseen inside captured output.
-pub fn skips_file() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => PathBuf::from(d).join("test-skips.txt"),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-skips.txt"),
-    }
-}
-
-/// Skip the running test because of `why`: say so on stderr and note it in
-/// [`skips_file`] for the end-of-run list (the test is named by its thread,
-/// which the test harness names after it).
-pub fn skip(why: &str) {
-    use std::io::Write;
-    let thread = std::thread::current();
-    let test = format!("{}::{}", env!("CARGO_CRATE_NAME"), thread.name().unwrap_or("?"));
-    eprintln!("skipping {test}: {why}");
-    let line = format!("{test}\t{}\n", why.replace(['\n', '\t'], " "));
-    let file = skips_file();
-    if let Some(parent) = file.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    // One write of one line in append mode: lines of tests running at once do not mix.
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&file) {
-        let _ = f.write_all(line.as_bytes());
-    }
 }
