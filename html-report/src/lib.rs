@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod serving;
 use gputrace_analysis::{Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
@@ -435,6 +436,7 @@ impl Html {
         }
         self.headline(&mut o, &r.productive);
         self.devices(&mut o, r);
+        serving::section(&mut o, r);
         self.steps(&mut o, r, page.comparison);
         self.hardware(&mut o, r);
         self.findings(&mut o, r);
