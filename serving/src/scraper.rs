@@ -32,6 +32,9 @@ pub enum Target {
         root: u32,
         /// Where procfs is mounted.
         proc_root: PathBuf,
+        /// Ports never probed: PyTorch's rendezvous and TCPStore ports
+        /// (`MASTER_PORT`, 29400, 29500), which speak their own protocol.
+        skip_ports: Vec<u16>,
     },
 }
 
@@ -210,11 +213,19 @@ fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), String> {
 
 /// Probe the tree's listeners not yet ruled out; the first with an engine's families is the endpoint.
 fn discover(st: &mut State) {
-    let Target::Discover { root, proc_root } = &st.cfg.target else {
+    let Target::Discover {
+        root,
+        proc_root,
+        skip_ports,
+    } = &st.cfg.target
+    else {
         return;
     };
-    let (root, proc_root) = (*root, proc_root.clone());
+    let (root, proc_root, skip) = (*root, proc_root.clone(), skip_ports.clone());
     for Listener { loopback, port } in discover::listeners(&proc_root, root) {
+        if skip.contains(&port) {
+            continue;
+        }
         match st.probes.get_mut(&port) {
             Some(Probe::Never) => continue,
             Some(Probe::RetryIn(n)) if *n > 0 => {

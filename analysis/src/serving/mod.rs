@@ -515,3 +515,89 @@ pub fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(min: f64, mean: f64, max: f64) -> Option<GaugeStat> {
+        Some(GaugeStat { min, mean, max, last: min })
+    }
+
+    fn quantile(seconds: f64) -> Option<Quantile> {
+        Some(Quantile {
+            q: 0.5,
+            seconds,
+            bucket_lower: 0.0,
+            bucket_upper: seconds,
+            above_highest_bucket: false,
+        })
+    }
+
+    fn rules(r: &ServingReport) -> Vec<&'static str> {
+        serving_findings(r).into_iter().map(|f| f.rule).collect()
+    }
+
+    #[test]
+    fn requests_in_the_system_hold_from_scrape_to_scrape() {
+        let m: BTreeMap<u64, u64> = [(100, 0), (200, 3), (300, 0)].into_iter().collect();
+        assert_eq!(overlap_with_requests(&m, 150, 250), 50);
+        assert_eq!(overlap_with_requests(&m, 0, 400), 100);
+        assert_eq!(overlap_with_requests(&m, 210, 290), 80);
+        assert_eq!(overlap_with_requests(&m, 300, 400), 0);
+        // Before the first scrape: the first scrape's value.
+        let m: BTreeMap<u64, u64> = [(100, 2)].into_iter().collect();
+        assert_eq!(overlap_with_requests(&m, 0, 50), 50);
+    }
+
+    #[test]
+    fn findings_follow_the_seed_rows() {
+        let e2e = |p50, p99| LatencyStat {
+            name: "e2e",
+            count: 100,
+            mean_s: None,
+            p50: quantile(p50),
+            p95: None,
+            p99: quantile(p99),
+            buckets: Vec::new(),
+        };
+        // Saturated: requests queue and p99 is far above p50.
+        let mut r = ServingReport {
+            waiting: stat(0.0, 6.0, 12.0),
+            running: stat(16.0, 32.0, 32.0),
+            latency: vec![e2e(1.0, 5.0)],
+            ..ServingReport::default()
+        };
+        assert_eq!(rules(&r), ["serving-saturated"]);
+        r.latency = vec![e2e(1.0, 2.0)];
+        assert!(rules(&r).is_empty(), "a tight tail is not saturation");
+        // KV-cache limit: near full while requests wait.
+        r.kv_cache_usage = stat(0.5, 0.8, 0.95);
+        assert_eq!(rules(&r), ["serving-kv-cache-limit"]);
+        r.waiting = stat(0.0, 0.0, 0.0);
+        assert!(rules(&r).is_empty(), "a full cache with nobody waiting is not a limit");
+        // Low concurrency: few running, none waiting, mostly headroom.
+        let split = |work, waste, headroom| GpuTime {
+            devices: 1,
+            window_gpu_ns: work + waste + headroom,
+            serving_work_ns: work,
+            waste_bubbles_ns: waste,
+            headroom_idle_ns: headroom,
+        };
+        let r = ServingReport {
+            running: stat(0.0, 1.5, 3.0),
+            waiting: stat(0.0, 0.0, 0.0),
+            gpu_time: Some(split(30, 10, 60)),
+            ..ServingReport::default()
+        };
+        assert_eq!(rules(&r), ["serving-low-concurrency"]);
+        // CPU scheduling bubbles: idle while requests were in the system.
+        let r = ServingReport {
+            running: stat(8.0, 8.0, 8.0),
+            waiting: stat(0.0, 2.0, 4.0),
+            gpu_time: Some(split(50, 40, 10)),
+            ..ServingReport::default()
+        };
+        assert_eq!(rules(&r), ["serving-cpu-bubbles"]);
+    }
+}
