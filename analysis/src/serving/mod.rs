@@ -332,14 +332,15 @@ fn timeline(
 
 /// Iterations, bubbles and the GPU time split, over the window `w`.
 fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: Option<&[(u64, u64)]>, waiting: Option<&[(u64, u64)]>) {
-    let mut its: Vec<Iteration> = Vec::new();
-    for g in gpu {
+    // Per (trace, device): two processes may both call their GPU device 0.
+    let mut its: Vec<(usize, Iteration)> = Vec::new();
+    for (trace, g) in gpu.iter().enumerate() {
         // Iterations overlapping the window, clipped to it.
         its.extend(iterations(g).into_iter().filter(|i| i.end > w.0 && i.start < w.1).map(|mut i| {
             i.start = i.start.max(w.0);
             i.end = i.end.min(w.1);
             i.busy = i.busy.min(i.end - i.start);
-            i
+            (trace, i)
         }));
     }
     // Requests in the system (running + waiting) as a step function of the scrapes.
@@ -350,9 +351,9 @@ fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: O
         }
     }
     let mut split = GpuTime::default();
-    let mut devices: BTreeMap<u32, Vec<&Iteration>> = BTreeMap::new();
-    for it in &its {
-        devices.entry(it.device).or_default().push(it);
+    let mut devices: BTreeMap<(usize, u32), Vec<&Iteration>> = BTreeMap::new();
+    for (trace, it) in &its {
+        devices.entry((*trace, it.device)).or_default().push(it);
     }
     for list in devices.values() {
         split.devices += 1;
@@ -388,10 +389,10 @@ fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: O
         } else {
             0.0
         },
-        decode: its.iter().filter(|i| i.phase == Phase::Decode).count() as u64,
-        prefill: its.iter().filter(|i| i.phase == Phase::Prefill).count() as u64,
-        unknown: its.iter().filter(|i| i.phase == Phase::Unknown).count() as u64,
-        busy: distribution(its.iter().map(|i| i.busy).collect()),
+        decode: its.iter().filter(|i| i.1.phase == Phase::Decode).count() as u64,
+        prefill: its.iter().filter(|i| i.1.phase == Phase::Prefill).count() as u64,
+        unknown: its.iter().filter(|i| i.1.phase == Phase::Unknown).count() as u64,
+        busy: distribution(its.iter().map(|i| i.1.busy).collect()),
         bubble: distribution(devices.values().flat_map(|l| l.iter().skip(1).map(|i| i.bubble_before)).collect()),
         gap_threshold_ns: ITERATION_GAP_NS,
     });
