@@ -118,10 +118,11 @@ impl Scraper {
 /// What discovery knows of a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Probe {
-    /// Not HTTP, or refused: never asked again (a port may be another
-    /// protocol's, e.g. a TCPStore, which must not get HTTP every second).
+    /// Not HTTP, or refused or reset: never asked again (a port may be
+    /// another protocol's, e.g. a TCPStore, which must not get HTTP every second).
     Never,
-    /// HTTP without the engines' families (not ready yet?): asked again after this many rounds.
+    /// HTTP without the engines' families (not ready yet?), or a first
+    /// time without an answer in time: asked again after this many rounds.
     RetryIn(u32),
 }
 
@@ -131,6 +132,8 @@ struct State {
     cfg: Config,
     found: Option<(Url, Engine)>,
     probes: HashMap<u16, Probe>,
+    /// Ports that once gave no answer in time.
+    silent: std::collections::HashSet<u16>,
     writer: Option<(PathBuf, TraceWriter<File>)>,
     out: Outcome,
 }
@@ -143,6 +146,7 @@ fn run(cfg: Config, stop: &(Mutex<bool>, Condvar)) -> Outcome {
         },
         cfg,
         probes: HashMap::new(),
+        silent: Default::default(),
         writer: None,
         out: Outcome::default(),
     };
@@ -258,8 +262,15 @@ fn discover(st: &mut State) {
                 }
                 st.probes.insert(port, Probe::RetryIn(RETRY_ROUNDS));
             }
+            // An HTTP error status, or no answer in time (a busy server): ask again later.
             Err(HttpError::Protocol(m)) if m.starts_with("HTTP status") => {
                 st.probes.insert(port, Probe::RetryIn(RETRY_ROUNDS));
+            }
+            // Twice silent: not a server that answers HTTP.
+            Err(HttpError::Deadline(_)) => {
+                let again = !st.silent.insert(port);
+                st.probes
+                    .insert(port, if again { Probe::Never } else { Probe::RetryIn(RETRY_ROUNDS) });
             }
             Err(_) => {
                 st.probes.insert(port, Probe::Never);
