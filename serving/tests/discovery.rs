@@ -25,7 +25,7 @@ fn counting_listener() -> (u16, Arc<AtomicU64>) {
 
 #[test]
 fn silent_ports_are_asked_twice_and_skipped_ports_never() {
-    let (silent, silent_hits) = counting_listener();
+    let (_silent, silent_hits) = counting_listener();
     let (skipped, skipped_hits) = counting_listener();
     let dir = tempfile::tempdir().unwrap();
     let s = Scraper::start(Config {
