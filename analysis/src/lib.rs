@@ -61,6 +61,7 @@ mod render;
 mod report;
 pub mod serving;
 mod steps;
+mod serving_findings;
 pub mod sweep;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
@@ -198,7 +199,7 @@ pub fn analyze(traces: &[TraceFile], opts: &Options) -> Result<Report> {
     };
     report.serving = serving::analyze_serving(&servers, &gpu, opts.gpu_hour_cost);
     for s in &report.serving {
-        report.findings.extend(serving::serving_findings(s));
+        report.findings.extend(serving_findings::serving_findings(s));
     }
     Ok(report)
 }

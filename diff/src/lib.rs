@@ -15,10 +15,12 @@
 
 pub mod collectives;
 pub mod scaling;
+pub mod serving;
 pub mod steps;
 
 pub use collectives::{diff_collectives, Bandwidth, CollectiveDelta, MatchedBy};
 pub use scaling::{diff_scaling, Basis, LostTime, Scaling, Straggler};
+pub use serving::{diff_serving, ServingDiff};
 pub use steps::{diff_steps, SlowStep, StepDiff};
 
 use gputrace_analysis::Report;
@@ -83,6 +85,10 @@ pub struct Diff {
     /// throughput is known in both).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaling: Option<Scaling>,
+    /// Serving runs (both reports have a serving section): tokens/s, requests/s and
+    /// latency quantiles (docs/serving.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingDiff>,
     /// One line: faster, slower or the same, and the biggest regression.
     pub verdict: String,
     /// What each run's traces lost, one line per lossy rank: a lossy run's
@@ -107,8 +113,12 @@ fn lossy_ranks(r: &Report) -> Vec<String> {
 }
 
 impl Diff {
-    /// B's span change in percent of A's (0 when A is empty).
+    /// B's span change in percent of A's (0 when A is empty); for serving runs, B's
+    /// latency change (e2e p99).
     pub fn slower_pct(&self) -> f64 {
+        if let Some(s) = &self.serving {
+            return s.slower_pct;
+        }
         self.span.pct.unwrap_or(0.0)
     }
 }
@@ -181,6 +191,11 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
             s.basis.name()
         )
     });
+    let serving = diff_serving(a, b);
+    let verdict = match &serving {
+        Some(sv) => format!("{}; {word}{worst}{scaled}", serving::verdict(sv)),
+        None => format!("{word}{worst}{scaled}"),
+    };
     Diff {
         gpus: (ga, gb),
         span,
@@ -189,7 +204,8 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         steps: diff_steps(a, b),
         collectives: diff_collectives(a, b),
         scaling,
-        verdict: format!("{word}{worst}{scaled}"),
+        serving,
+        verdict,
         lossy: LossyRuns {
             a: lossy_ranks(a),
             b: lossy_ranks(b),
@@ -221,6 +237,9 @@ pub fn render_text(d: &Diff, top: usize) -> String {
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "per GPU (ms)", "A", "B", "change");
     for c in std::iter::once(&d.span).chain(&d.categories) {
         let _ = writeln!(s, "{:<24} {:>12.3} {:>12.3} {:>9}", c.name, ms(c.a), ms(c.b), pct(c.pct));
+    }
+    if let Some(sv) = &d.serving {
+        serving::render_serving(&mut s, sv);
     }
     render_steps(&mut s, &d.steps);
     if let Some(sc) = &d.scaling {

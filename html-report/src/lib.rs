@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod serving;
 use gputrace_analysis::{activity, Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
@@ -569,6 +570,7 @@ impl Html {
         self.timeline(&mut o, r, page.comparison);
         self.devices(&mut o, r);
         self.productive_table(&mut o, r);
+        serving::section(&mut o, r);
         self.hardware_summary(&mut o, r);
         self.hardware(&mut o, r);
         self.gaps(&mut o, r);

@@ -32,6 +32,9 @@ pub enum Target {
         root: u32,
         /// Where procfs is mounted.
         proc_root: PathBuf,
+        /// Ports never probed: PyTorch's rendezvous and TCPStore ports
+        /// (`MASTER_PORT`, 29400, 29500), which speak their own protocol.
+        skip_ports: Vec<u16>,
     },
 }
 
@@ -115,10 +118,11 @@ impl Scraper {
 /// What discovery knows of a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Probe {
-    /// Not HTTP, or refused: never asked again (a port may be another
-    /// protocol's, e.g. a TCPStore, which must not get HTTP every second).
+    /// Not HTTP, or refused or reset: never asked again (a port may be
+    /// another protocol's, e.g. a TCPStore, which must not get HTTP every second).
     Never,
-    /// HTTP without the engines' families (not ready yet?): asked again after this many rounds.
+    /// HTTP without the engines' families (not ready yet?), or a first
+    /// time without an answer in time: asked again after this many rounds.
     RetryIn(u32),
 }
 
@@ -128,6 +132,8 @@ struct State {
     cfg: Config,
     found: Option<(Url, Engine)>,
     probes: HashMap<u16, Probe>,
+    /// Ports that once gave no answer in time.
+    silent: std::collections::HashSet<u16>,
     writer: Option<(PathBuf, TraceWriter<File>)>,
     out: Outcome,
 }
@@ -140,6 +146,7 @@ fn run(cfg: Config, stop: &(Mutex<bool>, Condvar)) -> Outcome {
         },
         cfg,
         probes: HashMap::new(),
+        silent: Default::default(),
         writer: None,
         out: Outcome::default(),
     };
@@ -210,11 +217,19 @@ fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), String> {
 
 /// Probe the tree's listeners not yet ruled out; the first with an engine's families is the endpoint.
 fn discover(st: &mut State) {
-    let Target::Discover { root, proc_root } = &st.cfg.target else {
+    let Target::Discover {
+        root,
+        proc_root,
+        skip_ports,
+    } = &st.cfg.target
+    else {
         return;
     };
-    let (root, proc_root) = (*root, proc_root.clone());
+    let (root, proc_root, skip) = (*root, proc_root.clone(), skip_ports.clone());
     for Listener { loopback, port } in discover::listeners(&proc_root, root) {
+        if skip.contains(&port) {
+            continue;
+        }
         match st.probes.get_mut(&port) {
             Some(Probe::Never) => continue,
             Some(Probe::RetryIn(n)) if *n > 0 => {
@@ -247,8 +262,15 @@ fn discover(st: &mut State) {
                 }
                 st.probes.insert(port, Probe::RetryIn(RETRY_ROUNDS));
             }
+            // An HTTP error status, or no answer in time (a busy server): ask again later.
             Err(HttpError::Protocol(m)) if m.starts_with("HTTP status") => {
                 st.probes.insert(port, Probe::RetryIn(RETRY_ROUNDS));
+            }
+            // Twice silent: not a server that answers HTTP.
+            Err(HttpError::Deadline(_)) => {
+                let again = !st.silent.insert(port);
+                st.probes
+                    .insert(port, if again { Probe::Never } else { Probe::RetryIn(RETRY_ROUNDS) });
             }
             Err(_) => {
                 st.probes.insert(port, Probe::Never);

@@ -417,10 +417,15 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         } else {
             format!("{}..{}, mean {:.1}", c.min, c.max, c.mean)
         };
+        // A server's scraped series (docs/serving.md) belong to no GPU.
+        let owner = if c.metric.starts_with(metric::serving::PREFIX) {
+            "server".to_string()
+        } else {
+            format!("gpu{}", c.device)
+        };
         writeln!(
             out,
-            "  {label:<13} gpu{} {}: {} samples over {}, {range}",
-            c.device,
+            "  {label:<13} {owner} {}: {} samples over {}, {range}",
             escape(&c.metric),
             thousands(c.samples as u64),
             Nanos(c.span_ns.1.saturating_sub(c.span_ns.0))

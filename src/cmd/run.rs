@@ -530,6 +530,11 @@ fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()>
     for f in &files {
         let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         match TraceFile::open(f) {
+            Ok(t) if t.header().producer == gputrace_format::Producer::Launcher => writeln!(
+                err,
+                "  {name}: {} samples of the server's own metrics (serving.*; gputrace report shows them)",
+                thousands(t.event_total())
+            )?,
             Ok(t) => {
                 let counts = t.event_counts();
                 let k = |kind| counts.get(&kind).copied().unwrap_or(0);

@@ -18,6 +18,7 @@ pub fn start(args: &RunArgs, pid: u32, out_dir: &Path, run_id: &str) -> Option<S
         None => Target::Discover {
             root: pid,
             proc_root: "/proc".into(),
+            skip_ports: skip_ports(std::env::var("MASTER_PORT").ok().as_deref()),
         },
     };
     let interval = Duration::from_secs_f64(args.serving_interval);
@@ -37,6 +38,14 @@ pub fn start(args: &RunArgs, pid: u32, out_dir: &Path, run_id: &str) -> Option<S
         out_dir: out_dir.to_path_buf(),
         header,
     }))
+}
+
+/// Ports discovery never probes: PyTorch's TCPStore (`MASTER_PORT`, default 29500) and
+/// torchrun's rendezvous (29400) speak their own protocol and must not get HTTP.
+fn skip_ports(master_port: Option<&str>) -> Vec<u16> {
+    let mut v = vec![29400, 29500];
+    v.extend(master_port.and_then(|p| p.trim().parse::<u16>().ok()));
+    v
 }
 
 /// Stop scraping and say, in one line, what came of it (nothing when
@@ -79,5 +88,17 @@ fn closing_line(o: &Outcome) -> Option<String> {
             o.last_error.as_deref().unwrap_or("?")
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torch_ports_are_never_probed() {
+        assert_eq!(skip_ports(None), [29400, 29500]);
+        assert_eq!(skip_ports(Some("12355")), [29400, 29500, 12355]);
+        assert_eq!(skip_ports(Some("not a port")), [29400, 29500]);
     }
 }

@@ -12,7 +12,6 @@ pub use iterations::{iterations, Iteration, Phase, ITERATION_GAP_NS};
 pub use render::render_serving;
 pub use window::{histogram_quantile, Bucket, GaugeStat, LatencyStat, Quantile};
 
-use crate::report::{Finding, Severity};
 use gputrace_format::metric::serving as names;
 use gputrace_format::{Producer, TraceFile};
 use serde::Serialize;
@@ -332,14 +331,15 @@ fn timeline(
 
 /// Iterations, bubbles and the GPU time split, over the window `w`.
 fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: Option<&[(u64, u64)]>, waiting: Option<&[(u64, u64)]>) {
-    let mut its: Vec<Iteration> = Vec::new();
-    for g in gpu {
+    // Per (trace, device): two processes may both call their GPU device 0.
+    let mut its: Vec<(usize, Iteration)> = Vec::new();
+    for (trace, g) in gpu.iter().enumerate() {
         // Iterations overlapping the window, clipped to it.
         its.extend(iterations(g).into_iter().filter(|i| i.end > w.0 && i.start < w.1).map(|mut i| {
             i.start = i.start.max(w.0);
             i.end = i.end.min(w.1);
             i.busy = i.busy.min(i.end - i.start);
-            i
+            (trace, i)
         }));
     }
     // Requests in the system (running + waiting) as a step function of the scrapes.
@@ -350,9 +350,9 @@ fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: O
         }
     }
     let mut split = GpuTime::default();
-    let mut devices: BTreeMap<u32, Vec<&Iteration>> = BTreeMap::new();
-    for it in &its {
-        devices.entry(it.device).or_default().push(it);
+    let mut devices: BTreeMap<(usize, u32), Vec<&Iteration>> = BTreeMap::new();
+    for (trace, it) in &its {
+        devices.entry((*trace, it.device)).or_default().push(it);
     }
     for list in devices.values() {
         split.devices += 1;
@@ -388,10 +388,10 @@ fn gpu_side(r: &mut ServingReport, gpu: &[&TraceFile], w: (u64, u64), running: O
         } else {
             0.0
         },
-        decode: its.iter().filter(|i| i.phase == Phase::Decode).count() as u64,
-        prefill: its.iter().filter(|i| i.phase == Phase::Prefill).count() as u64,
-        unknown: its.iter().filter(|i| i.phase == Phase::Unknown).count() as u64,
-        busy: distribution(its.iter().map(|i| i.busy).collect()),
+        decode: its.iter().filter(|i| i.1.phase == Phase::Decode).count() as u64,
+        prefill: its.iter().filter(|i| i.1.phase == Phase::Prefill).count() as u64,
+        unknown: its.iter().filter(|i| i.1.phase == Phase::Unknown).count() as u64,
+        busy: distribution(its.iter().map(|i| i.1.busy).collect()),
         bubble: distribution(devices.values().flat_map(|l| l.iter().skip(1).map(|i| i.bubble_before)).collect()),
         gap_threshold_ns: ITERATION_GAP_NS,
     });
@@ -421,97 +421,19 @@ fn overlap_with_requests(in_system: &BTreeMap<u64, u64>, a: u64, b: u64) -> u64 
     total
 }
 
-/// Findings of the seed's serving rows (docs/serving.md).
-pub fn serving_findings(r: &ServingReport) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mk = |rule: &'static str, severity, title: String, evidence: String, next: &str, values: &[(&str, f64)]| Finding {
-        rule,
-        severity,
-        title,
-        evidence,
-        next_step: next.to_string(),
-        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-    };
-    let waiting = r.waiting.unwrap_or_default();
-    let running = r.running.unwrap_or_default();
-    let e2e = r.latency("e2e").and_then(|l| Some((l.p50?.seconds, l.p99?.seconds)));
-    // Saturation: requests queue and the tail is far above the median.
-    if let Some((p50, p99)) = e2e {
-        if waiting.mean >= 1.0 && p50 > 0.0 && p99 >= 3.0 * p50 {
-            out.push(mk(
-                "serving-saturated",
-                Severity::High,
-                "Saturated: throughput holds but the tail latency grows (requests queue)".into(),
-                format!(
-                    "{:.1} requests waiting on average (max {:.0}); e2e p99 {:.3} s is {:.1}x the p50 {:.3} s",
-                    waiting.mean,
-                    waiting.max,
-                    p99,
-                    p99 / p50,
-                    p50
-                ),
-                "Cap the batch (max-num-seqs / max-running-requests) against the latency target, add replicas, \
-                 or shed load; watch queue depth and P99 together.",
-                &[("waiting_mean", waiting.mean), ("e2e_p50_s", p50), ("e2e_p99_s", p99)],
-            ));
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_in_the_system_hold_from_scrape_to_scrape() {
+        let m: BTreeMap<u64, u64> = [(100, 0), (200, 3), (300, 0)].into_iter().collect();
+        assert_eq!(overlap_with_requests(&m, 150, 250), 50);
+        assert_eq!(overlap_with_requests(&m, 0, 400), 100);
+        assert_eq!(overlap_with_requests(&m, 210, 290), 80);
+        assert_eq!(overlap_with_requests(&m, 300, 400), 0);
+        // Before the first scrape: the first scrape's value.
+        let m: BTreeMap<u64, u64> = [(100, 2)].into_iter().collect();
+        assert_eq!(overlap_with_requests(&m, 0, 50), 50);
     }
-    // KV-cache limit: usage near full while requests wait.
-    if let Some(kv) = r.kv_cache_usage {
-        if kv.max >= 0.9 && waiting.max >= 1.0 {
-            out.push(mk(
-                "serving-kv-cache-limit",
-                Severity::High,
-                "The KV cache limits the batch: usage near full while requests wait".into(),
-                format!(
-                    "KV-cache usage up to {:.0}% (mean {:.0}%) with up to {:.0} requests waiting",
-                    100.0 * kv.max,
-                    100.0 * kv.mean,
-                    waiting.max
-                ),
-                "Give the KV cache more memory (gpu-memory-utilization), quantize it (fp8 KV cache), shorten \
-                 max-model-len, or enable prefix caching; more replicas if memory is already spent.",
-                &[("kv_cache_usage_max", kv.max), ("waiting_max", waiting.max)],
-            ));
-        }
-    }
-    // Low concurrency: few requests in flight, nothing waiting, GPU mostly idle.
-    if let Some(g) = &r.gpu_time {
-        let headroom = g.headroom_idle_ns as f64 / g.window_gpu_ns.max(1) as f64;
-        if running.mean < 4.0 && waiting.max < 1.0 && headroom >= 0.3 {
-            out.push(mk(
-                "serving-low-concurrency",
-                Severity::Medium,
-                "Low concurrency: the GPU waits for requests, not the other way round".into(),
-                format!(
-                    "{:.1} requests running on average, none waiting; {:.0}% of GPU time idle with nothing to serve",
-                    running.mean,
-                    100.0 * headroom
-                ),
-                "This is headroom, not waste, if it is kept on purpose; otherwise consolidate models or replicas, \
-                 batch offline work into the gaps, or autoscale down.",
-                &[("running_mean", running.mean), ("headroom_share", headroom)],
-            ));
-        }
-        let waste = g.waste_bubbles_ns as f64 / g.window_gpu_ns.max(1) as f64;
-        if waste >= 0.2 {
-            let bubble = r.iterations.as_ref().map(|i| i.bubble).unwrap_or_default();
-            out.push(mk(
-                "serving-cpu-bubbles",
-                Severity::High,
-                "CPU scheduling bubbles: the GPU idles between iterations while requests wait".into(),
-                format!(
-                    "{:.0}% of GPU time idle while requests were running or waiting; bubble before an iteration: \
-                     p50 {:.2} ms, p95 {:.2} ms",
-                    100.0 * waste,
-                    bubble.p50_ns as f64 / 1e6,
-                    bubble.p95_ns as f64 / 1e6
-                ),
-                "Overlap scheduling with the forward pass (vLLM async scheduling, SGLang overlap scheduler), use \
-                 CUDA graphs for decode, and profile the engine's CPU between steps (sampling, detokenization).",
-                &[("waste_share", waste), ("bubble_p50_ns", bubble.p50_ns as f64)],
-            ));
-        }
-    }
-    out
 }
