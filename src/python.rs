@@ -29,7 +29,8 @@ impl PythonDir {
     /// something another process made).
     pub fn create(out_dir: &Path, hooks: bool) -> std::io::Result<PythonDir> {
         let root = out_dir.join(format!(".gputrace-python-{}", std::process::id()));
-        std::fs::create_dir(&root)?;
+        // Private to this user: nobody else can plant a name inside it.
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&root)?;
         let dir = PythonDir { root, hooks };
         std::fs::create_dir_all(dir.root.join("lib/gputrace"))?;
         std::fs::write(dir.root.join("lib/gputrace/__init__.py"), MODULE)?;

@@ -5,6 +5,7 @@ use crate::agent;
 use crate::cmd::info::thousands;
 use crate::error::CliError;
 use crate::python::PythonDir;
+use gputrace_format::outdir::OutDir;
 use gputrace_format::{EventKind, RunRecord, TraceFile, RUN_RECORD_FORMAT};
 use std::ffi::OsString;
 use std::io::Write;
@@ -412,12 +413,10 @@ fn run_record(command: &[OsString], started: SystemTime, status: &std::process::
 }
 
 /// Write the record beside the traces (temporary name, then rename: a
-/// reader never sees half a record).
+/// reader never sees half a record; neither name is written through a link).
 fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
-    let path = dir.join(RunRecord::file_name(&record.host, record.pid));
-    let tmp = path.with_extension("json.partial");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
-    std::fs::rename(&tmp, &path)
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    OutDir::open(dir)?.write_replacing(&RunRecord::file_name(&record.host, record.pid), &bytes)
 }
 
 fn hostname() -> String {
@@ -431,19 +430,36 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// Create and remove a new file in `dir`: a name already taken (a link
+/// planted there included) is passed over, never written through.
 fn check_writable(dir: &Path) -> Result<(), CliError> {
-    let probe = dir.join(format!(".gputrace-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(CliError::io(dir))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+    let out = OutDir::open(dir).map_err(CliError::io(dir))?;
+    let mut last = None;
+    for n in 0..16 {
+        let probe = format!(".gputrace-write-test-{}-{n}", std::process::id());
+        match out.create_new(&probe) {
+            Ok(_) => {
+                let _ = out.remove(&probe);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(CliError::io(dir)(e)),
+        }
+    }
+    Err(CliError::io(dir)(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into())))
 }
 
 /// Print where the traces are, one line per file written by this run.
 fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()> {
+    let mut links = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == gputrace_format::FILE_EXTENSION))
         .filter(|e| {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                links.push(e.file_name());
+                return false;
+            }
             e.metadata()
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| t >= since - std::time::Duration::from_secs(1))
@@ -452,6 +468,16 @@ fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()>
         .collect();
     files.sort();
     let mut err = std::io::stderr().lock();
+    if !links.is_empty() {
+        links.sort();
+        writeln!(
+            err,
+            "gputrace: {} symbolic link(s) named like traces in {} (first: {}) were not read: gputrace neither writes nor reads through links there",
+            links.len(),
+            dir.display(),
+            links[0].to_string_lossy()
+        )?;
+    }
     if files.is_empty() && flight {
         writeln!(
             err,
