@@ -7,6 +7,7 @@ mod cmd;
 mod error;
 mod inputs;
 mod live;
+mod out_dir;
 mod python;
 
 use std::process::ExitCode;
@@ -14,8 +15,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
-        // A closed pipe (`gputrace info dir | head`) is not an error.
-        Err(error::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        // A closed pipe (`gputrace info dir | head`, `export -o - | head`) is a normal end.
+        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("gputrace: error: {err}");
             let mut source = std::error::Error::source(&err);

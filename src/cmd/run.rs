@@ -215,9 +215,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         searched: search.searched_list(),
     })?;
     let agent_path = std::fs::canonicalize(&agent_path).map_err(CliError::io(&agent_path))?;
-    std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
+    crate::out_dir::create(&args.output)?;
     let out_dir = std::fs::canonicalize(&args.output).map_err(CliError::io(&args.output))?;
     check_writable(&out_dir)?;
+    // Python directories of launchers that were killed on this host.
+    crate::python::remove_stale(&out_dir);
     // Rings an earlier run left behind (it was killed) become traces.
     super::flight::recover_left_behind(&out_dir);
 
@@ -325,6 +327,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         };
     }
     let started = SystemTime::now();
+    // The record is written now and completed when the command ends: a
+    // launcher killed meanwhile leaves one that says so.
+    write_record(&out_dir, &run_record(&args.command, started, None));
     let shown = Path::new(program).display().to_string();
     install_forwarding();
     if args.flight_recorder.is_some() {
@@ -344,19 +349,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     };
     CHILD.store(0, Ordering::Relaxed);
     drop(python);
-    let record = run_record(&args.command, started, &status);
-    if let Err(e) = write_run_record(&out_dir, &record) {
-        eprintln!("gputrace: could not write the run record to {}: {e}", out_dir.display());
-    }
+    write_record(&out_dir, &run_record(&args.command, started, Some(&status)));
     let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
+    let end = super::flight::end_trigger(&status);
     if args.flight_recorder.is_some() {
-        super::flight::finish(&out_dir, started, super::flight::end_trigger(&status).as_deref());
+        super::flight::finish(&out_dir, started, end.as_deref());
     }
-    summarize(&out_dir, started, args.flight_recorder.is_some()).map_err(CliError::Output)?;
+    let flight = args.flight_recorder.map(|_| end.as_deref());
+    summarize(&out_dir, started, flight).map_err(CliError::Output)?;
     if let Some(live) = live {
         live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
     }
@@ -383,7 +387,7 @@ fn live_options(args: &RunArgs) -> Result<Option<crate::live::LiveOptions>, CliE
         None => None,
     };
     if let Some(dir) = &args.metrics_textfile {
-        std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+        crate::out_dir::create(dir)?;
     }
     Ok(Some(crate::live::LiveOptions {
         listen,
@@ -397,8 +401,9 @@ fn live_options(args: &RunArgs) -> Result<Option<crate::live::LiveOptions>, CliE
     }))
 }
 
-/// What this run knows of how the command ended.
-fn run_record(command: &[OsString], started: SystemTime, status: &std::process::ExitStatus) -> RunRecord {
+/// What this run knows of how the command ended: with `status` `None`,
+/// the record of a command still running (no end, no exit status).
+fn run_record(command: &[OsString], started: SystemTime, status: Option<&std::process::ExitStatus>) -> RunRecord {
     let ns = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     RunRecord {
         format: RUN_RECORD_FORMAT,
@@ -406,9 +411,16 @@ fn run_record(command: &[OsString], started: SystemTime, status: &std::process::
         pid: std::process::id(),
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         start_realtime_ns: ns(started),
-        end_realtime_ns: ns(SystemTime::now()),
-        exit_code: status.code(),
-        signal: std::os::unix::process::ExitStatusExt::signal(status),
+        end_realtime_ns: status.map_or(0, |_| ns(SystemTime::now()).max(1)),
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(std::os::unix::process::ExitStatusExt::signal),
+    }
+}
+
+/// [`write_run_record`], a failure being one `gputrace:` line.
+fn write_record(dir: &Path, record: &RunRecord) {
+    if let Err(e) = write_run_record(dir, record) {
+        eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
     }
 }
 
@@ -419,7 +431,7 @@ fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
     OutDir::open(dir)?.write_replacing(&RunRecord::file_name(&record.host, record.pid), &bytes)
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // Safety: valid buffer and length; one byte is left for the NUL.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) };
@@ -450,7 +462,9 @@ fn check_writable(dir: &Path) -> Result<(), CliError> {
 }
 
 /// Print where the traces are, one line per file written by this run.
-fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()> {
+/// `flight`: with the flight recorder, the trigger the command's end was
+/// (`None`: it exited 0).
+fn summarize(dir: &Path, since: SystemTime, flight: Option<Option<&str>>) -> std::io::Result<()> {
     let mut links = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
@@ -478,13 +492,24 @@ fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()>
             links[0].to_string_lossy()
         )?;
     }
-    if files.is_empty() && flight {
-        writeln!(
-            err,
-            "gputrace: flight recorder: nothing triggered a snapshot (the command exited 0, or no process was traced), so no trace was written to {}",
-            dir.display()
-        )?;
-        return Ok(());
+    match (files.is_empty(), flight) {
+        (true, Some(None)) => {
+            writeln!(
+                err,
+                "gputrace: flight recorder: the command exited 0 and nothing triggered a snapshot (or no process was traced), so no trace was written to {}",
+                dir.display()
+            )?;
+            return Ok(());
+        }
+        (true, Some(Some(end))) => {
+            writeln!(
+                err,
+                "gputrace: flight recorder: {end}, but no process was traced (no flight recorder ring in {}: the command used no CUDA and no NVTX, or capture was off: see the gputrace: lines above), so there was nothing to write",
+                dir.display()
+            )?;
+            return Ok(());
+        }
+        _ => {}
     }
     if files.is_empty() {
         writeln!(
