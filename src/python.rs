@@ -29,8 +29,8 @@ impl PythonDir {
     /// Write the files under `out_dir`. `hooks`: put the sitecustomize on
     /// the path too. Fails if the directory exists (never writes through
     /// something another process made).
-    pub fn create(out_dir: &Path, hooks: bool) -> std::io::Result<PythonDir> {
-        let root = out_dir.join(dir_name(&crate::cmd::run::hostname(), std::process::id()));
+    pub fn create(out_dir: &Path, host: &str, hooks: bool) -> std::io::Result<PythonDir> {
+        let root = out_dir.join(dir_name(host, std::process::id()));
         // Private to this user: nobody else can plant a name inside it.
         std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(&root)?;
         let dir = PythonDir { root, hooks };
@@ -85,14 +85,14 @@ fn dir_name(host: &str, pid: u32) -> String {
     format!("{}{pid}", host_prefix(host))
 }
 
-/// Remove the directories in `out_dir` left by a `gputrace run` on this
-/// host that was killed (its pid is gone). Those of other hosts (a shared
+/// Remove the directories in `out_dir` left by a `gputrace run` on `host`
+/// (this one) that was killed (its pid is gone). Those of other hosts (a shared
 /// output directory) and of live processes are left alone; so are those of
 /// other users, which cannot be removed. One `gputrace:` line per
 /// directory removed.
-pub fn remove_stale(out_dir: &Path) {
+pub fn remove_stale(out_dir: &Path, host: &str) {
     let Ok(entries) = std::fs::read_dir(out_dir) else { return };
-    let ours = host_prefix(&crate::cmd::run::hostname());
+    let ours = host_prefix(host);
     for e in entries.filter_map(|e| e.ok()) {
         let name = e.file_name();
         let Some(pid) = name
@@ -136,7 +136,7 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let root;
         {
-            let dir = PythonDir::create(out.path(), true).unwrap();
+            let dir = PythonDir::create(out.path(), "h", true).unwrap();
             root = dir.root.clone();
             assert!(root.join("hooks/sitecustomize.py").is_file());
             assert!(root.join("lib/gputrace/__init__.py").is_file());
@@ -144,10 +144,10 @@ mod tests {
             let parts: Vec<PathBuf> = std::env::split_paths(&path).collect();
             assert_eq!(parts, [root.join("hooks"), root.join("lib"), PathBuf::from("/theirs")]);
             // A second run with the same pid in the same directory is refused.
-            assert!(PythonDir::create(out.path(), true).is_err());
+            assert!(PythonDir::create(out.path(), "h", true).is_err());
         }
         assert!(!root.exists());
-        let dir = PythonDir::create(out.path(), false).unwrap();
+        let dir = PythonDir::create(out.path(), "h", false).unwrap();
         assert!(!dir.root.join("hooks").exists());
         assert_eq!(std::env::split_paths(&dir.pythonpath(None)).count(), 1);
     }
@@ -155,18 +155,18 @@ mod tests {
     #[test]
     fn only_this_hosts_directories_of_dead_launchers_are_removed() {
         let out = tempfile::tempdir().unwrap();
-        let host = crate::cmd::run::hostname();
+        let host = "thishost";
         // A pid that is surely gone: a child that has been reaped.
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let stale = out.path().join(dir_name(&host, dead));
-        let live = out.path().join(dir_name(&host, 1));
+        let stale = out.path().join(dir_name(host, dead));
+        let live = out.path().join(dir_name(host, 1));
         let other_host = out.path().join(dir_name("elsewhere", dead));
         for d in [&stale, &live, &other_host] {
             std::fs::create_dir_all(d.join("lib/gputrace")).unwrap();
         }
-        remove_stale(out.path());
+        remove_stale(out.path(), host);
         assert!(!stale.exists(), "the dead launcher's directory is removed");
         assert!(live.exists() && other_host.exists());
     }

@@ -12,7 +12,8 @@
 //! - a connection has [`Limits::read_deadline`] (milliseconds) to send its whole
 //!   request head, of at most [`MAX_HEAD`] bytes, and [`Limits::write_deadline`] to
 //!   take the answer; past it, it is closed;
-//! - each connection holds its head (at most [`MAX_HEAD`] bytes) and one answer.
+//! - each connection holds its request head (at most [`MAX_HEAD`] bytes) and the
+//!   head of its answer; the body is the served text, shared.
 //!
 //! The endpoint runs in `gputrace run`, never in the traced job.
 
@@ -170,7 +171,7 @@ enum Stage {
     /// Reading the request head (`head` so far).
     Reading { head: Vec<u8> },
     /// Writing `answer` from `sent`.
-    Writing { answer: Vec<u8>, sent: usize },
+    Writing { answer: Answer, sent: usize },
     /// Answer sent and our side shut: reading and dropping what the client still
     /// sends (`drained` bytes so far) until it closes.
     Draining { drained: usize },
@@ -352,7 +353,7 @@ fn advance(c: &mut Conn, content: &Content, limits: &Limits) -> Next {
             },
             Stage::Writing { answer, sent } => {
                 while *sent < answer.len() {
-                    match c.stream.write(&answer[*sent..]) {
+                    match c.stream.write(answer.from(*sent)) {
                         Ok(0) => return Next::Close,
                         Ok(n) => *sent += n,
                         Err(e) if e.kind() == ErrorKind::WouldBlock => return Next::Wait,
@@ -452,8 +453,30 @@ fn parse_head(head: &[u8]) -> Request {
     }
 }
 
+/// An answer: status line and headers, then the body, shared with every other
+/// connection answered the same text (64 scrapes of a large exposition hold one copy).
+struct Answer {
+    head: Vec<u8>,
+    body: Option<Arc<str>>,
+}
+
+impl Answer {
+    fn len(&self) -> usize {
+        self.head.len() + self.body.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// The bytes from offset `at` to the end of the head or of the body.
+    fn from(&self, at: usize) -> &[u8] {
+        match (at.checked_sub(self.head.len()), &self.body) {
+            (None, _) => &self.head[at..],
+            (Some(i), Some(body)) => &body.as_bytes()[i..],
+            (Some(_), None) => &[],
+        }
+    }
+}
+
 /// The whole answer to `request`: status line, headers and (unless HEAD) body.
-fn answer(request: Request, content: &Content) -> Vec<u8> {
+fn answer(request: Request, content: &Content) -> Answer {
     let index = "gputrace metrics endpoint: GET /metrics\n";
     let (status, body, head_only, kind): (&str, Arc<str>, bool, &str) = match request {
         Request::Metrics { head_only } => {
@@ -476,15 +499,15 @@ fn answer(request: Request, content: &Content) -> Vec<u8> {
             "text/plain",
         ),
     };
-    let mut out = format!(
+    let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
-    if !head_only {
-        out.extend_from_slice(body.as_bytes());
+    Answer {
+        head,
+        body: (!head_only).then_some(body),
     }
-    out
 }
 
 #[cfg(test)]

@@ -219,7 +219,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let out_dir = std::fs::canonicalize(&args.output).map_err(CliError::io(&args.output))?;
     check_writable(&out_dir)?;
     // Python directories of launchers that were killed on this host.
-    crate::python::remove_stale(&out_dir);
+    crate::python::remove_stale(&out_dir, &hostname());
     // Rings an earlier run left behind (it was killed) become traces.
     super::flight::recover_left_behind(&out_dir);
 
@@ -268,7 +268,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         }
     }
     // Kept alive until the command ends; removed on drop.
-    let python = match PythonDir::create(&out_dir, !args.no_python_hooks) {
+    let python = match PythonDir::create(&out_dir, &hostname(), !args.no_python_hooks) {
         Ok(dir) => {
             cmd.env("PYTHONPATH", dir.pythonpath(std::env::var_os("PYTHONPATH")));
             Some(dir)
@@ -431,7 +431,7 @@ fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
     OutDir::open(dir)?.write_replacing(&RunRecord::file_name(&record.host, record.pid), &bytes)
 }
 
-pub(crate) fn hostname() -> String {
+fn hostname() -> String {
     let mut buf = [0u8; 256];
     // Safety: valid buffer and length; one byte is left for the NUL.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) };
