@@ -119,6 +119,23 @@ impl CliError {
         }
     }
 
+    /// Whether this is, at any depth, a write to a closed pipe: the reader
+    /// (`head`) has what it wanted, which is a normal end, not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            let kind = e
+                .downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind)
+                .or_else(|| e.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind));
+            if kind == Some(std::io::ErrorKind::BrokenPipe) {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
+    }
+
     /// Wrap an I/O error with its path.
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CliError {
         let path = path.into();

@@ -284,11 +284,11 @@ fn status(e: &mut Exposition, st: &State, job: Option<&str>) {
 }
 
 /// Write the textfile through a temporary name in the same directory, so the collector
-/// never reads half a file. A failure is said once per process.
+/// never reads half a file; neither name is written through a symbolic link. A failure
+/// is said once per process.
 fn write_textfile(path: &Path, text: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
-    let tmp = path.with_extension("prom.partial");
-    let r = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
+    let r = gputrace_format::outdir::OutDir::parent_of(path).and_then(|(dir, name)| dir.write_replacing(&name, text.as_bytes()));
     if let Err(e) = r {
         if !SAID.swap(true, Ordering::Relaxed) {
             eprintln!("gputrace: cannot write the metrics textfile {}: {e}", path.display());
@@ -325,6 +325,22 @@ pub fn local_rank_offset(get: impl Fn(&str) -> Option<String>) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_textfile_is_never_written_through_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let dir = root.path().join("textfiles");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("gputrace_1.prom.partial")).unwrap();
+        write_textfile(&dir.join("gputrace_1.prom"), "m 1\n");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(!dir.join("gputrace_1.prom").exists());
+        std::fs::remove_file(dir.join("gputrace_1.prom.partial")).unwrap();
+        write_textfile(&dir.join("gputrace_1.prom"), "m 1\n");
+        assert_eq!(std::fs::read(dir.join("gputrace_1.prom")).unwrap(), b"m 1\n");
+    }
 
     #[test]
     fn offsets_come_from_the_first_launcher_variable() {

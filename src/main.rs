@@ -7,6 +7,7 @@ mod cmd;
 mod error;
 mod inputs;
 mod live;
+mod out_dir;
 mod python;
 mod say;
 
@@ -15,8 +16,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
-        // A closed pipe (`gputrace info dir | head`) is not an error.
-        Err(error::CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        // A closed pipe (`gputrace info dir | head`, `export -o - | head`) is a normal end.
+        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             say::say(&format!("gputrace: error: {err}"));
             let mut source = std::error::Error::source(&err);

@@ -17,6 +17,7 @@
 use crate::config::{Config, FlightConfig};
 use crate::say::say;
 use gputrace_format::flight::{self, FlightSink};
+use gputrace_format::outdir::OutDir;
 use gputrace_format::TraceWriter;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -76,7 +77,10 @@ pub fn open_output(config: &Config, path: &Path) -> std::io::Result<Out> {
             )),
         }
     }
-    Ok(Out::File(BufWriter::with_capacity(1 << 20, File::create(path)?)))
+    // A new name, created relative to the opened directory and never
+    // through a link (one planted since the name was chosen is refused).
+    let (dir, name) = OutDir::parent_of(path)?;
+    Ok(Out::File(BufWriter::with_capacity(1 << 20, dir.create_new(&name)?)))
 }
 
 /// Set by our SIGUSR2 handler.
@@ -112,7 +116,7 @@ fn install_sigusr2() -> bool {
 
 /// The trigger file's state: modification time and length.
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
+    let m = std::fs::symlink_metadata(path).ok()?;
     Some((m.modified().ok()?, m.len()))
 }
 

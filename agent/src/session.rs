@@ -450,9 +450,21 @@ fn trace_path(config: &Config, header: &Header) -> PathBuf {
     let base = format!("{}{}.p{}", identity::sanitize(&header.hostname), rank, header.pid);
     let mut p = config.output_dir.join(format!("{base}.{FILE_EXTENSION}"));
     let mut n = 1;
-    while p.exists() {
+    let mut link = None;
+    // A link, even a dangling one, is a taken name: never written through.
+    while let Ok(m) = p.symlink_metadata() {
+        if m.file_type().is_symlink() && link.is_none() {
+            link = Some(p.clone());
+        }
         p = config.output_dir.join(format!("{base}.{n}.{FILE_EXTENSION}"));
         n += 1;
+    }
+    if let Some(link) = link {
+        say(&format!(
+            "{} is a symbolic link; gputrace never writes through a link in its output directory, so this trace goes to {}",
+            link.display(),
+            p.display()
+        ));
     }
     p
 }

@@ -328,13 +328,16 @@ fn outcome(header: &Header, has_trailer: bool, exit: Option<&ExitMark>, records:
     let mut failures: Vec<String> = Vec::new();
     let mut success: Vec<String> = Vec::new();
     // The record of the `gputrace run` on this host whose run holds the trace's start
-    // (a minute of slack for clock steps); the closest start on ties.
+    // (a minute of slack for clock steps; a record never completed, its launcher
+    // killed, has no end); the closest start on ties.
     let start = header.start_clock.realtime_ns;
     const SLACK: u64 = 60_000_000_000;
     let record = records
         .iter()
         .filter(|(_, r)| r.host == header.hostname)
-        .filter(|(_, r)| start.saturating_add(SLACK) >= r.start_realtime_ns && start <= r.end_realtime_ns.saturating_add(SLACK))
+        .filter(|(_, r)| {
+            start.saturating_add(SLACK) >= r.start_realtime_ns && (!r.completed() || start <= r.end_realtime_ns.saturating_add(SLACK))
+        })
         .min_by_key(|(_, r)| r.start_realtime_ns.abs_diff(start));
     if let Some((file, r)) = record {
         if r.succeeded() {

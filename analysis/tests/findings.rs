@@ -89,7 +89,7 @@ fn exposed_communication() {
     b.kernel(0, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, 10, 0)
         .kernel(0, 13, "my_a2a_kernel", 10, 30, 0);
     let opts = Options {
-        classifier: Classifier::empty().with_pattern("MY_A2A"),
+        classifier: Classifier::empty().with_pattern("MY_A2A").unwrap(),
         ..Options::default()
     };
     let d = analyze(&[b.finish(0)], &opts).unwrap().ranks.remove(0).devices.remove(0);

@@ -233,9 +233,36 @@ pub enum ClassifyError {
     },
     #[error("{}:{line}: {message}", path.display())]
     Invalid { path: PathBuf, line: usize, message: String },
-    #[error("too many classification rules ({0}; at most {max})", max = u16::MAX)]
-    TooMany(usize),
+    #[error("{from}: too many classification rules ({count}; at most {MAX_RULES}, the built-in ones included)")]
+    TooMany { from: RulesFrom, count: usize },
+    #[error("{}: the classification rules file is larger than {} MiB: not a rules file", path.display(), MAX_RULES_FILE_BYTES >> 20)]
+    TooLarge { path: PathBuf },
 }
+
+/// Where user rules came from, for [`ClassifyError::TooMany`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RulesFrom {
+    /// A rules file.
+    File(PathBuf),
+    /// `--comm-pattern`s.
+    Patterns,
+}
+
+impl fmt::Display for RulesFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RulesFrom::File(path) => write!(f, "{}", path.display()),
+            RulesFrom::Patterns => f.write_str("--comm-pattern"),
+        }
+    }
+}
+
+/// Rules a classifier holds at most, the built-in ones included: every rule
+/// has a [`RuleId`].
+pub const MAX_RULES: usize = u16::MAX as usize;
+
+/// Bytes of a rules file read at most (65,535 rules of a few hundred bytes).
+pub const MAX_RULES_FILE_BYTES: u64 = 32 << 20;
 
 /// Decides the category of GPU work, and the library and operation of communication.
 #[derive(Clone, Debug)]
@@ -283,9 +310,24 @@ struct FileRule {
     source: Option<String>,
 }
 
-/// 1-based line of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+/// The line numbers of byte offsets in one text: its newlines' offsets,
+/// found once, so that naming the line of each of n rules costs log n, not
+/// a scan from the start.
+struct Lines {
+    newlines: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines {
+            newlines: text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect(),
+        }
+    }
+
+    /// 1-based line of byte offset `at`.
+    fn line_of(&self, at: usize) -> usize {
+        self.newlines.partition_point(|&nl| nl < at) + 1
+    }
 }
 
 impl Classifier {
@@ -297,18 +339,31 @@ impl Classifier {
         }
     }
 
-    fn push_user(&mut self, rule: Rule) {
-        self.rules.insert(self.user, rule);
-        self.user += 1;
+    /// Add a communication pattern (case-insensitive substring of the kernel name), tried
+    /// after the user rules already present and before the built-in rules. Empty patterns
+    /// and ones already given are ignored: they would make every kernel communication, or
+    /// change nothing.
+    pub fn with_pattern(self, pattern: &str) -> Result<Classifier, ClassifyError> {
+        self.with_patterns([pattern])
     }
 
-    /// Add a communication pattern (case-insensitive substring of the kernel name), tried
-    /// before the built-in rules. Empty patterns are ignored: they would make every kernel
-    /// communication.
-    pub fn with_pattern(mut self, pattern: &str) -> Classifier {
-        let p = pattern.trim().to_ascii_lowercase();
-        if !p.is_empty() && !self.rules[..self.user].iter().any(|r| r.pattern == p) {
-            self.push_user(Rule {
+    /// [`Classifier::with_pattern`] of each pattern in turn (in time linear in their
+    /// number); an error past [`MAX_RULES`].
+    pub fn with_patterns<S: AsRef<str>>(mut self, patterns: impl IntoIterator<Item = S>) -> Result<Classifier, ClassifyError> {
+        let mut seen: std::collections::HashSet<String> = self.rules[..self.user].iter().map(|r| r.pattern.clone()).collect();
+        let mut new = Vec::new();
+        for pattern in patterns {
+            let p = pattern.as_ref().trim().to_ascii_lowercase();
+            if p.is_empty() || !seen.insert(p.clone()) {
+                continue;
+            }
+            if self.rules.len() + new.len() >= MAX_RULES {
+                return Err(ClassifyError::TooMany {
+                    from: RulesFrom::Patterns,
+                    count: self.rules.len() + new.len() + 1,
+                });
+            }
+            new.push(Rule {
                 library: format!("user pattern '{p}'"),
                 pattern: p,
                 category: Category::Communication,
@@ -317,14 +372,33 @@ impl Classifier {
                 origin: Origin::Pattern,
             });
         }
-        self
+        let added = new.len();
+        self.rules.splice(self.user..self.user, new);
+        self.user += added;
+        Ok(self)
     }
 
-    /// Add the rules of a TOML file (see [`Classifier::with_rules_toml`]).
+    /// Add the rules of a TOML file (see [`Classifier::with_rules_toml`]); a file larger
+    /// than [`MAX_RULES_FILE_BYTES`] (`/dev/zero`, a trace given by mistake) is refused
+    /// after reading that much.
     pub fn with_rules_file(self, path: &Path) -> Result<Classifier, ClassifyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ClassifyError::Read {
+        use std::io::Read;
+        let read_err = |source| ClassifyError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_RULES_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(read_err)?;
+        if bytes.len() as u64 > MAX_RULES_FILE_BYTES {
+            return Err(ClassifyError::TooLarge { path: path.to_path_buf() });
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            read_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not UTF-8 text ({e})"),
+            ))
         })?;
         self.with_rules_toml(path, &text)
     }
@@ -341,15 +415,23 @@ impl Classifier {
     /// source = "kernels/a2a.cu"      # why; shown by report --explain-classes
     /// ```
     pub fn with_rules_toml(mut self, path: &Path, text: &str) -> Result<Classifier, ClassifyError> {
+        let lines = Lines::new(text);
         let invalid = |at: usize, message: String| ClassifyError::Invalid {
             path: path.to_path_buf(),
-            line: line_of(text, at),
+            line: lines.line_of(at),
             message,
         };
         let file: RulesFile = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
             invalid(at, e.message().trim().to_string())
         })?;
+        let count = self.rules.len() + file.rule.len();
+        if count > MAX_RULES {
+            return Err(ClassifyError::TooMany {
+                from: RulesFrom::File(path.to_path_buf()),
+                count,
+            });
+        }
         let mut new = Vec::with_capacity(file.rule.len());
         for spanned in file.rule {
             let at = spanned.span().start;
@@ -380,14 +462,11 @@ impl Classifier {
                 source: r.source.unwrap_or_default(),
                 origin: Origin::File {
                     path: path.to_path_buf(),
-                    line: line_of(text, at),
+                    line: lines.line_of(at),
                 },
             });
         }
         let added = new.len();
-        if self.rules.len() + added > usize::from(u16::MAX) {
-            return Err(ClassifyError::TooMany(self.rules.len() + added));
-        }
         // The file's rules keep their order, ahead of everything present.
         self.rules.splice(0..0, new);
         self.user += added;
@@ -602,8 +681,9 @@ mod tests {
     fn user_patterns_come_first_and_empty_is_ignored() {
         let c = Classifier::default()
             .with_pattern("  MyComm_ ")
-            .with_pattern("")
-            .with_pattern("mycomm_");
+            .and_then(|c| c.with_pattern(""))
+            .and_then(|c| c.with_pattern("mycomm_"))
+            .unwrap();
         assert_eq!(c.kernel("void mycomm_alltoall<4>()"), Category::Communication);
         assert_eq!(c.rules().len(), DEFAULT_RULES.len() + 1);
         assert_eq!(c.rules()[0].origin, Origin::Pattern);
@@ -649,6 +729,47 @@ mod tests {
             .with_rules_file(Path::new("/nonexistent/rules.toml"))
             .unwrap_err();
         assert!(e.to_string().starts_with("/nonexistent/rules.toml: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn rule_limits_name_their_source() {
+        // A file: 65,535 rules besides the built-in ones are too many, and the
+        // error names the file (it named nothing).
+        let n = MAX_RULES - DEFAULT_RULES.len() + 1;
+        let text: String = (0..n).map(|i| format!("[[rule]]\npattern = \"k{i}_\"\n")).collect();
+        let e = Classifier::default().with_rules_toml(Path::new("many.toml"), &text).unwrap_err();
+        assert!(e.to_string().starts_with("many.toml: too many classification rules"), "{e}");
+        let ok = Classifier::default().with_rules_toml(Path::new("many.toml"), &text[text.find("[[rule]]\npattern = \"k1_\"").unwrap()..]);
+        let c = ok.unwrap();
+        assert_eq!(c.rules().len(), MAX_RULES);
+        // The line of the last rule, found without rescanning the text.
+        let last = c.rule(RuleId((n - 2) as u16));
+        assert_eq!(
+            last.origin,
+            Origin::File {
+                path: "many.toml".into(),
+                line: 2 * (n - 1) - 1
+            }
+        );
+        assert_eq!(c.rule(c.rule_for("x_k65000_y").unwrap()).pattern, "k65000_");
+        // Patterns: capped too, never a rule number that wraps past 65,535.
+        let patterns: Vec<String> = (0..MAX_RULES).map(|i| format!("p{i}_")).collect();
+        let e = Classifier::default().with_patterns(&patterns).unwrap_err();
+        assert!(e.to_string().starts_with("--comm-pattern: too many classification rules"), "{e}");
+        let fits = &patterns[..MAX_RULES - DEFAULT_RULES.len()];
+        let c = Classifier::default().with_patterns(fits).unwrap();
+        let id = c.rule_for("x_p65000_y").unwrap();
+        assert_eq!(c.rule(id).pattern, "p65000_");
+    }
+
+    #[test]
+    fn an_endless_rules_file_is_refused_after_the_cap() {
+        let e = Classifier::default().with_rules_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/dev/zero: the classification rules file is larger than 32 MiB"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         gpu_counters: true,
         ..defaults
     };
-    std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
+    crate::out_dir::create(&args.output)?;
     // Replace an earlier demo's traces so `info DIR` shows only this job.
     let _ = std::fs::remove_file(args.output.join("demo.pftrace"));
     let _ = std::fs::remove_file(args.output.join("report.html"));

@@ -6,9 +6,9 @@
 
 use gputrace_format::flight;
 use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -46,19 +46,30 @@ pub fn parse_factor(s: &str) -> Result<f64, String> {
     Ok(f)
 }
 
-/// The trigger file, NUL-terminated for the signal handler.
+/// The trigger file's name, NUL-terminated for the signal handler.
 static TRIGGER: OnceLock<CString> = OnceLock::new();
+/// The output directory, opened for the signal handler (-1: none). Kept
+/// open for the life of the process.
+static TRIGGER_DIR: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_sigusr2(_: libc::c_int) {
-    let Some(path) = TRIGGER.get() else { return };
-    // Safety: open, write and close are async-signal-safe; `path` is a
-    // valid C string set before the handler was installed. One byte is
-    // appended, so the file's length changes even when its modification
-    // time does not (two signals within a clock tick).
+    let (Some(name), dir) = (TRIGGER.get(), TRIGGER_DIR.load(Ordering::Relaxed)) else {
+        return;
+    };
+    if dir < 0 {
+        return;
+    }
+    // Safety: openat, write and close are async-signal-safe; `name` is a
+    // valid C string and `dir` an open descriptor, both set before the
+    // handler was installed. The name is opened relative to the directory
+    // and never through a link (O_NOFOLLOW). One byte is appended, so the
+    // file's length changes even when its modification time does not (two
+    // signals within a clock tick).
     unsafe {
-        let fd = libc::open(
-            path.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+        let fd = libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
             0o644,
         );
         if fd >= 0 {
@@ -71,10 +82,11 @@ extern "C" fn on_sigusr2(_: libc::c_int) {
 /// Make SIGUSR2 to this process a snapshot request to every agent writing
 /// into `out_dir` (instead of forwarding it to the child).
 pub fn install_trigger(out_dir: &Path) {
-    let file = out_dir.join(flight::TRIGGER_FILE);
-    let _ = std::fs::remove_file(&file);
-    let Ok(c) = CString::new(file.as_os_str().as_bytes()) else { return };
+    let _ = std::fs::remove_file(out_dir.join(flight::TRIGGER_FILE));
+    let Ok(dir) = std::fs::File::open(out_dir) else { return };
+    let Ok(c) = CString::new(flight::TRIGGER_FILE) else { return };
     let _ = TRIGGER.set(c);
+    TRIGGER_DIR.store(std::os::fd::IntoRawFd::into_raw_fd(dir), Ordering::Relaxed);
     // Safety: a zeroed sigaction with a valid handler.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -114,11 +126,13 @@ pub fn end_trigger(status: &ExitStatus) -> Option<String> {
     }
 }
 
-/// The rings in `dir` written since `since` (this run's), with their stems.
+/// The rings in `dir` written since `since` (this run's), with their
+/// stems: regular files only, a link named like a ring is never read.
 fn rings(dir: &Path, since: SystemTime) -> Vec<(PathBuf, String)> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut v: Vec<(PathBuf, String)> = entries
         .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|e| {
             let name = e.file_name();
             let stem = flight::stem_of_ring(name.to_str()?)?.to_string();

@@ -33,7 +33,7 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
         None => false,
     };
     if let (true, Some(dir)) = (into_dir, &args.output) {
-        std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+        crate::out_dir::create(dir)?;
     }
     let opts = ImportOptions {
         strict: args.strict,

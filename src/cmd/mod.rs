@@ -35,10 +35,7 @@ impl ClassifyArgs {
         let from_env = std::env::var_os("GPUTRACE_CLASSIFY")
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from);
-        let mut c = gputrace_analysis::Classifier::default();
-        for p in self.comm_patterns.iter().rev() {
-            c = c.with_pattern(p);
-        }
+        let c = gputrace_analysis::Classifier::default().with_patterns(self.comm_patterns.iter().rev())?;
         match self.rules.clone().or(from_env) {
             Some(path) => Ok(c.with_rules_file(&path)?),
             None => Ok(c),

@@ -5,6 +5,7 @@ use crate::agent;
 use crate::cmd::info::thousands;
 use crate::error::CliError;
 use crate::python::PythonDir;
+use gputrace_format::outdir::OutDir;
 use gputrace_format::{EventKind, RunRecord, TraceFile, RUN_RECORD_FORMAT};
 use std::ffi::OsString;
 use std::io::Write;
@@ -259,9 +260,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         searched: search.searched_list(),
     })?;
     let agent_path = std::fs::canonicalize(&agent_path).map_err(CliError::io(&agent_path))?;
-    std::fs::create_dir_all(&args.output).map_err(CliError::io(&args.output))?;
+    crate::out_dir::create(&args.output)?;
     let out_dir = std::fs::canonicalize(&args.output).map_err(CliError::io(&args.output))?;
     check_writable(&out_dir)?;
+    // Python directories of launchers that were killed on this host.
+    crate::python::remove_stale(&out_dir, &hostname());
     // Rings an earlier run left behind (it was killed) become traces.
     super::flight::recover_left_behind(&out_dir);
 
@@ -320,7 +323,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         }
     }
     // Kept alive until the command ends; removed on drop.
-    let python = match PythonDir::create(&out_dir, !args.no_python_hooks) {
+    let python = match PythonDir::create(&out_dir, &hostname(), !args.no_python_hooks) {
         Ok(dir) => {
             cmd.env("PYTHONPATH", dir.pythonpath(std::env::var_os("PYTHONPATH")));
             Some(dir)
@@ -380,6 +383,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         };
     }
     let started = SystemTime::now();
+    // The record is written now and completed when the command ends: a
+    // launcher killed meanwhile leaves one that says so.
+    write_record(&out_dir, &run_record(&args.command, started, None));
     let shown = Path::new(program).display().to_string();
     install_forwarding();
     if args.flight_recorder.is_some() {
@@ -401,19 +407,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     CHILD.store(0, Ordering::Relaxed);
     drop(python);
     super::serving::finish(serving);
-    let record = run_record(&args.command, started, &status);
-    if let Err(e) = write_run_record(&out_dir, &record) {
-        eprintln!("gputrace: could not write the run record to {}: {e}", out_dir.display());
-    }
+    write_record(&out_dir, &run_record(&args.command, started, Some(&status)));
     let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
+    let end = super::flight::end_trigger(&status);
     if args.flight_recorder.is_some() {
-        super::flight::finish(&out_dir, started, super::flight::end_trigger(&status).as_deref());
+        super::flight::finish(&out_dir, started, end.as_deref());
     }
-    summarize(&out_dir, started, args.flight_recorder.is_some()).map_err(CliError::Output)?;
+    let flight = args.flight_recorder.map(|_| end.as_deref());
+    summarize(&out_dir, started, flight).map_err(CliError::Output)?;
     if let Some(live) = live {
         live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
     }
@@ -440,7 +445,7 @@ fn live_options(args: &RunArgs) -> Result<Option<crate::live::LiveOptions>, CliE
         None => None,
     };
     if let Some(dir) = &args.metrics_textfile {
-        std::fs::create_dir_all(dir).map_err(CliError::io(dir))?;
+        crate::out_dir::create(dir)?;
     }
     Ok(Some(crate::live::LiveOptions {
         listen,
@@ -454,8 +459,9 @@ fn live_options(args: &RunArgs) -> Result<Option<crate::live::LiveOptions>, CliE
     }))
 }
 
-/// What this run knows of how the command ended.
-fn run_record(command: &[OsString], started: SystemTime, status: &std::process::ExitStatus) -> RunRecord {
+/// What this run knows of how the command ended: with `status` `None`,
+/// the record of a command still running (no end, no exit status).
+fn run_record(command: &[OsString], started: SystemTime, status: Option<&std::process::ExitStatus>) -> RunRecord {
     let ns = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     RunRecord {
         format: RUN_RECORD_FORMAT,
@@ -463,19 +469,24 @@ fn run_record(command: &[OsString], started: SystemTime, status: &std::process::
         pid: std::process::id(),
         command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         start_realtime_ns: ns(started),
-        end_realtime_ns: ns(SystemTime::now()),
-        exit_code: status.code(),
-        signal: std::os::unix::process::ExitStatusExt::signal(status),
+        end_realtime_ns: status.map_or(0, |_| ns(SystemTime::now()).max(1)),
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(std::os::unix::process::ExitStatusExt::signal),
+    }
+}
+
+/// [`write_run_record`], a failure being one `gputrace:` line.
+fn write_record(dir: &Path, record: &RunRecord) {
+    if let Err(e) = write_run_record(dir, record) {
+        eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
     }
 }
 
 /// Write the record beside the traces (temporary name, then rename: a
-/// reader never sees half a record).
+/// reader never sees half a record; neither name is written through a link).
 fn write_run_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
-    let path = dir.join(RunRecord::file_name(&record.host, record.pid));
-    let tmp = path.with_extension("json.partial");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
-    std::fs::rename(&tmp, &path)
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    OutDir::open(dir)?.write_replacing(&RunRecord::file_name(&record.host, record.pid), &bytes)
 }
 
 pub(crate) fn hostname() -> String {
@@ -489,19 +500,38 @@ pub(crate) fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// Create and remove a new file in `dir`: a name already taken (a link
+/// planted there included) is passed over, never written through.
 fn check_writable(dir: &Path) -> Result<(), CliError> {
-    let probe = dir.join(format!(".gputrace-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(CliError::io(dir))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+    let out = OutDir::open(dir).map_err(CliError::io(dir))?;
+    let mut last = None;
+    for n in 0..16 {
+        let probe = format!(".gputrace-write-test-{}-{n}", std::process::id());
+        match out.create_new(&probe) {
+            Ok(_) => {
+                let _ = out.remove(&probe);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(CliError::io(dir)(e)),
+        }
+    }
+    Err(CliError::io(dir)(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into())))
 }
 
 /// Print where the traces are, one line per file written by this run.
-fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()> {
+/// `flight`: with the flight recorder, the trigger the command's end was
+/// (`None`: it exited 0).
+fn summarize(dir: &Path, since: SystemTime, flight: Option<Option<&str>>) -> std::io::Result<()> {
+    let mut links = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == gputrace_format::FILE_EXTENSION))
         .filter(|e| {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                links.push(e.file_name());
+                return false;
+            }
             e.metadata()
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| t >= since - std::time::Duration::from_secs(1))
@@ -510,13 +540,34 @@ fn summarize(dir: &Path, since: SystemTime, flight: bool) -> std::io::Result<()>
         .collect();
     files.sort();
     let mut err = std::io::stderr().lock();
-    if files.is_empty() && flight {
+    if !links.is_empty() {
+        links.sort();
         writeln!(
             err,
-            "gputrace: flight recorder: nothing triggered a snapshot (the command exited 0, or no process was traced), so no trace was written to {}",
-            dir.display()
+            "gputrace: {} symbolic link(s) named like traces in {} (first: {}) were not read: gputrace neither writes nor reads through links there",
+            links.len(),
+            dir.display(),
+            links[0].to_string_lossy()
         )?;
-        return Ok(());
+    }
+    match (files.is_empty(), flight) {
+        (true, Some(None)) => {
+            writeln!(
+                err,
+                "gputrace: flight recorder: the command exited 0 and nothing triggered a snapshot (or no process was traced), so no trace was written to {}",
+                dir.display()
+            )?;
+            return Ok(());
+        }
+        (true, Some(Some(end))) => {
+            writeln!(
+                err,
+                "gputrace: flight recorder: {end}, but no process was traced (no flight recorder ring in {}: the command used no CUDA and no NVTX, or capture was off: see the gputrace: lines above), so there was nothing to write",
+                dir.display()
+            )?;
+            return Ok(());
+        }
+        _ => {}
     }
     if files.is_empty() {
         writeln!(

@@ -39,11 +39,13 @@
 use crate::chunk::{preamble, ChunkKind, Frame, FRAME_LEN, MAX_PAYLOAD, PREAMBLE_LEN};
 use crate::error::{FormatError, Result};
 use crate::header::Trailer;
+use crate::outdir::OutDir;
 use crate::varint;
 use memmap2::MmapMut;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -99,18 +101,19 @@ pub fn stem_of_ring(file_name: &str) -> Option<&str> {
 /// holds that lock until dropped, so two processes never both take the
 /// files over. `None` while the writer lives, or if `meta` cannot be opened.
 pub fn writer_gone(meta: &Path) -> Option<File> {
-    let f = File::open(meta).ok()?;
+    let f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(meta).ok()?;
     // Safety: flock on a descriptor we own.
     let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) };
     (rc == 0).then_some(f)
 }
 
-/// `dir/<stem>.gtrace`, or `dir/<stem>.N.gtrace` with the first N that is free.
+/// `dir/<stem>.gtrace`, or `dir/<stem>.N.gtrace` with the first N that is
+/// free; a name that is a symbolic link, even a dangling one, is taken.
 pub fn unused_trace_path(dir: &Path, stem: &str) -> PathBuf {
     let ext = crate::FILE_EXTENSION;
     let mut p = dir.join(format!("{stem}.{ext}"));
     let mut n = 1;
-    while p.exists() {
+    while p.symlink_metadata().is_ok() {
         p = dir.join(format!("{stem}.{n}.{ext}"));
         n += 1;
     }
@@ -155,13 +158,20 @@ impl Ring {
     /// Create (or truncate) `path` as a ring of `capacity` data bytes for a
     /// window of `window`.
     pub fn create(path: &Path, capacity: u64, window: Duration) -> io::Result<Ring> {
+        let (dir, name) = OutDir::parent_of(path)?;
+        Ring::create_in(&dir, &name, capacity, window)
+    }
+
+    /// [`Ring::create`] of `name` in `dir`: created relative to the opened
+    /// directory, never through a link.
+    pub fn create_in(dir: &OutDir, name: &str, capacity: u64, window: Duration) -> io::Result<Ring> {
         if capacity < MIN_CAPACITY {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("a flight ring needs at least {MIN_CAPACITY} bytes"),
             ));
         }
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let f = dir.create(name)?;
         let len = RING_HEADER_LEN as u64 + capacity;
         f.set_len(len)?;
         // Reserve the blocks now: writing through a mapping into a sparse
@@ -170,7 +180,7 @@ impl Ring {
         // Safety: a valid descriptor we own; posix_fallocate returns the error number.
         let rc = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 0, len) };
         if rc != 0 {
-            let _ = std::fs::remove_file(path);
+            let _ = dir.remove(name);
             return Err(io::Error::from_raw_os_error(rc));
         }
         // Safety: the file was just created and sized by us; nothing else in
@@ -604,19 +614,27 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Write the trace of a ring and meta file pair to `trace` (through a
 /// temporary file and a rename: a reader never sees half a trace).
+/// Every name is opened relative to its directory and never through a
+/// symbolic link ([`OutDir`]).
 pub fn snapshot(ring: &[u8], ring_name: &Path, meta_name: &Path, trace: &Path, trigger: &str) -> Result<Reconstruction> {
-    let meta = File::open(meta_name).map_err(|e| FormatError::Io {
+    let meta_err = |e| FormatError::Io {
         path: meta_name.to_path_buf(),
         source: e,
-    })?;
-    let mut tmp_name = trace.as_os_str().to_owned();
-    tmp_name.push(".partial");
-    let tmp = PathBuf::from(tmp_name);
+    };
+    let (meta_dir, meta_file) = OutDir::parent_of(meta_name).map_err(meta_err)?;
+    let meta = meta_dir.open_read(&meta_file).map_err(meta_err)?;
+    let trace_err = |e| FormatError::Io {
+        path: trace.to_path_buf(),
+        source: e,
+    };
+    let (dir, trace_file) = OutDir::parent_of(trace).map_err(trace_err)?;
+    let tmp_file = format!("{trace_file}.partial");
+    let tmp = dir.join(&tmp_file);
     let io_err = |e| FormatError::Io {
         path: tmp.clone(),
         source: e,
     };
-    let f = File::create(&tmp).map_err(io_err)?;
+    let f = dir.create(&tmp_file).map_err(io_err)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, f);
     let r = reconstruct(ring, ring_name, io::BufReader::new(meta), meta_name, &mut w, trigger).and_then(|r| {
         w.flush().map_err(FormatError::Write)?;
@@ -625,14 +643,14 @@ pub fn snapshot(ring: &[u8], ring_name: &Path, meta_name: &Path, trace: &Path, t
     drop(w);
     match r {
         Ok(r) => {
-            std::fs::rename(&tmp, trace).map_err(|e| FormatError::Io {
-                path: trace.to_path_buf(),
-                source: e,
-            })?;
+            if let Err(e) = dir.rename(&tmp_file, &trace_file) {
+                let _ = dir.remove(&tmp_file);
+                return Err(trace_err(e));
+            }
             Ok(r)
         }
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = dir.remove(&tmp_file);
             Err(e)
         }
     }
@@ -645,7 +663,8 @@ pub fn snapshot_files(ring_name: &Path, meta_name: &Path, trace: &Path, trigger:
         path: ring_name.to_path_buf(),
         source: e,
     };
-    let f = File::open(ring_name).map_err(io_err)?;
+    let (dir, name) = OutDir::parent_of(ring_name).map_err(io_err)?;
+    let f = dir.open_read(&name).map_err(io_err)?;
     // Safety: the ring's writer has exited (the job ended); a file changed
     // under the mapping can only give bytes that fail validation.
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err)?;
@@ -679,14 +698,15 @@ impl FlightSink {
     /// Create the ring (`capacity` bytes, `window`) and meta files for the
     /// trace stem `stem` in `dir`.
     pub fn create(dir: &Path, stem: &str, capacity: u64, window: Duration) -> io::Result<FlightSink> {
-        let ring_path = ring_path(dir, stem);
-        let meta_path = meta_path(dir, stem);
-        let ring = Ring::create(&ring_path, capacity, window)?;
-        let meta = File::create(&meta_path);
-        let meta = match meta {
+        // Both names are created relative to the opened directory, never
+        // through a link.
+        let out = OutDir::open(dir)?;
+        let (ring_name, meta_name) = (format!(".{stem}{RING_SUFFIX}"), format!(".{stem}{META_SUFFIX}"));
+        let ring = Ring::create_in(&out, &ring_name, capacity, window)?;
+        let meta = match out.create(&meta_name) {
             Ok(m) => m,
             Err(e) => {
-                let _ = std::fs::remove_file(&ring_path);
+                let _ = out.remove(&ring_name);
                 return Err(e);
             }
         };
@@ -698,8 +718,8 @@ impl FlightSink {
         Ok(FlightSink {
             ring,
             meta,
-            ring_path,
-            meta_path,
+            ring_path: out.join(&ring_name),
+            meta_path: out.join(&meta_name),
             pending: Vec::new(),
             preamble_done: false,
             clock: realtime_ns,
@@ -943,6 +963,54 @@ mod tests {
         assert!(writer_gone(&meta).is_none(), "one taker at a time");
         drop(held);
         assert!(writer_gone(&dir.path().join("missing")).is_none());
+    }
+
+    #[test]
+    fn flight_files_and_snapshots_are_never_written_through_links() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let (dir, victim) = (root.path().join("out"), root.path().join("victim"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(&victim, b"precious").unwrap();
+        let refused = |e: io::Error| assert!(crate::outdir::is_link_refusal(&e), "{e}");
+        // A link where the ring goes, then where the meta file goes.
+        symlink(&victim, ring_path(&dir, "h.p1")).unwrap();
+        refused(
+            FlightSink::create(&dir, "h.p1", MIN_CAPACITY, Duration::from_secs(60))
+                .err()
+                .unwrap(),
+        );
+        symlink(&victim, meta_path(&dir, "h.p2")).unwrap();
+        refused(
+            FlightSink::create(&dir, "h.p2", MIN_CAPACITY, Duration::from_secs(60))
+                .err()
+                .unwrap(),
+        );
+        assert!(!ring_path(&dir, "h.p2").exists(), "the ring made before the refusal is removed");
+        // A snapshot's name and temporary name: links are passed over or refused.
+        let mut w = TraceWriter::new(
+            FlightSink::create(&dir, "h.p3", MIN_CAPACITY, Duration::from_secs(60)).unwrap(),
+            &Header::default(),
+            WriterOptions::default(),
+        )
+        .unwrap();
+        w.flush().unwrap();
+        symlink(root.path().join("new"), dir.join("h.p3.gtrace")).unwrap();
+        let trace = unused_trace_path(&dir, "h.p3");
+        assert_eq!(trace, dir.join("h.p3.1.gtrace"), "a dangling link is a taken name");
+        symlink(&victim, dir.join("h.p3.1.gtrace.partial")).unwrap();
+        let e = w.get_mut().snapshot(&trace, "test").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(!root.path().join("new").exists());
+        std::fs::remove_file(dir.join("h.p3.1.gtrace.partial")).unwrap();
+        w.get_mut().snapshot(&trace, "test").unwrap();
+        assert!(TraceFile::open(&trace).is_ok());
+        // The files a snapshot reads are not read through links either.
+        let ring_link = dir.join(".h.p4.flight-ring");
+        symlink(ring_path(&dir, "h.p3"), &ring_link).unwrap();
+        let e = snapshot_files(&ring_link, &meta_path(&dir, "h.p3"), &dir.join("h.p4.gtrace"), "t").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
     }
 
     fn name_of(t: &TraceFile) -> StringId {

@@ -36,6 +36,7 @@ pub mod flight;
 mod header;
 pub mod metric;
 mod model;
+pub mod outdir;
 mod reader;
 mod retime;
 mod run_record;

@@ -1,7 +1,7 @@
 //! The run record: what `gputrace run` knows of the command it ran, written
 //! beside the trace files as `gputrace-run.<host>.<pid>.json` when the
-//! command ends (one per `gputrace run`, so one per node under `srun` or a
-//! per-node `torchrun`).
+//! command starts and completed when it ends (one per `gputrace run`, so
+//! one per node under `srun` or a per-node `torchrun`).
 //!
 //! A trace file says what one process did; only the launcher sees how the
 //! command ended (an `atexit` handler cannot read the exit status, and a
@@ -29,7 +29,9 @@ pub struct RunRecord {
     pub command: Vec<String>,
     /// Wall-clock start, ns since the Unix epoch (CLOCK_REALTIME).
     pub start_realtime_ns: u64,
-    /// Wall-clock end, ns since the Unix epoch.
+    /// Wall-clock end, ns since the Unix epoch; 0 while the command runs
+    /// (the record is written when it starts and completed when it ends,
+    /// so one still at 0 after `gputrace run` is gone says it was killed).
     pub end_realtime_ns: u64,
     /// Exit code when the command exited (None when a signal ended it).
     pub exit_code: Option<i32>,
@@ -43,11 +45,17 @@ impl RunRecord {
         self.exit_code == Some(0) && self.signal.is_none()
     }
 
+    /// Whether the record was completed: `gputrace run` saw the command end.
+    pub fn completed(&self) -> bool {
+        self.end_realtime_ns != 0
+    }
+
     /// "exit 0", "exit 3", "signal 9" for reports.
     pub fn outcome(&self) -> String {
         match (self.exit_code, self.signal) {
             (_, Some(s)) => format!("signal {s}"),
             (Some(c), None) => format!("exit {c}"),
+            (None, None) if !self.completed() => "not completed: gputrace run was killed before the command ended".into(),
             (None, None) => "unknown".into(),
         }
     }
