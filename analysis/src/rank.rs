@@ -541,6 +541,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     if hta.is_none() && !step_marks.is_empty() {
         let (mark_windows, per_step) = windows_from_marks(file, step_marks);
         if !mark_windows.is_empty() {
+            marks.windows = mark_windows.iter().map(|w| (w.step, w.end - w.start)).collect();
             windows = mark_windows;
             marks.per_step = per_step;
             marks.source = StepSource::StepMarks;
