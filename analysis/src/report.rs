@@ -784,5 +784,5 @@ pub struct Productive {
     /// A rank without GPU work (a CPU-only Python job): its steps from its step marks, as
     /// (step, duration ns), which the job's step times take in place of device steps.
     #[serde(skip)]
-    pub(crate) host_steps: Vec<(u64, u64)>,
+    pub host_steps: Vec<(u64, u64)>,
 }
