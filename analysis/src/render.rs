@@ -237,7 +237,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
-    crate::activity::render_text(&mut o, r, color);
+    crate::activity_view::render_text(&mut o, r, color);
     render_productive(&mut o, r, &st);
     render_hardware(&mut o, r, &st);
 

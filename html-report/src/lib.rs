@@ -43,7 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
-use gputrace_analysis::{activity, Category, DeviceReport, Productive, Report, Severity, StepReport};
+use gputrace_analysis::{activity_view, Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
 use serde::Serialize;
@@ -687,13 +687,13 @@ impl Html {
     /// scale from each GPU's first activity, with its step boundaries.
     fn timeline(&self, o: &mut String, r: &Report, c: Option<&Comparison>) {
         let stragglers: Vec<u32> = c.map(|c| c.stragglers.iter().map(|s| s.rank).collect()).unwrap_or_default();
-        let all = activity::select(r, usize::MAX, &[]).total;
+        let all = activity_view::select(r, usize::MAX, &[]).total;
         let max = if all <= self.max_timeline_rows {
             all
         } else {
             self.timeline_sample_rows
         };
-        let sel = activity::select(r, max, &stragglers);
+        let sel = activity_view::select(r, max, &stragglers);
         if sel.rows.is_empty() {
             return;
         }
