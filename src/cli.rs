@@ -13,6 +13,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Colour the text output: auto (on a terminal; NO_COLOR turns it off, FORCE_COLOR on),
+    /// always or never.
+    #[arg(long, global = true, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: crate::color::ColorChoice,
 }
 
 /// Subcommands.
@@ -37,12 +41,13 @@ pub enum Command {
     /// Show what trace files hold: header, event counts, time span, losses, damage.
     Info(cmd::info::InfoArgs),
     /// Print the version, the build, and where the capture agent library is.
-    Version,
+    Version(cmd::version::VersionArgs),
 }
 
 /// Parse arguments and run the command.
 pub fn run() -> Result<ExitCode, CliError> {
     let cli = Cli::parse();
+    crate::color::set(cli.color);
     match cli.command {
         Command::Demo(a) => cmd::demo::run(&a),
         Command::Export(a) => cmd::export::run(&a),
@@ -53,6 +58,6 @@ pub fn run() -> Result<ExitCode, CliError> {
         Command::Compare(a) => cmd::compare::run(&a),
         Command::Diff(a) => cmd::diff::run(&a),
         Command::Import(a) => cmd::import::run(&a),
-        Command::Version => cmd::version::run(),
+        Command::Version(a) => cmd::version::run(&a),
     }
 }

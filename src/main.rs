@@ -4,6 +4,7 @@
 mod agent;
 mod cli;
 mod cmd;
+mod color;
 mod error;
 mod inputs;
 mod live;

@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 pub mod activity;
+pub mod activity_view;
 mod capture;
 mod collectives;
 mod damage;

@@ -251,6 +251,8 @@ pub(crate) struct RankMarks {
     pub malformed: u64,
     pub exit: Option<ExitMark>,
     pub source: StepSource,
+    /// The step marks' windows as (step, duration ns), when the marks define the steps.
+    pub windows: Vec<(u64, u64)>,
 }
 
 /// Nearest-rank percentile `p` (0 < p ≤ 1) of sorted values.
@@ -494,8 +496,16 @@ pub(crate) fn rank_productive(
 ) -> Productive {
     let (precision, precision_source) = resolve_precision(opts.precision, gemm);
     let active: Vec<&DeviceReport> = r.devices.iter().filter(|d| d.first_ns.is_some()).collect();
-    let steps = rank_steps(r);
-    let durations: Vec<u64> = steps.iter().map(|s| s.duration_ns).collect();
+    // Steps of the busiest GPU; a rank that ran nothing on a GPU (a Python job without CUDA)
+    // still has the steps its marks delimit.
+    let device_steps = rank_steps(r);
+    let host_steps = device_steps.is_empty() && marks.source == StepSource::StepMarks;
+    let steps: Vec<(u64, u64)> = if host_steps {
+        marks.windows.clone()
+    } else {
+        device_steps.iter().map(|s| (s.step, s.duration_ns)).collect()
+    };
+    let durations: Vec<u64> = steps.iter().map(|s| s.1).collect();
     let (p50, p95, cv) = step_stats(&durations);
     let in_steps_ns: u64 = durations.iter().sum();
     let in_steps_s = in_steps_ns as f64 / 1e9;
@@ -669,6 +679,7 @@ pub(crate) fn rank_productive(
         outcome: if failed { "failed" } else { "succeeded" }.into(),
         outcome_evidence: evidence,
         missing,
+        host_steps: if host_steps { steps.clone() } else { Vec::new() },
     }
 }
 
@@ -688,9 +699,10 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
     let p: Vec<&Productive> = ranks.iter().map(|r| &r.productive).collect();
     let mut by_step: BTreeMap<u64, u64> = BTreeMap::new();
     for r in ranks {
-        for s in rank_steps(r) {
-            let e = by_step.entry(s.step).or_insert(0);
-            *e = (*e).max(s.duration_ns);
+        let device_steps = rank_steps(r).iter().map(|s| (s.step, s.duration_ns));
+        for (step, duration) in device_steps.chain(r.productive.host_steps.iter().copied()) {
+            let e = by_step.entry(step).or_insert(0);
+            *e = (*e).max(duration);
         }
     }
     let durations: Vec<u64> = by_step.values().copied().collect();
@@ -814,6 +826,7 @@ pub(crate) fn job_productive(ranks: &[RankReport], opts: &ProductiveOptions, usd
             .collect::<Vec<_>>()
             .join("; "),
         missing,
+        host_steps: Vec::new(),
     }
 }
 

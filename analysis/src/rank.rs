@@ -558,6 +558,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     if hta.is_none() && !step_marks.is_empty() {
         let (mark_windows, per_step) = windows_from_marks(file, step_marks);
         if !mark_windows.is_empty() {
+            marks.windows = mark_windows.iter().map(|w| (w.step, w.end - w.start)).collect();
             windows = mark_windows;
             marks.per_step = per_step;
             marks.source = StepSource::StepMarks;
@@ -834,7 +835,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
         dev.activity = activity_timeline(p, &sync_union);
-        debug_assert!(crate::activity::sums_match(&dev), "the activity bins sum to the breakdown");
+        debug_assert!(crate::activity_view::sums_match(&dev), "the activity bins sum to the breakdown");
         debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
         // A device the header lists but that ran nothing has no steps: its step
         // windows would be all idle, and every table that sums steps over devices

@@ -243,7 +243,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
         );
     }
 
-    crate::activity::render_text(&mut o, r, color);
+    crate::activity_view::render_text(&mut o, r, color);
     // A serving job gets its serving section instead of training steps.
     if r.serving.is_empty() {
         render_productive(&mut o, r, &st);

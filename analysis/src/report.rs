@@ -811,4 +811,8 @@ pub struct Productive {
     pub outcome_evidence: String,
     /// Null fields → the flag or input that fills them.
     pub missing: BTreeMap<String, String>,
+    /// A rank without GPU work (a CPU-only Python job): its steps from its step marks, as
+    /// (step, duration ns), which the job's step times take in place of device steps.
+    #[serde(skip)]
+    pub host_steps: Vec<(u64, u64)>,
 }

@@ -44,7 +44,7 @@
 #![deny(missing_docs)]
 
 mod serving;
-use gputrace_analysis::{activity, Category, DeviceReport, Productive, Report, Severity, StepReport};
+use gputrace_analysis::{activity_view, Category, DeviceReport, Productive, Report, Severity, StepReport};
 use gputrace_compare::Comparison;
 use gputrace_format::Nanos;
 use serde::Serialize;
@@ -467,7 +467,7 @@ tr.slow td:first-child:after{content:" slow";color:var(--high);font-weight:600}t
 .vals .n{margin-right:10px}code{background:var(--card);padding:1px 4px;border-radius:4px}
 svg.hm text{fill:var(--fg);font-size:11px}svg.hm text.ax{text-anchor:middle;fill:var(--mute)}svg.hm .cell{fill:var(--late)}svg.hm .bg{fill:var(--card)}
 .tl{position:relative;margin:6px 0}.tl-row{display:flex;align-items:center;gap:8px;height:16px}.tl-row.tl-axis{height:32px;align-items:flex-end}
-.tl-l{flex:none;width:150px;font-size:11px;color:var(--mute);white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
+.tl-l{flex:none;width:170px;font-size:11px;color:var(--mute);white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
 .tl canvas{flex:1 1 auto;min-width:0;width:100%;height:14px;display:block;background:var(--card)}.tl canvas.tl-x{height:30px;background:none}
 .tl.tall .tl-row{height:26px}.tl.tall canvas{height:24px}.tl.dense .tl-row{height:9px}.tl.dense canvas{height:8px}.tl.dense .tl-l{font-size:8px;line-height:9px}
 .tip{position:fixed;z-index:5;pointer-events:none;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:6px;padding:6px 8px;font-size:12px;white-space:pre;box-shadow:0 2px 8px rgba(0,0,0,.2)}
@@ -689,13 +689,13 @@ impl Html {
     /// scale from each GPU's first activity, with its step boundaries.
     fn timeline(&self, o: &mut String, r: &Report, c: Option<&Comparison>) {
         let stragglers: Vec<u32> = c.map(|c| c.stragglers.iter().map(|s| s.rank).collect()).unwrap_or_default();
-        let all = activity::select(r, usize::MAX, &[]).total;
+        let all = activity_view::select(r, usize::MAX, &[]).total;
         let max = if all <= self.max_timeline_rows {
             all
         } else {
             self.timeline_sample_rows
         };
-        let sel = activity::select(r, max, &stragglers);
+        let sel = activity_view::select(r, max, &stragglers);
         if sel.rows.is_empty() {
             return;
         }

@@ -35,7 +35,15 @@ pub struct DemoArgs {
     /// Seed for the synthetic timings.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
+    /// Write what was written as JSON on stdout (files, the Perfetto trace, the page, the
+    /// commands to run next) instead of the report.
+    #[arg(long)]
+    pub json: bool,
 }
+
+/// Beyond this many ranks the terminal gets a summary (one line for the files, the
+/// headline, the findings' titles, the straggler), not every rank's rows.
+const BRIEF_ABOVE_RANKS: u32 = 16;
 
 /// Run `gputrace demo`.
 pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
@@ -69,8 +77,14 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         }
     }
     let files = gputrace_synth::write_job(&cfg, &args.output).map_err(CliError::io(&args.output))?;
-    let mut out = std::io::stdout().lock();
-    let w = |out: &mut std::io::StdoutLock<'_>, s: String| writeln!(out, "{s}").map_err(CliError::Output);
+    let brief = args.ranks > BRIEF_ABOVE_RANKS;
+    // With --json, the human text goes nowhere and the JSON summary is written at the end.
+    let mut out: Box<dyn Write> = if args.json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let w = |out: &mut Box<dyn Write>, s: String| writeln!(out, "{s}").map_err(CliError::Output);
     w(
         &mut out,
         format!(
@@ -79,7 +93,20 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
             args.output.display()
         ),
     )?;
-    for (path, stats) in &files {
+    if brief {
+        let (events, bytes) = files.iter().fold((0, 0), |(e, b), (_, s)| (e + s.events, b + s.bytes));
+        w(
+            &mut out,
+            format!(
+                "  {} trace files, {} events, {} bytes ({:.2} bytes/event)",
+                files.len(),
+                thousands(events),
+                thousands(bytes),
+                bytes as f64 / events.max(1) as f64
+            ),
+        )?;
+    }
+    for (path, stats) in files.iter().filter(|_| !brief) {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         w(
             &mut out,
@@ -121,6 +148,21 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         .collect::<Result<_, _>>()
         .map_err(CliError::from)?;
     let job = viewer_export::Job::new(traces.iter());
+    // Warn before writing an export the viewer cannot load, as `gputrace export` does.
+    let everything = viewer_export::Filter::default();
+    if let Ok(est) = viewer_export::estimate(&job, &everything, viewer_export::Format::Perfetto) {
+        if est.exceeds_viewer_limit() {
+            eprintln!(
+                "gputrace: warning: {} will be about {:.1} MB ({} events), more than {} loads; writing it anyway. Open a part instead: gputrace export {}/ --rank 0,{} --align -o part.pftrace",
+                pftrace.display(),
+                est.bytes as f64 / 1e6,
+                est.events,
+                est.viewer,
+                args.output.display(),
+                cfg.slow_rank.unwrap_or(0)
+            );
+        }
+    }
     crate::inputs::write_via_temp(&pftrace, |file| {
         let mut buf = std::io::BufWriter::new(file);
         viewer_export::Exporter::export(
@@ -149,19 +191,38 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     if let Some(Ok(c)) = &comparison {
         super::report::add_stragglers(&mut report, c);
     }
-    let color = std::io::IsTerminal::is_terminal(&out) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let color = !args.json && crate::color::enabled(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     w(&mut out, String::new())?;
-    std::io::Write::write_all(&mut out, gputrace_analysis::render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
+    let text = gputrace_analysis::render_text(&report, color);
+    if brief {
+        // The title and the headline, then what the findings say.
+        for line in text.lines().take(2) {
+            w(&mut out, line.to_string())?;
+        }
+        w(&mut out, "Findings:".into())?;
+        for f in &report.findings {
+            let sev = match f.severity {
+                gputrace_analysis::Severity::High => "HIGH  ",
+                gputrace_analysis::Severity::Medium => "MEDIUM",
+                gputrace_analysis::Severity::Low => "LOW   ",
+                gputrace_analysis::Severity::Info => "INFO  ",
+            };
+            w(&mut out, format!("  {sev} {}", gputrace_format::text::escape(&f.title)))?;
+        }
+    } else {
+        out.write_all(text.as_bytes()).map_err(CliError::Output)?;
+    }
     // The same report as one HTML page.
     let html = args.output.join("report.html");
     let inputs = vec![args.output.display().to_string()];
     crate::cmd::report::write_html(&html, &report, comparison.as_ref(), inputs)?;
     // And which rank the others wait for.
-    if traces.len() >= 2 {
+    if traces.len() >= 2 && !brief {
         let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default())
             .map_err(|e| CliError::Analysis(format!("comparing the demo ranks: {e}")))?;
         w(&mut out, "\ngputrace compare: the ranks side by side".into())?;
-        std::io::Write::write_all(&mut out, gputrace_compare::render_text(&c).as_bytes()).map_err(CliError::Output)?;
+        out.write_all(gputrace_compare::render_text(&c).as_bytes())
+            .map_err(CliError::Output)?;
     }
     let d = args.output.display();
     w(
@@ -180,8 +241,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     w(
         &mut out,
         format!(
-            "  gputrace report {d}/ --model-params {:e} --gpu-hour-cost {}     the report above (--json for machines)",
-            DEMO_MODEL_PARAMS, DEMO_GPU_HOUR_COST
+            "  gputrace report {d}/ --model-params {:e} --gpu-hour-cost {}     the {} report (--json for machines)",
+            DEMO_MODEL_PARAMS,
+            DEMO_GPU_HOUR_COST,
+            if brief { "whole" } else { "above" }
         ),
     )?;
     w(
@@ -192,5 +255,29 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         &mut out,
         format!("  gputrace metrics {d}/    the same numbers as Prometheus metrics (live: gputrace run --metrics 9400)"),
     )?;
+    if args.json {
+        let d = args.output.display();
+        let summary = serde_json::json!({
+            "synthetic": true,
+            "output": d.to_string(),
+            "ranks": cfg.ranks,
+            "steps": cfg.steps,
+            "files": files.iter().map(|(p, s)| serde_json::json!({
+                "path": p.display().to_string(),
+                "events": s.events,
+                "bytes": s.bytes,
+            })).collect::<Vec<_>>(),
+            "pftrace": pftrace.display().to_string(),
+            "html": html.display().to_string(),
+            "findings": report.findings.iter().map(|f| f.title.clone()).collect::<Vec<_>>(),
+            "next": [
+                format!("gputrace compare {d}/"),
+                format!("gputrace report {d}/ --model-params {DEMO_MODEL_PARAMS:e} --gpu-hour-cost {DEMO_GPU_HOUR_COST}"),
+                format!("gputrace info {d}/"),
+                format!("gputrace metrics {d}/"),
+            ],
+        });
+        super::write_json(&mut std::io::stdout().lock(), &summary)?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -73,6 +73,10 @@ pub struct ExportArgs {
     /// when neither step marks nor the header say (as `report --tokens-per-step`).
     #[arg(long, value_name = "N")]
     pub tokens_per_step: Option<u64>,
+    /// Also write what was written as JSON on stdout: `{"files": [{"path", "format",
+    /// "gzip", "events", "flows", "adjusted", "truncated", "bytes"}]}` (not with `-o -`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
@@ -193,6 +197,15 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             }
         }
     }
+    if args.json && args.output.as_os_str() == "-" {
+        return Err(CliError::Io {
+            path: args.output.clone(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--json writes to standard output: give the export a file or directory with -o",
+            ),
+        });
+    }
     let classifier = args.classify.classifier()?;
     let job = if args.align && traces.len() >= 2 {
         aligned_job(&traces)?
@@ -230,12 +243,16 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     if !to_dir {
         let stats = export_one(&job, &filter, format, gzip, out, &files)?;
         report(args, out, format, gzip, &stats, traces.len()).map_err(CliError::Output)?;
+        if args.json {
+            print_json(&[written_json(out, format, gzip, &stats)])?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     // One file per input, named after it (HTA and TraceLens read a
     // directory of per-rank Kineto files).
     std::fs::create_dir_all(out).map_err(CliError::io(out))?;
     let mut written = 0;
+    let mut summary = Vec::new();
     for (i, trace) in traces.iter().enumerate() {
         if !filter.keeps_rank(job.rank(i)) {
             continue;
@@ -258,6 +275,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             &files[i..=i],
         )?;
         report(args, &path, format, gzip, &stats, 1).map_err(CliError::Output)?;
+        summary.push(written_json(&path, format, gzip, &stats));
         written += 1;
     }
     if written == 0 {
@@ -266,7 +284,32 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             args.rank
         ))));
     }
+    if args.json {
+        print_json(&summary)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One written file, for `--json`.
+fn written_json(path: &Path, format: Format, gzip: bool, stats: &ExportStats) -> serde_json::Value {
+    serde_json::json!({
+        "path": path.display().to_string(),
+        "format": match format {
+            Format::Perfetto => "perfetto",
+            Format::ChromeJson => "chrome",
+        },
+        "gzip": gzip,
+        "events": stats.walk.events,
+        "flows": stats.walk.flows,
+        "adjusted": stats.walk.adjusted,
+        "truncated": stats.walk.truncated,
+        "bytes": stats.bytes,
+    })
+}
+
+/// `{"files": [...]}` on stdout.
+fn print_json(files: &[serde_json::Value]) -> Result<(), CliError> {
+    super::write_json(&mut io::stdout().lock(), &serde_json::json!({ "files": files }))
 }
 
 /// Export `job` to `out` (`-`: standard output), warning first when the
@@ -437,6 +480,23 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         stats.bytes as f64 / (stats.events.max(1)) as f64,
         tables.join(", ")
     );
+    if args.json {
+        let rows: serde_json::Map<String, serde_json::Value> = gputrace_columnar::TABLES
+            .iter()
+            .zip(stats.rows)
+            .map(|(t, n)| (t.name.to_string(), n.into()))
+            .collect();
+        print_json(&[serde_json::json!({
+            "path": out.display().to_string(),
+            "format": "parquet",
+            "job_id": id.as_str(),
+            "replaced": stats.replaced,
+            "files": stats.files,
+            "bytes": stats.bytes,
+            "events": stats.events,
+            "rows": rows,
+        })])?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -23,6 +23,11 @@ pub struct ImportArgs {
     /// complete events are imported, the cut recorded as a `truncated` loss).
     #[arg(long)]
     pub strict: bool,
+    /// Write what was imported as JSON on stdout instead of one line per file:
+    /// `{"files": [{"input", "output", "input_bytes", "json_bytes", "output_bytes",
+    /// "trace_events", "events", "flows", "unmapped"}], "failed": [{"input", "error"}]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Convert every input; report per file and the size ratio.
@@ -44,6 +49,7 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
     let mut out = gputrace_format::text::SafeWriter::new(std::io::stdout().lock());
     let mut failed = 0;
     let mut written = Vec::new();
+    let (mut files_json, mut failed_json) = (Vec::new(), Vec::new());
     for input in &inputs {
         let target = match &args.output {
             Some(dir) if into_dir => dir.join(output_name(input)),
@@ -51,6 +57,23 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
             None => input.with_file_name(output_name(input)),
         };
         match convert(input, &target, &opts) {
+            Ok(s) if args.json => {
+                if let Some(what) = &s.truncated {
+                    super::say(&format!("gputrace: warning: {}: {what}", input.display()));
+                }
+                files_json.push(serde_json::json!({
+                    "input": input.display().to_string(),
+                    "output": target.display().to_string(),
+                    "input_bytes": s.input_bytes,
+                    "json_bytes": s.json_bytes,
+                    "output_bytes": s.output_bytes,
+                    "trace_events": s.trace_events,
+                    "events": s.events,
+                    "flows": s.flows,
+                    "unmapped": s.unmapped,
+                }));
+                written.push(target);
+            }
             Ok(s) => {
                 if let Some(what) = &s.truncated {
                     super::say(&format!("gputrace: warning: {}: {what}", input.display()));
@@ -61,10 +84,13 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, CliError> {
             Err(e) => {
                 failed += 1;
                 super::say(&format!("gputrace: error: {e}"));
+                failed_json.push(serde_json::json!({"input": input.display().to_string(), "error": e.to_string()}));
             }
         }
     }
-    if let Some(first) = written.first() {
+    if args.json {
+        super::write_json(&mut out, &serde_json::json!({"files": files_json, "failed": failed_json}))?;
+    } else if let Some(first) = written.first() {
         let shown = match (&args.output, written.len()) {
             (Some(dir), n) if into_dir && n > 1 => dir.clone(),
             _ => first.clone(),

@@ -4,6 +4,7 @@
 use crate::error::CliError;
 use crate::inputs;
 use gputrace_analysis::{analyze, AnalysisError, Options};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,10 @@ pub struct MetricsArgs {
     /// textfile collector wants) instead of stdout.
     #[arg(short, long, value_name = "FILE.prom")]
     pub output: Option<PathBuf>,
+    /// Write the families as JSON instead of the text exposition: `{"families": [{"name",
+    /// "help", "type", "samples": [{"labels": {...}, "value"}]}]}`.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub classify: super::ClassifyArgs,
 }
@@ -40,10 +45,85 @@ pub fn run(args: &MetricsArgs) -> Result<ExitCode, CliError> {
     })?;
     super::warn_lossy(&args.paths[0], &report);
     let metrics = gputrace_metrics::Options { job: args.job.clone() };
-    let text = gputrace_metrics::report_exposition(&report, &gputrace_metrics::event_counts(&traces), &metrics).render();
+    let exposition = gputrace_metrics::report_exposition(&report, &gputrace_metrics::event_counts(&traces), &metrics);
+    let text = if args.json {
+        let mut v = serde_json::to_vec_pretty(&json(&exposition)).map_err(|e| CliError::Output(e.into()))?;
+        v.push(b'\n');
+        String::from_utf8_lossy(&v).into_owned()
+    } else {
+        exposition.render()
+    };
     match &args.output {
         Some(path) => inputs::write_via_temp(path, |mut f| f.write_all(text.as_bytes()).map_err(CliError::io(path)))?,
         None => std::io::stdout().lock().write_all(text.as_bytes()).map_err(CliError::Output)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The exposition as JSON: each family with its samples' labels as an object.
+fn json(e: &gputrace_metrics::Exposition) -> serde_json::Value {
+    let families: Vec<serde_json::Value> = e
+        .families()
+        .iter()
+        .map(|f| {
+            let samples: Vec<serde_json::Value> = f
+                .samples
+                .iter()
+                .map(|(labels, value)| serde_json::json!({"labels": parse_labels(labels), "value": value}))
+                .collect();
+            serde_json::json!({
+                "name": f.name,
+                "help": f.help,
+                "type": match f.kind {
+                    gputrace_metrics::MetricType::Counter => "counter",
+                    gputrace_metrics::MetricType::Gauge => "gauge",
+                },
+                "samples": samples,
+            })
+        })
+        .collect();
+    serde_json::json!({ "families": families })
+}
+
+/// `a="1",b="x\"y"` (the exposition's rendered label set) as `{"a": "1", "b": "x\"y"}`.
+fn parse_labels(s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = s;
+    while let Some(eq) = rest.find("=\"") {
+        let name = rest[..eq].trim_start_matches(',').to_string();
+        let mut value = String::new();
+        let mut chars = rest[eq + 2..].char_indices();
+        let mut end = rest.len() - eq - 2;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, c)) => value.push(c),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        out.insert(name, value);
+        rest = &rest[eq + 2 + end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendered_labels_parse_back() {
+        let l = gputrace_metrics::Labels::new().with("rank", 3).with("name", "a\"b\\c\nd,e=\"f");
+        let m = parse_labels(l.as_str());
+        assert_eq!(m["rank"], "3");
+        assert_eq!(m["name"], "a\"b\\c\nd,e=\"f");
+        assert!(parse_labels("").is_empty());
+    }
 }

@@ -209,11 +209,6 @@ pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrac
     report.findings.sort_by_key(|f| f.severity);
 }
 
-/// Color only on a terminal, and never when `NO_COLOR` is set to anything non-empty.
-fn use_color(is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
-    is_terminal && !matches!(no_color, Some(v) if !v.is_empty())
-}
-
 /// Run `gputrace report`.
 pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
@@ -261,7 +256,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     if args.json {
         super::write_json(&mut out, &report)?;
     } else {
-        let color = use_color(out.is_terminal(), std::env::var_os("NO_COLOR"));
+        let color = crate::color::enabled(out.is_terminal());
         out.write_all(render_text(&report, color).as_bytes()).map_err(CliError::Output)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -290,14 +285,6 @@ pub fn write_html(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn color_rules() {
-        assert!(use_color(true, None));
-        assert!(use_color(true, Some("".into())), "an empty NO_COLOR does not count");
-        assert!(!use_color(true, Some("1".into())));
-        assert!(!use_color(false, None));
-    }
 
     #[test]
     fn hta_flags() {
