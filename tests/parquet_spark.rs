@@ -28,7 +28,7 @@ fn have_spark() -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but {missing}: .ci/run installs pyspark (and needs OpenJDK 17) for this test"
         );
-        eprintln!("skipping: {missing} (pip install pyspark; apt-get install openjdk-17-jre-headless)");
+        common::skip(&format!("{missing} (pip install pyspark; apt-get install openjdk-17-jre-headless)"));
     }
     java && pyspark
 }

@@ -26,7 +26,7 @@ fn python() -> Option<&'static str> {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `python3 -c 'import prometheus_client'` fails: .ci/run installs it from PyPI"
         );
-        eprintln!("skipping: python3 with prometheus_client is not installed (pip install prometheus_client)");
+        common::skip("python3 with prometheus_client is not installed (pip install prometheus_client)");
         return None;
     }
     Some("python3")
@@ -390,7 +390,7 @@ fn prometheus_bin() -> Option<PathBuf> {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `prometheus` is not installed (.ci/run installs Debian's prometheus package)"
         );
-        eprintln!("skipping: `prometheus` is not installed (apt-get install prometheus)");
+        common::skip("`prometheus` is not installed (apt-get install prometheus)");
     }
     found
 }
