@@ -58,6 +58,7 @@ mod render;
 mod report;
 mod steps;
 pub mod sweep;
+mod units;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use error::{AnalysisError, Result};

@@ -376,6 +376,7 @@ struct DevicePass {
     kernels: u64,
     short_kernels: u64,
     short_kernel_ns: u64,
+    idle_before_short_ns: u64,
     copies: u64,
     memsets: u64,
     hta_counts: HtaCounts,
@@ -1177,14 +1178,20 @@ fn device_pass(
         // sweep, except in HTA-compatible mode, where they bound the span (as instants).
         (work.end > work.start || hta.is_some()).then_some(work)
     };
+    // Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
+    let mut idle_before_short_ns = 0u64;
     let mut sweep_work = |w: &Work| {
         if w.kind == EventKind::Kernel {
             util.kernel(w.start, w.end);
         } else {
             util.work(w.start);
         }
+        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < short;
         if let Some((a, b)) = sweep.gap_before(w.start) {
             let mut push_gap = |a: u64, b: u64| {
+                if before_short {
+                    idle_before_short_ns += b - a;
+                }
                 let mut d2h_before = 0;
                 if b - a >= long_pause {
                     while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
@@ -1307,6 +1314,7 @@ fn device_pass(
         kernels,
         short_kernels,
         short_kernel_ns,
+        idle_before_short_ns,
         copies,
         memsets,
         hta_counts,
@@ -1626,6 +1634,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
         kernels: p.kernels,
         short_kernels: p.short_kernels,
         short_kernel_ns: p.short_kernel_ns,
+        idle_before_short_kernels_ns: p.idle_before_short_ns,
         copies: p.copies,
         memsets: p.memsets,
         longest_gaps: Vec::new(),
