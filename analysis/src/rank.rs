@@ -29,6 +29,7 @@ use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKern
 use crate::merge::for_each_of_kinds;
 use crate::productive::{parse_exit_mark, parse_step_mark, rank_productive, MarkParse, RankMarks, StepMark, UtilWindows};
 use crate::report::*;
+use crate::steps::Window;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
 use gputrace_classify::{canonical_operation, is_peer_copy, Category, Classifier, RuleId, PEER_COPY_LIBRARY};
@@ -264,19 +265,6 @@ fn is_sync_api(name: &str) -> bool {
 /// `N` of a `ProfilerStep#N` name.
 pub(crate) fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")?.parse().ok()
-}
-
-/// A step's window on one device (`start`, `end`: its GPU window, [`crate::steps`]; the
-/// CPU window when the work cannot be linked to it) and its CPU window.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Window {
-    pub step: u64,
-    pub start: u64,
-    pub end: u64,
-    /// The `ProfilerStep` range, or from the previous step mark to this one's (the first:
-    /// from the start of the trace); an inferred step's is its GPU window.
-    pub cpu_start: u64,
-    pub cpu_end: u64,
 }
 
 /// An idle gap while it is being resolved.

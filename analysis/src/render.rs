@@ -1021,6 +1021,12 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
         }
     }
     let _ = writeln!(o, "{}", row(format!("{:>5}", "job"), p, &p.outcome));
+    if r.ranks.len() > 1 {
+        let _ = writeln!(
+            o,
+            "(job: steps and their p50/p95 of each step's slowest rank; tokens/s and samples/s summed over the ranks; GPU-Util, compute and MFU over all GPUs)"
+        );
+    }
     let mut hours = format!(
         "GPU time: {} traced, {} in completed steps of processes that succeeded",
         crate::units::gpu_time(p.gpu_hours),
