@@ -226,7 +226,6 @@ fn report_opens_with_the_headline_and_has_the_productive_section() {
         "step_time_p95_s",
         "tokens_per_s",
         "samples_per_s",
-        "gpu_util_nvml_pct",
         "mfu",
         "cost_per_million_tokens",
         "productive_gpu_hour_rate",
@@ -235,6 +234,17 @@ fn report_opens_with_the_headline_and_has_the_productive_section() {
         assert!(!job[key].is_null(), "{key} is null: {job}");
         assert!(!v["ranks"][0]["productive"][key].is_null(), "rank 0 {key}");
     }
+    // The demo's ranks each ran about 125 ms, under 3 GPU-Util windows of 1/6 s: no
+    // GPU-Util (issue #42), and the reason instead.
+    assert!(job["gpu_util_windows"].as_f64().unwrap() < 3.0, "{job}");
+    assert!(job["gpu_util_nvml_pct"].is_null(), "{job}");
+    assert!(
+        job["missing"]["gpu_util_nvml_pct"]
+            .as_str()
+            .unwrap()
+            .starts_with("a span of 3 or more"),
+        "{job}"
+    );
     assert_eq!(job["steps"], 4);
     assert_eq!(job["step_source"], "step-marks");
     assert_eq!(job["tokens"], 3 * 4 * 4096, "3 ranks x 4 steps x 4096 tokens");

@@ -2,8 +2,8 @@
 //! underutilization?") as rules over a finished report. Each rule states its
 //! threshold next to it; `docs/metrics.md` lists them.
 
-use crate::render::gpu_time;
 use crate::report::*;
+use crate::units::{gpu_time, usd};
 use crate::Options;
 use gputrace_format::Nanos;
 use std::collections::BTreeMap;
@@ -80,17 +80,6 @@ pub(crate) fn stake_severity(share: f64) -> Severity {
         Severity::Medium
     } else {
         Severity::Low
-    }
-}
-
-/// `$0.0123` (four decimals below a dollar, two above; `under $0.0001` for less).
-pub(crate) fn usd(v: f64) -> String {
-    if v > 0.0 && v < 0.00005 {
-        "under $0.0001".into()
-    } else if v.abs() < 1.0 {
-        format!("${v:.4}")
-    } else {
-        format!("${v:.2}")
     }
 }
 
@@ -464,9 +453,9 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     if t.kernels >= MIN_KERNELS && short_share >= SHORT_KERNEL_SHARE {
         let us = opts.short_kernel_ns as f64 / 1e3;
         // What fusing or graph capture could win back: the short kernels' own time and
-        // the idle between launches (host-bound and latency), no more than the span.
+        // the idle right before them (the GPU ran dry waiting for their launch).
         let short_ns: u64 = devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
-        let launch_idle = c.host_bound_ns + c.launch_latency_ns;
+        let launch_idle: u64 = devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
         let time = (short_ns + launch_idle).min(t.span_ns);
         out.push(staked(
             finding(
@@ -474,7 +463,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 Severity::Medium,
                 format!("Many kernels are shorter than {us:.0} µs: launch-bound"),
                 format!(
-                    "{} of {} kernels ({:.1}%) ran under {us:.0} µs; they ran {} ({:.1}% of the span), and the GPU waited between launches (host-bound and latency idle) {} ({:.1}%)",
+                    "{} of {} kernels ({:.1}%) ran under {us:.0} µs; they ran {} ({:.1}% of the span), and the GPU sat idle right before them {} ({:.1}%)",
                     t.short_kernels,
                     t.kernels,
                     100.0 * short_share,

@@ -64,6 +64,7 @@ pub mod serving;
 mod steps;
 mod serving_findings;
 pub mod sweep;
+mod units;
 
 pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use damage::describe_losses;

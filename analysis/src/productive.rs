@@ -410,6 +410,9 @@ fn cost_hint(no_price: bool, no_tokens: bool, failed: bool) -> String {
     } else if failed {
         need.push("tokens of a process that succeeded");
     }
+    if need.is_empty() {
+        need.push("a token count above 0");
+    }
     need.join(" and ")
 }
 

@@ -30,6 +30,7 @@ use crate::hta::{hta_kernel_type, is_hta_step_name, HtaClock, HtaFilter, HtaKern
 use crate::merge::for_each_of_kinds;
 use crate::productive::{parse_exit_mark, parse_step_mark, rank_productive, MarkParse, RankMarks, StepMark, UtilWindows};
 use crate::report::*;
+use crate::steps::Window;
 use crate::sweep::{Sweep, SweepTotals, COMM, COMPUTE, TRANSFER};
 use crate::Options;
 use gputrace_classify::{canonical_operation, is_peer_copy, Category, Classifier, RuleId, PEER_COPY_LIBRARY};
@@ -267,19 +268,6 @@ pub(crate) fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")?.parse().ok()
 }
 
-/// A step's window on one device (`start`, `end`: its GPU window, [`crate::steps`]; the
-/// CPU window when the work cannot be linked to it) and its CPU window.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Window {
-    pub step: u64,
-    pub start: u64,
-    pub end: u64,
-    /// The `ProfilerStep` range, or from the previous step mark to this one's (the first:
-    /// from the start of the trace); an inferred step's is its GPU window.
-    pub cpu_start: u64,
-    pub cpu_end: u64,
-}
-
 /// An idle gap while it is being resolved.
 #[derive(Clone, Copy, Debug)]
 struct Gap {
@@ -377,6 +365,7 @@ struct DevicePass {
     kernels: u64,
     short_kernels: u64,
     short_kernel_ns: u64,
+    idle_before_short_ns: u64,
     copies: u64,
     memsets: u64,
     hta_counts: HtaCounts,
@@ -1197,14 +1186,20 @@ fn device_pass(
         // sweep, except in HTA-compatible mode, where they bound the span (as instants).
         (work.end > work.start || hta.is_some()).then_some(work)
     };
+    // Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
+    let mut idle_before_short_ns = 0u64;
     let mut sweep_work = |w: &Work| {
         if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
             util.kernel(w.start, w.end);
         } else {
             util.work(w.start);
         }
+        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < short;
         if let Some((a, b)) = sweep.gap_before(w.start) {
             let mut push_gap = |a: u64, b: u64| {
+                if before_short {
+                    idle_before_short_ns += b - a;
+                }
                 let mut d2h_before = 0;
                 if b - a >= long_pause {
                     while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
@@ -1327,6 +1322,7 @@ fn device_pass(
         kernels,
         short_kernels,
         short_kernel_ns,
+        idle_before_short_ns,
         copies,
         memsets,
         hta_counts,
@@ -1656,6 +1652,7 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
         kernels: p.kernels,
         short_kernels: p.short_kernels,
         short_kernel_ns: p.short_kernel_ns,
+        idle_before_short_kernels_ns: p.idle_before_short_ns,
         copies: p.copies,
         memsets: p.memsets,
         longest_gaps: Vec::new(),

@@ -439,7 +439,7 @@ fn stake_line(f: &Finding) -> Option<String> {
         let _ = write!(s, " ({:.1}%)", 100.0 * share);
     }
     if let Some(usd) = f.values.get("cost_usd") {
-        let _ = write!(s, ", {}", crate::findings::usd(*usd));
+        let _ = write!(s, ", {}", crate::units::usd(*usd));
     }
     Some(s)
 }
@@ -1020,25 +1020,6 @@ fn opt_si(v: Option<f64>) -> String {
     v.map_or("-".into(), si)
 }
 
-/// GPU time in a unit that fits it: `12.34 GPU-hours`, `3.2 GPU-minutes`, `4.5 GPU-seconds`,
-/// `4.484 GPU-ms`, `3.700 GPU-µs`; `none` for zero.
-pub(crate) fn gpu_time(hours: f64) -> String {
-    let s = hours * 3600.0;
-    if hours <= 0.0 {
-        "none".into()
-    } else if hours >= 1.0 {
-        format!("{hours:.2} GPU-hours")
-    } else if s >= 60.0 {
-        format!("{:.1} GPU-minutes", s / 60.0)
-    } else if s >= 1.0 {
-        format!("{s:.2} GPU-seconds")
-    } else if s >= 1e-3 {
-        format!("{:.3} GPU-ms", s * 1e3)
-    } else {
-        format!("{:.3} GPU-µs", s * 1e6)
-    }
-}
-
 /// Ranks listed one per row in the productive table; beyond, only the job.
 const MAX_PRODUCTIVE_ROWS: usize = 16;
 
@@ -1083,15 +1064,21 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
         }
     }
     let _ = writeln!(o, "{}", row(format!("{:>5}", "job"), p, &p.outcome));
+    if r.ranks.len() > 1 {
+        let _ = writeln!(
+            o,
+            "(job: steps and their p50/p95 of each step's slowest rank; tokens/s and samples/s summed over the ranks; GPU-Util, compute and MFU over all GPUs)"
+        );
+    }
     let mut hours = format!(
         "GPU time: {} traced, {} in completed steps of processes that succeeded",
-        gpu_time(p.gpu_hours),
-        gpu_time(p.productive_gpu_hours)
+        crate::units::gpu_time(p.gpu_hours),
+        crate::units::gpu_time(p.productive_gpu_hours)
     );
     if let Some(rate) = p.productive_gpu_hour_rate {
         let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
     }
-    let _ = write!(hours, ", {} failed", gpu_time(p.failed_gpu_hours));
+    let _ = write!(hours, ", {} failed", crate::units::gpu_time(p.failed_gpu_hours));
     if let Some(c) = p.cost_usd {
         let _ = write!(hours, "; cost ${c:.4}");
     }

@@ -232,6 +232,9 @@ pub struct DeviceReport {
     pub short_kernels: u64,
     /// Summed duration of those kernels.
     pub short_kernel_ns: u64,
+    /// Idle that ended at one of those kernels: the GPU ran dry before a short kernel
+    /// (what launch overhead costs a launch-bound loop).
+    pub idle_before_short_kernels_ns: u64,
     /// Copies executed (peer included).
     pub copies: u64,
     /// Memsets executed.

@@ -22,8 +22,20 @@
 //! A step that launched no work on a device has no window there.
 
 use crate::error::Result;
-use crate::rank::Window;
 use gputrace_format::*;
+
+/// A step's window on one device (`start`, `end`: its GPU window, [`crate::steps`]; the
+/// CPU window when the work cannot be linked to it) and its CPU window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub step: u64,
+    pub start: u64,
+    pub end: u64,
+    /// The `ProfilerStep` range, or from the previous step mark to this one's (the first:
+    /// from the start of the trace); an inferred step's is its GPU window.
+    pub cpu_start: u64,
+    pub cpu_end: u64,
+}
 
 /// The correlation ids of the API calls launched in each step's CPU window.
 #[derive(Clone, Debug, Default)]
