@@ -61,8 +61,8 @@ mod rank;
 mod render;
 mod report;
 pub mod serving;
-mod steps;
 mod serving_findings;
+mod steps;
 pub mod sweep;
 mod units;
 
