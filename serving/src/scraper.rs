@@ -333,8 +333,12 @@ fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWr
         h.extra.insert("serving.url".into(), url.to_string());
         h.extra.insert("serving.engine".into(), engine.name().into());
     }
-    let path = cfg.out_dir.join(file_name(&h.hostname, h.pid));
-    let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = file_name(&h.hostname, h.pid);
+    let path = cfg.out_dir.join(&name);
+    // Created without following a link planted under this name (a link is refused).
+    let file = gputrace_format::outdir::OutDir::open(&cfg.out_dir)
+        .and_then(|dir| dir.create(&name))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let w = TraceWriter::new(file, &h, WriterOptions::default()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((path, w))
 }
