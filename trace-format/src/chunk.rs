@@ -17,7 +17,7 @@ pub const MAGIC: &[u8; 8] = b"GPUTRACE";
 /// Format major version this build writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version this build writes (readers accept any minor).
-pub const FORMAT_MINOR: u16 = 3;
+pub const FORMAT_MINOR: u16 = 4;
 /// Length of the file preamble.
 pub const PREAMBLE_LEN: usize = 16;
 /// Chunk sync marker.
@@ -54,6 +54,9 @@ pub enum ChunkKind {
     /// window of a duty-cycled capture closes (format 1.3; older readers
     /// skip it).
     CaptureWindows = 6,
+    /// Host samples: CPU state and Python stacks of the job's threads
+    /// (format 1.4; older readers skip it). See [`crate::host`].
+    HostSamples = 7,
 }
 
 impl ChunkKind {
@@ -66,6 +69,7 @@ impl ChunkKind {
             4 => Some(ChunkKind::Trailer),
             5 => Some(ChunkKind::Communicators),
             6 => Some(ChunkKind::CaptureWindows),
+            7 => Some(ChunkKind::HostSamples),
             _ => None,
         }
     }
