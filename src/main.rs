@@ -5,6 +5,7 @@ mod agent;
 mod cli;
 mod cmd;
 mod error;
+mod host;
 mod inputs;
 mod live;
 mod python;

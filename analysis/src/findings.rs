@@ -469,6 +469,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     productive_findings(r, &mut out);
     hardware_findings(&devices, &mut out);
     gpu_errors(&devices, &mut out);
+    out.extend(crate::host::findings(r));
     out.sort_by_key(|f| f.severity);
     out
 }

@@ -49,6 +49,7 @@ mod collectives;
 mod error;
 mod findings;
 pub mod hardware;
+pub mod host;
 mod hta;
 mod merge;
 pub mod peaks;

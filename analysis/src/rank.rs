@@ -793,6 +793,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                         .collect(),
                     d2h_bytes_before: g.d2h_before,
                     step: main_step.map(|(step, _)| step),
+                    host: None,
                 });
             }
         }
@@ -856,6 +857,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                 duty_ratio: if end > start { traced as f64 / (end - start) as f64 } else { 1.0 },
             }
         }),
+        host: None,
     };
     report.productive = rank_productive(
         &report,
@@ -866,6 +868,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         &opts.productive,
         opts.gpu_hour_cost,
     );
+    let idle: Vec<Vec<(u64, u64)>> = passes.iter().map(|p| p.gaps.iter().map(|g| (g.start, g.end)).collect()).collect();
+    crate::host::attach(file, &mut report, &idle)?;
     Ok(RankAnalysis {
         report,
         kernels,

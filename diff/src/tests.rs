@@ -21,6 +21,7 @@ fn report(gpus: u32) -> Report {
             profiler_overhead: Default::default(),
             productive: Productive::default(),
             duty_cycle: None,
+            host: None,
         })
         .collect();
     Report {

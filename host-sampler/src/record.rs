@@ -31,6 +31,9 @@ pub struct ProcessRecord {
     pub ppid: Option<u32>,
     /// Whether Python stacks were read from it.
     pub python: bool,
+    /// Whether it runs a Python interpreter (its executable or a library
+    /// is `python*`), stacks read or not.
+    pub looks_python: bool,
     /// Its threads; `pid` is each one's process.
     pub threads: Vec<HostThread>,
     /// Runs: `thread` indexes `threads`, `stack` indexes

@@ -109,17 +109,23 @@ enum Python {
         at: u64,
         tries: usize,
     },
+    /// An attach is running on its own thread (it reads the interpreter's
+    /// binaries, which can take a while: sampling goes on meanwhile).
+    Attaching {
+        result: std::sync::mpsc::Receiver<Result<PythonReader, String>>,
+        tries: usize,
+    },
     Attached(PythonReader),
     /// Not Python as of this executable (re-checked if it execs).
-    Native {
-        exe: Option<std::path::PathBuf>,
-    },
+    Native,
     /// Could not attach (said once on stderr).
     Failed,
 }
 
 struct Process {
     record: ProcessRecord,
+    /// Its executable when last looked at (an exec renames its threads).
+    exe: Option<std::path::PathBuf>,
     threads: HashMap<u32, ThreadSlot>,
     python: Python,
     seen: u64,
@@ -196,14 +202,16 @@ impl State {
                     }
                 }
             }
-            if let Python::Native { exe } = &p.python {
-                let current = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-                if current != *exe && self.config.python {
-                    p.python = if proc::looks_like_python(pid) {
-                        Python::Pending { at: now, tries: 0 }
-                    } else {
-                        Python::Native { exe: current }
-                    };
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            if exe != p.exe {
+                // It exec'd: new names, and maybe Python now.
+                p.exe = exe;
+                for t in &mut p.record.threads {
+                    t.name = proc::comm(pid, t.tid);
+                }
+                p.record.looks_python = proc::looks_like_python(pid);
+                if matches!(p.python, Python::Native) && self.config.python && p.record.looks_python {
+                    p.python = Python::Pending { at: now, tries: 0 };
                 }
             }
             queue.extend(proc::children(pid, &tids));
@@ -211,20 +219,21 @@ impl State {
     }
 
     fn add_process(&mut self, pid: u32, now: u64) -> usize {
-        let python = if self.config.python && proc::looks_like_python(pid) {
+        let looks_python = proc::looks_like_python(pid);
+        let python = if self.config.python && looks_python {
             Python::Pending { at: now, tries: 0 }
         } else {
-            Python::Native {
-                exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
-            }
+            Python::Native
         };
         self.processes.push(Process {
             record: ProcessRecord {
                 pid,
                 ppid: proc::ppid(pid),
+                looks_python,
                 ..Default::default()
             },
             threads: HashMap::new(),
+            exe: std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
             python,
             seen: now,
             gone: false,
@@ -305,16 +314,31 @@ impl State {
             if now < at {
                 return None;
             }
-            p.python = match PythonReader::attach(pid) {
-                Ok(r) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new().name("gputrace-pyattach".into()).spawn(move || {
+                let _ = tx.send(PythonReader::attach(pid));
+            });
+            p.python = match spawned {
+                Ok(_) => Python::Attaching { result: rx, tries },
+                Err(e) => {
+                    eprintln!("gputrace: host samples: no Python stacks for pid {pid}: could not start a thread: {e}");
+                    Python::Failed
+                }
+            };
+        }
+        if let Python::Attaching { result, tries } = &p.python {
+            let tries = *tries;
+            p.python = match result.try_recv() {
+                Err(std::sync::mpsc::TryRecvError::Empty) => return None,
+                Ok(Ok(r)) => {
                     p.record.python = true;
                     Python::Attached(r)
                 }
-                Err(_) if tries < RETRIES_NS.len() && !proc::has_exited(pid) => Python::Pending {
+                Ok(Err(_)) if tries < RETRIES_NS.len() && !proc::has_exited(pid) => Python::Pending {
                     at: p.seen + RETRIES_NS[tries],
                     tries: tries + 1,
                 },
-                Err(e) => {
+                Ok(Err(e)) => {
                     if !proc::has_exited(pid) {
                         eprintln!(
                             "gputrace: host samples: no Python stacks for pid {pid} ({}): {e}{}; its threads' CPU state is still sampled",
@@ -325,6 +349,7 @@ impl State {
                     }
                     Python::Failed
                 }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => Python::Failed,
             };
         }
         let Python::Attached(reader) = &mut p.python else {

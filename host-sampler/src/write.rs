@@ -1,8 +1,8 @@
 //! Putting a recording into the job's traces: each process's samples go
 //! into the trace of the process itself or of its nearest traced ancestor
 //! (a data-loader worker's into its trainer's), in that trace's clock. A
-//! job with no trace at all gets one trace, for its first process, holding
-//! the samples of the whole tree.
+//! Python job with no trace at all gets one trace, for its first process,
+//! holding the samples of the whole tree.
 
 use crate::record::{ProcessRecord, Recording};
 use gputrace_format::host::{encode_chunks, encode_strings_chunk, HostFrame, HostRun, HostSamples};
@@ -29,6 +29,9 @@ pub struct Target<'a> {
     pub command: Vec<String>,
     /// gputrace's version.
     pub tool_version: &'a str,
+    /// Whether a Python job that wrote no trace gets one for its samples
+    /// (not for a flight recorder, whose traces are snapshots on demand).
+    pub new_trace_for_python: bool,
 }
 
 /// What was written where.
@@ -57,10 +60,13 @@ pub fn into_traces(rec: &Recording, target: &Target<'_>) -> Written {
     };
     let mut groups: BTreeMap<u32, Vec<&ProcessRecord>> = BTreeMap::new();
     let mut orphans = Vec::new();
+    let own_trace = traces.is_empty() && target.new_trace_for_python && rec.processes.iter().any(|p| p.looks_python);
     for p in &rec.processes {
         match owner_of(p.pid) {
             Some(o) => groups.entry(o).or_default().push(p),
-            None if traces.is_empty() => groups.entry(target.root).or_default().push(p),
+            None if own_trace => groups.entry(target.root).or_default().push(p),
+            // A job with no trace and no Python: nothing to attach samples to.
+            None if traces.is_empty() => {}
             None if !p.runs.is_empty() => orphans.push(p.pid),
             None => {}
         }

@@ -115,6 +115,15 @@ pub struct RunArgs {
     /// median of the steps before it (at least 1.5; off by default).
     #[arg(long, value_name = "FACTOR", requires = "flight_recorder", value_parser = super::flight::parse_factor)]
     pub flight_slow_step: Option<f64>,
+    /// Sample the job's threads this many times a second: CPU state and time
+    /// of every thread of its process tree, Python stacks of its Python
+    /// processes (read without pausing them); 0 turns it off (default 100;
+    /// at most 1000). See docs/host.md.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub host_sample_hz: u32,
+    /// Do not sample the job's threads (same as --host-sample-hz 0).
+    #[arg(long)]
+    pub no_host_samples: bool,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -334,6 +343,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         source,
     })?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let host = crate::host::start(child.id(), if args.no_host_samples { 0 } else { args.host_sample_hz });
     let status = loop {
         match child.wait() {
             Ok(s) => break s,
@@ -354,6 +364,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     };
     if args.flight_recorder.is_some() {
         super::flight::finish(&out_dir, started, super::flight::end_trigger(&status).as_deref());
+    }
+    if let Some(host) = host {
+        crate::host::finish(
+            host,
+            &out_dir,
+            started,
+            child.id(),
+            &args.command,
+            &hostname(),
+            args.flight_recorder.is_some(),
+        );
     }
     summarize(&out_dir, started, args.flight_recorder.is_some()).map_err(CliError::Output)?;
     if let Some(live) = live {
