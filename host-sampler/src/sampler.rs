@@ -115,7 +115,7 @@ enum Python {
         result: std::sync::mpsc::Receiver<Result<PythonReader, String>>,
         tries: usize,
     },
-    Attached(PythonReader),
+    Attached(Box<PythonReader>),
     /// Not Python as of this executable (re-checked if it execs).
     Native,
     /// Could not attach (said once on stderr).
@@ -332,7 +332,7 @@ impl State {
                 Err(std::sync::mpsc::TryRecvError::Empty) => return None,
                 Ok(Ok(r)) => {
                     p.record.python = true;
-                    Python::Attached(r)
+                    Python::Attached(Box::new(r))
                 }
                 Ok(Err(_)) if tries < RETRIES_NS.len() && !proc::has_exited(pid) => Python::Pending {
                     at: p.seen + RETRIES_NS[tries],

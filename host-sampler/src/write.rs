@@ -85,7 +85,7 @@ pub fn into_traces(rec: &Recording, target: &Target<'_>) -> Written {
                 path.display()
             )),
             Some(path) => append(path, rec, &procs).map(|n| (path.clone(), n)),
-            None => new_trace(rec, &procs, target).map(|(p, n)| (p, n)),
+            None => new_trace(rec, &procs, target),
         };
         match result {
             Ok((path, (samples, lost))) => out.traces.push((path, samples, lost)),
