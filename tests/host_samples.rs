@@ -169,6 +169,16 @@ fn each_idle_gap_names_the_python_function_and_its_cpu_state() {
     assert!(txt.contains("host: sleep/wait") && txt.contains("in load_batch (job.py:"), "{txt}");
     assert!(txt.contains("Host during GPU idle"), "{txt}");
 
+    // Folded stacks, weighted by GPU-idle µs.
+    let folded = Command::new(env!("CARGO_BIN_EXE_gputrace")).args(["report", "--folded"]).arg(dir.path().join("traces")).output().unwrap();
+    let folded = text(&folded.stdout);
+    let nap: u64 = folded
+        .lines()
+        .filter(|l| l.starts_with("rank 0;<module> (job.py:") && l.contains(";load_batch (job.py:"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(nap > 400_000, "load_batch holds most of the first 800 ms gap:\n{folded}");
+
     // info counts the samples.
     let info = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .args(["info", "--json"])
