@@ -170,7 +170,11 @@ fn each_idle_gap_names_the_python_function_and_its_cpu_state() {
     assert!(txt.contains("Host during GPU idle"), "{txt}");
 
     // Folded stacks, weighted by GPU-idle µs.
-    let folded = Command::new(env!("CARGO_BIN_EXE_gputrace")).args(["report", "--folded"]).arg(dir.path().join("traces")).output().unwrap();
+    let folded = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--folded"])
+        .arg(dir.path().join("traces"))
+        .output()
+        .unwrap();
     let folded = text(&folded.stdout);
     let nap: u64 = folded
         .lines()
@@ -232,4 +236,114 @@ fn a_python_job_without_cuda_gets_a_trace_of_its_samples() {
         .unwrap();
     assert!(out.status.success());
     assert!(text(&out.stderr).contains("no trace was written"), "{}", text(&out.stderr));
+}
+
+fn have_torch(py: &str) -> bool {
+    let ok = Command::new(py)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `import torch` fails: .ci/run installs PyTorch (CPU) for these tests"
+        );
+        eprintln!("skipping: no PyTorch for {py}");
+    }
+    ok
+}
+
+/// A real PyTorch DataLoader whose two workers burn CPU per sample while
+/// the training loop waits for batches and the GPU idles: input-bound, the
+/// workers' CPU counted, the wait named in the data loader. The job marks
+/// the gap's ends itself: the scenario's `wait_flush` steps wait for its
+/// `cuptiActivityFlushAll` calls (the agent's own periodic flush is off).
+/// CUDA (and with it the fake CUPTI 12) is set up before `import torch`,
+/// whose own libcupti.so.13 the agent must not pick up.
+#[test]
+fn a_dataloader_with_busy_workers_is_input_bound() {
+    let Some(py) = python() else { return };
+    if !have_torch(&py) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let job = r#"
+import ctypes, sys, time
+cuda = ctypes.CDLL(sys.argv[1])
+assert cuda.cuInit(0) == 0
+cupti = ctypes.CDLL(sys.argv[2])
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class SlowDecode(Dataset):
+    def __len__(self):
+        return 48
+    def __getitem__(self, i):
+        t = time.time()
+        while time.time() - t < 0.05:
+            pass
+        return torch.zeros(4)
+
+def train():
+    loader = DataLoader(SlowDecode(), batch_size=8, num_workers=2)
+    for batch in loader:
+        batch.sum()
+
+cupti.cuptiActivityFlushAll(0)
+train()
+cupti.cuptiActivityFlushAll(0)
+cuda.fakecuda_work(60000)
+"#;
+    std::fs::write(dir.path().join("loader.py"), job).unwrap();
+    std::fs::write(
+        dir.path().join("scenario"),
+        "version 12.4\ndevice\nkernels 3 1000000 100000\nwait_flush\nkernels 3 1000000 100000\nwait_flush\nkernels 3 1000000 100000\n",
+    )
+    .unwrap();
+    let dbl = doubles();
+    let cupti = dbl.join("cupti12/libcupti.so.12");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "-o"])
+        .arg(dir.path().join("traces"))
+        .arg("--")
+        .arg(&py)
+        .arg(dir.path().join("loader.py"))
+        .arg(dbl.join("libcuda.so.1"))
+        .arg(&cupti)
+        .env("FAKE_CUPTI_SCENARIO", dir.path().join("scenario"))
+        .env("GPUTRACE_CUPTI", &cupti)
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env("GPUTRACE_FLUSH_MS", "600000")
+        .env_remove("RANK")
+        .env_remove("PYTHONPATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = report_json(dir.path());
+    // The gap of the training loop: the last long one (the one before is `import torch`).
+    let gap = r["ranks"][0]["devices"][0]["longest_gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| ns(g, "duration_ns") > 500_000_000)
+        .max_by_key(|g| ns(g, "start_ns"))
+        .unwrap_or_else(|| panic!("the training gap: {}", r["ranks"][0]["devices"][0]))
+        .clone();
+    let h = &gap["host"];
+    assert_eq!(h["cause"], "input-bound", "{h}");
+    assert!(ns(h, "main_sleeping_ns") * 2 > ns(h, "sampled_ns"), "the main thread waits: {h}");
+    assert!(ns(h, "workers") >= 2, "both loader workers were sampled in the gap: {h}");
+    assert!(ns(h, "workers_cpu_ns") > 2 * ns(h, "main_cpu_ns"), "the workers do the work: {h}");
+    let site = h["site"].as_str().unwrap_or_default();
+    assert!(site.contains("← train (loader.py:"), "the user's frame is named: {h}");
+    let frames: Vec<&str> = h["stacks"][0]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.contains("dataloader.py")),
+        "waits in the DataLoader: {frames:?}"
+    );
 }

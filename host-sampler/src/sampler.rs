@@ -202,16 +202,19 @@ impl State {
                     }
                 }
             }
+            // An exiting process's `exe` link is gone: only a new executable counts.
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-            if exe != p.exe {
+            if exe.is_some() && exe != p.exe {
                 // It exec'd: new names, and maybe Python now.
                 p.exe = exe;
                 for t in &mut p.record.threads {
                     t.name = proc::comm(pid, t.tid);
                 }
-                p.record.looks_python = proc::looks_like_python(pid);
-                if matches!(p.python, Python::Native) && self.config.python && p.record.looks_python {
-                    p.python = Python::Pending { at: now, tries: 0 };
+                if proc::looks_like_python(pid) {
+                    p.record.looks_python = true;
+                    if matches!(p.python, Python::Native) && self.config.python {
+                        p.python = Python::Pending { at: now, tries: 0 };
+                    }
                 }
             }
             queue.extend(proc::children(pid, &tids));
