@@ -443,6 +443,9 @@ fn roles(header: &Header, s: &HostSamples) -> Vec<Role> {
 pub(crate) fn attach(file: &TraceFile, report: &mut crate::RankReport, idle: &[Vec<(u64, u64)>]) -> crate::Result<()> {
     let Some(j) = Joiner::new(file)? else { return Ok(()) };
     report.host = Some(j.summary(idle));
+    for (dev, gaps) in report.devices.iter_mut().zip(idle) {
+        slow_steps(&j, &mut dev.steps, gaps);
+    }
     for dev in &mut report.devices {
         let mut order: Vec<usize> = (0..dev.longest_gaps.len()).collect();
         order.sort_by_key(|&i| dev.longest_gaps[i].start_ns);
@@ -455,6 +458,38 @@ pub(crate) fn attach(file: &TraceFile, report: &mut crate::RankReport, idle: &[V
         }
     }
     Ok(())
+}
+
+/// A step is slow at this many times the median step of its device.
+pub const SLOW_STEP_FACTOR: f64 = 1.5;
+
+/// Give each slow step of a device the host view of its idle time (the
+/// device's gaps, each sorted by start, clipped to the step).
+fn slow_steps(j: &Joiner<'_>, steps: &mut [crate::StepReport], gaps: &[(u64, u64)]) {
+    if steps.len() < 3 {
+        return;
+    }
+    let mut durations: Vec<u64> = steps.iter().map(|s| s.duration_ns).collect();
+    durations.sort_unstable();
+    let median = durations[durations.len() / 2];
+    for s in steps
+        .iter_mut()
+        .filter(|s| s.duration_ns as f64 >= SLOW_STEP_FACTOR * median as f64)
+    {
+        let first = gaps.partition_point(|&(_, b)| b <= s.start_ns);
+        let windows: Vec<(u64, u64)> = gaps[first..]
+            .iter()
+            .take_while(|&&(a, _)| a < s.end_ns)
+            .map(|&(a, b)| (a.max(s.start_ns), b.min(s.end_ns)))
+            .filter(|(a, b)| b > a)
+            .collect();
+        if windows.is_empty() {
+            continue;
+        }
+        let mut acc = Acc::default();
+        j.accumulate(&windows, |_| 0, std::slice::from_mut(&mut acc));
+        s.host = Some(j.view(acc));
+    }
 }
 
 fn pct(part: u64, whole: u64) -> String {
@@ -538,6 +573,20 @@ pub fn render_section(r: &crate::Report) -> Option<String> {
             pct(v.sampled_ns, v.window_ns),
             view_line(v)
         );
+        for d in &rk.devices {
+            for st in d.steps.iter().filter(|s| s.host.is_some()) {
+                let sv = st.host.as_ref().expect("filtered");
+                let _ = writeln!(
+                    o,
+                    "  slow step {} on gpu {} ({}, {} idle): {}",
+                    st.step,
+                    d.device,
+                    gputrace_format::Nanos(st.duration_ns),
+                    gputrace_format::Nanos(sv.window_ns),
+                    view_line(sv)
+                );
+            }
+        }
         if !v.stacks.is_empty() {
             let _ = writeln!(
                 o,

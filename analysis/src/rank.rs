@@ -739,6 +739,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                     // windows), so busy <= traced time in the step.
                     idle_ns: capture.as_ref().map_or(w.end - w.start, |c| c.covered(w.start, w.end)) - busy,
                     idle_causes: IdleCauses::default(),
+                    host: None,
                 }
             })
             .collect();

@@ -425,6 +425,10 @@ pub struct StepReport {
     /// The part of `idle_ns` inside the device's gaps, by cause (idle before the device's
     /// first or after its last activity is not in a gap).
     pub idle_causes: IdleCauses,
+    /// For a slow step (at least 1.5 times the device's median step), what the host did
+    /// during the step's idle time, from host samples (absent otherwise). See docs/host.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostView>,
 }
 
 /// Sums over every device of every rank.

@@ -218,14 +218,24 @@ impl HostSamples {
 }
 
 /// Encode `samples` as host samples chunks (frame + payload bytes, ready to
-/// append to a trace), at most `max_runs` runs per chunk so that each stays
+/// append to a trace; runs sorted by start on the way), at most `max_runs` runs per chunk so that each stays
 /// under the format's limits. Frame and file names must already be in the
 /// trace's string table. The losses go into the first chunk.
 pub fn encode_chunks(samples: &HostSamples, max_runs: usize, zstd_level: i32) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     let max_runs = max_runs.max(1);
     let mut first = true;
-    let mut pieces: Vec<&[HostRun]> = samples.runs.chunks(max_runs).collect();
+    // Runs are stored by start (their starts are deltas).
+    let sorted;
+    let runs: &[HostRun] = if samples.runs.windows(2).all(|w| w[0].start <= w[1].start) {
+        &samples.runs
+    } else {
+        let mut v = samples.runs.clone();
+        v.sort_by_key(|r| r.start);
+        sorted = v;
+        &sorted
+    };
+    let mut pieces: Vec<&[HostRun]> = runs.chunks(max_runs).collect();
     if pieces.is_empty() {
         pieces.push(&[]);
     }
