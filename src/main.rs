@@ -6,6 +6,7 @@ mod cli;
 mod cmd;
 mod color;
 mod error;
+mod host;
 mod inputs;
 mod live;
 mod out_dir;

@@ -604,6 +604,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     productive_findings(r, &mut out, price);
     hardware_findings(&devices, &mut out, t.span_ns, price);
     gpu_errors(&devices, &mut out);
+    out.extend(crate::host::findings(r));
     out.sort_by_key(|f| f.severity);
     out
 }

@@ -52,6 +52,7 @@ mod damage;
 mod error;
 mod findings;
 pub mod hardware;
+pub mod host;
 mod hta;
 mod levers;
 mod merge;

@@ -765,6 +765,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                     // windows), so busy <= traced time in the step.
                     idle_ns: capture.as_ref().map_or(end - start, |c| c.covered(start, end)) - busy,
                     idle_causes: IdleCauses::default(),
+                    host: None,
                 }
             })
             .collect();
@@ -819,6 +820,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                         .collect(),
                     d2h_bytes_before: g.d2h_before,
                     step: main_step.map(|(step, _)| step),
+                    host: None,
                 });
             }
         }
@@ -886,6 +888,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
                 duty_ratio: if end > start { traced as f64 / (end - start) as f64 } else { 1.0 },
             }
         }),
+        host: None,
     };
     // The precision the GEMMs ran in, from their names (weighted by GPU time).
     let gemm = crate::peaks::infer_precision(
@@ -904,6 +907,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         &opts.productive,
         opts.gpu_hour_cost,
     );
+    let idle: Vec<Vec<(u64, u64)>> = passes.iter().map(|p| p.gaps.iter().map(|g| (g.start, g.end)).collect()).collect();
+    crate::host::attach(file, &mut report, &idle)?;
     Ok(RankAnalysis {
         report,
         kernels,

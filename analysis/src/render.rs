@@ -287,9 +287,15 @@ pub fn render_text(r: &Report, color: bool) -> String {
                 truncate(&g.next_work, 28),
                 if cpu.is_empty() { "-".to_string() } else { cpu.join(", ") }
             );
+            if let Some(h) = &g.host {
+                let _ = writeln!(o, "{:>13}host: {}", "", crate::host::view_line(h));
+            }
         }
     }
 
+    if let Some(host) = crate::host::render_section(r) {
+        let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
+    }
     if r.serving.is_empty() {
         render_steps(&mut o, r, &st);
     }

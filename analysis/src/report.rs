@@ -122,6 +122,10 @@ pub struct RankReport {
     /// traced only inside its capture windows, and every device's span and
     /// idle count that time only. Null for a trace captured the whole time.
     pub duty_cycle: Option<DutyCycle>,
+    /// The trace's host samples joined to its idle time (absent without
+    /// host samples). See docs/host.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostSummary>,
 }
 
 /// Which time a duty-cycled trace covers (`docs/metrics.md`, "Duty-cycled traces").
@@ -394,6 +398,10 @@ pub struct GapReport {
     pub d2h_bytes_before: u64,
     /// `ProfilerStep#N` whose window holds most of the gap.
     pub step: Option<u64>,
+    /// What the host was doing during the gap, from host samples
+    /// (`gputrace run`'s sampler; absent without them). See docs/host.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostView>,
 }
 
 /// A CPU-side name and how much of a gap it covered.
@@ -439,6 +447,10 @@ pub struct StepReport {
     /// The part of `idle_ns` inside the device's gaps, by cause (idle before the device's
     /// first or after its last activity is not in a gap).
     pub idle_causes: IdleCauses,
+    /// For a slow step (at least 1.5 times the device's median step), what the host did
+    /// during the step's idle time, from host samples (absent otherwise). See docs/host.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostView>,
 }
 
 /// Sums over every device of every rank.

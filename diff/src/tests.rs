@@ -22,6 +22,7 @@ fn report(gpus: u32) -> Report {
             capture_levers: None,
             productive: Productive::default(),
             duty_cycle: None,
+            host: None,
         })
         .collect();
     Report {

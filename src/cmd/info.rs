@@ -120,6 +120,9 @@ pub struct FileInfo {
     /// Totals from every event, with `--stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<Stats>,
+    /// Host samples (`gputrace run`'s sampler; format 1.4), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_samples: Option<HostSamplesInfo>,
 }
 
 /// One counter series: its samples summarized.
@@ -159,6 +162,73 @@ pub struct DamageInfo {
     pub lost_bytes: u64,
     /// Why.
     pub reason: String,
+}
+
+/// What a trace's host samples hold (`info`).
+#[derive(Debug, Serialize)]
+pub struct HostSamplesInfo {
+    /// Samples asked for per second.
+    pub hz: u32,
+    /// Samples recorded (one per thread per tick).
+    pub samples: u64,
+    /// Runs stored (consecutive equal samples of a thread are one run).
+    pub runs: usize,
+    /// Threads sampled.
+    pub threads: usize,
+    /// Processes they belong to.
+    pub processes: usize,
+    /// Distinct Python stacks.
+    pub python_stacks: usize,
+    /// First sample to the end of the last run, ns.
+    pub span_ns: Option<(u64, u64)>,
+    /// Samples lost, by cause.
+    pub lost: BTreeMap<String, u64>,
+}
+
+fn host_samples_info(t: &TraceFile) -> Result<Option<HostSamplesInfo>, CliError> {
+    let Some(h) = t.host_samples()? else { return Ok(None) };
+    let mut pids: Vec<u32> = h.threads.iter().map(|t| t.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(Some(HostSamplesInfo {
+        hz: h.hz,
+        samples: h.sample_count(),
+        runs: h.runs.len(),
+        threads: h.threads.len(),
+        processes: pids.len(),
+        python_stacks: h.stacks.len(),
+        span_ns: h
+            .runs
+            .first()
+            .map(|f| (f.start.0, h.runs.iter().map(|r| r.end.0).max().unwrap_or(f.start.0))),
+        lost: h.losses,
+    }))
+}
+
+fn write_host_samples(out: &mut impl Write, h: &HostSamplesInfo) -> std::io::Result<()> {
+    let span = h
+        .span_ns
+        .map_or(String::new(), |(a, b)| format!(" over {}", Nanos(b.saturating_sub(a))));
+    writeln!(
+        out,
+        "  host samples  {} at {} Hz{span}: {} threads in {} process(es), {} Python stacks ({} runs)",
+        thousands(h.samples),
+        h.hz,
+        h.threads,
+        h.processes,
+        h.python_stacks,
+        thousands(h.runs as u64)
+    )?;
+    for (cause, n) in &h.lost {
+        let what = match cause.as_str() {
+            "host_samples_cap" => "samples past the sampler's memory cap",
+            "python_read" => "Python stack reads that raced the process (those samples have no stack)",
+            "python_attach" => "processes whose Python stacks could not be read",
+            _ => "samples",
+        };
+        writeln!(out, "  LOSSES        host samples {cause}: {} {what}", thousands(*n))?;
+    }
+    Ok(())
 }
 
 /// Collect the facts about one open trace.
@@ -225,6 +295,7 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         counters,
         trailer_extra: t.trailer().map(|tr| tr.extra.clone()).unwrap_or_default(),
         stats: None,
+        host_samples: host_samples_info(t)?,
     })
 }
 
@@ -463,6 +534,9 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
                 writeln!(out, "  LOSSES        {src}: {} lost ({} records)", thousands(l.lost), l.records)?;
             }
         }
+    }
+    if let Some(h) = &i.host_samples {
+        write_host_samples(out, h)?;
     }
     if i.skipped_chunks > 0 {
         writeln!(

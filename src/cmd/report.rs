@@ -25,6 +25,12 @@ pub struct ReportArgs {
     /// saying where it is (or, with --json, the JSON document).
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+    /// Print the main thread's Python stacks from host samples in folded form
+    /// (`rank N;outer;…;inner weight`, weight = GPU-idle µs; wall µs for a trace
+    /// without GPU activity) instead of the report, for flamegraph.pl, inferno
+    /// or speedscope. See docs/host.md.
+    #[arg(long, conflicts_with_all = ["json", "html"])]
+    pub folded: bool,
     /// How many kernels, and idle gaps per GPU, to list.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -253,7 +259,13 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    if args.json {
+    if args.folded {
+        let folded = gputrace_analysis::host::folded(&report);
+        if folded.is_empty() {
+            eprintln!("gputrace report: no host samples in these traces (record them with `gputrace run`; see docs/host.md)");
+        }
+        out.write_all(folded.as_bytes()).map_err(CliError::Output)?;
+    } else if args.json {
         super::write_json(&mut out, &report)?;
     } else {
         let color = crate::color::enabled(out.is_terminal());

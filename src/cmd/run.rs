@@ -145,6 +145,15 @@ pub struct RunArgs {
     /// threads, `off`); default: CUPTI's own (on from CUDA 13.0).
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub per_thread_buffers: Option<String>,
+    /// Sample the job's threads this many times a second: CPU state and time
+    /// of every thread of its process tree, Python stacks of its Python
+    /// processes (read without pausing them); 0 turns it off (default 100;
+    /// at most 1000). See docs/host.md.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub host_sample_hz: u32,
+    /// Do not sample the job's threads (same as --host-sample-hz 0).
+    #[arg(long)]
+    pub no_host_samples: bool,
     /// The command to trace and its arguments (everything after `--`).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -397,6 +406,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     })?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     let serving = super::serving::start(args, child.id(), &out_dir, &run_id_for_serving);
+    let host = crate::host::start(child.id(), if args.no_host_samples { 0 } else { args.host_sample_hz });
     let status = loop {
         match child.wait() {
             Ok(s) => break s,
@@ -416,6 +426,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let end = super::flight::end_trigger(&status);
     if args.flight_recorder.is_some() {
         super::flight::finish(&out_dir, started, end.as_deref());
+    }
+    if let Some(host) = host {
+        crate::host::finish(
+            host,
+            &out_dir,
+            started,
+            child.id(),
+            &args.command,
+            &hostname(),
+            args.flight_recorder.is_some(),
+        );
     }
     let flight = args.flight_recorder.map(|_| end.as_deref());
     summarize(&out_dir, started, flight).map_err(CliError::Output)?;

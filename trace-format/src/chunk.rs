@@ -54,6 +54,9 @@ pub enum ChunkKind {
     /// window of a duty-cycled capture closes (format 1.3; older readers
     /// skip it).
     CaptureWindows = 6,
+    /// Host samples: CPU state and Python stacks of the job's threads
+    /// (format 1.4; older readers skip it). See [`crate::host`].
+    HostSamples = 7,
 }
 
 impl ChunkKind {
@@ -66,6 +69,7 @@ impl ChunkKind {
             4 => Some(ChunkKind::Trailer),
             5 => Some(ChunkKind::Communicators),
             6 => Some(ChunkKind::CaptureWindows),
+            7 => Some(ChunkKind::HostSamples),
             _ => None,
         }
     }

@@ -34,6 +34,7 @@ mod codec;
 mod error;
 pub mod flight;
 mod header;
+pub mod host;
 pub mod metric;
 mod model;
 pub mod outdir;

@@ -88,6 +88,17 @@ pub struct TraceFile {
     damage: Option<Damage>,
     skipped_chunks: u32,
     format_minor: u16,
+    host_chunks: Vec<HostChunk>,
+}
+
+/// Where a host samples chunk is (decoded on demand by [`TraceFile::host_samples`]).
+#[derive(Clone, Debug)]
+struct HostChunk {
+    offset: usize,
+    meta: std::ops::Range<usize>,
+    body: std::ops::Range<usize>,
+    raw_len: u32,
+    compressed: bool,
 }
 
 impl std::fmt::Debug for TraceFile {
@@ -177,6 +188,7 @@ impl TraceFile {
         let mut capture_windows: Vec<CaptureWindow> = Vec::new();
         let mut damage = None;
         let mut skipped = 0u32;
+        let mut host_chunks = Vec::new();
         let mut pos = PREAMBLE_LEN;
         let mut scratch = Vec::new();
         while pos < bytes.len() {
@@ -312,6 +324,13 @@ impl TraceFile {
                         }
                     }
                 }
+                Some(ChunkKind::HostSamples) => host_chunks.push(HostChunk {
+                    offset: pos,
+                    meta: pstart + c.pos() - meta.len()..pstart + c.pos(),
+                    body: body_start..pend,
+                    raw_len: frame.raw_len,
+                    compressed,
+                }),
                 None if frame.flags & FLAG_CRITICAL != 0 => {
                     return Err(corrupt(
                         pos,
@@ -344,6 +363,7 @@ impl TraceFile {
             damage,
             skipped_chunks: skipped,
             format_minor: minor,
+            host_chunks,
         })
     }
 
@@ -417,6 +437,39 @@ impl TraceFile {
     /// Number of strings in the table.
     pub fn string_count(&self) -> usize {
         self.strings.len()
+    }
+
+    /// Whether the trace has host samples (format 1.4).
+    pub fn has_host_samples(&self) -> bool {
+        !self.host_chunks.is_empty()
+    }
+
+    /// The host samples of every host samples chunk, merged (`None`: the
+    /// trace has none). A damaged chunk is an error naming its offset.
+    pub fn host_samples(&self) -> Result<Option<crate::host::HostSamples>> {
+        let mut all: Option<crate::host::HostSamples> = None;
+        for h in &self.host_chunks {
+            let bytes = self.data.bytes();
+            let corrupt = |what: String| FormatError::Corrupt {
+                path: self.path.clone(),
+                offset: h.offset as u64,
+                what,
+            };
+            let body = &bytes[h.body.clone()];
+            let raw;
+            let body = if h.compressed {
+                raw = zstd::bulk::decompress(body, h.raw_len as usize).map_err(|e| corrupt(format!("host samples: zstd: {e}")))?;
+                &raw[..]
+            } else {
+                body
+            };
+            let one = crate::host::decode_chunk(&bytes[h.meta.clone()], body, self.strings.len()).map_err(corrupt)?;
+            match &mut all {
+                Some(a) => a.merge(one),
+                None => all = Some(one),
+            }
+        }
+        Ok(all)
     }
 
     /// Event counts per kind, from the index.

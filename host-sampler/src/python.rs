@@ -1,0 +1,65 @@
+//! Python stacks of one process, read with `py-spy` without pausing it.
+
+use crate::record::Interner;
+use py_spy::config::{LineNo, LockingStrategy};
+use py_spy::{Config, PythonSpy};
+use std::collections::HashMap;
+
+/// A process's Python reader.
+pub(crate) struct PythonReader {
+    spy: PythonSpy,
+}
+
+/// Waits before each new attempt to attach to a process that looks like
+/// Python (its interpreter may not be set up yet), ns after it was seen.
+pub(crate) const RETRIES_NS: [u64; 4] = [100_000_000, 300_000_000, 1_000_000_000, 3_000_000_000];
+
+impl PythonReader {
+    /// Attach (reads the interpreter's layout; does not stop the process).
+    pub(crate) fn attach(pid: u32) -> Result<PythonReader, String> {
+        let config = Config {
+            blocking: LockingStrategy::NonBlocking,
+            native: false,
+            collect_thread_names: false,
+            lineno: LineNo::LastInstruction,
+            ..Config::default()
+        };
+        let mut spy = PythonSpy::new(pid as py_spy::Pid, &config).map_err(|e| chain(&e))?;
+        // A first read proves the layout (as py-spy's own retry does).
+        spy.get_stack_traces().map_err(|e| chain(&e))?;
+        Ok(PythonReader { spy })
+    }
+
+    /// The stack of each Python thread with a known OS thread id, interned:
+    /// tid → stack. A process with one Python thread whose OS id is unknown
+    /// (Python before 3.11) gives it the main thread (`pid`).
+    pub(crate) fn read(&mut self, pid: u32, intern: &mut Interner) -> Result<HashMap<u32, u32>, String> {
+        let traces = self.spy.get_stack_traces().map_err(|e| chain(&e))?;
+        let single = traces.len() == 1;
+        let mut out = HashMap::with_capacity(traces.len());
+        for t in traces {
+            let tid = match t.os_thread_id {
+                Some(id) => id as u32,
+                None if single => pid,
+                None => continue,
+            };
+            let frames: Vec<u32> = t
+                .frames
+                .iter()
+                .map(|f| intern.frame(&f.name, &f.filename, f.line.max(0) as u32))
+                .collect();
+            out.insert(tid, intern.stack(frames));
+        }
+        Ok(out)
+    }
+}
+
+/// An error and its causes on one line (py-spy's errors are chains).
+fn chain(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    for c in e.chain().skip(1) {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+    }
+    s
+}
