@@ -108,6 +108,10 @@ fn traces_by_pid(target: &Target<'_>) -> HashMap<u32, PathBuf> {
         if path.extension().is_none_or(|x| x != gputrace_format::FILE_EXTENSION) {
             continue;
         }
+        // A link planted under a trace's name is never read or written through.
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let Ok(meta) = e.metadata() else { continue };
         if meta.modified().is_ok_and(|t| t < since) {
             continue;
@@ -209,7 +213,15 @@ fn append(path: &Path, rec: &Recording, procs: &[&ProcessRecord]) -> Result<(u64
     };
     let (samples, names) = build(rec, procs, strings, to_trace_clock(&header));
     let bytes = chunks(&samples, strings, &names).map_err(|e| fail(&e))?;
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| fail(&e))?;
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never through a link put in the trace's place since it was read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| fail(&e))?
+    };
     f.write_all(&bytes).and_then(|_| f.sync_data()).map_err(|e| fail(&e))?;
     Ok((samples.sample_count(), samples.lost()))
 }
@@ -242,9 +254,10 @@ fn new_trace(rec: &Recording, procs: &[&ProcessRecord], target: &Target<'_>) -> 
         .map_err(|e| fail(&e))?;
     let (samples, names) = build(rec, procs, 1, to_trace_clock(&header));
     bytes.extend(chunks(&samples, 1, &names).map_err(|e| fail(&e))?);
-    let tmp = path.with_extension("gtrace.partial");
-    std::fs::write(&tmp, &bytes)
-        .and_then(|_| std::fs::rename(&tmp, &path))
+    // Through `<name>.partial`, neither name written through a link.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    gputrace_format::outdir::OutDir::open(target.dir)
+        .and_then(|dir| dir.write_replacing(&name, &bytes))
         .map_err(|e| fail(&e))?;
     Ok((path, (samples.sample_count(), samples.lost())))
 }
@@ -273,7 +286,7 @@ fn free_path(dir: &Path, host: &str, pid: u32) -> PathBuf {
     let base = format!("{host}.p{pid}");
     let mut p = dir.join(format!("{base}.gtrace"));
     let mut n = 1;
-    while p.exists() {
+    while p.symlink_metadata().is_ok() {
         p = dir.join(format!("{base}.{n}.gtrace"));
         n += 1;
     }
