@@ -315,7 +315,9 @@ fn off_means_no_probe_and_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let script = "import socket,time\ns=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); time.sleep(1.5)";
     let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(["run", "--serving-interval", "0.2", "--serving-metrics", "off", "-o"])
+        // Host samples would give this Python job a trace of its own (docs/host.md):
+        // off, so that any file here would be the scraper's.
+        .args(["run", "--no-host-samples", "--serving-interval", "0.2", "--serving-metrics", "off", "-o"])
         .arg(dir.path().join("traces"))
         .args(["--", "python3", "-c", script])
         .env("GPUTRACE_AGENT", agent_lib())
