@@ -20,7 +20,7 @@ fn python() -> Option<String> {
         .filter(|o| o.status.success());
     if out.is_none() {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but python3 is missing");
-        eprintln!("skipping: no python3");
+        common::skip("no python3");
     }
     out.map(|o| text(&o.stdout).trim().to_string())
 }
@@ -248,7 +248,7 @@ fn have_torch(py: &str) -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but `import torch` fails: .ci/run installs PyTorch (CPU) for these tests"
         );
-        eprintln!("skipping: no PyTorch for {py}");
+        common::skip(&format!("no PyTorch for {py} (pip install torch)"));
     }
     ok
 }

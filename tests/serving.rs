@@ -317,7 +317,15 @@ fn off_means_no_probe_and_no_file() {
     let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         // Host samples would give this Python job a trace of its own (docs/host.md):
         // off, so that any file here would be the scraper's.
-        .args(["run", "--no-host-samples", "--serving-interval", "0.2", "--serving-metrics", "off", "-o"])
+        .args([
+            "run",
+            "--no-host-samples",
+            "--serving-interval",
+            "0.2",
+            "--serving-metrics",
+            "off",
+            "-o",
+        ])
         .arg(dir.path().join("traces"))
         .args(["--", "python3", "-c", script])
         .env("GPUTRACE_AGENT", agent_lib())
