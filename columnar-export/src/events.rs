@@ -46,137 +46,98 @@ pub(crate) fn write_rank(
         stats.events += 1;
         let head = [VS(job.id.as_str()), VS(job.name), VS(host), VI(rank), VI(pid)];
         match ev {
-            Event::Kernel(k) => w[0].row(&concat(
+            Event::Kernel(k) => w[0].row(&activity_row(
                 &head,
-                &[
-                    VS("kernel"),
-                    VI(k.device.0.into()),
-                    VI(k.context.0.into()),
-                    VI(k.stream.0.into()),
-                    VI(k.correlation.0.into()),
-                    VS(s(k.name)),
-                    VI(at(k.start)),
-                    VI(at(k.end)),
-                    VI(dur(k.start, k.end)),
-                    VI(k.grid[0].into()),
-                    VI(k.grid[1].into()),
-                    VI(k.grid[2].into()),
-                    VI(k.block[0].into()),
-                    VI(k.block[1].into()),
-                    VI(k.block[2].into()),
-                    VI(k.registers.into()),
-                    VI(k.static_shared_mem.into()),
-                    VI(k.dynamic_shared_mem.into()),
-                    VI(0),
-                    VS(""),
-                    VI(k.graph_id.into()),
-                ],
+                Activity {
+                    kind: "kernel",
+                    device: k.device.0.into(),
+                    context: k.context.0.into(),
+                    stream: k.stream.0.into(),
+                    correlation: k.correlation.0.into(),
+                    name: s(k.name),
+                    start: at(k.start),
+                    end: at(k.end),
+                    duration: dur(k.start, k.end),
+                    launch: [
+                        k.grid[0].into(),
+                        k.grid[1].into(),
+                        k.grid[2].into(),
+                        k.block[0].into(),
+                        k.block[1].into(),
+                        k.block[2].into(),
+                        k.registers.into(),
+                        k.static_shared_mem.into(),
+                        k.dynamic_shared_mem.into(),
+                    ],
+                    graph_id: k.graph_id.into(),
+                    ..Activity::default()
+                },
             ))?,
-            Event::Memcpy(m) => w[0].row(&concat(
+            Event::Memcpy(m) => w[0].row(&activity_row(
                 &head,
-                &[
-                    VS("memcpy"),
-                    VI(m.device.0.into()),
-                    VI(m.context.0.into()),
-                    VI(m.stream.0.into()),
-                    VI(m.correlation.0.into()),
-                    VS(m.kind.name()),
-                    VI(at(m.start)),
-                    VI(at(m.end)),
-                    VI(dur(m.start, m.end)),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(m.bytes as i64),
-                    VS(m.kind.name()),
-                    VI(0),
-                ],
+                Activity {
+                    kind: "memcpy",
+                    device: m.device.0.into(),
+                    context: m.context.0.into(),
+                    stream: m.stream.0.into(),
+                    correlation: m.correlation.0.into(),
+                    name: m.kind.name(),
+                    start: at(m.start),
+                    end: at(m.end),
+                    duration: dur(m.start, m.end),
+                    bytes: m.bytes as i64,
+                    copy_kind: m.kind.name(),
+                    ..Activity::default()
+                },
             ))?,
-            Event::Memset(m) => w[0].row(&concat(
+            Event::Memset(m) => w[0].row(&activity_row(
                 &head,
-                &[
-                    VS("memset"),
-                    VI(m.device.0.into()),
-                    VI(m.context.0.into()),
-                    VI(m.stream.0.into()),
-                    VI(m.correlation.0.into()),
-                    VS("memset"),
-                    VI(at(m.start)),
-                    VI(at(m.end)),
-                    VI(dur(m.start, m.end)),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(m.bytes as i64),
-                    VS(""),
-                    VI(0),
-                ],
+                Activity {
+                    kind: "memset",
+                    device: m.device.0.into(),
+                    context: m.context.0.into(),
+                    stream: m.stream.0.into(),
+                    correlation: m.correlation.0.into(),
+                    name: "memset",
+                    start: at(m.start),
+                    end: at(m.end),
+                    duration: dur(m.start, m.end),
+                    bytes: m.bytes as i64,
+                    ..Activity::default()
+                },
             ))?,
-            Event::Sync(y) => w[0].row(&concat(
+            Event::Sync(y) => w[0].row(&activity_row(
                 &head,
-                &[
-                    VS("sync"),
-                    VI(y.device.0.into()),
-                    VI(y.context.0.into()),
-                    VI(y.stream.0.into()),
-                    VI(y.correlation.0.into()),
-                    VS(y.kind.name()),
-                    VI(at(y.start)),
-                    VI(at(y.end)),
-                    VI(dur(y.start, y.end)),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VS(""),
-                    VI(0),
-                ],
+                Activity {
+                    kind: "sync",
+                    device: y.device.0.into(),
+                    context: y.context.0.into(),
+                    stream: y.stream.0.into(),
+                    correlation: y.correlation.0.into(),
+                    name: y.kind.name(),
+                    start: at(y.start),
+                    end: at(y.end),
+                    duration: dur(y.start, y.end),
+                    ..Activity::default()
+                },
             ))?,
             // A graph launch recorded at graph level: one activity row for the
             // whole graph, its nodes not recorded one by one.
-            Event::GraphLaunch(g) => w[0].row(&concat(
+            Event::GraphLaunch(g) => w[0].row(&activity_row(
                 &head,
-                &[
-                    VS("graph_launch"),
-                    VI(g.device.0.into()),
-                    VI(g.context.0.into()),
-                    VI(g.stream.0.into()),
-                    VI(g.correlation.0.into()),
-                    VS("graph"),
-                    VI(at(g.start)),
-                    VI(at(g.end)),
-                    VI(dur(g.start, g.end)),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VI(0),
-                    VS(""),
-                    VI(g.graph_id.into()),
-                ],
+                Activity {
+                    kind: "graph_launch",
+                    device: g.device.0.into(),
+                    context: g.context.0.into(),
+                    stream: g.stream.0.into(),
+                    correlation: g.correlation.0.into(),
+                    name: "graph",
+                    start: at(g.start),
+                    end: at(g.end),
+                    duration: dur(g.start, g.end),
+                    graph_id: g.graph_id.into(),
+                    ..Activity::default()
+                },
             ))?,
             Event::Api(a) => w[1].row(&concat(
                 &head,
@@ -287,6 +248,37 @@ fn file_losses(t: &TraceFile) -> Vec<(&'static str, i64, String, i64)> {
         ));
     }
     rows
+}
+
+/// One row of `gpu_activities` after the head columns, in the table's column
+/// order; a field a kind does not have is 0 or empty (`Default`).
+#[derive(Default)]
+struct Activity<'a> {
+    kind: &'a str,
+    device: i64,
+    context: i64,
+    stream: i64,
+    correlation: i64,
+    name: &'a str,
+    start: i64,
+    end: i64,
+    duration: i64,
+    /// grid x/y/z, block x/y/z, registers, static and dynamic shared memory.
+    launch: [i64; 9],
+    bytes: i64,
+    copy_kind: &'a str,
+    graph_id: i64,
+}
+
+fn activity_row<'a>(head: &[Value<'a>; 5], a: Activity<'a>) -> Vec<Value<'a>> {
+    use Value::{I, S};
+    let mut v = Vec::with_capacity(head.len() + 21);
+    v.extend_from_slice(head);
+    v.extend([S(a.kind), I(a.device), I(a.context), I(a.stream), I(a.correlation), S(a.name)]);
+    v.extend([I(a.start), I(a.end), I(a.duration)]);
+    v.extend(a.launch.map(I));
+    v.extend([I(a.bytes), S(a.copy_kind), I(a.graph_id)]);
+    v
 }
 
 fn concat<'a>(head: &[Value<'a>; 5], rest: &[Value<'a>]) -> Vec<Value<'a>> {
