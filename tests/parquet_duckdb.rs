@@ -42,11 +42,13 @@ top = c.sql(f"""
   from {t('gpu_activities')} where kind = 'kernel'
   group by name order by total_ns desc, name limit 5""").fetchall()
 stragglers = c.sql(f"""
-  with last as (
-    select op, seq, arg_max(rank, start_ns) as last_rank, count(*) as n
-    from {t('collectives')} group by op, seq)
-  select last_rank as rank, count(*) as arrived_last
-  from last where n > 1 group by last_rank order by arrived_last desc, rank""").fetchall()
+  with ranked as (
+    select op, seq, rank,
+      row_number() over (partition by op, seq order by start_ns desc, rank desc) as place,
+      count(*) over (partition by op, seq) as n
+    from {t('collectives')})
+  select rank, count(*) as arrived_last
+  from ranked where place = 1 and n > 1 group by rank order by arrived_last desc, rank""").fetchall()
 jobs = c.sql(f"select distinct job, host, rank, pid, job_id from {t('gpu_activities')} order by rank").fetchall()
 print(json.dumps({"breakdown": breakdown, "kernels": recomputed, "top": top, "stragglers": stragglers, "jobs": jobs}))
 "#;

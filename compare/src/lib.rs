@@ -639,6 +639,8 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     for (k, (key, idx)) in matched.iter().enumerate() {
         let arr: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].start as i64 - offsets[r]).collect();
         let ends: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].end as i64 - offsets[r]).collect();
+        // Equal arrivals go to the later rank (`max_by_key` keeps the last
+        // maximum), so the count is deterministic and SQL can reproduce it.
         let (last, &latest) = arr.iter().enumerate().max_by_key(|(_, a)| **a).expect("n >= 2");
         let earliest = *arr.iter().min().expect("n >= 2");
         let second = arr
