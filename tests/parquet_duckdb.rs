@@ -135,7 +135,7 @@ fn duckdb_agrees_with_report_and_compare() {
 
 /// Issue #43 item 4: over a directory of several jobs (one of 64 ranks, one
 /// failed), DuckDB's answers equal `report --json`'s, job by job, and the
-/// seed's fleet formulas over the `runs` table equal them summed over jobs.
+/// fleet formulas over the `runs` table equal them summed over jobs.
 #[test]
 fn duckdb_answers_per_job_and_fleet_questions_as_report_does() {
     if !have_duckdb() {

@@ -1,7 +1,7 @@
 //! `gputrace export --format parquet` read by Apache Spark (PyPI `pyspark`
 //! on a Java 17 runtime, `local[2]`): over a directory of several jobs (one
 //! of 64 ranks, one failed) Spark SQL gives the same answers as
-//! `report --json` and `info --json`, job by job, and the seed's fleet
+//! `report --json` and `info --json`, job by job, and the fleet
 //! formulas over the `runs` table. The SQL is tests/parquet/queries.py's, the
 //! same DuckDB runs (tests/parquet_duckdb.rs). Spark starts slowly: one
 //! session, one script, one test. Without pyspark or Java the test skips,

@@ -30,7 +30,7 @@ QUERIES = {
         select job, ranks, gpus, wall_ns, gpu_hours, productive_gpu_hours, failed_gpu_hours,
                tokens, cost_usd, outcome, lossy, damaged_ranks, unfinished_ranks, job_id_source
         from runs order by job""",
-    # The seed's fleet formulas, one query over every job in the directory.
+    # The fleet formulas, one query over every job in the directory.
     "fleet": """
         select sum(productive_gpu_hours) / sum(gpu_hours) as productive_gpu_hour_rate,
                sum(cost_usd) / nullif(sum(case when outcome = 'succeeded' then 1 else 0 end), 0)

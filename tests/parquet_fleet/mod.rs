@@ -215,7 +215,7 @@ pub fn check(fleet: &Fleet, sql: &Value, engine: &str) {
     assert_eq!(failed["failed"], true, "the cut-off job failed");
     assert!(f(&failed["failed_gpu_hours"]) > 0.0);
 
-    // The seed's fleet formulas, from the reports.
+    // The fleet formulas, from the reports.
     let sum = |k: &str| fleet.reports.values().map(|r| f(&r["productive"][k])).sum::<f64>();
     let completed = fleet.reports.values().filter(|r| r["productive"]["failed"] == false).count();
     let fleet_row = &rows("fleet")[0];
