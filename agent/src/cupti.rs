@@ -85,6 +85,16 @@ pub struct ApiSwitches {
     pub first_error: Option<CuptiError>,
 }
 
+/// CUPTI's buffer callbacks in both flavours (the entry layer's functions:
+/// they catch panics and touch only the session's pool).
+#[derive(Clone, Copy)]
+pub struct BufferCallbacks {
+    pub requested: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
+    pub completed: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
+    pub requested_v2: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize, *mut sys::CUpti_BufferCallbackRequestInfo),
+    pub completed_v2: unsafe extern "C" fn(*mut u8, usize, usize, *mut sys::CUpti_BufferCallbackCompleteInfo),
+}
+
 /// The subscriber-scoped ("v2", multi-subscriber) entry points, present in
 /// CUPTI 13.3 and later.
 struct V2 {
@@ -268,16 +278,16 @@ impl Cupti {
 
     /// Register the buffer callbacks (v1 or v2 flavour, matching the
     /// subscription).
-    pub fn register(&self) -> Result<(), CuptiError> {
+    pub fn register(&self, callbacks: BufferCallbacks) -> Result<(), CuptiError> {
         if let Some((v2, h)) = self.v2() {
             // Safety: valid handle; the callbacks live for the process.
             return check("cuptiActivityRegisterCallbacks_v2", unsafe {
-                (v2.register)(h, Some(crate::buffer_requested_v2), Some(crate::buffer_completed_v2))
+                (v2.register)(h, Some(callbacks.requested_v2), Some(callbacks.completed_v2))
             });
         }
         // Safety: both are valid extern "C" functions for the process lifetime.
         check("cuptiActivityRegisterCallbacks", unsafe {
-            (self.register)(Some(crate::buffer_requested), Some(crate::buffer_completed))
+            (self.register)(Some(callbacks.requested), Some(callbacks.completed))
         })
     }
 

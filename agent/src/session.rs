@@ -14,7 +14,7 @@
 
 use crate::cbid_names;
 use crate::config::Config;
-use crate::cupti::{Cupti, CuptiError, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
+use crate::cupti::{BufferCallbacks, Cupti, CuptiError, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
 use crate::decode::{kind, Decoder};
 use crate::dl::{self, Lib};
 use crate::duty::{Duty, Schedule, Transition};
@@ -30,10 +30,45 @@ use std::time::{Duration, Instant};
 
 /// The live session. Set once, never dropped (CUPTI may call back until
 /// the process ends).
-pub static SESSION: OnceLock<Session> = OnceLock::new();
+static SESSION: OnceLock<Session> = OnceLock::new();
 /// pid that created the session: a forked child sees another pid and
 /// leaves CUPTI, the buffers and the file alone.
-pub static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The entry layer's functions (`ffi`) that a session registers with CUPTI
+/// and libc; the layer above hands them in, so the session never names it.
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    pub buffers: BufferCallbacks,
+    /// `atexit` handler that calls [`finish_at_exit`].
+    pub at_exit: extern "C" fn(),
+}
+
+/// A buffer for CUPTI to fill and its size (`None`: no session). Callback
+/// path: pool only.
+pub fn request_buffer() -> Option<(*mut u8, usize)> {
+    let s = SESSION.get()?;
+    Some((s.pool.request(), s.pool.buf_size()))
+}
+
+/// CUPTI hands back a buffer holding `valid` bytes of records. Callback
+/// path: pool only.
+pub fn complete_buffer(buffer: *mut u8, valid: usize) {
+    if let Some(s) = SESSION.get() {
+        s.pool.complete(buffer, valid);
+    }
+}
+
+/// At exit: final forced flush and trailer, bounded in time (nothing in a
+/// forked child: the parent owns the session).
+pub fn finish_at_exit() {
+    if OWNER_PID.load(Acquire) != std::process::id() {
+        return;
+    }
+    if let Some(s) = SESSION.get() {
+        s.finish_at_exit(Duration::from_secs(10));
+    }
+}
 
 /// Capture state shared by all threads.
 pub struct Session {
@@ -79,7 +114,7 @@ fn own_session() {
 }
 
 /// Everything `InitializeInjection` does. Errors are the one line to print.
-pub fn start() -> Result<(), String> {
+pub fn start(hooks: Hooks) -> Result<(), String> {
     let config = Config::from_env(|k| std::env::var(k).ok());
     if config.disabled {
         return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
@@ -154,7 +189,7 @@ pub fn start() -> Result<(), String> {
     }
     notes.push(("cupti.kernel_timestamps", timestamps));
     notes.push(("capture.graphs", s.config.graphs.label()));
-    c.api.register().map_err(|e| format!("{e}; this process runs untraced"))?;
+    c.api.register(hooks.buffers).map_err(|e| format!("{e}; this process runs untraced"))?;
     if s.config.api_calls {
         c.api
             .set_api_allowlist(kept_calls(&cbid_names::RUNTIME), kept_calls(&cbid_names::DRIVER));
@@ -184,7 +219,7 @@ pub fn start() -> Result<(), String> {
             Err(e) => failed.push(format!("kind {}: {e}", kind::EXTERNAL_CORRELATION)),
         }
     }
-    spawn_writer(s, failed, api_filter, notes)
+    spawn_writer(s, hooks, failed, api_filter, notes)
 }
 
 /// The activity kinds enabled besides the concurrent kernel kind (best effort), with the
@@ -269,12 +304,12 @@ static MARKERS_ONLY: AtomicBool = AtomicBool::new(false);
 /// Start a session without CUPTI, for the NCCL plugin (called from its first
 /// `init` when `InitializeInjection` did not start one: CUPTI held by another
 /// profiler, no libcupti, or NCCL loaded us without CUDA injection).
-pub fn start_nccl_only() -> Result<(), String> {
-    start_without_cupti(Mode::Nccl)
+pub fn start_nccl_only(hooks: Hooks) -> Result<(), String> {
+    start_without_cupti(Mode::Nccl, hooks)
 }
 
 /// A session without CUPTI (see [`Mode`]).
-pub fn start_without_cupti(mode: Mode) -> Result<(), String> {
+pub fn start_without_cupti(mode: Mode, hooks: Hooks) -> Result<(), String> {
     if let Some(s) = SESSION.get() {
         // A session whose writer never started (CUPTI failed after set-up
         // began) or that belongs to the parent of this forked process writes
@@ -299,35 +334,39 @@ pub fn start_without_cupti(mode: Mode) -> Result<(), String> {
     MARKERS_ONLY.store(mode == Mode::Markers, Release);
     let s = SESSION.get().expect("just set");
     own_session();
-    spawn_writer(s, Vec::new(), None, Vec::new())
+    spawn_writer(s, hooks, Vec::new(), None, Vec::new())
 }
 
-/// Exit handler registered at NVTX's first call (by `nvtx_inject`): when no
+/// At exit, for the handler registered at NVTX's first call: when no
 /// session ever started in this process (no CUDA), start one without CUPTI
 /// now and finish it, so the markers reach a trace.
-pub extern "C" fn write_markers_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        if !crate::nvtx::owns_markers() {
-            return;
-        }
-        if SESSION.get().is_some() {
-            return; // that session's own exit handler finishes it
-        }
-        match start_without_cupti(Mode::Markers) {
-            Ok(()) => {
-                if let Some(sess) = SESSION.get() {
-                    sess.finish_at_exit(Duration::from_secs(10));
-                }
+pub fn write_markers_at_exit(hooks: Hooks) {
+    if !crate::nvtx::owns_markers() {
+        return;
+    }
+    if SESSION.get().is_some() {
+        return; // that session's own exit handler finishes it
+    }
+    match start_without_cupti(Mode::Markers, hooks) {
+        Ok(()) => {
+            if let Some(sess) = SESSION.get() {
+                sess.finish_at_exit(Duration::from_secs(10));
             }
-            Err(msg) => say(&format!("{msg}; the NVTX markers are not written")),
         }
-    });
+        Err(msg) => say(&format!("{msg}; the NVTX markers are not written")),
+    }
 }
 
 /// Notes for the trace header (key, value).
 type Notes = Vec<(&'static str, String)>;
 
-fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<String>, notes: Notes) -> Result<(), String> {
+fn spawn_writer(
+    s: &'static Session,
+    hooks: Hooks,
+    failed: Vec<String>,
+    api_filter: Option<String>,
+    notes: Notes,
+) -> Result<(), String> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
@@ -343,7 +382,7 @@ fn spawn_writer(s: &'static Session, failed: Vec<String>, api_filter: Option<Str
     // A forked child inherits this handler; it recognises itself by its pid
     // (OWNER_PID) and leaves the parent's CUPTI state, buffers and file alone.
     // Safety: registering a plain extern "C" function with libc.
-    unsafe { libc::atexit(crate::at_exit) };
+    unsafe { libc::atexit(hooks.at_exit) };
     Ok(())
 }
 

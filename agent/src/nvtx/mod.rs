@@ -344,7 +344,7 @@ pub fn state() -> Option<&'static Nvtx> {
 /// The state, allocated on the first call (one time: allocates the queue
 /// and tables, registers the fork handler and `at_exit`). `None` when NVTX
 /// capture is off by environment. `at_exit` is the entry layer's handler
-/// that writes the markers when no session ran (see `nvtx_inject.rs`).
+/// that writes the markers when no session ran (see `ffi/nvtx.rs`).
 pub fn state_or_init(at_exit: extern "C" fn()) -> Option<&'static Nvtx> {
     if let Some(s) = NVTX.get() {
         return (!OFF.load(Relaxed)).then_some(s);

@@ -2,7 +2,8 @@
 //! entry points: each translates its version's descriptor (layouts from the
 //! committed `nccl-sys` bindings) into a [`Descr`] and calls the shared
 //! code in `nccl/` (the recorder). The first `init` also makes sure a
-//! capture session runs (this module sits above both `nccl` and `session`).
+//! capture session runs (this part of the entry layer sits above both
+//! `nccl` and `session`).
 //!
 //! Every entry point catches panics and returns `ncclSuccess`: NCCL never
 //! sees an error from gputrace. A NULL out-pointer or descriptor is a
@@ -54,7 +55,7 @@ unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInf
         }
         let st = state_or_init();
         // The first communicator: make sure something writes the trace.
-        if let Err(msg) = crate::session::start_nccl_only() {
+        if let Err(msg) = crate::session::start_nccl_only(super::HOOKS) {
             st.disable(&msg);
             return;
         }
