@@ -25,6 +25,7 @@ mod cupti;
 mod decode;
 mod dl;
 mod duty;
+mod error;
 mod ffi;
 mod flight;
 mod identity;

@@ -14,10 +14,11 @@
 
 use crate::cbid_names;
 use crate::config::Config;
-use crate::cupti::{BufferCallbacks, Cupti, CuptiError, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
+use crate::cupti::{BufferCallbacks, Cupti, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
 use crate::decode::{kind, Decoder};
 use crate::dl::{self, Lib};
 use crate::duty::{Duty, Schedule, Transition};
+use crate::error::CallError;
 use crate::identity;
 use crate::levers::{self, GraphMode};
 use crate::pool::{Backlog, Pool};
@@ -135,13 +136,13 @@ pub fn start(hooks: Hooks) -> Result<(), String> {
             search.searched.join(", ")
         ));
     };
-    let cupti = Cupti::resolve(&lib).map_err(|e| format!("{source}: {e}; this process runs untraced"))?;
+    let cupti = Cupti::resolve(&lib).map_err(|e| format!("{source}: libcupti has no {e}; this process runs untraced"))?;
     let cupti_version = cupti
         .version()
         .map_err(|e| format!("{e}{}; this process runs untraced", no_driver_hint(e.code)))?;
     let multi_subscriber = match cupti.subscribe(cupti_version) {
         Ok(multi) => multi,
-        Err(CuptiError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => {
+        Err(CallError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => {
             return Err(
                 "CUPTI is already in use by another profiler in this process (torch.profiler/Kineto, Nsight Systems or \
                         another CUPTI tool); this process runs untraced"
@@ -189,7 +190,9 @@ pub fn start(hooks: Hooks) -> Result<(), String> {
     }
     notes.push(("cupti.kernel_timestamps", timestamps));
     notes.push(("capture.graphs", s.config.graphs.label()));
-    c.api.register(hooks.buffers).map_err(|e| format!("{e}; this process runs untraced"))?;
+    c.api
+        .register(hooks.buffers)
+        .map_err(|e| format!("{e}; this process runs untraced"))?;
     if s.config.api_calls {
         c.api
             .set_api_allowlist(kept_calls(&cbid_names::RUNTIME), kept_calls(&cbid_names::DRIVER));
@@ -360,13 +363,7 @@ pub fn write_markers_at_exit(hooks: Hooks) {
 /// Notes for the trace header (key, value).
 type Notes = Vec<(&'static str, String)>;
 
-fn spawn_writer(
-    s: &'static Session,
-    hooks: Hooks,
-    failed: Vec<String>,
-    api_filter: Option<String>,
-    notes: Notes,
-) -> Result<(), String> {
+fn spawn_writer(s: &'static Session, hooks: Hooks, failed: Vec<String>, api_filter: Option<String>, notes: Notes) -> Result<(), String> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
@@ -456,7 +453,7 @@ impl Session {
         }
     }
 
-    fn flush(&self, flag: u32) -> Result<(), CuptiError> {
+    fn flush(&self, flag: u32) -> Result<(), CallError> {
         let Some(c) = &self.cupti else { return Ok(()) };
         let _guard = self.flush_lock.lock().unwrap_or_else(|p| p.into_inner());
         c.api.flush_all(flag)
@@ -934,7 +931,7 @@ impl DutySide {
 #[derive(Default)]
 struct GraphSwitch {
     /// The switch was tried: when (trace time), or CUPTI's refusal.
-    tried: Option<Result<Nanos, CuptiError>>,
+    tried: Option<Result<Nanos, CallError>>,
 }
 
 impl GraphSwitch {
@@ -952,7 +949,7 @@ impl GraphSwitch {
 
     /// The trailer's `capture.graph_level`.
     fn note(&self, s: &Session) -> Option<String> {
-        match (s.config.graphs, self.tried) {
+        match (s.config.graphs, &self.tried) {
             (GraphMode::Graph, _) if s.graph_level.load(Acquire) => Some("from the start".into()),
             (GraphMode::Auto { after }, None) => Some(format!("never: no graph was launched {after} times")),
             (GraphMode::Auto { after }, Some(Ok(t))) => {

@@ -124,12 +124,7 @@ extern "C" fn buffer_requested_v2(
 }
 
 /// v2 (multi-subscriber) flavour of [`buffer_completed`].
-extern "C" fn buffer_completed_v2(
-    buffer: *mut u8,
-    size: usize,
-    valid: usize,
-    _info: *mut cupti_sys::CUpti_BufferCallbackCompleteInfo,
-) {
+extern "C" fn buffer_completed_v2(buffer: *mut u8, size: usize, valid: usize, _info: *mut cupti_sys::CUpti_BufferCallbackCompleteInfo) {
     buffer_completed(std::ptr::null_mut(), 0, buffer, size, valid)
 }
 
