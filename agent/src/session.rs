@@ -16,7 +16,7 @@ use crate::cbid_names;
 use crate::config::Config;
 use crate::cupti::{BufferCallbacks, Cupti, FLUSH_FORCED, MULTIPLE_SUBSCRIBERS};
 use crate::decode::{kind, Decoder};
-use crate::dl::{self, Lib};
+use crate::dl::{self, Lib, MissingSymbol};
 use crate::duty::{Duty, Schedule, Transition};
 use crate::error::CallError;
 use crate::identity;
@@ -106,6 +106,42 @@ struct CuptiSide {
     enabled_at: (Nanos, Instant),
 }
 
+/// Why a session did not start: the one `gputrace:` line the entry layer
+/// prints (the process runs on untraced).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("GPUTRACE_DISABLE=1: capture is off for this process")]
+    Disabled,
+    #[error("libcuda.so.1 is not loaded in this process; capture is off")]
+    NoCuda,
+    #[error("libcupti not found (searched: {}); set GPUTRACE_CUPTI to its path; this process runs untraced", .searched.join(", "))]
+    NoCupti { searched: Vec<String> },
+    #[error("{source_name}: libcupti has no {missing}; this process runs untraced")]
+    OldCupti { source_name: String, missing: MissingSymbol },
+    /// CUPTI cannot say its version or subscribe (no driver, usually).
+    #[error("{0}{hint}; this process runs untraced", hint = no_driver_hint(.0.code))]
+    CuptiUnusable(CallError),
+    #[error(
+        "CUPTI is already in use by another profiler in this process (torch.profiler/Kineto, Nsight Systems or another \
+         CUPTI tool); this process runs untraced"
+    )]
+    CuptiBusy,
+    /// CUPTI refused the callbacks or the kernel activity kind.
+    #[error("{0}; this process runs untraced")]
+    CuptiRefused(CallError),
+    #[error("could not allocate {mib} MiB of trace buffers; this process runs untraced")]
+    NoBuffers { mib: usize },
+    #[error("could not allocate the trace buffers")]
+    NoMarkerBuffers,
+    #[error("could not start the writer thread: {0}; this process runs untraced")]
+    NoWriterThread(std::io::Error),
+    /// A session set up earlier (its line was printed) writes nothing.
+    #[error("capture is off in this process (see the gputrace: line above)")]
+    OffEarlier,
+    #[error("this forked process does not write a trace of its own")]
+    ForkedChild,
+}
+
 /// This process owns the session just set: remember its pid and have
 /// forked children flag themselves.
 fn own_session() {
@@ -115,10 +151,10 @@ fn own_session() {
 }
 
 /// Everything `InitializeInjection` does. Errors are the one line to print.
-pub fn start(hooks: Hooks) -> Result<(), String> {
+pub fn start(hooks: Hooks) -> Result<(), StartError> {
     let config = Config::from_env(|k| std::env::var(k).ok());
     if config.disabled {
-        return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
+        return Err(StartError::Disabled);
     }
     if let Some(e) = &config.duty_error {
         say(&format!("{e}; capturing the whole time"));
@@ -128,34 +164,23 @@ pub fn start(hooks: Hooks) -> Result<(), String> {
     }
     // CUPTI 13.2 crashes on its first call without libcuda; in injection
     // mode the driver called us, so it is loaded. Anything else: stop here.
-    let cuda = dl::libcuda_loaded().ok_or("libcuda.so.1 is not loaded in this process; capture is off")?;
+    let cuda = dl::libcuda_loaded().ok_or(StartError::NoCuda)?;
     let search = dl::find_cupti(config.cupti_path.clone(), config.cuda_home.clone());
     let Some((lib, source)) = search.found else {
-        return Err(format!(
-            "libcupti not found (searched: {}); set GPUTRACE_CUPTI to its path; this process runs untraced",
-            search.searched.join(", ")
-        ));
+        return Err(StartError::NoCupti { searched: search.searched });
     };
-    let cupti = Cupti::resolve(&lib).map_err(|e| format!("{source}: libcupti has no {e}; this process runs untraced"))?;
-    let cupti_version = cupti
-        .version()
-        .map_err(|e| format!("{e}{}; this process runs untraced", no_driver_hint(e.code)))?;
+    let cupti = Cupti::resolve(&lib).map_err(|missing| StartError::OldCupti {
+        source_name: source.clone(),
+        missing,
+    })?;
+    let cupti_version = cupti.version().map_err(StartError::CuptiUnusable)?;
     let multi_subscriber = match cupti.subscribe(cupti_version) {
         Ok(multi) => multi,
-        Err(CallError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => {
-            return Err(
-                "CUPTI is already in use by another profiler in this process (torch.profiler/Kineto, Nsight Systems or \
-                        another CUPTI tool); this process runs untraced"
-                    .into(),
-            )
-        }
-        Err(e) => return Err(format!("{e}{}; this process runs untraced", no_driver_hint(e.code))),
+        Err(CallError { code, .. }) if code == MULTIPLE_SUBSCRIBERS => return Err(StartError::CuptiBusy),
+        Err(e) => return Err(StartError::CuptiUnusable(e)),
     };
-    let pool = Pool::new(config.buffers, config.buffer_bytes).ok_or_else(|| {
-        format!(
-            "could not allocate {} MiB of trace buffers; this process runs untraced",
-            (config.buffers * config.buffer_bytes) >> 20
-        )
+    let pool = Pool::new(config.buffers, config.buffer_bytes).ok_or(StartError::NoBuffers {
+        mib: (config.buffers * config.buffer_bytes) >> 20,
     })?;
     let enabled_at = (
         Nanos(cupti.timestamp().unwrap_or_else(|_| ClockPair::now().realtime_ns)),
@@ -190,17 +215,13 @@ pub fn start(hooks: Hooks) -> Result<(), String> {
     }
     notes.push(("cupti.kernel_timestamps", timestamps));
     notes.push(("capture.graphs", s.config.graphs.label()));
-    c.api
-        .register(hooks.buffers)
-        .map_err(|e| format!("{e}; this process runs untraced"))?;
+    c.api.register(hooks.buffers).map_err(StartError::CuptiRefused)?;
     if s.config.api_calls {
         c.api
             .set_api_allowlist(kept_calls(&cbid_names::RUNTIME), kept_calls(&cbid_names::DRIVER));
     }
     // The concurrent kernel kind is essential; the others are best effort.
-    c.api
-        .enable(kind::CONCURRENT_KERNEL)
-        .map_err(|e| format!("{e}; this process runs untraced"))?;
+    c.api.enable(kind::CONCURRENT_KERNEL).map_err(StartError::CuptiRefused)?;
     let mut failed: Vec<String> = best_effort_kinds(s.config.api_calls)
         .into_iter()
         .filter_map(|k| c.api.enable(k).err().map(|e| format!("kind {k}: {e}")))
@@ -307,29 +328,29 @@ static MARKERS_ONLY: AtomicBool = AtomicBool::new(false);
 /// Start a session without CUPTI, for the NCCL plugin (called from its first
 /// `init` when `InitializeInjection` did not start one: CUPTI held by another
 /// profiler, no libcupti, or NCCL loaded us without CUDA injection).
-pub fn start_nccl_only(hooks: Hooks) -> Result<(), String> {
+pub fn start_nccl_only(hooks: Hooks) -> Result<(), StartError> {
     start_without_cupti(Mode::Nccl, hooks)
 }
 
 /// A session without CUPTI (see [`Mode`]).
-pub fn start_without_cupti(mode: Mode, hooks: Hooks) -> Result<(), String> {
+pub fn start_without_cupti(mode: Mode, hooks: Hooks) -> Result<(), StartError> {
     if let Some(s) = SESSION.get() {
         // A session whose writer never started (CUPTI failed after set-up
         // began) or that belongs to the parent of this forked process writes
         // nothing: say so rather than record into a queue nobody drains.
         if s.writer_thread.get().is_none() {
-            return Err("capture is off in this process (see the gputrace: line above)".into());
+            return Err(StartError::OffEarlier);
         }
         if OWNER_PID.load(Acquire) != std::process::id() {
-            return Err("this forked process does not write a trace of its own".into());
+            return Err(StartError::ForkedChild);
         }
         return Ok(());
     }
     let config = Config::from_env(|k| std::env::var(k).ok());
     if config.disabled {
-        return Err("GPUTRACE_DISABLE=1: capture is off for this process".into());
+        return Err(StartError::Disabled);
     }
-    let pool = Pool::new(2, 64 * 1024).ok_or("could not allocate the trace buffers")?;
+    let pool = Pool::new(2, 64 * 1024).ok_or(StartError::NoMarkerBuffers)?;
     let session = Session::new(pool, None, config);
     if SESSION.set(session).is_err() {
         return Ok(());
@@ -363,7 +384,13 @@ pub fn write_markers_at_exit(hooks: Hooks) {
 /// Notes for the trace header (key, value).
 type Notes = Vec<(&'static str, String)>;
 
-fn spawn_writer(s: &'static Session, hooks: Hooks, failed: Vec<String>, api_filter: Option<String>, notes: Notes) -> Result<(), String> {
+fn spawn_writer(
+    s: &'static Session,
+    hooks: Hooks,
+    failed: Vec<String>,
+    api_filter: Option<String>,
+    notes: Notes,
+) -> Result<(), StartError> {
     let handle = std::thread::Builder::new()
         .name("gputrace-writer".into())
         .spawn(move || {
@@ -374,7 +401,7 @@ fn spawn_writer(s: &'static Session, hooks: Hooks, failed: Vec<String>, api_filt
                 s.finished.store(true, Release);
             }
         })
-        .map_err(|e| format!("could not start the writer thread: {e}; this process runs untraced"))?;
+        .map_err(StartError::NoWriterThread)?;
     let _ = s.writer_thread.set(handle.thread().clone());
     // A forked child inherits this handler; it recognises itself by its pid
     // (OWNER_PID) and leaves the parent's CUPTI state, buffers and file alone.

@@ -56,7 +56,7 @@ unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInf
         let st = state_or_init();
         // The first communicator: make sure something writes the trace.
         if let Err(msg) = crate::session::start_nccl_only(super::HOOKS) {
-            st.disable(&msg);
+            st.disable(&msg.to_string());
             return;
         }
         // Safety: NULL or NCCL's NUL-terminated communicator name.

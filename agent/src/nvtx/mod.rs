@@ -1,7 +1,7 @@
 //! NVTX markers: the application's own ranges and marks (`nvtxRangePushA`,
 //! `nvtxMarkA`, domains, categories, payloads), recorded through NVTX's own
 //! injection entry (`InitializeInjectionNvtx2`, as Nsight Systems does; not
-//! through CUPTI), plus [`gputrace_mark`](crate::gputrace_mark) for the
+//! through CUPTI), plus `gputrace_mark` (in `ffi`) for the
 //! Python module.
 //!
 //! Rules on the calling (application) thread, the same as the NCCL plugin's:
