@@ -21,8 +21,9 @@ macro_rules! symbol_name {
 /// `None` when the library does not have it. `$ty` must be the signature
 /// the header that declares `$name` gives it: for CUPTI the type cupti-sys
 /// generated (every CUPTI 12.x/13.x the agent loads keeps that signature;
-/// cupti-sys's layout tests check both headers), for NVML the type declared
-/// beside the call from `nvml.h`.
+/// cupti-sys's layout tests check both headers), for NVML and the CUDA
+/// driver and runtime the type declared beside the call from `nvml.h`,
+/// `cuda.h` or `cuda_runtime_api.h`.
 macro_rules! typed_symbol {
     ($lib:expr, $name:literal, $ty:ty) => {{
         let p = $lib.sym($crate::dl::symbol_name!($name));
