@@ -1,7 +1,7 @@
 //! The settings that make capture cheaper by asking CUPTI for less
 //! (`docs/agent.md`, "Cheaper capture"): graph-level graphs, hardware event
 //! timestamps and per-thread activity buffers. Parsing here; the calls are
-//! made by `session.rs` at set-up (before any activity kind is enabled, as
+//! made by `session/` at set-up (before any activity kind is enabled, as
 //! CUPTI requires for the last two) and, for `--graphs auto`, by the writer.
 
 use crate::cupti::Cupti;

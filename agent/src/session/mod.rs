@@ -2,8 +2,9 @@
 //! writer thread, the periodic flush, and the final flush at exit.
 //!
 //! Threads and what they may do:
-//! - CUPTI's threads run `buffer_requested`/`buffer_completed`: pool
-//!   operations only (see `pool.rs`).
+//! - CUPTI's threads run the entry layer's buffer callbacks (`ffi`), which
+//!   call [`request_buffer`]/[`complete_buffer`]: pool operations only (see
+//!   `pool.rs`).
 //! - The writer thread decodes completed buffers, writes chunks, and calls
 //!   `cuptiActivityFlushAll(0)` once per flush period.
 //! - The exit handler calls `cuptiActivityFlushAll(FORCED)` and waits (with

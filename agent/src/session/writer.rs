@@ -35,17 +35,7 @@ pub(super) fn run(s: &'static Session, failed_kinds: Vec<String>, api_filter: Op
     });
     let mut held = Backlog::default();
     header.devices = devices(s, cupti, &mut held);
-    let (hw_plan, hw_note) = crate::nvml::plan(
-        s.config.gpu_sample_hz,
-        &header.devices,
-        header.rank.local_rank,
-        s.config.nvml_path.clone(),
-        std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
-    );
-    header.extra.insert("nvml.sampling".into(), hw_note);
-    let on = s.config.gpu_metrics && cupti.is_some();
-    let (pm_plan, pm_note) = crate::pm_sampling::plan(on, s.config.gpu_metrics_hz, &header.devices, header.rank.local_rank);
-    header.extra.insert("pm.sampling".into(), pm_note);
+    let samplers = plan_samplers(s, &mut header);
     let path = trace_path(&s.config, &header);
     let w = match open_trace(s, &header, &path) {
         Ok(w) => w,
@@ -62,37 +52,9 @@ pub(super) fn run(s: &'static Session, failed_kinds: Vec<String>, api_filter: Op
             return;
         }
     };
-    let mut dec = Decoder::default();
-    dec.graphs.on = matches!(s.config.graphs, GraphMode::Auto { .. });
     let offset = start_clock.cupti_ns.map_or(0, |c| c as i64 - start_clock.realtime_ns as i64);
-    let mut sources: Vec<Box<dyn Source>> = Vec::new();
-    if let Some(c) = cupti {
-        sources.push(Box::new(ActivitySource::new(s, c, held)));
-    }
-    sources.push(Box::new(NcclSource::new(s, offset)));
-    sources.push(Box::new(NvtxSource::new(offset)));
-    sources.push(Box::new(NvmlSource::new(offset)));
-    sources.push(Box::<crate::pm_sampling::WriterSide>::default());
-    if let Some(p) = hw_plan {
-        crate::nvml::start(p);
-    }
-    if let (Some(p), Some(c)) = (pm_plan, cupti) {
-        crate::pm_sampling::start(p, c.lib, c.source.clone());
-    }
-    let flight = s.config.flight.map(|fc| Triggers::new(&s.config, &fc));
-    let mut pass = Pass::new(dec);
-    pass.steps.wanted = flight.as_ref().is_some_and(|t| t.wants_steps());
-    let mut t = Tracing {
-        s,
-        w,
-        path,
-        sources,
-        pass,
-        losses: Losses::default(),
-        duty,
-        graphs: GraphSwitch::default(),
-        flight,
-    };
+    let mut t = Tracing::new(s, w, path, sources(s, held, offset), duty);
+    samplers.start(cupti);
     match t.passes() {
         Ok(()) => t.finish(),
         Err(e) => {
@@ -104,6 +66,55 @@ pub(super) fn run(s: &'static Session, failed_kinds: Vec<String>, api_filter: Op
         }
     }
     s.finished.store(true, Release);
+}
+
+/// The sources, in the order each pass pumps them: CUPTI's activity first
+/// (its decoder collects what the NCCL source links). `held`: CUPTI's
+/// buffers completed before the file was open; `offset`: added to a
+/// `CLOCK_REALTIME` ns to get the trace's time.
+fn sources(s: &'static Session, held: Backlog, offset: i64) -> Vec<Box<dyn Source>> {
+    let mut sources: Vec<Box<dyn Source>> = Vec::new();
+    if let Some(c) = s.cupti.as_ref() {
+        sources.push(Box::new(ActivitySource::new(s, c, held)));
+    }
+    sources.push(Box::new(NcclSource::new(s, offset)));
+    sources.push(Box::new(NvtxSource::new(offset)));
+    sources.push(Box::new(NvmlSource::new(offset)));
+    sources.push(Box::<crate::pm_sampling::WriterSide>::default());
+    sources
+}
+
+/// The NVML and PM samplers' plans, said in the header.
+struct Samplers {
+    nvml: Option<crate::nvml::Plan>,
+    pm: Option<crate::pm_sampling::Plan>,
+}
+
+fn plan_samplers(s: &Session, header: &mut Header) -> Samplers {
+    let (nvml, note) = crate::nvml::plan(
+        s.config.gpu_sample_hz,
+        &header.devices,
+        header.rank.local_rank,
+        s.config.nvml_path.clone(),
+        std::env::var_os("CUDA_VISIBLE_DEVICES").is_some(),
+    );
+    header.extra.insert("nvml.sampling".into(), note);
+    let on = s.config.gpu_metrics && s.cupti.is_some();
+    let (pm, note) = crate::pm_sampling::plan(on, s.config.gpu_metrics_hz, &header.devices, header.rank.local_rank);
+    header.extra.insert("pm.sampling".into(), note);
+    Samplers { nvml, pm }
+}
+
+impl Samplers {
+    /// Start the sampler threads (once the sources that drain them exist).
+    fn start(self, cupti: Option<&CuptiSide>) {
+        if let Some(p) = self.nvml {
+            crate::nvml::start(p);
+        }
+        if let (Some(p), Some(c)) = (self.pm, cupti) {
+            crate::pm_sampling::start(p, c.lib, c.source.clone());
+        }
+    }
 }
 
 /// The header: who, where, which CUDA, and the notes set-up made (devices
@@ -258,8 +269,7 @@ struct Tracing {
     s: &'static Session,
     w: Writer,
     path: PathBuf,
-    /// In the order each pass pumps them: CUPTI's activity first (its
-    /// decoder collects what the NCCL source links).
+    /// In the order each pass pumps them (see [`sources`]).
     sources: Vec<Box<dyn Source>>,
     pass: Pass,
     losses: Losses,
@@ -269,6 +279,31 @@ struct Tracing {
 }
 
 impl Tracing {
+    fn new(
+        s: &'static Session,
+        w: Writer,
+        path: PathBuf,
+        sources: Vec<Box<dyn Source>>,
+        duty: Option<(&'static CuptiSide, DutySide)>,
+    ) -> Tracing {
+        let mut dec = Decoder::default();
+        dec.graphs.on = matches!(s.config.graphs, GraphMode::Auto { .. });
+        let flight = s.config.flight.map(|fc| Triggers::new(&s.config, &fc));
+        let mut pass = Pass::new(dec);
+        pass.steps.wanted = flight.as_ref().is_some_and(|t| t.wants_steps());
+        Tracing {
+            s,
+            w,
+            path,
+            sources,
+            pass,
+            losses: Losses::default(),
+            duty,
+            graphs: GraphSwitch::default(),
+            flight,
+        }
+    }
+
     /// Writer passes, every 5 ms (or when the exit handler wakes the
     /// thread), until the one after the exit handler's forced flush.
     fn passes(&mut self) -> Result<(), FormatError> {
