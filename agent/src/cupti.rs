@@ -1,63 +1,9 @@
 //! The CUPTI functions the agent uses, resolved at run time from whichever
 //! libcupti was found, and one conversion from return codes to `Result`.
 
-use crate::dl::{typed_symbol, Lib};
+use crate::dl::{required_symbol, typed_symbol, Lib, MissingSymbol};
+use crate::error::CallError;
 use cupti_sys as sys;
-
-/// A CUPTI error code with its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CuptiError {
-    /// The function that failed.
-    pub call: &'static str,
-    /// The raw `CUptiResult`.
-    pub code: u32,
-}
-
-impl std::fmt::Display for CuptiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} failed with CUPTI error {} ({})",
-            self.call,
-            self.code,
-            result_name(self.code)
-        )
-    }
-}
-
-/// Names of the CUPTI results the agent can meet (from `cupti_result.h`).
-/// A string table here, because `cuptiGetResultString` itself crashes in
-/// CUPTI 13.2 without a driver.
-pub fn result_name(code: u32) -> &'static str {
-    match code {
-        sys::CUPTI_SUCCESS => "SUCCESS",
-        sys::CUPTI_ERROR_INVALID_PARAMETER => "INVALID_PARAMETER",
-        sys::CUPTI_ERROR_INVALID_DEVICE => "INVALID_DEVICE",
-        sys::CUPTI_ERROR_INVALID_CONTEXT => "INVALID_CONTEXT",
-        sys::CUPTI_ERROR_INVALID_OPERATION => "INVALID_OPERATION",
-        sys::CUPTI_ERROR_OUT_OF_MEMORY => "OUT_OF_MEMORY",
-        sys::CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT => "PARAMETER_SIZE_NOT_SUFFICIENT",
-        sys::CUPTI_ERROR_MAX_LIMIT_REACHED => "MAX_LIMIT_REACHED",
-        sys::CUPTI_ERROR_NOT_COMPATIBLE => "NOT_COMPATIBLE",
-        sys::CUPTI_ERROR_NOT_INITIALIZED => "NOT_INITIALIZED",
-        sys::CUPTI_ERROR_QUEUE_EMPTY => "QUEUE_EMPTY",
-        sys::CUPTI_ERROR_INVALID_KIND => "INVALID_KIND",
-        sys::CUPTI_ERROR_HARDWARE_BUSY => "HARDWARE_BUSY",
-        sys::CUPTI_ERROR_NOT_SUPPORTED => "NOT_SUPPORTED",
-        sys::CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED => "VIRTUALIZED_DEVICE_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => "INSUFFICIENT_PRIVILEGES",
-        sys::CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED => "LEGACY_PROFILER_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => "MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED => "CONFIDENTIAL_COMPUTING_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED => "CMP_DEVICE_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED => "MIG_DEVICE_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED => "SLI_DEVICE_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED => "WSL_DEVICE_NOT_SUPPORTED",
-        sys::CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS => "HES_TRACE_NOT_SUPPORTED_ON_MPS",
-        sys::CUPTI_ERROR_UNKNOWN => "UNKNOWN",
-        _ => "unrecognised code",
-    }
-}
 
 /// `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`: another tool holds CUPTI.
 pub const MULTIPLE_SUBSCRIBERS: u32 = sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -66,11 +12,11 @@ pub const MAX_LIMIT_REACHED: u32 = sys::CUPTI_ERROR_MAX_LIMIT_REACHED;
 /// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
 pub const FLUSH_FORCED: u32 = 1;
 
-fn check(call: &'static str, code: u32) -> Result<(), CuptiError> {
+fn check(call: &'static str, code: u32) -> Result<(), CallError> {
     if code == 0 {
         Ok(())
     } else {
-        Err(CuptiError { call, code })
+        Err(CallError::cupti(call, code))
     }
 }
 
@@ -82,7 +28,17 @@ pub struct ApiSwitches {
     /// Calls CUPTI refused to switch (unknown to this version, usually).
     pub refused: usize,
     /// The first refusal.
-    pub first_error: Option<CuptiError>,
+    pub first_error: Option<CallError>,
+}
+
+/// CUPTI's buffer callbacks in both flavours (the entry layer's functions:
+/// they catch panics and touch only the session's pool).
+#[derive(Clone, Copy)]
+pub struct BufferCallbacks {
+    pub requested: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
+    pub completed: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
+    pub requested_v2: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize, *mut sys::CUpti_BufferCallbackRequestInfo),
+    pub completed_v2: unsafe extern "C" fn(*mut u8, usize, usize, *mut sys::CUpti_BufferCallbackCompleteInfo),
 }
 
 /// The subscriber-scoped ("v2", multi-subscriber) entry points, present in
@@ -138,7 +94,7 @@ pub struct Cupti {
     /// allow-list at enable time (CUPTI 13.4+): runtime, driver callback ids.
     api_allowlist: std::sync::OnceLock<(Vec<u32>, Vec<u32>)>,
     /// How the last enabling of an API kind with the allow-list went.
-    allowlist_outcome: std::sync::Mutex<Option<Result<(), CuptiError>>>,
+    allowlist_outcome: std::sync::Mutex<Option<Result<(), CallError>>>,
 }
 
 /// `sizeof(CUpti_ActivityConfig)` (13.2+; `pKindOptions` is read from 13.4).
@@ -147,16 +103,9 @@ const ACTIVITY_CONFIG_SIZE: usize = 40;
 /// an API allow-list (13.4).
 pub const ALLOWLIST_SINCE: u32 = 130_400;
 
-/// A required entry point: `typed_symbol!`, or the resolve error naming it.
-macro_rules! resolve {
-    ($lib:expr, $name:literal, $ty:ty) => {
-        typed_symbol!($lib, $name, $ty).ok_or_else(|| format!("libcupti has no {}", $name))?
-    };
-}
-
 impl Cupti {
     /// Resolve the entry points. Calls nothing in the library.
-    pub fn resolve(lib: &Lib) -> Result<Cupti, String> {
+    pub fn resolve(lib: &Lib) -> Result<Cupti, MissingSymbol> {
         let v2 = (|| {
             Some(V2 {
                 subscribe: typed_symbol!(lib, "cuptiSubscribe_v2", sys::cuptiSubscribe_v2_t)?,
@@ -185,16 +134,16 @@ impl Cupti {
         Ok(Cupti {
             v2,
             subscriber: std::sync::OnceLock::new(),
-            get_version: resolve!(lib, "cuptiGetVersion", sys::cuptiGetVersion_t),
-            subscribe: resolve!(lib, "cuptiSubscribe", sys::cuptiSubscribe_t),
-            enable: resolve!(lib, "cuptiActivityEnable", sys::cuptiActivityEnable_t),
-            disable: resolve!(lib, "cuptiActivityDisable", sys::cuptiActivityDisable_t),
-            register: resolve!(lib, "cuptiActivityRegisterCallbacks", sys::cuptiActivityRegisterCallbacks_t),
-            flush_all: resolve!(lib, "cuptiActivityFlushAll", sys::cuptiActivityFlushAll_t),
-            next_record: resolve!(lib, "cuptiActivityGetNextRecord", sys::cuptiActivityGetNextRecord_t),
-            dropped: resolve!(lib, "cuptiActivityGetNumDroppedRecords", sys::cuptiActivityGetNumDroppedRecords_t),
-            timestamp: resolve!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
-            set_thread_id_type: resolve!(lib, "cuptiSetThreadIdType", sys::cuptiSetThreadIdType_t),
+            get_version: required_symbol!(lib, "cuptiGetVersion", sys::cuptiGetVersion_t),
+            subscribe: required_symbol!(lib, "cuptiSubscribe", sys::cuptiSubscribe_t),
+            enable: required_symbol!(lib, "cuptiActivityEnable", sys::cuptiActivityEnable_t),
+            disable: required_symbol!(lib, "cuptiActivityDisable", sys::cuptiActivityDisable_t),
+            register: required_symbol!(lib, "cuptiActivityRegisterCallbacks", sys::cuptiActivityRegisterCallbacks_t),
+            flush_all: required_symbol!(lib, "cuptiActivityFlushAll", sys::cuptiActivityFlushAll_t),
+            next_record: required_symbol!(lib, "cuptiActivityGetNextRecord", sys::cuptiActivityGetNextRecord_t),
+            dropped: required_symbol!(lib, "cuptiActivityGetNumDroppedRecords", sys::cuptiActivityGetNumDroppedRecords_t),
+            timestamp: required_symbol!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
+            set_thread_id_type: required_symbol!(lib, "cuptiSetThreadIdType", sys::cuptiSetThreadIdType_t),
             push_external: typed_symbol!(
                 lib,
                 "cuptiActivityPushExternalCorrelationId",
@@ -216,7 +165,7 @@ impl Cupti {
     }
 
     /// `cuptiGetVersion`.
-    pub fn version(&self) -> Result<u32, CuptiError> {
+    pub fn version(&self) -> Result<u32, CallError> {
         let mut v = 0u32;
         // Safety: valid out-pointer.
         check("cuptiGetVersion", unsafe { (self.get_version)(&mut v) })?;
@@ -227,7 +176,7 @@ impl Cupti {
     /// driver that supports it), subscribe alongside other tools; otherwise
     /// take the single legacy slot, or learn who holds it (error 39).
     /// Returns whether the multi-subscriber API is in use.
-    pub fn subscribe(&self, cupti_version: u32) -> Result<bool, CuptiError> {
+    pub fn subscribe(&self, cupti_version: u32) -> Result<bool, CallError> {
         self.version.store(cupti_version, std::sync::atomic::Ordering::Relaxed);
         if let Some(v2) = self.v2.as_ref().filter(|_| cupti_version >= 130_301) {
             // Safety: a zeroed params struct is valid input; we set the size,
@@ -244,12 +193,7 @@ impl Cupti {
                     let _ = self.subscriber.set(Handle(handle));
                     return Ok(true);
                 }
-                MULTIPLE_SUBSCRIBERS => {
-                    return Err(CuptiError {
-                        call: "cuptiSubscribe_v2",
-                        code,
-                    })
-                }
+                MULTIPLE_SUBSCRIBERS => return Err(CallError::cupti("cuptiSubscribe_v2", code)),
                 // The driver cannot do multi-subscriber: fall back to legacy.
                 _ => {}
             }
@@ -268,16 +212,16 @@ impl Cupti {
 
     /// Register the buffer callbacks (v1 or v2 flavour, matching the
     /// subscription).
-    pub fn register(&self) -> Result<(), CuptiError> {
+    pub fn register(&self, callbacks: BufferCallbacks) -> Result<(), CallError> {
         if let Some((v2, h)) = self.v2() {
             // Safety: valid handle; the callbacks live for the process.
             return check("cuptiActivityRegisterCallbacks_v2", unsafe {
-                (v2.register)(h, Some(crate::buffer_requested_v2), Some(crate::buffer_completed_v2))
+                (v2.register)(h, Some(callbacks.requested_v2), Some(callbacks.completed_v2))
             });
         }
         // Safety: both are valid extern "C" functions for the process lifetime.
         check("cuptiActivityRegisterCallbacks", unsafe {
-            (self.register)(Some(crate::buffer_requested), Some(crate::buffer_completed))
+            (self.register)(Some(callbacks.requested), Some(callbacks.completed))
         })
     }
 
@@ -286,7 +230,7 @@ impl Cupti {
     /// RUNTIME and DRIVER kinds are enabled for the listed calls only; if
     /// CUPTI refuses the list, for every call (the decoder's filter then
     /// drops the rest), and [`Self::allowlist_outcome`] says which.
-    pub fn enable(&self, kind: u32) -> Result<(), CuptiError> {
+    pub fn enable(&self, kind: u32) -> Result<(), CallError> {
         if let Some((v2, h)) = self.v2() {
             if let Some(r) = self.enable_api_allowlisted(v2, h, kind) {
                 return r;
@@ -307,14 +251,14 @@ impl Cupti {
     }
 
     /// How the last enabling with the allow-list went (`None`: not tried).
-    pub fn allowlist_outcome(&self) -> Option<Result<(), CuptiError>> {
-        *self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn allowlist_outcome(&self) -> Option<Result<(), CallError>> {
+        self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `cuptiActivityEnable_v2` of RUNTIME or DRIVER with the allow-list in
     /// `CUpti_ActivityApiOptions`; `None` when this does not apply. A refusal
     /// is noted and the kind enabled without the list.
-    fn enable_api_allowlisted(&self, v2: &V2, h: sys::CUpti_SubscriberHandle, kind: u32) -> Option<Result<(), CuptiError>> {
+    fn enable_api_allowlisted(&self, v2: &V2, h: sys::CUpti_SubscriberHandle, kind: u32) -> Option<Result<(), CallError>> {
         let (runtime, driver) = self.api_allowlist.get()?;
         let list = match kind {
             sys::CUPTI_ACTIVITY_KIND_RUNTIME => runtime,
@@ -342,7 +286,7 @@ impl Cupti {
         };
         // Safety: valid handle; `config` and what it points to live across the call.
         let r = check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, &mut config) });
-        *self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        *self.allowlist_outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
         Some(r.or_else(|_| {
             // Safety: valid handle; NULL config means defaults.
             check("cuptiActivityEnable_v2", unsafe { (v2.enable)(h, kind, std::ptr::null_mut()) })
@@ -351,7 +295,7 @@ impl Cupti {
 
     /// Set a one-byte activity attribute (v1 or v2 flavour). `None` when
     /// this libcupti has no `cuptiActivitySetAttribute`.
-    pub fn set_attribute_u8(&self, attr: u32, value: u8) -> Option<Result<(), CuptiError>> {
+    pub fn set_attribute_u8(&self, attr: u32, value: u8) -> Option<Result<(), CallError>> {
         let mut value = value;
         let mut size = 1usize;
         let ptr = &mut value as *mut u8 as *mut libc::c_void;
@@ -370,7 +314,7 @@ impl Cupti {
     /// Blackwell and newer): `cuptiActivityEnableHWTrace(1)`, or with the
     /// subscriber-scoped API the `ENABLE_HES` attribute. Must come before
     /// any activity kind is enabled. `None` when this libcupti has neither.
-    pub fn enable_hw_trace(&self) -> Option<Result<(), CuptiError>> {
+    pub fn enable_hw_trace(&self) -> Option<Result<(), CallError>> {
         if self.v2().is_some() {
             return self.set_attribute_u8(sys::CUPTI_ACTIVITY_ATTR_ENABLE_HES, 1);
         }
@@ -380,7 +324,7 @@ impl Cupti {
     }
 
     /// Disable an activity kind.
-    pub fn disable(&self, kind: u32) -> Result<(), CuptiError> {
+    pub fn disable(&self, kind: u32) -> Result<(), CallError> {
         if let Some((v2, h)) = self.v2() {
             // Safety: valid handle; NULL config means defaults.
             return check("cuptiActivityDisable_v2", unsafe { (v2.disable)(h, kind, std::ptr::null_mut()) });
@@ -403,7 +347,7 @@ impl Cupti {
         }
         let (rt, drv) = (self.runtime_api?, self.driver_api?);
         let mut out = ApiSwitches::default();
-        let mut note = |r: Result<(), CuptiError>| match r {
+        let mut note = |r: Result<(), CallError>| match r {
             Ok(()) => out.off += 1,
             Err(e) => {
                 out.refused += 1;
@@ -423,13 +367,13 @@ impl Cupti {
 
     /// `cuptiActivityFlushAll(flag)`. Never call from a CUPTI callback, and
     /// never from two threads at once (the caller holds the flush lock).
-    pub fn flush_all(&self, flag: u32) -> Result<(), CuptiError> {
+    pub fn flush_all(&self, flag: u32) -> Result<(), CallError> {
         // Safety: plain value call.
         check("cuptiActivityFlushAll", unsafe { (self.flush_all)(flag) })
     }
 
     /// `cuptiActivityGetNumDroppedRecords(NULL, 0, &n)` (resets on read).
-    pub fn take_dropped(&self) -> Result<u64, CuptiError> {
+    pub fn take_dropped(&self) -> Result<u64, CallError> {
         let mut n = 0usize;
         if let Some((v2, h)) = self.v2() {
             // Safety: valid handle and out-pointer.
@@ -489,7 +433,7 @@ impl Cupti {
     }
 
     /// `cuptiGetTimestamp`.
-    pub fn timestamp(&self) -> Result<u64, CuptiError> {
+    pub fn timestamp(&self) -> Result<u64, CallError> {
         let mut t = 0u64;
         // Safety: valid out-pointer.
         check("cuptiGetTimestamp", unsafe { (self.timestamp)(&mut t) })?;
@@ -497,7 +441,7 @@ impl Cupti {
     }
 
     /// Ask for `gettid`-style thread ids in API records.
-    pub fn use_system_thread_ids(&self) -> Result<(), CuptiError> {
+    pub fn use_system_thread_ids(&self) -> Result<(), CallError> {
         if let Some((v2, h)) = self.v2() {
             let mut value: u32 = sys::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
             let mut size = std::mem::size_of::<u32>();
@@ -522,7 +466,7 @@ impl Cupti {
     /// # Safety
     /// `buf` must be a buffer CUPTI completed with `valid` bytes, and
     /// `cursor` null on the first call, then the previous return value.
-    pub unsafe fn next_record(&self, buf: *mut u8, valid: usize, cursor: &mut *mut sys::CUpti_Activity) -> Result<bool, CuptiError> {
+    pub unsafe fn next_record(&self, buf: *mut u8, valid: usize, cursor: &mut *mut sys::CUpti_Activity) -> Result<bool, CallError> {
         let code = match self.v2() {
             // Safety: upheld by the caller; valid handle.
             Some((v2, h)) => unsafe { (v2.next_record)(h, buf, valid, cursor) },
@@ -532,10 +476,7 @@ impl Cupti {
         match code {
             0 => Ok(true),
             MAX_LIMIT_REACHED => Ok(false),
-            code => Err(CuptiError {
-                call: "cuptiActivityGetNextRecord",
-                code,
-            }),
+            code => Err(CallError::cupti("cuptiActivityGetNextRecord", code)),
         }
     }
 }

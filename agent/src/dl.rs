@@ -18,10 +18,12 @@ macro_rules! symbol_name {
 }
 
 /// `$lib`'s entry point `$name` as the function pointer type `$ty`, or
-/// `None` when the library does not have it. `$ty` must be the type
-/// cupti-sys generated from the header that declares `$name`; every CUPTI
-/// 12.x/13.x the agent loads keeps that signature (cupti-sys's layout tests
-/// check both headers).
+/// `None` when the library does not have it. `$ty` must be the signature
+/// the header that declares `$name` gives it: for CUPTI the type cupti-sys
+/// generated (every CUPTI 12.x/13.x the agent loads keeps that signature;
+/// cupti-sys's layout tests check both headers), for NVML and the CUDA
+/// driver and runtime the type declared beside the call from `nvml.h`,
+/// `cuda.h` or `cuda_runtime_api.h`.
 macro_rules! typed_symbol {
     ($lib:expr, $name:literal, $ty:ty) => {{
         let p = $lib.sym($crate::dl::symbol_name!($name));
@@ -35,7 +37,28 @@ macro_rules! typed_symbol {
     }};
 }
 
-pub(crate) use {symbol_name, typed_symbol};
+/// A required entry point: [`typed_symbol!`], or (returned with `?` from
+/// the enclosing function) the [`MissingSymbol`] naming it.
+macro_rules! required_symbol {
+    ($lib:expr, $name:literal, $ty:ty) => {
+        $crate::dl::typed_symbol!($lib, $name, $ty).ok_or($crate::dl::MissingSymbol($name))?
+    };
+}
+
+pub(crate) use {required_symbol, symbol_name, typed_symbol};
+
+/// A required entry point the library does not have (its name; each caller
+/// words the message for its library).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissingSymbol(pub &'static str);
+
+impl std::fmt::Display for MissingSymbol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for MissingSymbol {}
 
 /// A `dlopen` handle. Never closed: CUPTI keeps calling into us, and
 /// unloading a library a CUDA process uses is never safe.

@@ -5,7 +5,7 @@
 //! This module is the schedule only, a pure state machine: given the time
 //! since capture started, [`Schedule::poll`] says whether capture must be
 //! turned off or on now. The writer thread acts on its answers (never a
-//! CUPTI callback); see `session.rs`.
+//! CUPTI callback); see `session/capture.rs`.
 
 use std::time::Duration;
 

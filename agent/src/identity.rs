@@ -2,7 +2,7 @@
 //! and the CUDA driver.
 
 use crate::decode::{uuid_string, SeenDevice};
-use crate::dl::Lib;
+use crate::dl::{typed_symbol, Lib};
 use gputrace_format::*;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
@@ -63,16 +63,9 @@ type CuDeviceGetUuid = unsafe extern "C" fn(*mut [u8; 16], libc::c_int) -> libc:
 type CuDeviceTotalMem = unsafe extern "C" fn(*mut usize, libc::c_int) -> libc::c_int;
 type CuDeviceGetAttribute = unsafe extern "C" fn(*mut libc::c_int, libc::c_int, libc::c_int) -> libc::c_int;
 
-fn sym<T: Copy>(lib: &Lib, name: &CStr) -> Option<T> {
-    let p = lib.sym(name);
-    // Safety: T is the function-pointer type of this driver entry point
-    // (cuda.h), pointer-sized.
-    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut libc::c_void, T>(&p) })
-}
-
 /// The driver version (`cuDriverGetVersion`).
 pub fn driver_version(cuda: &Lib) -> Option<u32> {
-    let f: CuResultFn1 = sym(cuda, c"cuDriverGetVersion")?;
+    let f = typed_symbol!(cuda, "cuDriverGetVersion", CuResultFn1)?;
     let mut v = 0;
     // Safety: valid out-pointer; needs no initialized driver.
     (unsafe { f(&mut v) } == 0).then_some(v as u32)
@@ -82,7 +75,7 @@ pub fn driver_version(cuda: &Lib) -> Option<u32> {
 pub fn runtime_version() -> Option<u32> {
     for name in ["libcudart.so.13", "libcudart.so.12", "libcudart.so"] {
         if let Some(l) = Lib::loaded(name) {
-            let f: CuResultFn1 = sym(&l, c"cudaRuntimeGetVersion")?;
+            let f = typed_symbol!(&l, "cudaRuntimeGetVersion", CuResultFn1)?;
             let mut v = 0;
             // Safety: valid out-pointer; this call does not initialize CUDA.
             if unsafe { f(&mut v) } == 0 {
@@ -97,8 +90,8 @@ pub fn runtime_version() -> Option<u32> {
 /// thread when the writer starts, so this retries until `deadline`.
 pub fn devices(cuda: &Lib, wait: Duration) -> Vec<DeviceInfo> {
     let (Some(count), Some(get)) = (
-        sym::<CuResultFn1>(cuda, c"cuDeviceGetCount"),
-        sym::<CuDeviceGet>(cuda, c"cuDeviceGet"),
+        typed_symbol!(cuda, "cuDeviceGetCount", CuResultFn1),
+        typed_symbol!(cuda, "cuDeviceGet", CuDeviceGet),
     ) else {
         return Vec::new();
     };
@@ -111,10 +104,11 @@ pub fn devices(cuda: &Lib, wait: Duration) -> Vec<DeviceInfo> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let name_fn: Option<CuDeviceGetName> = sym(cuda, c"cuDeviceGetName");
-    let uuid_fn: Option<CuDeviceGetUuid> = sym(cuda, c"cuDeviceGetUuid_v2").or_else(|| sym(cuda, c"cuDeviceGetUuid"));
-    let mem_fn: Option<CuDeviceTotalMem> = sym(cuda, c"cuDeviceTotalMem_v2");
-    let attr_fn: Option<CuDeviceGetAttribute> = sym(cuda, c"cuDeviceGetAttribute");
+    let name_fn = typed_symbol!(cuda, "cuDeviceGetName", CuDeviceGetName);
+    let uuid_fn =
+        typed_symbol!(cuda, "cuDeviceGetUuid_v2", CuDeviceGetUuid).or_else(|| typed_symbol!(cuda, "cuDeviceGetUuid", CuDeviceGetUuid));
+    let mem_fn = typed_symbol!(cuda, "cuDeviceTotalMem_v2", CuDeviceTotalMem);
+    let attr_fn = typed_symbol!(cuda, "cuDeviceGetAttribute", CuDeviceGetAttribute);
     let mut out = Vec::new();
     for ordinal in 0..n.clamp(0, 64) {
         let mut dev = 0;

@@ -1,10 +1,11 @@
 //! The settings that make capture cheaper by asking CUPTI for less
 //! (`docs/agent.md`, "Cheaper capture"): graph-level graphs, hardware event
 //! timestamps and per-thread activity buffers. Parsing here; the calls are
-//! made by `session.rs` at set-up (before any activity kind is enabled, as
+//! made by `session/` at set-up (before any activity kind is enabled, as
 //! CUPTI requires for the last two) and, for `--graphs auto`, by the writer.
 
-use crate::cupti::{Cupti, CuptiError};
+use crate::cupti::Cupti;
+use crate::error::CallError;
 use cupti_sys as sys;
 
 /// How CUDA graphs are recorded (`GPUTRACE_GRAPHS`).
@@ -119,7 +120,7 @@ pub fn hw_trace(api: &Cupti, version: u32, mode: HwTrace) -> (String, Option<Str
         None => refused("this libcupti has no cuptiActivityEnableHWTrace".into()),
         Some(Ok(())) => ("hardware event system (HES), as CUPTI accepted at set-up".into(), None),
         Some(Err(e)) => {
-            let (why, always) = hw_trace_refusal(e);
+            let (why, always) = hw_trace_refusal(&e);
             let (note, line) = refused(why);
             // MPS and MIG are worth a line even in `auto`: the user may not know.
             (
@@ -131,7 +132,7 @@ pub fn hw_trace(api: &Cupti, version: u32, mode: HwTrace) -> (String, Option<Str
 }
 
 /// Why CUPTI refused hardware tracing, and whether to say so in `auto`.
-fn hw_trace_refusal(e: CuptiError) -> (String, bool) {
+fn hw_trace_refusal(e: &CallError) -> (String, bool) {
     match e.code {
         sys::CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS => ("not supported under MPS".into(), true),
         sys::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED => ("not supported on a MIG instance".into(), true),
@@ -194,15 +195,12 @@ mod tests {
 
     #[test]
     fn refusals_name_mps_and_mig_and_say_so_in_auto() {
-        let e = |code| CuptiError {
-            call: "cuptiActivityEnableHWTrace",
-            code,
-        };
-        let (why, always) = hw_trace_refusal(e(sys::CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS));
+        let e = |code| CallError::cupti("cuptiActivityEnableHWTrace", code);
+        let (why, always) = hw_trace_refusal(&e(sys::CUPTI_ERROR_HES_TRACE_NOT_SUPPORTED_ON_MPS));
         assert!(why.contains("MPS") && always);
-        let (why, always) = hw_trace_refusal(e(sys::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED));
+        let (why, always) = hw_trace_refusal(&e(sys::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED));
         assert!(why.contains("MIG") && always);
-        let (why, always) = hw_trace_refusal(e(sys::CUPTI_ERROR_NOT_SUPPORTED));
+        let (why, always) = hw_trace_refusal(&e(sys::CUPTI_ERROR_NOT_SUPPORTED));
         assert!(why.contains("Blackwell") && !always);
         assert_eq!(version_label(130401), "13.4 (API 130401)");
     }

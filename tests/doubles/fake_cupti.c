@@ -1220,18 +1220,29 @@ static int request_buffer(CUpti_BuffersCallbackRequestFunc req,
     return 1;
 }
 
-/* Write one record (worker thread only). `gate_kind` is the kind that must be
- * enabled (0 = always written). Returns 1 if written. */
-static int put_record(uint32_t gate_kind, const uint8_t *rec, size_t sz, int end_buffer) {
+/* Whether CUPTI makes a record of `kind` (0: always) for an activity that
+ * happens now. Called when the activity happens (before the worker paces
+ * until its end), never when the record is written: like CUPTI, a record
+ * exists when its kind was enabled as the activity ran, so one made while
+ * capture was off cannot reach the client after capture comes back on, and
+ * one made while it was on is written even if capture goes off before its
+ * buffer is. A record not made counts as skipped_disabled.<kind>. */
+static int made_now(uint32_t kind) {
+    if (!kind) return 1;
+    pthread_mutex_lock(&g.mu);
+    int on = g.enabled[kind] != 0;
+    if (!on) g.skipped[kind]++;
+    pthread_mutex_unlock(&g.mu);
+    return on;
+}
+
+/* Write one record that was made (see made_now) into the current buffer
+ * (worker thread only). Returns 1 if written (0: stopping, or no buffer). */
+static int put_record(const uint8_t *rec, size_t sz, int end_buffer) {
     uint32_t kind = rd32(rec);
     pthread_mutex_lock(&g.mu);
     for (;;) {
         if (g.stop) {
-            pthread_mutex_unlock(&g.mu);
-            return 0;
-        }
-        if (gate_kind && !g.enabled[gate_kind]) {
-            g.skipped[gate_kind]++;
             pthread_mutex_unlock(&g.mu);
             return 0;
         }
@@ -1242,7 +1253,7 @@ static int put_record(uint32_t gate_kind, const uint8_t *rec, size_t sz, int end
             pthread_mutex_unlock(&g.mu);
             if (!request_buffer(req, req2, sz)) return 0;
             pthread_mutex_lock(&g.mu);
-            continue; /* re-check stop/enabled: they may have changed meanwhile */
+            continue; /* re-check stop: it may have changed meanwhile */
         }
         if (g.cur_used + sz <= g.cur_size && (g.cur_max == 0 || g.cur_nrec < g.cur_max)) {
             memcpy(g.cur + g.cur_used, rec, sz);
@@ -1326,13 +1337,17 @@ static int lq_pop(struct lqueue *q, struct launch *out) {
 }
 static struct lqueue pending_kern, pending_api;
 
-static uint32_t kernel_gate(int *latency_ts) {
+/* The kind of a kernel launched now, and whether its record is made (see
+ * made_now: decided at launch). */
+static uint32_t kernel_gate(int *latency_ts, int *made) {
     pthread_mutex_lock(&g.mu);
     *latency_ts = g.latency_ts;
     uint32_t k = g.enabled[FC_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] ||
                          !g.enabled[FC_CUPTI_ACTIVITY_KIND_KERNEL]
                      ? FC_CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                      : FC_CUPTI_ACTIVITY_KIND_KERNEL;
+    *made = g.enabled[k] != 0;
+    if (!*made) g.skipped[k]++;
     pthread_mutex_unlock(&g.mu);
     return k;
 }
@@ -1341,8 +1356,8 @@ static uint32_t kernel_gate(int *latency_ts) {
  * accounted for, e.g. nccl_kernels), no API matching. */
 static void emit_kernel_ex(struct clock *c, uint64_t dur, uint64_t gap, const char *name,
                            int track_api, uint32_t corr, uint32_t stream) {
-    int latency_ts;
-    uint32_t kind = kernel_gate(&latency_ts);
+    int latency_ts, made;
+    uint32_t kind = kernel_gate(&latency_ts, &made);
     uint16_t sz = sc.lay->size[kind];
     uint8_t r[512] = {0};
     struct launch l;
@@ -1395,7 +1410,7 @@ static void emit_kernel_ex(struct clock *c, uint64_t dur, uint64_t gap, const ch
     /* tail fields exist only in newer structs: write inside `sz` only */
     if (FC_OFF_KERNEL_priority + 4 <= sz) put_u32(r, FC_OFF_KERNEL_priority, 0);
     pace_until(c, end);
-    if (put_record(kind, r, sz, 0)) {
+    if (made && put_record(r, sz, 0)) {
         if (!name) {
             pthread_mutex_lock(&g.mu);
             g.null_names++;
@@ -1469,8 +1484,8 @@ static void play_nccl_kernels(struct clock *c, const struct step *s) {
         put_u32(r39, FC_OFF_EXTCORR_externalKind, FC_CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
         put_u64(r39, FC_OFF_EXTCORR_externalId, id);
         put_u32(r39, FC_OFF_EXTCORR_correlationId, corr);
-        if (put_record(FC_CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, r39,
-                       sc.lay->size[FC_CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION], 0)) {
+        if (made_now(FC_CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) &&
+            put_record(r39, sc.lay->size[FC_CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION], 0)) {
             pthread_mutex_lock(&g.mu);
             if (corr > g.corr_max) g.corr_max = corr;
             pthread_mutex_unlock(&g.mu);
@@ -1499,8 +1514,9 @@ static void put_api_record(struct clock *c, int driver, uint32_t cbid, uint64_t 
     put_u32(r, FC_OFF_API_threadId, launch_tid(c));
     put_u32(r, FC_OFF_API_correlationId, corr);
     put_u32(r, FC_OFF_API_returnValue, 0);
+    int made = made_now(kind);
     pace_until(c, end);
-    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+    if (made && put_record(r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
 }
 
 static void emit_api(struct clock *c, int driver) {
@@ -1569,8 +1585,9 @@ static void emit_graph_launch(struct clock *c, uint64_t nodes, uint32_t graph) {
     put_u32(r, FC_OFF_GRAPH_endDeviceId, 0);
     put_u32(r, FC_OFF_GRAPH_endContextId, 1);
     c->t = end + 2000;
+    int made = made_now(kind);
     pace_until(c, end);
-    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+    if (made && put_record(r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
 }
 
 static void emit_memcpy(struct clock *c, uint64_t bytes, uint32_t copy_kind, int paced) {
@@ -1597,8 +1614,9 @@ static void emit_memcpy(struct clock *c, uint64_t bytes, uint32_t copy_kind, int
     put_u32(r, FC_OFF_MEMCPY_correlationId, corr);
     put_u32(r, FC_OFF_MEMCPY_runtimeCorrelationId, corr);
     if (FC_OFF_MEMCPY_copyCount + 8 <= sz) put_u64(r, FC_OFF_MEMCPY_copyCount, 1);
+    int made = made_now(kind);
     if (paced) pace_until(c, end);
-    if (put_record(kind, r, sz, 0)) note_ts(start, end, corr);
+    if (made && put_record(r, sz, 0)) note_ts(start, end, corr);
 }
 
 static void emit_memset(struct clock *c, uint64_t bytes, int paced) {
@@ -1617,8 +1635,9 @@ static void emit_memset(struct clock *c, uint64_t bytes, int paced) {
     put_u32(r, FC_OFF_MEMSET_streamId, 7);
     put_u32(r, FC_OFF_MEMSET_correlationId, corr);
     put_u16(r, FC_OFF_MEMSET_memoryKind, FC_CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+    int made = made_now(kind);
     if (paced) pace_until(c, end);
-    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+    if (made && put_record(r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
 }
 
 static void emit_simple(struct clock *c, const struct step *s) {
@@ -1699,14 +1718,15 @@ static void emit_simple(struct clock *c, const struct step *s) {
         memcpy(r + FC_OFF_DEVICE_uuid, uuid, 16);
         put_ptr(r, FC_OFF_DEVICE_name, name);
         put_u8(r, FC_OFF_DEVICE_isCudaVisible, 1);
-        if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, start, 0);
+        if (made_now(kind) && put_record(r, sc.lay->size[kind], 0)) note_ts(start, start, 0);
         return;
     }
     default:
         return;
     }
+    int made = made_now(kind);
     pace_until(c, end);
-    if (put_record(kind, r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
+    if (made && put_record(r, sc.lay->size[kind], 0)) note_ts(start, end, corr);
 }
 
 static void emit_unknown(struct clock *c, uint32_t kind) {
@@ -1719,7 +1739,7 @@ static void emit_unknown(struct clock *c, uint32_t kind) {
     put_u64(r, 16, end);
     put_u32(r, 24, corr);
     pace_until(c, end);
-    if (put_record(0, r, size_of_kind(kind), 0)) note_ts(start, end, corr);
+    if (put_record(r, size_of_kind(kind), 0)) note_ts(start, end, corr);
 }
 
 /* Wait (holding mu) until a FlushAll starts after generation `gen0`. */
@@ -1783,7 +1803,7 @@ static void *worker_main(void *arg) {
             break;
         case OP_INVALID: {
             uint8_t r[8] = {0}; /* kind 0 = CUPTI_ACTIVITY_KIND_INVALID */
-            put_record(0, r, 8, 1);
+            put_record(r, 8, 1);
             break;
         }
         case OP_DROPPED:

@@ -4,7 +4,7 @@
 //!
 //! NCCL (≥ 2.23) loads the library named by `NCCL_PROFILER_PLUGIN` and looks
 //! up `ncclProfiler_v6` … `ncclProfiler_v1`; `gputrace run` points it at
-//! this agent, and `nccl_plugin.rs` exports every version. Each version's entry
+//! this agent, and `ffi/nccl.rs` exports every version. Each version's entry
 //! points translate NCCL's descriptor into a [`Descr`] and call the
 //! version-independent code here.
 //!

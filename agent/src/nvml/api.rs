@@ -12,7 +12,8 @@
 //! NVIDIA driver has no `libnvidia-ml.so.1`, and the agent then samples
 //! nothing.
 
-use crate::dl::Lib;
+use crate::dl::{required_symbol, typed_symbol, Lib, MissingSymbol};
+use crate::error::CallError;
 use std::ffi::{c_char, c_int, c_longlong, c_uint, c_ulong, c_ulonglong, c_ushort, c_void, CStr};
 
 /// `nvmlReturn_t` (a C enum: `int`-sized).
@@ -228,23 +229,6 @@ type RegisterEventsFn = unsafe extern "C" fn(Device, c_ulonglong, EventSet) -> N
 type EventSetWaitFn = unsafe extern "C" fn(EventSet, *mut EventData, c_uint) -> NvmlReturn;
 type EventSetFreeFn = unsafe extern "C" fn(EventSet) -> NvmlReturn;
 
-/// A failed NVML call: which function and what it returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NvmlError {
-    /// The NVML function.
-    pub call: &'static str,
-    /// Its `nvmlReturn_t`.
-    pub code: NvmlReturn,
-    /// `nvmlErrorString(code)`, or a description of our own.
-    pub message: String,
-}
-
-impl std::fmt::Display for NvmlError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} returned {} ({})", self.call, self.code, self.message)
-    }
-}
-
 /// The resolved functions. Optional ones are `None` when this libnvidia-ml
 /// lacks them; the series they feed then report `FUNCTION_NOT_FOUND`.
 pub struct Nvml {
@@ -276,62 +260,41 @@ unsafe impl Send for Nvml {}
 // Safety: as above.
 unsafe impl Sync for Nvml {}
 
-fn sym<T: Copy>(lib: &Lib, name: &CStr) -> Option<T> {
-    let p = lib.sym(name);
-    if p.is_null() {
-        return None;
-    }
-    debug_assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-    // Safety: T is one of the function-pointer types above, declared with
-    // the signature nvml.h gives `name`.
-    Some(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
-}
-
 impl Nvml {
     /// Look the functions up; `Err` names the first required one missing.
-    pub fn resolve(lib: &Lib) -> Result<Nvml, String> {
-        let need = |name: &'static CStr| -> Result<*mut c_void, String> {
-            let p = lib.sym(name);
-            if p.is_null() {
-                Err(format!("{} not found in it", name.to_string_lossy()))
-            } else {
-                Ok(p)
-            }
-        };
-        need(c"nvmlInit_v2")?;
-        need(c"nvmlDeviceGetCount_v2")?;
-        need(c"nvmlDeviceGetHandleByIndex_v2")?;
-        let reasons = sym::<U64Fn>(lib, c"nvmlDeviceGetCurrentClocksEventReasons")
+    pub fn resolve(lib: &Lib) -> Result<Nvml, MissingSymbol> {
+        let reasons = typed_symbol!(lib, "nvmlDeviceGetCurrentClocksEventReasons", U64Fn)
             .map(|f| (f, "nvmlDeviceGetCurrentClocksEventReasons"))
             .or_else(|| {
-                sym::<U64Fn>(lib, c"nvmlDeviceGetCurrentClocksThrottleReasons").map(|f| (f, "nvmlDeviceGetCurrentClocksThrottleReasons"))
+                typed_symbol!(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", U64Fn)
+                    .map(|f| (f, "nvmlDeviceGetCurrentClocksThrottleReasons"))
             });
         Ok(Nvml {
-            init: sym(lib, c"nvmlInit_v2").expect("checked"),
-            count: sym(lib, c"nvmlDeviceGetCount_v2").expect("checked"),
-            by_index: sym(lib, c"nvmlDeviceGetHandleByIndex_v2").expect("checked"),
-            by_uuid: sym(lib, c"nvmlDeviceGetHandleByUUID"),
-            utilization: sym(lib, c"nvmlDeviceGetUtilizationRates"),
-            clock: sym(lib, c"nvmlDeviceGetClockInfo"),
-            max_clock: sym(lib, c"nvmlDeviceGetMaxClockInfo"),
-            power: sym(lib, c"nvmlDeviceGetPowerUsage"),
-            energy: sym(lib, c"nvmlDeviceGetTotalEnergyConsumption"),
-            temperature: sym(lib, c"nvmlDeviceGetTemperature"),
+            init: required_symbol!(lib, "nvmlInit_v2", InitFn),
+            count: required_symbol!(lib, "nvmlDeviceGetCount_v2", CountFn),
+            by_index: required_symbol!(lib, "nvmlDeviceGetHandleByIndex_v2", ByIndexFn),
+            by_uuid: typed_symbol!(lib, "nvmlDeviceGetHandleByUUID", ByUuidFn),
+            utilization: typed_symbol!(lib, "nvmlDeviceGetUtilizationRates", UtilFn),
+            clock: typed_symbol!(lib, "nvmlDeviceGetClockInfo", ClockFn),
+            max_clock: typed_symbol!(lib, "nvmlDeviceGetMaxClockInfo", ClockFn),
+            power: typed_symbol!(lib, "nvmlDeviceGetPowerUsage", UintFn),
+            energy: typed_symbol!(lib, "nvmlDeviceGetTotalEnergyConsumption", U64Fn),
+            temperature: typed_symbol!(lib, "nvmlDeviceGetTemperature", ClockFn),
             reasons,
-            memory: sym(lib, c"nvmlDeviceGetMemoryInfo"),
-            pcie: sym(lib, c"nvmlDeviceGetPcieThroughput"),
-            field_values: sym(lib, c"nvmlDeviceGetFieldValues"),
-            ecc: sym(lib, c"nvmlDeviceGetTotalEccErrors"),
-            event_set_create: sym(lib, c"nvmlEventSetCreate"),
-            register_events: sym(lib, c"nvmlDeviceRegisterEvents"),
-            event_set_wait: sym(lib, c"nvmlEventSetWait_v2"),
-            event_set_free: sym(lib, c"nvmlEventSetFree"),
-            error_string: sym(lib, c"nvmlErrorString"),
+            memory: typed_symbol!(lib, "nvmlDeviceGetMemoryInfo", MemFn),
+            pcie: typed_symbol!(lib, "nvmlDeviceGetPcieThroughput", ClockFn),
+            field_values: typed_symbol!(lib, "nvmlDeviceGetFieldValues", FieldValuesFn),
+            ecc: typed_symbol!(lib, "nvmlDeviceGetTotalEccErrors", EccFn),
+            event_set_create: typed_symbol!(lib, "nvmlEventSetCreate", EventSetCreateFn),
+            register_events: typed_symbol!(lib, "nvmlDeviceRegisterEvents", RegisterEventsFn),
+            event_set_wait: typed_symbol!(lib, "nvmlEventSetWait_v2", EventSetWaitFn),
+            event_set_free: typed_symbol!(lib, "nvmlEventSetFree", EventSetFreeFn),
+            error_string: typed_symbol!(lib, "nvmlErrorString", ErrorStringFn),
         })
     }
 
     /// The one conversion of a return code into a `Result`.
-    fn check(&self, call: &'static str, code: NvmlReturn) -> Result<(), NvmlError> {
+    fn check(&self, call: &'static str, code: NvmlReturn) -> Result<(), CallError> {
         if code == SUCCESS {
             return Ok(());
         }
@@ -349,25 +312,21 @@ impl Nvml {
                 }
             })
             .unwrap_or_else(|| "no description".into());
-        Err(NvmlError { call, code, message })
+        Err(CallError::described(call, code, message))
     }
 
-    fn missing(call: &'static str) -> NvmlError {
-        NvmlError {
-            call,
-            code: ERROR_FUNCTION_NOT_FOUND,
-            message: "not in this libnvidia-ml".into(),
-        }
+    fn missing(call: &'static str) -> CallError {
+        CallError::described(call, ERROR_FUNCTION_NOT_FOUND, "not in this libnvidia-ml")
     }
 
     /// `nvmlInit_v2`.
-    pub fn init(&self) -> Result<(), NvmlError> {
+    pub fn init(&self) -> Result<(), CallError> {
         // Safety: no arguments; callable from any thread.
         self.check("nvmlInit_v2", unsafe { (self.init)() })
     }
 
     /// `nvmlDeviceGetCount_v2`.
-    pub fn count(&self) -> Result<u32, NvmlError> {
+    pub fn count(&self) -> Result<u32, CallError> {
         let mut n: c_uint = 0;
         // Safety: `n` is a valid out-pointer.
         self.check("nvmlDeviceGetCount_v2", unsafe { (self.count)(&mut n) })?;
@@ -375,7 +334,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetHandleByIndex_v2`.
-    pub fn by_index(&self, index: u32) -> Result<Device, NvmlError> {
+    pub fn by_index(&self, index: u32) -> Result<Device, CallError> {
         let mut d: Device = std::ptr::null_mut();
         // Safety: `d` is a valid out-pointer.
         self.check("nvmlDeviceGetHandleByIndex_v2", unsafe { (self.by_index)(index, &mut d) })?;
@@ -383,13 +342,10 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetHandleByUUID` (`uuid` as CUDA prints it, `GPU-…`).
-    pub fn by_uuid(&self, uuid: &str) -> Result<Device, NvmlError> {
+    pub fn by_uuid(&self, uuid: &str) -> Result<Device, CallError> {
         let f = self.by_uuid.ok_or_else(|| Nvml::missing("nvmlDeviceGetHandleByUUID"))?;
-        let c = std::ffi::CString::new(uuid).map_err(|_| NvmlError {
-            call: "nvmlDeviceGetHandleByUUID",
-            code: ERROR_NOT_FOUND,
-            message: "the UUID holds a NUL byte".into(),
-        })?;
+        let c = std::ffi::CString::new(uuid)
+            .map_err(|_| CallError::described("nvmlDeviceGetHandleByUUID", ERROR_NOT_FOUND, "the UUID holds a NUL byte"))?;
         let mut d: Device = std::ptr::null_mut();
         // Safety: `c` is NUL-terminated, `d` a valid out-pointer.
         self.check("nvmlDeviceGetHandleByUUID", unsafe { f(c.as_ptr(), &mut d) })?;
@@ -397,7 +353,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetUtilizationRates`.
-    pub fn utilization(&self, d: Device) -> Result<Utilization, NvmlError> {
+    pub fn utilization(&self, d: Device) -> Result<Utilization, CallError> {
         const CALL: &str = "nvmlDeviceGetUtilizationRates";
         let f = self.utilization.ok_or_else(|| Nvml::missing(CALL))?;
         let mut u = Utilization::default();
@@ -407,26 +363,26 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetClockInfo(d, clock)`, MHz.
-    pub fn clock(&self, d: Device, clock: c_uint) -> Result<u32, NvmlError> {
+    pub fn clock(&self, d: Device, clock: c_uint) -> Result<u32, CallError> {
         self.uint_arg("nvmlDeviceGetClockInfo", self.clock, d, clock)
     }
 
     /// `nvmlDeviceGetMaxClockInfo(d, clock)`, MHz.
-    pub fn max_clock(&self, d: Device, clock: c_uint) -> Result<u32, NvmlError> {
+    pub fn max_clock(&self, d: Device, clock: c_uint) -> Result<u32, CallError> {
         self.uint_arg("nvmlDeviceGetMaxClockInfo", self.max_clock, d, clock)
     }
 
     /// `nvmlDeviceGetTemperature(d, NVML_TEMPERATURE_GPU)`, °C.
-    pub fn temperature(&self, d: Device) -> Result<u32, NvmlError> {
+    pub fn temperature(&self, d: Device) -> Result<u32, CallError> {
         self.uint_arg("nvmlDeviceGetTemperature", self.temperature, d, TEMPERATURE_GPU)
     }
 
     /// `nvmlDeviceGetPcieThroughput(d, counter)`, KB/s.
-    pub fn pcie(&self, d: Device, counter: c_uint) -> Result<u32, NvmlError> {
+    pub fn pcie(&self, d: Device, counter: c_uint) -> Result<u32, CallError> {
         self.uint_arg("nvmlDeviceGetPcieThroughput", self.pcie, d, counter)
     }
 
-    fn uint_arg(&self, call: &'static str, f: Option<ClockFn>, d: Device, arg: c_uint) -> Result<u32, NvmlError> {
+    fn uint_arg(&self, call: &'static str, f: Option<ClockFn>, d: Device, arg: c_uint) -> Result<u32, CallError> {
         let f = f.ok_or_else(|| Nvml::missing(call))?;
         let mut v: c_uint = 0;
         // Safety: `d` came from NVML, `v` is a valid out-pointer.
@@ -435,7 +391,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetPowerUsage`, mW.
-    pub fn power(&self, d: Device) -> Result<u32, NvmlError> {
+    pub fn power(&self, d: Device) -> Result<u32, CallError> {
         const CALL: &str = "nvmlDeviceGetPowerUsage";
         let f = self.power.ok_or_else(|| Nvml::missing(CALL))?;
         let mut v: c_uint = 0;
@@ -445,7 +401,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetTotalEnergyConsumption`, mJ.
-    pub fn energy(&self, d: Device) -> Result<u64, NvmlError> {
+    pub fn energy(&self, d: Device) -> Result<u64, CallError> {
         const CALL: &str = "nvmlDeviceGetTotalEnergyConsumption";
         let f = self.energy.ok_or_else(|| Nvml::missing(CALL))?;
         let mut v: c_ulonglong = 0;
@@ -455,7 +411,7 @@ impl Nvml {
     }
 
     /// The current clocks-event (throttle) reasons, a bit mask.
-    pub fn reasons(&self, d: Device) -> Result<u64, NvmlError> {
+    pub fn reasons(&self, d: Device) -> Result<u64, CallError> {
         let (f, call) = self
             .reasons
             .ok_or_else(|| Nvml::missing("nvmlDeviceGetCurrentClocksEventReasons"))?;
@@ -466,7 +422,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceGetMemoryInfo`.
-    pub fn memory(&self, d: Device) -> Result<Memory, NvmlError> {
+    pub fn memory(&self, d: Device) -> Result<Memory, CallError> {
         const CALL: &str = "nvmlDeviceGetMemoryInfo";
         let f = self.memory.ok_or_else(|| Nvml::missing(CALL))?;
         let mut m = Memory::default();
@@ -479,7 +435,7 @@ impl Nvml {
     /// unsigned integer. `call` names the field in errors: the call itself
     /// can succeed with the field's own `nvmlReturn` failing (a GPU without
     /// NVLink answers `NVML_ERROR_NOT_SUPPORTED` there).
-    pub fn field_value(&self, d: Device, field: c_uint, scope: c_uint, call: &'static str) -> Result<u64, NvmlError> {
+    pub fn field_value(&self, d: Device, field: c_uint, scope: c_uint, call: &'static str) -> Result<u64, CallError> {
         const FN: &str = "nvmlDeviceGetFieldValues";
         let f = self.field_values.ok_or_else(|| Nvml::missing(FN))?;
         let mut v = [FieldValue::ask(field, scope)];
@@ -487,15 +443,12 @@ impl Nvml {
         // `nvmlFieldValue_t` with its fieldId and scopeId set.
         self.check(FN, unsafe { f(d, 1, v.as_mut_ptr()) })?;
         self.check(call, v[0].nvml_return)?;
-        v[0].as_u64().ok_or_else(|| NvmlError {
-            call,
-            code: v[0].value_type,
-            message: "a value type this agent does not read".into(),
-        })
+        v[0].as_u64()
+            .ok_or_else(|| CallError::described(call, v[0].value_type, "a value type this agent does not read"))
     }
 
     /// `nvmlDeviceGetTotalEccErrors(d, error_type, NVML_VOLATILE_ECC)`.
-    pub fn ecc_errors(&self, d: Device, error_type: c_uint) -> Result<u64, NvmlError> {
+    pub fn ecc_errors(&self, d: Device, error_type: c_uint) -> Result<u64, CallError> {
         const CALL: &str = "nvmlDeviceGetTotalEccErrors";
         let f = self.ecc.ok_or_else(|| Nvml::missing(CALL))?;
         let mut v: c_ulonglong = 0;
@@ -505,7 +458,7 @@ impl Nvml {
     }
 
     /// `nvmlEventSetCreate`. Free the set with [`Nvml::event_set_free`].
-    pub fn event_set_create(&self) -> Result<EventSet, NvmlError> {
+    pub fn event_set_create(&self) -> Result<EventSet, CallError> {
         const CALL: &str = "nvmlEventSetCreate";
         let f = self.event_set_create.ok_or_else(|| Nvml::missing(CALL))?;
         // The set is freed with nvmlEventSetFree: without it there is no
@@ -519,7 +472,7 @@ impl Nvml {
     }
 
     /// `nvmlDeviceRegisterEvents(d, types, set)`.
-    pub fn register_events(&self, d: Device, types: c_ulonglong, set: EventSet) -> Result<(), NvmlError> {
+    pub fn register_events(&self, d: Device, types: c_ulonglong, set: EventSet) -> Result<(), CallError> {
         const CALL: &str = "nvmlDeviceRegisterEvents";
         let f = self.register_events.ok_or_else(|| Nvml::missing(CALL))?;
         // Safety: `d` and `set` came from NVML and the set is not freed.
@@ -528,7 +481,7 @@ impl Nvml {
 
     /// `nvmlEventSetWait_v2(set, …, timeout_ms)`: the next event, or `None`
     /// when none arrived (`NVML_ERROR_TIMEOUT`).
-    pub fn event_set_wait(&self, set: EventSet, timeout_ms: c_uint) -> Result<Option<EventData>, NvmlError> {
+    pub fn event_set_wait(&self, set: EventSet, timeout_ms: c_uint) -> Result<Option<EventData>, CallError> {
         const CALL: &str = "nvmlEventSetWait_v2";
         let f = self.event_set_wait.ok_or_else(|| Nvml::missing(CALL))?;
         let mut data = EventData::default();
@@ -543,7 +496,7 @@ impl Nvml {
     }
 
     /// `nvmlEventSetFree(set)`; `set` must not be used afterwards.
-    pub fn event_set_free(&self, set: EventSet) -> Result<(), NvmlError> {
+    pub fn event_set_free(&self, set: EventSet) -> Result<(), CallError> {
         const CALL: &str = "nvmlEventSetFree";
         let f = self.event_set_free.ok_or_else(|| Nvml::missing(CALL))?;
         // Safety: `set` came from nvmlEventSetCreate; the caller frees it once.

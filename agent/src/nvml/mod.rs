@@ -34,8 +34,9 @@
 
 pub mod api;
 
+use crate::error::CallError;
 use crate::sampler::SamplerThread;
-use api::{Device, Nvml, NvmlError};
+use api::{Device, Nvml};
 use crossbeam::queue::ArrayQueue;
 use gputrace_format::{metric, DeviceId, DeviceInfo};
 use std::sync::atomic::{AtomicU64, Ordering::*};
@@ -143,7 +144,7 @@ impl Hw {
         self.sampler.stop_and_wait(wait)
     }
 
-    fn fail(&self, device: u32, series: &str, e: &NvmlError) {
+    fn fail(&self, device: u32, series: &str, e: &CallError) {
         self.failed_calls.fetch_add(1, Relaxed);
         let detail = format!("gpu{device} {series}: {e}");
         self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(Failure {
@@ -322,7 +323,7 @@ impl Probe {
     }
 
     /// Read the values, in the order of [`Probe::series`].
-    fn read(self, n: &Nvml, d: Device) -> Result<[u64; 2], NvmlError> {
+    fn read(self, n: &Nvml, d: Device) -> Result<[u64; 2], CallError> {
         Ok(match self {
             Probe::Utilization => {
                 let u = n.utilization(d)?;
@@ -413,7 +414,7 @@ impl<'a> XidEvents<'a> {
 
     /// Take the events that arrived (at most [`XID_EVENTS_PER_ROUND`]),
     /// without waiting: each XID is one sample of its device.
-    fn poll(&self, hw: &Hw) -> Result<(), NvmlError> {
+    fn poll(&self, hw: &Hw) -> Result<(), CallError> {
         for _ in 0..XID_EVENTS_PER_ROUND {
             let Some(ev) = self.nvml.event_set_wait(self.set, 0)? else {
                 break;
@@ -469,9 +470,9 @@ fn run(hw: &'static Hw, plan: &Plan) {
         Ok(n) => n,
         Err(e) => {
             say(&format!(
-                "NVML not usable ({name}: {e}): GPU counters are not sampled, capture goes on"
+                "NVML not usable ({name}: {e} not found in it): GPU counters are not sampled, capture goes on"
             ));
-            hw.set_status(format!("off: {name}: {e}"));
+            hw.set_status(format!("off: {name}: {e} not found in it"));
             return;
         }
     };
@@ -492,19 +493,19 @@ fn run(hw: &'static Hw, plan: &Plan) {
                 if t.device.0 < n {
                     nvml.by_index(t.device.0)
                 } else {
-                    Err(NvmlError {
-                        call: "nvmlDeviceGetCount_v2",
-                        code: api::ERROR_NOT_FOUND,
-                        message: format!("NVML sees {n} devices"),
-                    })
+                    Err(CallError::described(
+                        "nvmlDeviceGetCount_v2",
+                        api::ERROR_NOT_FOUND,
+                        format!("NVML sees {n} devices"),
+                    ))
                 }
             })
         } else {
-            Err(NvmlError {
-                call: "nvmlDeviceGetHandleByUUID",
-                code: api::ERROR_NOT_FOUND,
-                message: "CUDA gave no UUID for the device and CUDA_VISIBLE_DEVICES renumbers devices".into(),
-            })
+            Err(CallError::described(
+                "nvmlDeviceGetHandleByUUID",
+                api::ERROR_NOT_FOUND,
+                "CUDA gave no UUID for the device and CUDA_VISIBLE_DEVICES renumbers devices",
+            ))
         };
         match handle {
             Ok(handle) => live.push(Live {
@@ -587,11 +588,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
                 }
             });
             if lost {
-                let e = NvmlError {
-                    call: "NVML",
-                    code: api::ERROR_GPU_IS_LOST,
-                    message: "the GPU is lost".into(),
-                };
+                let e = CallError::described("NVML", api::ERROR_GPU_IS_LOST, "the GPU is lost");
                 hw.fail(l.device, "all series", &e);
                 say(&format!(
                     "gpu{}: NVML reports the GPU lost (fallen off the bus); its counters stop, capture goes on",

@@ -57,8 +57,35 @@ pub const COLOR_ARGB: i32 = 1;
 pub const MESSAGE_ASCII: i32 = 1;
 pub const MESSAGE_UNICODE: i32 = 2;
 pub const MESSAGE_REGISTERED: i32 = 3;
-/// `nvtxPayloadType_t` (1 u64, 2 i64, 3 double, 4 u32, 5 i32, 6 float).
-pub const PAYLOAD_FLOAT: u8 = 6;
+/// `nvtxPayloadType_t`: how an event's payload bits are read.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// No payload (`NVTX_PAYLOAD_UNKNOWN`, or a type this agent does not read).
+    #[default]
+    None = 0,
+    U64 = 1,
+    I64 = 2,
+    F64 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+}
+
+impl Payload {
+    /// The type `nvtxEventAttributes_t::payloadType` names.
+    pub fn from_abi(payload_type: i32) -> Payload {
+        match payload_type {
+            1 => Payload::U64,
+            2 => Payload::I64,
+            3 => Payload::F64,
+            4 => Payload::U32,
+            5 => Payload::I32,
+            6 => Payload::F32,
+            _ => Payload::None,
+        }
+    }
+}
 
 /// `nvtxEventAttributes_v2`.
 #[repr(C)]
@@ -117,6 +144,9 @@ int main(void) {
     printf("etbl.GetModuleFunctionTable %zu\n", offsetof(NvtxExportTableCallbacks, GetModuleFunctionTable));
     printf("const %d %d %d %d %d %d %d\n", NVTX_ETID_CALLBACKS, NVTX_CB_MODULE_CORE, NVTX_CB_MODULE_CORE2,
            NVTX_CBID_CORE_NameOsThreadW, NVTX_CBID_CORE2_Initialize, NVTX_MESSAGE_TYPE_REGISTERED, NVTX_PAYLOAD_TYPE_FLOAT);
+    printf("payload %d %d %d %d %d %d %d\n", NVTX_PAYLOAD_UNKNOWN, NVTX_PAYLOAD_TYPE_UNSIGNED_INT64,
+           NVTX_PAYLOAD_TYPE_INT64, NVTX_PAYLOAD_TYPE_DOUBLE, NVTX_PAYLOAD_TYPE_UNSIGNED_INT32,
+           NVTX_PAYLOAD_TYPE_INT32, NVTX_PAYLOAD_TYPE_FLOAT);
     printf("ids %d %d %d %d %d %d\n", NVTX_CBID_CORE_RangePop, NVTX_CBID_CORE_RangeEnd, NVTX_CBID_CORE2_DomainRangePop,
            NVTX_CBID_CORE2_DomainRegisterStringW, NVTX_CBID_CORE2_DomainCreateA, NVTX_CBID_CORE2_DomainResourceCreate);
     return 0;
@@ -160,9 +190,20 @@ int main(void) {
                 offset_of!(ExportTableCallbacks, get_module_function_table)
             ),
             format!(
-                "const {ETID_CALLBACKS} {MODULE_CORE} {MODULE_CORE2} {} {} {MESSAGE_REGISTERED} {PAYLOAD_FLOAT}",
+                "const {ETID_CALLBACKS} {MODULE_CORE} {MODULE_CORE2} {} {} {MESSAGE_REGISTERED} {}",
                 core::NAME_OS_THREAD_W,
-                core2::INITIALIZE
+                core2::INITIALIZE,
+                Payload::F32 as u8
+            ),
+            format!(
+                "payload {} {} {} {} {} {} {}",
+                Payload::None as u8,
+                Payload::U64 as u8,
+                Payload::I64 as u8,
+                Payload::F64 as u8,
+                Payload::U32 as u8,
+                Payload::I32 as u8,
+                Payload::F32 as u8
             ),
             format!(
                 "ids {} {} {} {} {} {}",

@@ -1,7 +1,7 @@
 //! NVTX markers: the application's own ranges and marks (`nvtxRangePushA`,
 //! `nvtxMarkA`, domains, categories, payloads), recorded through NVTX's own
 //! injection entry (`InitializeInjectionNvtx2`, as Nsight Systems does; not
-//! through CUPTI), plus [`gputrace_mark`](crate::gputrace_mark) for the
+//! through CUPTI), plus `gputrace_mark` (in `ffi`) for the
 //! Python module.
 //!
 //! Rules on the calling (application) thread, the same as the NCCL plugin's:
@@ -27,7 +27,7 @@ pub(crate) mod pair;
 
 use crossbeam::queue::ArrayQueue;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering, Ordering::*};
 use std::sync::OnceLock;
 
 /// Message bytes kept inline in a record (longer ones are cut, counted).
@@ -70,8 +70,8 @@ pub struct Rec {
     /// Index in the domain table (0: the default domain).
     pub domain: u16,
     pub kind: RecKind,
-    /// `nvtxPayloadType_t` (0: none).
-    pub payload_type: u8,
+    /// How to read `payload`.
+    pub payload_type: abi::Payload,
     pub has_color: bool,
     /// Bytes of `msg` in use (UTF-8).
     pub len: u8,
@@ -91,7 +91,7 @@ impl Rec {
             color: 0,
             domain,
             kind,
-            payload_type: 0,
+            payload_type: abi::Payload::None,
             has_color: false,
             len: 0,
             msg: [0; MSG_LEN],
@@ -136,7 +136,8 @@ impl<'a> Text<'a> {
         self.len += n;
     }
 
-    /// A NUL-terminated byte string (not UTF-8 bytes become U+FFFD).
+    /// A NUL-terminated byte string (each byte that is not part of valid
+    /// UTF-8 becomes one U+FFFD).
     ///
     /// # Safety
     /// `p` is null or NUL-terminated and readable.
@@ -144,48 +145,26 @@ impl<'a> Text<'a> {
         if p.is_null() {
             return;
         }
-        let mut i = 0;
-        loop {
-            // Safety: we stop at the NUL the caller guarantees.
-            let b = unsafe { *p.add(i) } as u8;
-            if b == 0 || self.cut {
+        // Every byte read becomes at least one byte of text, so bytes past
+        // the room left (plus a character's worth, so that the last one that
+        // fits is whole) can only be cut: they are not read.
+        let limit = self.buf.len() - self.len + 4;
+        let mut n = 0;
+        // Safety: we stop at the NUL the caller guarantees.
+        while n < limit && unsafe { *p.add(n) } != 0 {
+            n += 1;
+        }
+        // Safety: the `n` bytes before the NUL (or the limit) were just read.
+        let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) };
+        for chunk in bytes.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                self.push(c);
+            }
+            for _ in chunk.invalid() {
+                self.push(char::REPLACEMENT_CHARACTER);
+            }
+            if self.cut {
                 return;
-            }
-            if b < 0x80 {
-                self.push(b as char);
-                i += 1;
-                continue;
-            }
-            // A multi-byte sequence: take it whole when it is valid UTF-8.
-            let want = match b {
-                0xc2..=0xdf => 2,
-                0xe0..=0xef => 3,
-                0xf0..=0xf4 => 4,
-                _ => 0,
-            };
-            let mut seq = [0u8; 4];
-            let mut ok = want > 0;
-            for (j, s) in seq.iter_mut().enumerate().take(want) {
-                // Safety: each byte read is before or at a NUL (a NUL ends
-                // the sequence as invalid and the loop at the next read).
-                let c = unsafe { *p.add(i + j) } as u8;
-                if c == 0 || (j > 0 && c & 0xc0 != 0x80) {
-                    ok = false;
-                    break;
-                }
-                *s = c;
-            }
-            match ok.then(|| std::str::from_utf8(&seq[..want]).ok()).flatten() {
-                Some(s) => {
-                    for c in s.chars() {
-                        self.push(c);
-                    }
-                    i += want;
-                }
-                None => {
-                    self.push(char::REPLACEMENT_CHARACTER);
-                    i += 1;
-                }
             }
         }
     }
@@ -211,10 +190,53 @@ impl<'a> Text<'a> {
     }
 }
 
+/// A [`NameSlot`]'s life: free, written by the one thread that claimed it,
+/// then ready for good.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Free = 0,
+    Writing = 1,
+    /// Stored with Release after the last write to the bytes.
+    Ready = 2,
+}
+
+impl From<u8> for SlotState {
+    fn from(v: u8) -> SlotState {
+        match v {
+            1 => SlotState::Writing,
+            2 => SlotState::Ready,
+            _ => SlotState::Free,
+        }
+    }
+}
+
+impl From<SlotState> for u8 {
+    fn from(s: SlotState) -> u8 {
+        s as u8
+    }
+}
+
+/// A [`SlotState`] shared between threads.
+struct AtomicSlotState(AtomicU8);
+
+impl AtomicSlotState {
+    fn new(s: SlotState) -> AtomicSlotState {
+        AtomicSlotState(AtomicU8::new(s.into()))
+    }
+
+    fn load(&self, order: Ordering) -> SlotState {
+        self.0.load(order).into()
+    }
+
+    fn store(&self, s: SlotState, order: Ordering) {
+        self.0.store(s.into(), order)
+    }
+}
+
 /// A fixed-size name slot, written once by the thread that claimed it.
 struct NameSlot {
-    /// 0 free, 1 being written, 2 ready (Release after the bytes).
-    state: AtomicU8,
+    state: AtomicSlotState,
     /// Domain (categories, strings) or thread id (thread names).
     key: AtomicU32,
     /// Category id (categories).
@@ -226,7 +248,7 @@ struct NameSlot {
 impl NameSlot {
     fn new() -> NameSlot {
         NameSlot {
-            state: AtomicU8::new(0),
+            state: AtomicSlotState::new(SlotState::Free),
             key: AtomicU32::new(0),
             id: AtomicU32::new(0),
             len: AtomicU8::new(0),
@@ -236,10 +258,10 @@ impl NameSlot {
 
     /// The name, once ready.
     fn get(&self) -> Option<&str> {
-        if self.state.load(Acquire) != 2 {
+        if self.state.load(Acquire) != SlotState::Ready {
             return None;
         }
-        // Safety: state 2 was stored (Release) after the last write to the
+        // Safety: Ready was stored (Release) after the last write to the
         // bytes, which are never written again.
         let b = unsafe { &*self.bytes.get() };
         std::str::from_utf8(&b[..self.len.load(Relaxed) as usize]).ok()
@@ -247,8 +269,8 @@ impl NameSlot {
 }
 
 // Safety: the bytes are written only by the thread that claimed the slot
-// (atomic add), before its Release store of state 2; readers read them only
-// after an Acquire load of state 2.
+// (atomic add), before its Release store of Ready; readers read them only
+// after an Acquire load of Ready.
 unsafe impl Sync for NameSlot {}
 
 /// A table of [`NameSlot`]s claimed by an atomic add.
@@ -277,22 +299,25 @@ impl Names {
             self.full.fetch_add(1, Relaxed);
             return None;
         };
-        slot.state.store(1, Relaxed);
+        slot.state.store(SlotState::Writing, Relaxed);
         // Safety: the atomic add gave slot `i` to this thread alone; readers
-        // look at the bytes only after state 2 (below).
+        // look at the bytes only after Ready (below).
         let bytes = unsafe { &mut *slot.bytes.get() };
         let mut t = Text::new(&mut bytes[..cap.min(MSG_LEN)]);
         fill(&mut t);
         slot.len.store(t.len() as u8, Relaxed);
         slot.key.store(key, Relaxed);
         slot.id.store(id, Relaxed);
-        slot.state.store(2, Release);
+        slot.state.store(SlotState::Ready, Release);
         Some(i)
     }
 
     fn ready(&self) -> impl Iterator<Item = (usize, &NameSlot)> {
         let n = self.next.load(Acquire).min(self.slots.len());
-        self.slots[..n].iter().enumerate().filter(|(_, s)| s.state.load(Acquire) == 2)
+        self.slots[..n]
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state.load(Acquire) == SlotState::Ready)
     }
 }
 
@@ -344,7 +369,7 @@ pub fn state() -> Option<&'static Nvtx> {
 /// The state, allocated on the first call (one time: allocates the queue
 /// and tables, registers the fork handler and `at_exit`). `None` when NVTX
 /// capture is off by environment. `at_exit` is the entry layer's handler
-/// that writes the markers when no session ran (see `nvtx_inject.rs`).
+/// that writes the markers when no session ran (see `ffi/nvtx.rs`).
 pub fn state_or_init(at_exit: extern "C" fn()) -> Option<&'static Nvtx> {
     if let Some(s) = NVTX.get() {
         return (!OFF.load(Relaxed)).then_some(s);
@@ -495,8 +520,8 @@ impl Nvtx {
             r.has_color = true;
             r.color = a.color;
         }
-        if (1..=6).contains(&a.payload_type) {
-            r.payload_type = a.payload_type as u8;
+        r.payload_type = abi::Payload::from_abi(a.payload_type);
+        if r.payload_type != abi::Payload::None {
             r.payload = a.payload;
         }
         let m = match a.message_type {
@@ -734,6 +759,67 @@ mod tests {
         unsafe { t.push_wide(w.as_ptr()) };
         assert_eq!((t.len(), t.cut), (3, true), "'é' does not fit whole");
         assert_eq!(std::str::from_utf8(&buf[..3]).unwrap(), "aü");
+    }
+
+    /// Byte by byte, what `push_cstr` keeps: a valid UTF-8 character whole,
+    /// any other byte as one U+FFFD, until one does not fit.
+    fn lossy_walk(bytes: &[u8], room: usize) -> (String, bool) {
+        let (mut out, mut i) = (String::new(), 0);
+        while i < bytes.len() {
+            let want = match bytes[i] {
+                0..=0x7f => 1,
+                0xc2..=0xdf => 2,
+                0xe0..=0xef => 3,
+                0xf0..=0xf4 => 4,
+                _ => 0,
+            };
+            let c = bytes
+                .get(i..i + want.max(1))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .filter(|_| want > 0)
+                .and_then(|s| s.chars().next());
+            let (c, used) = c.map_or((char::REPLACEMENT_CHARACTER, 1), |c| (c, want));
+            if out.len() + c.len_utf8() > room {
+                return (out, true);
+            }
+            out.push(c);
+            i += used;
+        }
+        (out, false)
+    }
+
+    #[test]
+    fn byte_strings_become_text_byte_by_byte_in_any_room() {
+        let cases: [&[u8]; 12] = [
+            b"plain ascii",
+            "Grüße, 世界 \u{1F600}".as_bytes(),
+            b"\xff\xfe stray",
+            b"\xe2\x82A cut short",
+            b"\xe0\x80\x80 overlong",
+            b"\xed\xa0\x80 surrogate",
+            b"\xf4\x90\x80\x80 past U+10FFFF",
+            b"\xc3 \xc3\xa9 \xe2\xc3\xa9",
+            b"\xf0\x9f\x98",
+            b"\x80\x80\xbf continuation only",
+            b"\xc0\xaf\xc1\xbf",
+            b"",
+        ];
+        for bytes in cases {
+            let c = std::ffi::CString::new(bytes).unwrap();
+            for room in 0..=bytes.len() * 3 + 4 {
+                let mut buf = vec![0u8; room];
+                let mut t = Text::new(&mut buf);
+                // Safety: a NUL-terminated string.
+                unsafe { t.push_cstr(c.as_ptr()) };
+                let (len, cut) = (t.len(), t.cut);
+                let want = lossy_walk(bytes, room);
+                assert_eq!(
+                    (std::str::from_utf8(&buf[..len]).unwrap(), cut),
+                    (want.0.as_str(), want.1),
+                    "{bytes:?} in {room}"
+                );
+            }
+        }
     }
 
     #[test]

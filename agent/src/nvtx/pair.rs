@@ -1,6 +1,7 @@
 //! The writer thread's side: pairs push/pop (per thread and domain) and
 //! start/end (by range id) into range markers; marks become instants.
 
+use super::abi::Payload;
 use super::{Nvtx, Rec, RecKind};
 use std::collections::HashMap;
 
@@ -40,13 +41,13 @@ fn name_of(r: &Rec) -> String {
     let t = r.text();
     let p = r.payload;
     let v = match r.payload_type {
-        1 => p.to_string(),
-        2 => (p as i64).to_string(),
-        3 => f64::from_bits(p).to_string(),
-        4 => (p as u32).to_string(),
-        5 => (p as u32 as i32).to_string(),
-        super::abi::PAYLOAD_FLOAT => f32::from_bits(p as u32).to_string(),
-        _ => return t.to_string(),
+        Payload::U64 => p.to_string(),
+        Payload::I64 => (p as i64).to_string(),
+        Payload::F64 => f64::from_bits(p).to_string(),
+        Payload::U32 => (p as u32).to_string(),
+        Payload::I32 => (p as u32 as i32).to_string(),
+        Payload::F32 => f32::from_bits(p as u32).to_string(),
+        Payload::None => return t.to_string(),
     };
     format!("{t} [payload={v}]")
 }
@@ -183,16 +184,16 @@ mod tests {
         let mut r = rec(RecKind::Mark, 1, 1, "read", 0);
         r.domain = 1;
         r.category = 7;
-        r.payload_type = 3;
+        r.payload_type = Payload::F64;
         r.payload = 2.5f64.to_bits();
         assert_eq!((name_of(&r), domain_of(&n, &r)), ("read [payload=2.5]".into(), "io/disk".into()));
         r.category = 9;
-        r.payload_type = 5;
+        r.payload_type = Payload::I32;
         r.payload = (-5i32) as u32 as u64;
         assert_eq!((name_of(&r), domain_of(&n, &r)), ("read [payload=-5]".into(), "io/9".into()));
         r.domain = 0;
         r.category = 0;
-        r.payload_type = 0;
+        r.payload_type = Payload::None;
         assert_eq!((name_of(&r), domain_of(&n, &r)), ("read".into(), "".into()));
     }
 }

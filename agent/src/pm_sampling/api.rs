@@ -9,23 +9,11 @@
 //! `pSinglePassMetricSetName`, which PM sampling of chosen metrics leaves
 //! unset), so it is passed with the size up to `pHostObject`.
 
-use crate::dl::Lib;
+use crate::dl::{required_symbol, Lib, MissingSymbol};
+use crate::error::CallError;
 use cupti_sys as sys;
 use std::ffi::{c_char, CStr, CString};
 use std::mem::{offset_of, size_of};
-
-/// A failed call: which one and CUPTI's result code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PmError {
-    pub call: &'static str,
-    pub code: u32,
-}
-
-impl std::fmt::Display for PmError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} returned {} ({})", self.call, self.code, crate::cupti::result_name(self.code))
-    }
-}
 
 /// The resolved entry points. Every pointer was checked non-null.
 pub struct PmApi {
@@ -52,19 +40,12 @@ pub struct PmApi {
     timestamp: sys::cuptiGetTimestamp_t,
 }
 
-/// An entry point, or the resolve error: the name missing.
-macro_rules! sym {
-    ($lib:expr, $name:literal, $ty:ty) => {
-        crate::dl::typed_symbol!($lib, $name, $ty).ok_or($name)?
-    };
-}
-
-/// Returns `CUPTI_SUCCESS` as Ok, anything else as a [`PmError`].
-fn check(call: &'static str, code: sys::CUptiResult) -> Result<(), PmError> {
+/// Returns `CUPTI_SUCCESS` as Ok, anything else as a [`CallError`].
+fn check(call: &'static str, code: sys::CUptiResult) -> Result<(), CallError> {
     if code == sys::CUPTI_SUCCESS {
         Ok(())
     } else {
-        Err(PmError { call, code })
+        Err(CallError::cupti_profiler(call, code))
     }
 }
 
@@ -93,54 +74,54 @@ pub type Host = Object<sys::CUpti_Profiler_Host_Object>;
 
 impl PmApi {
     /// Resolve every entry point; the name of the first one missing otherwise.
-    pub fn resolve(lib: &Lib) -> Result<PmApi, &'static str> {
+    pub fn resolve(lib: &Lib) -> Result<PmApi, MissingSymbol> {
         Ok(PmApi {
-            enable: sym!(lib, "cuptiPmSamplingEnable", sys::cuptiPmSamplingEnable_t),
-            disable: sym!(lib, "cuptiPmSamplingDisable", sys::cuptiPmSamplingDisable_t),
-            set_config: sym!(lib, "cuptiPmSamplingSetConfig", sys::cuptiPmSamplingSetConfig_t),
-            start: sym!(lib, "cuptiPmSamplingStart", sys::cuptiPmSamplingStart_t),
-            stop: sym!(lib, "cuptiPmSamplingStop", sys::cuptiPmSamplingStop_t),
-            data_size: sym!(lib, "cuptiPmSamplingGetCounterDataSize", sys::cuptiPmSamplingGetCounterDataSize_t),
-            data_init: sym!(
+            enable: required_symbol!(lib, "cuptiPmSamplingEnable", sys::cuptiPmSamplingEnable_t),
+            disable: required_symbol!(lib, "cuptiPmSamplingDisable", sys::cuptiPmSamplingDisable_t),
+            set_config: required_symbol!(lib, "cuptiPmSamplingSetConfig", sys::cuptiPmSamplingSetConfig_t),
+            start: required_symbol!(lib, "cuptiPmSamplingStart", sys::cuptiPmSamplingStart_t),
+            stop: required_symbol!(lib, "cuptiPmSamplingStop", sys::cuptiPmSamplingStop_t),
+            data_size: required_symbol!(lib, "cuptiPmSamplingGetCounterDataSize", sys::cuptiPmSamplingGetCounterDataSize_t),
+            data_init: required_symbol!(
                 lib,
                 "cuptiPmSamplingCounterDataImageInitialize",
                 sys::cuptiPmSamplingCounterDataImageInitialize_t
             ),
-            decode: sym!(lib, "cuptiPmSamplingDecodeData", sys::cuptiPmSamplingDecodeData_t),
-            data_info: sym!(lib, "cuptiPmSamplingGetCounterDataInfo", sys::cuptiPmSamplingGetCounterDataInfo_t),
-            sample_info: sym!(
+            decode: required_symbol!(lib, "cuptiPmSamplingDecodeData", sys::cuptiPmSamplingDecodeData_t),
+            data_info: required_symbol!(lib, "cuptiPmSamplingGetCounterDataInfo", sys::cuptiPmSamplingGetCounterDataInfo_t),
+            sample_info: required_symbol!(
                 lib,
                 "cuptiPmSamplingCounterDataGetSampleInfo",
                 sys::cuptiPmSamplingCounterDataGetSampleInfo_t
             ),
-            availability: sym!(
+            availability: required_symbol!(
                 lib,
                 "cuptiPmSamplingGetCounterAvailability",
                 sys::cuptiPmSamplingGetCounterAvailability_t
             ),
-            host_init: sym!(lib, "cuptiProfilerHostInitialize", sys::cuptiProfilerHostInitialize_t),
-            host_deinit: sym!(lib, "cuptiProfilerHostDeinitialize", sys::cuptiProfilerHostDeinitialize_t),
-            add_metrics: sym!(lib, "cuptiProfilerHostConfigAddMetrics", sys::cuptiProfilerHostConfigAddMetrics_t),
-            config_size: sym!(
+            host_init: required_symbol!(lib, "cuptiProfilerHostInitialize", sys::cuptiProfilerHostInitialize_t),
+            host_deinit: required_symbol!(lib, "cuptiProfilerHostDeinitialize", sys::cuptiProfilerHostDeinitialize_t),
+            add_metrics: required_symbol!(lib, "cuptiProfilerHostConfigAddMetrics", sys::cuptiProfilerHostConfigAddMetrics_t),
+            config_size: required_symbol!(
                 lib,
                 "cuptiProfilerHostGetConfigImageSize",
                 sys::cuptiProfilerHostGetConfigImageSize_t
             ),
-            config_image: sym!(lib, "cuptiProfilerHostGetConfigImage", sys::cuptiProfilerHostGetConfigImage_t),
-            evaluate: sym!(
+            config_image: required_symbol!(lib, "cuptiProfilerHostGetConfigImage", sys::cuptiProfilerHostGetConfigImage_t),
+            evaluate: required_symbol!(
                 lib,
                 "cuptiProfilerHostEvaluateToGpuValues",
                 sys::cuptiProfilerHostEvaluateToGpuValues_t
             ),
-            profiler_init: sym!(lib, "cuptiProfilerInitialize", sys::cuptiProfilerInitialize_t),
-            profiler_deinit: sym!(lib, "cuptiProfilerDeInitialize", sys::cuptiProfilerDeInitialize_t),
-            chip_name: sym!(lib, "cuptiDeviceGetChipName", sys::cuptiDeviceGetChipName_t),
-            timestamp: sym!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
+            profiler_init: required_symbol!(lib, "cuptiProfilerInitialize", sys::cuptiProfilerInitialize_t),
+            profiler_deinit: required_symbol!(lib, "cuptiProfilerDeInitialize", sys::cuptiProfilerDeInitialize_t),
+            chip_name: required_symbol!(lib, "cuptiDeviceGetChipName", sys::cuptiDeviceGetChipName_t),
+            timestamp: required_symbol!(lib, "cuptiGetTimestamp", sys::cuptiGetTimestamp_t),
         })
     }
 
     /// `cuptiProfilerInitialize`: once per process before the rest.
-    pub fn profiler_init(&self) -> Result<(), PmError> {
+    pub fn profiler_init(&self) -> Result<(), CallError> {
         let mut p = sys::CUpti_Profiler_Initialize_Params {
             structSize: size_to!(sys::CUpti_Profiler_Initialize_Params, pPriv, *mut libc::c_void),
             ..Default::default()
@@ -149,7 +130,7 @@ impl PmApi {
         check("cuptiProfilerInitialize", unsafe { (self.profiler_init)(&mut p) })
     }
 
-    pub fn profiler_deinit(&self) -> Result<(), PmError> {
+    pub fn profiler_deinit(&self) -> Result<(), CallError> {
         let mut p = sys::CUpti_Profiler_DeInitialize_Params {
             structSize: size_to!(sys::CUpti_Profiler_DeInitialize_Params, pPriv, *mut libc::c_void),
             ..Default::default()
@@ -159,7 +140,7 @@ impl PmApi {
     }
 
     /// The device's chip name (`GH100`), as a copy.
-    pub fn chip_name(&self, device: u32) -> Result<CString, PmError> {
+    pub fn chip_name(&self, device: u32) -> Result<CString, CallError> {
         let mut p = sys::CUpti_Device_GetChipName_Params {
             structSize: size_to!(sys::CUpti_Device_GetChipName_Params, pChipName, *const c_char),
             deviceIndex: device as usize,
@@ -168,17 +149,14 @@ impl PmApi {
         // Safety: `p` is valid; CUPTI sets `pChipName` to a string it owns.
         check("cuptiDeviceGetChipName", unsafe { (self.chip_name)(&mut p) })?;
         if p.pChipName.is_null() {
-            return Err(PmError {
-                call: "cuptiDeviceGetChipName",
-                code: sys::CUPTI_ERROR_UNKNOWN,
-            });
+            return Err(CallError::cupti_profiler("cuptiDeviceGetChipName", sys::CUPTI_ERROR_UNKNOWN));
         }
         // Safety: non-null, NUL-terminated, valid for the call's lifetime; copied at once.
         Ok(unsafe { CStr::from_ptr(p.pChipName) }.to_owned())
     }
 
     /// The device's counter availability image (size query, then fill).
-    pub fn counter_availability(&self, device: u32) -> Result<Vec<u8>, PmError> {
+    pub fn counter_availability(&self, device: u32) -> Result<Vec<u8>, CallError> {
         const CALL: &str = "cuptiPmSamplingGetCounterAvailability";
         let mut p = sys::CUpti_PmSampling_GetCounterAvailability_Params {
             structSize: size_to!(
@@ -199,7 +177,7 @@ impl PmApi {
     }
 
     /// A host object for PM sampling on `chip`.
-    pub fn host_init(&self, chip: &CStr, availability: &[u8]) -> Result<Host, PmError> {
+    pub fn host_init(&self, chip: &CStr, availability: &[u8]) -> Result<Host, CallError> {
         let mut p = sys::CUpti_Profiler_Host_Initialize_Params {
             // The 12.x size (see the module's documentation).
             structSize: size_to!(
@@ -217,7 +195,7 @@ impl PmApi {
         Ok(Object(p.pHostObject))
     }
 
-    pub fn host_deinit(&self, host: Host) -> Result<(), PmError> {
+    pub fn host_deinit(&self, host: Host) -> Result<(), CallError> {
         let mut p = sys::CUpti_Profiler_Host_Deinitialize_Params {
             structSize: size_to!(
                 sys::CUpti_Profiler_Host_Deinitialize_Params,
@@ -232,7 +210,7 @@ impl PmApi {
     }
 
     /// Add one metric to the host's config.
-    pub fn add_metric(&self, host: Host, name: &CStr) -> Result<(), PmError> {
+    pub fn add_metric(&self, host: Host, name: &CStr) -> Result<(), CallError> {
         let mut names = [name.as_ptr()];
         let mut p = sys::CUpti_Profiler_Host_ConfigAddMetrics_Params {
             structSize: size_to!(sys::CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics, usize),
@@ -246,7 +224,7 @@ impl PmApi {
     }
 
     /// The config image of the metrics added so far.
-    pub fn config_image(&self, host: Host) -> Result<Vec<u8>, PmError> {
+    pub fn config_image(&self, host: Host) -> Result<Vec<u8>, CallError> {
         let mut s = sys::CUpti_Profiler_Host_GetConfigImageSize_Params {
             structSize: size_to!(sys::CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize, usize),
             pHostObject: host.0,
@@ -267,7 +245,7 @@ impl PmApi {
         Ok(image)
     }
 
-    pub fn enable(&self, device: u32) -> Result<Sampler, PmError> {
+    pub fn enable(&self, device: u32) -> Result<Sampler, CallError> {
         let mut p = sys::CUpti_PmSampling_Enable_Params {
             structSize: size_to!(
                 sys::CUpti_PmSampling_Enable_Params,
@@ -288,7 +266,7 @@ impl PmApi {
         call: &'static str,
         f: unsafe extern "C" fn(*mut sys::CUpti_PmSampling_Start_Params) -> sys::CUptiResult,
         s: Sampler,
-    ) -> Result<(), PmError> {
+    ) -> Result<(), CallError> {
         let mut p = sys::CUpti_PmSampling_Start_Params {
             structSize: size_to!(
                 sys::CUpti_PmSampling_Start_Params,
@@ -302,7 +280,7 @@ impl PmApi {
         check(call, unsafe { f(&mut p) })
     }
 
-    pub fn disable(&self, s: Sampler) -> Result<(), PmError> {
+    pub fn disable(&self, s: Sampler) -> Result<(), CallError> {
         // Safety: Disable_Params and Start_Params have the same fields
         // (structSize, pPriv, pPmSamplingObject), so the signatures agree.
         let f = unsafe {
@@ -314,11 +292,11 @@ impl PmApi {
         self.object_call("cuptiPmSamplingDisable", f, s)
     }
 
-    pub fn start(&self, s: Sampler) -> Result<(), PmError> {
+    pub fn start(&self, s: Sampler) -> Result<(), CallError> {
         self.object_call("cuptiPmSamplingStart", self.start, s)
     }
 
-    pub fn stop(&self, s: Sampler) -> Result<(), PmError> {
+    pub fn stop(&self, s: Sampler) -> Result<(), CallError> {
         // Safety: as in `disable`.
         let f = unsafe {
             std::mem::transmute::<
@@ -331,7 +309,7 @@ impl PmApi {
 
     /// Sample every `interval_ns` (GPU time trigger), keeping the oldest
     /// records when the hardware buffer is full (so an overflow is reported).
-    pub fn set_config(&self, s: Sampler, config: &[u8], hw_buffer: usize, interval_ns: u64) -> Result<(), PmError> {
+    pub fn set_config(&self, s: Sampler, config: &[u8], hw_buffer: usize, interval_ns: u64) -> Result<(), CallError> {
         let mut p = sys::CUpti_PmSampling_SetConfig_Params {
             structSize: size_to!(
                 sys::CUpti_PmSampling_SetConfig_Params,
@@ -352,7 +330,7 @@ impl PmApi {
     }
 
     /// Bytes of a counter data image for `max_samples` of `metrics`.
-    pub fn counter_data_size(&self, s: Sampler, metrics: &[*const c_char], max_samples: u32) -> Result<usize, PmError> {
+    pub fn counter_data_size(&self, s: Sampler, metrics: &[*const c_char], max_samples: u32) -> Result<usize, CallError> {
         let mut names = metrics.to_vec();
         let mut p = sys::CUpti_PmSampling_GetCounterDataSize_Params {
             structSize: size_to!(sys::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize, usize),
@@ -368,7 +346,7 @@ impl PmApi {
     }
 
     /// (Re)initialize a counter data image: empty, ready for decoding.
-    pub fn init_counter_data(&self, s: Sampler, image: &mut [u8]) -> Result<(), PmError> {
+    pub fn init_counter_data(&self, s: Sampler, image: &mut [u8]) -> Result<(), CallError> {
         let mut p = sys::CUpti_PmSampling_CounterDataImage_Initialize_Params {
             structSize: size_to!(sys::CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData, *mut u8),
             pPmSamplingObject: s.0,
@@ -385,7 +363,7 @@ impl PmApi {
     /// overflowed (records after it were lost). CUPTI may report the
     /// overflow as `CUPTI_ERROR_OUT_OF_MEMORY` with the flag set: that is
     /// returned as Ok with `overflow`, the samples decoded still usable.
-    pub fn decode(&self, s: Sampler, image: &mut [u8]) -> Result<Decoded, PmError> {
+    pub fn decode(&self, s: Sampler, image: &mut [u8]) -> Result<Decoded, CallError> {
         let mut p = sys::CUpti_PmSampling_DecodeData_Params {
             structSize: size_to!(sys::CUpti_PmSampling_DecodeData_Params, overflow, u8),
             pPmSamplingObject: s.0,
@@ -396,10 +374,7 @@ impl PmApi {
         // Safety: `image` was initialized for `s` and is writable.
         let code = unsafe { (self.decode)(&mut p) };
         if code != sys::CUPTI_SUCCESS && !(code == sys::CUPTI_ERROR_OUT_OF_MEMORY && p.overflow != 0) {
-            return Err(PmError {
-                call: "cuptiPmSamplingDecodeData",
-                code,
-            });
+            return Err(CallError::cupti_profiler("cuptiPmSamplingDecodeData", code));
         }
         Ok(Decoded {
             full: p.decodeStopReason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL,
@@ -408,7 +383,7 @@ impl PmApi {
     }
 
     /// Samples completed in `image`.
-    pub fn completed_samples(&self, image: &[u8]) -> Result<usize, PmError> {
+    pub fn completed_samples(&self, image: &[u8]) -> Result<usize, CallError> {
         let mut p = sys::CUpti_PmSampling_GetCounterDataInfo_Params {
             structSize: size_to!(sys::CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples, usize),
             pCounterDataImage: image.as_ptr(),
@@ -421,7 +396,7 @@ impl PmApi {
     }
 
     /// (start, end) GPU timestamps of sample `index`, ns.
-    pub fn sample_times(&self, s: Sampler, image: &[u8], index: usize) -> Result<(u64, u64), PmError> {
+    pub fn sample_times(&self, s: Sampler, image: &[u8], index: usize) -> Result<(u64, u64), CallError> {
         let mut p = sys::CUpti_PmSampling_CounterData_GetSampleInfo_Params {
             structSize: size_to!(sys::CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp, u64),
             pPmSamplingObject: s.0,
@@ -436,7 +411,7 @@ impl PmApi {
     }
 
     /// The metrics' values for sample `index`, into `values` (one per name).
-    pub fn evaluate(&self, host: Host, image: &[u8], index: usize, names: &[*const c_char], values: &mut [f64]) -> Result<(), PmError> {
+    pub fn evaluate(&self, host: Host, image: &[u8], index: usize, names: &[*const c_char], values: &mut [f64]) -> Result<(), CallError> {
         debug_assert_eq!(names.len(), values.len());
         let mut p = sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params {
             structSize: size_to!(sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues, *mut f64),

@@ -39,8 +39,9 @@
 pub mod api;
 
 use crate::dl::Lib;
+use crate::error::CallError;
 use crate::sampler::SamplerThread;
-use api::{Host, PmApi, PmError, Sampler};
+use api::{Host, PmApi, Sampler};
 use crossbeam::queue::ArrayQueue;
 use cupti_sys as sys;
 use gputrace_format::{metric, DeviceInfo, Event, FormatError, Loss, LossSource, Nanos, StringId, TraceWriter, Trailer};
@@ -171,7 +172,7 @@ impl Pm {
     }
 
     /// A failure that turned metrics off: its one line and loss record.
-    fn fail(&self, time: u64, what: &str, e: &PmError) {
+    fn fail(&self, time: u64, what: &str, e: &CallError) {
         crate::say::say(&format!(
             "{what}: GPU metrics (CUPTI PM sampling) off: {}; capture goes on",
             explain(e)
@@ -199,7 +200,7 @@ impl Pm {
 }
 
 /// Why a call failed, for a person: the cases with a known cause and fix.
-pub fn explain(e: &PmError) -> String {
+pub fn explain(e: &CallError) -> String {
     match e.code {
         sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES | sys::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => format!(
             "no permission to read GPU performance counters ({e}); run as root, or load the NVIDIA driver with \
@@ -369,7 +370,7 @@ struct Device {
 impl Device {
     /// Set up and start sampling `device`; on failure, whatever was set up
     /// is torn down again.
-    fn open(api: &PmApi, device: u32, interval_ns: u64, max_samples: u32) -> Result<Device, PmError> {
+    fn open(api: &PmApi, device: u32, interval_ns: u64, max_samples: u32) -> Result<Device, CallError> {
         let chip_c = api.chip_name(device)?;
         let chip = chip_c.to_string_lossy().into_owned();
         let availability = api.counter_availability(device)?;
@@ -381,7 +382,7 @@ impl Device {
         r
     }
 
-    fn configure(api: &PmApi, device: u32, host: Host, chip: &str, interval_ns: u64, max_samples: u32) -> Result<Device, PmError> {
+    fn configure(api: &PmApi, device: u32, host: Host, chip: &str, interval_ns: u64, max_samples: u32) -> Result<Device, CallError> {
         let mut series = Vec::new();
         let mut names = Vec::new();
         let mut last_err = None;
@@ -438,7 +439,7 @@ impl Device {
     }
 
     /// Decode what the hardware holds and push its samples.
-    fn drain(&mut self, api: &PmApi, pm: &Pm) -> Result<(), PmError> {
+    fn drain(&mut self, api: &PmApi, pm: &Pm) -> Result<(), CallError> {
         for _ in 0..DECODES_PER_ROUND {
             let decoded = api.decode(self.sampler, &mut self.image)?;
             let n = api.completed_samples(&self.image)?;
@@ -638,7 +639,7 @@ mod tests {
 
     #[test]
     fn known_causes_get_their_fix() {
-        let e = |call, code| explain(&PmError { call, code });
+        let e = |call, code| explain(&CallError::cupti_profiler(call, code));
         assert!(e("cuptiPmSamplingEnable", sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES).contains("NVreg_RestrictProfilingToAdminUsers"));
         assert!(e("cuptiPmSamplingEnable", sys::CUPTI_ERROR_NOT_SUPPORTED).contains("Turing"));
         assert!(e("cuptiPmSamplingEnable", sys::CUPTI_ERROR_HARDWARE_BUSY).contains("another profiler"));

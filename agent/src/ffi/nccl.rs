@@ -2,7 +2,8 @@
 //! entry points: each translates its version's descriptor (layouts from the
 //! committed `nccl-sys` bindings) into a [`Descr`] and calls the shared
 //! code in `nccl/` (the recorder). The first `init` also makes sure a
-//! capture session runs (this module sits above both `nccl` and `session`).
+//! capture session runs (this part of the entry layer sits above both
+//! `nccl` and `session`).
 //!
 //! Every entry point catches panics and returns `ncclSuccess`: NCCL never
 //! sees an error from gputrace. A NULL out-pointer or descriptor is a
@@ -54,8 +55,8 @@ unsafe fn init_common(ctx: *mut *mut c_void, mask: *mut c_int, mut info: CommInf
         }
         let st = state_or_init();
         // The first communicator: make sure something writes the trace.
-        if let Err(msg) = crate::session::start_nccl_only() {
-            st.disable(&msg);
+        if let Err(msg) = crate::session::start_nccl_only(super::HOOKS) {
+            st.disable(&msg.to_string());
             return;
         }
         // Safety: NULL or NCCL's NUL-terminated communicator name.
@@ -125,14 +126,20 @@ fn start_common(ctx: *mut c_void, handle: *mut *mut c_void, descr: impl FnOnce()
 
 /// `recordEventState` of every version (they differ only in the state
 /// arguments' type, which gputrace does not read).
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn record_state<A>(h: *mut c_void, _s: sys::ncclProfilerEventState_t, _a: *mut A) -> sys::ncclResult_t {
     guarded(|st| st.state_change(h))
 }
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> sys::ncclResult_t {
     guarded(|st| st.stop(handle))
 }
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn finalize(_ctx: *mut c_void) -> sys::ncclResult_t {
     SUCCESS
 }
@@ -209,6 +216,8 @@ fn cstr(p: *const c_char) -> [u8; NAME_LEN] {
 
 /// `init` of v1–v3 (NCCL 2.23–2.26), which tell nothing of the communicator:
 /// its hash comes with each descriptor.
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn init_legacy<const V: u32>(ctx: *mut *mut c_void, mask: *mut c_int) -> sys::ncclResult_t {
     // Safety: forwarded NCCL pointers.
     unsafe { init_common(ctx, mask, comm(0, 0, 0, -1, V), std::ptr::null(), MASK_V1) }
@@ -216,6 +225,8 @@ unsafe extern "C" fn init_legacy<const V: u32>(ctx: *mut *mut c_void, mask: *mut
 
 // ---------------------------------------------------------------- v1 (2.23)
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v1_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
@@ -256,6 +267,8 @@ unsafe extern "C" fn start_v1(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
 /// descriptor; v2 also reports the bytes (`trafficBytes`).
 macro_rules! start_v23 {
     ($name:ident, $descr:ty, |$c:ident, $d:ident| $extra:block) => {
+        // Safety (the caller's contract): NCCL passes its profiler interface's
+        // arguments for this version; pointers are NULL (checked) or valid for the call.
         unsafe extern "C" fn $name(ctx: *mut c_void, h: *mut *mut c_void, e: *mut $descr) -> sys::ncclResult_t {
             // Safety: NULL or NCCL's descriptor, read only for this call.
             let d = move || {
@@ -300,6 +313,8 @@ start_v23!(start_v3, sys::ncclProfilerEventDescr_v3_t, |c, d| {});
 // ---------------------------------------------------------------- v4 (2.27)
 
 #[allow(clippy::too_many_arguments)]
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn init_v4(
     ctx: *mut *mut c_void,
     mask: *mut c_int,
@@ -314,6 +329,8 @@ unsafe extern "C" fn init_v4(
     unsafe { init_common(ctx, mask, comm(hash, nodes, nranks, rank, 4), name, MASK_V1) }
 }
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v4_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
@@ -350,6 +367,8 @@ unsafe extern "C" fn start_v4(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
 
 /// `init` of v5 and v6 (NCCL 2.28+): the communicator id comes before the mask.
 #[allow(clippy::too_many_arguments)]
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn init_v56<const V: u32>(
     ctx: *mut *mut c_void,
     id: u64,
@@ -400,6 +419,8 @@ macro_rules! descr_v5 {
     };
 }
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v5_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {
@@ -412,6 +433,8 @@ unsafe extern "C" fn start_v5(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys
     start_common(ctx, h, d)
 }
 
+// Safety (the caller's contract): NCCL passes its profiler interface's
+// arguments for this version; pointers are NULL (checked) or valid for the call.
 unsafe extern "C" fn start_v6(ctx: *mut c_void, h: *mut *mut c_void, e: *mut sys::ncclProfilerEventDescr_v6_t) -> sys::ncclResult_t {
     // Safety: NULL or NCCL's descriptor, read only for this call.
     let d = move || {

@@ -1,8 +1,9 @@
 //! The functions NVTX calls once `InitializeInjectionNvtx2` installed them,
-//! and `gputrace_mark`'s body. Each catches panics; on any failure it returns
-//! what NVTX's no-op would. This entry layer sits above the recorder
-//! (`nvtx/`) and the session: the first call registers the session's
-//! exit handler that writes the markers when no session ran.
+//! and the bodies of `InitializeInjectionNvtx2` and `gputrace_mark`. Each
+//! catches panics; on any failure it returns what NVTX's no-op would. This
+//! part of the entry layer sits above the recorder (`nvtx/`) and the
+//! session: the first call registers the exit handler that writes the
+//! markers when no session ran.
 
 use crate::nvtx::abi::{self, EventAttributes};
 use crate::nvtx::{Msg, Nvtx, RecKind};
@@ -16,7 +17,7 @@ const NO_DOMAIN: *const c_void = std::ptr::null();
 /// The recorder's state, allocated on the first call; `None` when NVTX
 /// capture is off.
 fn state_or_init() -> Option<&'static Nvtx> {
-    crate::nvtx::state_or_init(crate::session::write_markers_at_exit)
+    crate::nvtx::state_or_init(super::write_markers_at_exit)
 }
 
 /// Record one event; `default` when NVTX capture is off or anything failed.
