@@ -115,6 +115,19 @@ pub unsafe extern "C" fn gputrace_mark(domain: *const libc::c_char, message: *co
     catch_unwind(|| unsafe { nvtx_inject::mark(domain, message) } as libc::c_int).unwrap_or(0)
 }
 
+/// Record one moment of a served request, for gputrace's Python module
+/// (`gputrace.request(...)`): `id` the request's number, `phase` 0 arrive,
+/// 1 scheduled, 2 first token, 3 finish, 4 fail, `tokens` the prompt tokens
+/// at arrive and the generated tokens at finish or fail (0 otherwise),
+/// `time_ns` when it happened (`CLOCK_REALTIME` ns, Python's
+/// `time.time_ns()`; 0: now). Returns 1 when recorded, 0 otherwise (capture off, a phase out of range,
+/// queue full: counted as a loss). Never blocks, allocates or makes a system
+/// call after the first call; adds no string to the trace.
+#[no_mangle]
+pub extern "C" fn gputrace_request(id: u64, phase: u32, tokens: u64, time_ns: u64) -> libc::c_int {
+    catch_unwind(|| nvtx_inject::request(id, phase, tokens, time_ns) as libc::c_int).unwrap_or(0)
+}
+
 /// CUPTI asks for a buffer to fill. Callback path: pool only.
 pub(crate) extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
     let _ = catch_unwind(AssertUnwindSafe(|| {

@@ -476,7 +476,7 @@ struct Losses {
     /// NCCL plugin loss counters already written (slots, queue, comms, disabled).
     nccl: [u64; 4],
     /// NVTX loss counters already written (queue, domains, strings, names, too many open).
-    nvtx: [u64; 5],
+    nvtx: [u64; 6],
 }
 
 /// The writer thread's side of the NCCL plugin: links collectives to their
@@ -626,6 +626,16 @@ impl NvtxSide {
         // (at exit, say) cannot hold the writer here.
         for _ in 0..st.queue.capacity() {
             let Some(r) = st.queue.pop() else { break };
+            if r.kind == crate::nvtx::RecKind::Request {
+                // A request mark is no marker: written as it comes, no string.
+                w.push(Event::Request(Request {
+                    time: to_trace_time(r.time_ns, self.offset),
+                    id: r.range_id,
+                    phase: RequestPhase(r.category.min(u8::MAX as u32) as u8),
+                    tokens: r.payload,
+                }))?;
+                continue;
+            }
             self.pairer.record(st, &r, &mut self.done);
         }
         NVTX_OPEN_DROPPED.store(self.pairer.too_many_open, Relaxed);
@@ -1094,7 +1104,7 @@ fn writer_main(s: &'static Session, failed_kinds: Vec<String>, api_filter: Optio
         pool_bytes: 0,
         undecodable: 0,
         nccl: [0; 4],
-        nvtx: [0; 5],
+        nvtx: [0; 6],
     };
     let mut nccl = NcclSide::new(s, &start_clock);
     let mut markers = NvtxSide::new(nccl.offset);
@@ -1394,6 +1404,10 @@ fn record_losses<W: std::io::Write>(s: &Session, w: &mut TraceWriter<W>, l: &mut
             ),
             (categories + threads, "NVTX category or thread names not kept: the table was full"),
             (NVTX_OPEN_DROPPED.load(Relaxed), "NVTX ranges not recorded: too many open at once"),
+            (
+                st.losses.requests_lost.load(Relaxed),
+                "request marks (gputrace.request) not recorded: the queue to the writer thread was full; raise GPUTRACE_NVTX_RECORDS",
+            ),
         ];
         for (i, (v, why)) in counters.into_iter().enumerate() {
             if v > l.nvtx[i] {
