@@ -113,7 +113,10 @@ impl EventKind {
     /// ([`crate::ChunkDecoder::spans`]): every kind with a duration, that
     /// is all but collectives, losses, counter samples and request marks.
     pub fn has_spans(self) -> bool {
-        !matches!(self, EventKind::Collective | EventKind::Loss | EventKind::Counter | EventKind::Request)
+        !matches!(
+            self,
+            EventKind::Collective | EventKind::Loss | EventKind::Counter | EventKind::Request
+        )
     }
 
     /// Lower-case name used in output and JSON.

@@ -778,7 +778,10 @@ mod tests {
         assert_eq!(n.losses.requests_lost.load(Relaxed), 1);
         assert_eq!(n.losses.queue_full.load(Relaxed), 0, "request losses are their own count");
         let a = n.queue.pop().unwrap();
-        assert_eq!((a.kind, a.range_id, a.category, a.payload, a.time_ns), (RecKind::Request, 7, 0, 120, 1_000));
+        assert_eq!(
+            (a.kind, a.range_id, a.category, a.payload, a.time_ns),
+            (RecKind::Request, 7, 0, 120, 1_000)
+        );
         let b = n.queue.pop().unwrap();
         assert_eq!((b.category, b.payload), (3, 64));
         assert!(b.time_ns > 1_000, "0 means now");
