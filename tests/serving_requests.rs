@@ -270,6 +270,8 @@ fn request_marks_give_exact_per_request_numbers() {
         2.5 * gpu_hours / generated as f64 * 1e6
     );
 
+    parquet_requests_table_agrees(&traces, m);
+
     // The text says which numbers are exact and where they come from.
     let report = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .arg("report")
@@ -287,4 +289,58 @@ fn request_marks_give_exact_per_request_numbers() {
     assert!(t.contains("1 failed") && t.contains("1 unfinished"), "{t}");
     let ttft_line = t.lines().find(|l| l.starts_with("ttft ")).unwrap_or_else(|| panic!("{t}"));
     assert_eq!(ttft_line.split_whitespace().nth(1), Some("11"), "{ttft_line}");
+}
+
+/// The Parquet `requests` table: DuckDB's counts, tokens and nearest-rank
+/// quantiles equal `report --json`'s request marks.
+fn parquet_requests_table_agrees(traces: &std::path::Path, m: &Value) {
+    if !common::have_python_module("duckdb") {
+        return;
+    }
+    let pq = traces.with_file_name("pq");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["export", "--format", "parquet", "--job", "srv", "-o"])
+        .arg(&pq)
+        .arg(traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sql = r#"
+import duckdb, json, sys
+t = f"read_parquet('{sys.argv[1]}/requests/*/*/*.parquet', hive_partitioning=false)"
+def rank(col, q):
+    return duckdb.sql(f"""
+      select {col} from (select {col}, row_number() over (order by {col}) as i, count(*) over () as n
+                         from {t} where {col} is not null) where i = greatest(1, ceil({q} * n))""").fetchall()[0][0]
+one = duckdb.sql(f"""
+  select count(*) filter (where end_ns is not null and not failed), count(*) filter (where failed),
+         count(*) filter (where arrive_ns is not null and end_ns is null),
+         sum(prompt_tokens), sum(generation_tokens) filter (where end_ns is not null),
+         max(e2e_ns), min(ttft_ns), count(itl_ns)
+  from {t}""").fetchall()[0]
+print(json.dumps({"one": [int(x) for x in one],
+                  "ttft": [rank("ttft_ns", q) for q in (0.5, 0.95, 0.99)],
+                  "e2e": [rank("e2e_ns", q) for q in (0.5, 0.95, 0.99)],
+                  "queue_p50": rank("queue_ns", 0.5)}))
+"#;
+    let q = Command::new("python3").args(["-c", sql]).arg(&pq).output().unwrap();
+    assert!(q.status.success(), "DuckDB: {}", text(&q.stderr));
+    let v: Value = serde_json::from_slice(&q.stdout).unwrap();
+    let one: Vec<u64> = v["one"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(one[0], m["requests"]["completed"].as_u64().unwrap(), "{v}");
+    assert_eq!(one[1], m["requests"]["failed"].as_u64().unwrap(), "{v}");
+    assert_eq!(one[2], m["unfinished"].as_u64().unwrap(), "{v}");
+    assert_eq!(one[3], m["tokens"]["prompt"].as_u64().unwrap(), "{v}");
+    assert_eq!(one[4], m["tokens"]["generation"].as_u64().unwrap(), "{v}");
+    let stat = |name: &str| m["latency"].as_array().unwrap().iter().find(|l| l["name"] == name).unwrap().clone();
+    let secs = |x: &Value| x.as_u64().unwrap() as f64 / 1e9;
+    assert_eq!(secs(&v["one"][5]), stat("e2e")["max"].as_f64().unwrap());
+    assert_eq!(secs(&v["one"][6]), stat("ttft")["min"].as_f64().unwrap());
+    assert_eq!(one[7], stat("itl")["count"].as_u64().unwrap());
+    for (name, col) in [("ttft", "ttft"), ("e2e", "e2e")] {
+        for (i, k) in ["p50", "p95", "p99"].iter().enumerate() {
+            assert_eq!(secs(&v[col][i]), stat(name)[*k].as_f64().unwrap(), "{name} {k}: {v}");
+        }
+    }
+    assert_eq!(secs(&v["queue_p50"]), stat("queue")["p50"].as_f64().unwrap());
 }

@@ -226,13 +226,15 @@ pub const RUNS: Table = Table {
 /// Every table, in the order they are written and published.
 /// `runs` is last: published after every other table, a job's `runs` row
 /// means all its tables are in place.
-pub const TABLES: [&Table; 8] = [
+pub const TABLES: [&Table; 10] = [
     &GPU_ACTIVITIES,
     &API_CALLS,
     &COLLECTIVES,
     &MARKERS,
     &LOSSES,
     &COUNTERS,
+    &crate::serving::SERVING,
+    &crate::serving::REQUESTS,
     &BREAKDOWN,
     &RUNS,
 ];

@@ -142,38 +142,49 @@ impl RequestMarks {
 pub fn request_rows(traces: &[&TraceFile]) -> Vec<RequestRow> {
     let mut by: BTreeMap<u64, RequestRow> = BTreeMap::new();
     for t in traces {
-        if !t.chunks().iter().any(|c| c.kind == EventKind::Request) {
-            continue;
-        }
-        let shift = t.header().realtime_shift();
-        // A damaged chunk ends this trace's marks; what was read counts.
-        for e in t.events_of(&[EventKind::Request]) {
-            let Ok(Event::Request(m)) = e else { break };
-            let at = (m.time.0 as i64).saturating_add(shift).max(0) as u64;
-            let r = by.entry(m.id).or_insert(RequestRow {
-                id: m.id,
-                ..RequestRow::default()
-            });
-            let first = |slot: &mut Option<u64>| *slot = Some(slot.map_or(at, |v| v.min(at)));
-            match m.phase {
-                RequestPhase::ARRIVE => {
-                    first(&mut r.arrive_ns);
-                    r.prompt_tokens = r.prompt_tokens.max(m.tokens);
-                }
-                RequestPhase::SCHEDULED => first(&mut r.scheduled_ns),
-                RequestPhase::FIRST_TOKEN => first(&mut r.first_token_ns),
-                RequestPhase::FINISH | RequestPhase::FAIL => {
-                    if r.end_ns.is_none_or(|e| at < e) {
-                        r.end_ns = Some(at);
-                        r.failed = m.phase == RequestPhase::FAIL;
-                    }
-                    r.generation_tokens = r.generation_tokens.max(m.tokens);
-                }
-                _ => {} // a phase of a newer writer
-            }
-        }
+        add_marks(&mut by, t, t.header().realtime_shift());
     }
     by.into_values().collect()
+}
+
+/// The requests marked in one trace, `shift` added to its times (0: the
+/// trace's own clock), by id.
+pub fn trace_request_rows(t: &TraceFile, shift: i64) -> Vec<RequestRow> {
+    let mut by: BTreeMap<u64, RequestRow> = BTreeMap::new();
+    add_marks(&mut by, t, shift);
+    by.into_values().collect()
+}
+
+fn add_marks(by: &mut BTreeMap<u64, RequestRow>, t: &TraceFile, shift: i64) {
+    if !t.chunks().iter().any(|c| c.kind == EventKind::Request) {
+        return;
+    }
+    // A damaged chunk ends this trace's marks; what was read counts.
+    for e in t.events_of(&[EventKind::Request]) {
+        let Ok(Event::Request(m)) = e else { break };
+        let at = (m.time.0 as i64).saturating_add(shift).max(0) as u64;
+        let r = by.entry(m.id).or_insert(RequestRow {
+            id: m.id,
+            ..RequestRow::default()
+        });
+        let first = |slot: &mut Option<u64>| *slot = Some(slot.map_or(at, |v| v.min(at)));
+        match m.phase {
+            RequestPhase::ARRIVE => {
+                first(&mut r.arrive_ns);
+                r.prompt_tokens = r.prompt_tokens.max(m.tokens);
+            }
+            RequestPhase::SCHEDULED => first(&mut r.scheduled_ns),
+            RequestPhase::FIRST_TOKEN => first(&mut r.first_token_ns),
+            RequestPhase::FINISH | RequestPhase::FAIL => {
+                if r.end_ns.is_none_or(|e| at < e) {
+                    r.end_ns = Some(at);
+                    r.failed = m.phase == RequestPhase::FAIL;
+                }
+                r.generation_tokens = r.generation_tokens.max(m.tokens);
+            }
+            _ => {} // a phase of a newer writer
+        }
+    }
 }
 
 /// When each mark's request was in the server (arrived, not ended), as a
