@@ -16,6 +16,7 @@
 pub mod collectives;
 pub mod scaling;
 pub mod serving;
+mod serving_marks;
 pub mod steps;
 
 pub use collectives::{diff_collectives, Bandwidth, CollectiveDelta, MatchedBy};

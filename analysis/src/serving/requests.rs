@@ -138,6 +138,57 @@ impl RequestMarks {
     }
 }
 
+/// Where a serving figure comes from when there are no request marks.
+pub const SERVER_METRICS: &str = "server metrics (histogram estimates)";
+
+impl super::ServingReport {
+    /// Where [`Self::best_requests`], [`Self::best_tokens`] and
+    /// [`Self::best_latency_s`] come from: the request marks where the report
+    /// has them (exact), else the server's metrics.
+    pub fn figures_source(&self) -> &'static str {
+        if self.request_marks.is_some() {
+            SOURCE
+        } else {
+            SERVER_METRICS
+        }
+    }
+
+    /// Requests finished, from the marks where there are marks.
+    pub fn best_requests(&self) -> Requests {
+        self.request_marks.as_ref().map_or(self.requests, |m| m.requests)
+    }
+
+    /// Tokens, from the marks where there are marks.
+    pub fn best_tokens(&self) -> Tokens {
+        self.request_marks.as_ref().map_or(self.tokens, |m| m.tokens)
+    }
+
+    /// Latency `name` (`ttft`, `itl`, `e2e`, `queue`) at percentile `q` (50,
+    /// 95 or 99), seconds: exact from the marks where there are marks, else
+    /// the histogram's quantile.
+    pub fn best_latency_s(&self, name: &str, q: u32) -> Option<f64> {
+        match &self.request_marks {
+            Some(m) => {
+                let l = m.latency(name)?;
+                Some(match q {
+                    50 => l.p50,
+                    95 => l.p95,
+                    _ => l.p99,
+                })
+            }
+            None => {
+                let l = self.latency(name)?;
+                match q {
+                    50 => l.p50,
+                    95 => l.p95,
+                    _ => l.p99,
+                }
+                .map(|x| x.seconds)
+            }
+        }
+    }
+}
+
 /// The requests marked in `traces` (realtime ns), by id; empty without marks.
 pub fn request_rows(traces: &[&TraceFile]) -> Vec<RequestRow> {
     let mut by: BTreeMap<u64, RequestRow> = BTreeMap::new();
