@@ -344,3 +344,98 @@ print(json.dumps({"one": [int(x) for x in one],
     }
     assert_eq!(secs(&v["queue_p50"]), stat("queue")["p50"].as_f64().unwrap());
 }
+
+/// Two processes of one job serve (each marks its own requests): `compare`
+/// puts them side by side by latency and tokens/s and names the slower;
+/// `diff` of the two compares their exact numbers.
+#[test]
+fn compare_and_diff_servers_by_their_marks() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Server `e2e_ms`: 5 requests, 10 ms apart, 20 prompt and 11 generated tokens each.
+    let server = |e2e_ms: u64| {
+        format!(
+            "import time, gputrace\nbase = time.time_ns() // 1_000_000 * 1_000_000\n\
+             for i in range(5):\n\
+             \x20   a = base + i * 10_000_000\n\
+             \x20   gputrace.request(i, 'arrive', tokens=20, at_ns=a)\n\
+             \x20   gputrace.request(i, 'first_token', at_ns=a + 5_000_000)\n\
+             \x20   gputrace.request(i, 'finish', tokens=11, at_ns=a + {e2e_ms} * 1_000_000)\n"
+        )
+    };
+    let child = dir.path().join("slow.py");
+    std::fs::write(&child, server(300)).unwrap();
+    let parent = dir.path().join("fast.py");
+    std::fs::write(
+        &parent,
+        format!(
+            "{}import subprocess, sys\nsys.exit(subprocess.call([sys.executable, sys.argv[1]]))\n",
+            server(100)
+        ),
+    )
+    .unwrap();
+    let traces = dir.path().join("traces");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--no-host-samples", "--serving-metrics", "off", "-o"])
+        .arg(&traces)
+        .arg("--")
+        .arg(py)
+        .arg(&parent)
+        .arg(&child)
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let files = trace_files(&traces);
+    assert_eq!(files.len(), 2, "{files:?}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["compare", "--json"])
+        .arg(&traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let servers = v["servers"]["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{v}");
+    let mut p99: Vec<f64> = servers.iter().map(|s| s["e2e_p99_s"].as_f64().unwrap()).collect();
+    p99.sort_by(f64::total_cmp);
+    assert_eq!(p99, [0.1, 0.3]);
+    for s in servers {
+        assert_eq!(s["source"], "gputrace.request marks");
+        // 5 requests over 40 ms + e2e of the last; 55 generated tokens.
+        let window = 0.04 + s["e2e_p99_s"].as_f64().unwrap();
+        assert!((s["generation_tokens_per_s"].as_f64().unwrap() - 55.0 / window).abs() < 1e-9, "{s}");
+        assert_eq!(s["ttft_p50_s"].as_f64(), Some(0.005));
+    }
+    let slowest = v["servers"]["slowest"].as_u64().unwrap() as usize;
+    assert_eq!(servers[slowest]["e2e_p99_s"].as_f64(), Some(0.3));
+    assert!((v["servers"]["e2e_p99_spread"].as_f64().unwrap() - 3.0).abs() < 1e-12);
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("compare")
+        .arg(&traces)
+        .output()
+        .unwrap();
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("Servers (2; by latency and tokens/s, not steps)") && t.contains("slowest: #"),
+        "{t}"
+    );
+
+    // diff fast slow: the exact numbers of both, judged by e2e p99 (+200%).
+    let (fast, slow) = match servers[slowest]["server"].as_str().unwrap() {
+        s if s.ends_with(files[0].file_name().unwrap().to_str().unwrap()) => (&files[1], &files[0]),
+        _ => (&files[0], &files[1]),
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["diff", "--json"])
+        .arg(fast)
+        .arg(slow)
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let s = &d["serving"];
+    assert_eq!(s["source"], "gputrace.request marks", "{d}");
+    assert!((s["slower_pct"].as_f64().unwrap() - 200.0).abs() < 1e-9, "{s}");
+}

@@ -11,7 +11,10 @@ mod window;
 
 pub use iterations::{iterations, Iteration, Phase, ITERATION_GAP_NS};
 pub use render::render_serving;
-pub use requests::{in_server, request_marks, request_rows, trace_request_rows, ExactStat, RequestMarks, RequestRow, SERVER_METRICS, SOURCE as REQUEST_MARKS};
+pub use requests::{
+    in_server, request_marks, request_rows, trace_request_rows, ExactStat, RequestMarks, RequestRow, SERVER_METRICS,
+    SOURCE as REQUEST_MARKS,
+};
 pub use window::{histogram_quantile, Bucket, GaugeStat, LatencyStat, Quantile};
 
 use gputrace_format::metric::serving as names;
