@@ -33,7 +33,7 @@ pub struct RequestRow {
 }
 
 fn since(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    Some(b?.checked_sub(a?)?)
+    b?.checked_sub(a?)
 }
 
 impl RequestRow {
