@@ -30,7 +30,7 @@ pub use schema::{
     ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,
     RUNS, TABLES,
 };
-pub use serving::{REQUESTS, SERVING};
+pub use schema::{REQUESTS, SERVING};
 pub use writer::Value;
 
 use gputrace_analysis::Report;

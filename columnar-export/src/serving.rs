@@ -5,42 +5,12 @@
 //! neither writes no file.
 
 use crate::events::rank_part;
-use crate::schema::{ColumnType, Partitioning, Table};
+use crate::schema::{REQUESTS, SERVING};
 use crate::writer::{PartWriter, Value};
 use crate::{ColumnarError, ColumnarStats, ExportJob, RankSource};
 use gputrace_format::metric::serving::PREFIX;
 use gputrace_format::{Producer, TraceFile};
 use std::path::PathBuf;
-use ColumnType::{Bool as B, Int64 as I, OptFloat64 as OF, OptInt64 as OI, String as S};
-
-/// One row per sample of a `serving.*` series: the server's counters,
-/// gauges and histogram buckets as scraped (cumulative where the server's are).
-pub const SERVING: Table = Table {
-    name: "serving",
-    partitioning: Partitioning::JobRank,
-    columns: &[("engine", S), ("url", S), ("series", S), ("time_ns", I), ("value", I)],
-};
-
-/// One row per request a server marked (`gputrace.request`), with its exact
-/// latencies; a request marked by two processes has a row in each.
-pub const REQUESTS: Table = Table {
-    name: "requests",
-    partitioning: Partitioning::JobRank,
-    columns: &[
-        ("request_id", I),
-        ("arrive_ns", OI),
-        ("scheduled_ns", OI),
-        ("first_token_ns", OI),
-        ("end_ns", OI),
-        ("failed", B),
-        ("prompt_tokens", I),
-        ("generation_tokens", I),
-        ("ttft_ns", OI),
-        ("queue_ns", OI),
-        ("e2e_ns", OI),
-        ("itl_ns", OF),
-    ],
-};
 
 fn read_err(t: &TraceFile) -> impl Fn(gputrace_format::FormatError) -> ColumnarError + '_ {
     |source| ColumnarError::Read {

@@ -66,9 +66,6 @@ pub struct ServingDiff {
 /// The serving diff of two reports that both served, else `None`.
 pub fn diff_serving(a: &Report, b: &Report) -> Option<ServingDiff> {
     let (sa, sb) = (a.serving.first()?, b.serving.first()?);
-    if let Some(d) = crate::serving_marks::diff_marks(sa, sb) {
-        return Some(d);
-    }
     let throughput = vec![
         Change::new("requests/s", sa.requests.completed_per_s, sb.requests.completed_per_s, true),
         Change::new("prompt tokens/s", sa.tokens.prompt_per_s, sb.tokens.prompt_per_s, true),

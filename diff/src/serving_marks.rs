@@ -4,9 +4,12 @@
 
 use crate::serving::{judged, Change, ServingDiff};
 use gputrace_analysis::serving::ServingReport;
+use gputrace_analysis::Report;
 
-/// The diff of two servers by their request marks; `None` unless both have marks.
-pub(crate) fn diff_marks(sa: &ServingReport, sb: &ServingReport) -> Option<ServingDiff> {
+/// The diff of the first servers of two reports by their request marks;
+/// `None` unless both have marks.
+pub(crate) fn diff_marks(a: &Report, b: &Report) -> Option<ServingDiff> {
+    let (sa, sb) = (a.serving.first()?, b.serving.first()?);
     let (ma, mb) = (sa.request_marks.as_ref()?, sb.request_marks.as_ref()?);
     let throughput = vec![
         Change::new("requests/s", ma.requests.completed_per_s, mb.requests.completed_per_s, true),
