@@ -439,3 +439,48 @@ fn compare_and_diff_servers_by_their_marks() {
     assert_eq!(s["source"], "gputrace.request marks", "{d}");
     assert!((s["slower_pct"].as_f64().unwrap() - 200.0).abs() < 1e-9, "{s}");
 }
+
+/// Marks the agent's queue has no room for are counted, exactly: without
+/// CUDA the queue is drained only at exit, so a 16-record queue keeps the
+/// first 16 marks and the trace's loss record counts every other one (as
+/// many as `gputrace.request` said False to).
+#[test]
+fn request_marks_lost_to_a_full_queue_are_counted() {
+    let Some(py) = python3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import sys, gputrace\n\
+                  ok = [gputrace.request(i, 'arrive', tokens=3) for i in range(1000)]\n\
+                  sys.stdout.write('%d\\n' % ok.count(False))\n";
+    let traces = dir.path().join("traces");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--no-host-samples", "--serving-metrics", "off", "-o"])
+        .arg(&traces)
+        .args(["--", py, "-c", script])
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env("GPUTRACE_NVTX_RECORDS", "16")
+        .env_remove("RANK")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let refused: u64 = text(&out.stdout).trim().parse().unwrap();
+    assert_eq!(refused, 1000 - 16);
+    let files = trace_files(&traces);
+    assert_eq!(files.len(), 1);
+    let t = TraceFile::open(&files[0]).unwrap();
+    let mut kept = 0;
+    let mut lost = 0;
+    for e in t.events_of(&[EventKind::Request, EventKind::Loss]) {
+        match e.unwrap() {
+            Event::Request(_) => kept += 1,
+            Event::Loss(l)
+                if t.string(l.detail)
+                    .unwrap_or("")
+                    .starts_with("request marks (gputrace.request) not recorded") =>
+            {
+                lost += l.count
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((kept, lost), (16, refused));
+}
