@@ -240,6 +240,8 @@ fn scrapes_hold_what_the_server_did_on_the_gpu_timeline_clock() {
         .iter()
         .any(|f| f["rule"] == "serving-kv-cache-limit"));
 
+    parquet_serving_table_agrees(&dir.path().join("traces"), s);
+
     // The text says the same, in place of training steps.
     let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .arg("report")
@@ -536,4 +538,42 @@ fn a_kineto_trace_of_a_serving_loop_gets_iterations_and_bubbles() {
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r.get("serving").is_none());
+}
+
+/// The Parquet `serving` table holds the scraped series: DuckDB's window
+/// increases equal `report --json`'s requests, tokens and histogram counts.
+fn parquet_serving_table_agrees(traces: &Path, s: &serde_json::Value) {
+    if !common::have_python_module("duckdb") {
+        return;
+    }
+    let pq = traces.with_file_name("pq");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["export", "--format", "parquet", "--job", "srv", "-o"])
+        .arg(&pq)
+        .arg(traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sql = r#"
+import duckdb, json, sys
+t = f"read_parquet('{sys.argv[1]}/serving/*/*/*.parquet', hive_partitioning=false)"
+rows = duckdb.sql(f"""
+  select series, max(value) - min(value) from {t}
+  where series in ('serving.requests_completed', 'serving.requests_failed', 'serving.prompt_tokens',
+                   'serving.generation_tokens', 'serving.ttft_seconds.count')
+  group by series order by series""").fetchall()
+engines = duckdb.sql(f"select distinct engine from {t}").fetchall()
+print(json.dumps({"increase": dict(rows), "engines": engines}))
+"#;
+    let q = Command::new("python3").args(["-c", sql]).arg(&pq).output().unwrap();
+    assert!(q.status.success(), "DuckDB: {}", text(&q.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    let inc = &v["increase"];
+    assert_eq!(inc["serving.requests_completed"], s["requests"]["completed"], "{v}");
+    assert_eq!(inc["serving.requests_failed"], s["requests"]["failed"], "{v}");
+    assert_eq!(inc["serving.prompt_tokens"], s["tokens"]["prompt"], "{v}");
+    assert_eq!(inc["serving.generation_tokens"], s["tokens"]["generation"], "{v}");
+    let ttft = s["latency"].as_array().unwrap().iter().find(|l| l["name"] == "ttft").unwrap();
+    assert_eq!(inc["serving.ttft_seconds.count"], ttft["count"], "{v}");
+    assert_eq!(v["engines"], serde_json::json!([["vllm"]]));
 }

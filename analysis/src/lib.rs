@@ -194,7 +194,13 @@ pub fn analyze(traces: &[TraceFile], opts: &Options) -> Result<Report> {
     // A server's scraped metrics (a launcher trace) are no rank: they feed the serving section.
     let (servers, gpu): (Vec<&TraceFile>, Vec<&TraceFile>) = traces.iter().partition(|t| serving::is_serving_trace(t));
     if servers.is_empty() {
-        return analyze_ranks(&gpu, opts);
+        let mut report = analyze_ranks(&gpu, opts)?;
+        // A server of one's own that marked its requests (gputrace.request) serves too.
+        report.serving.extend(serving::marks_serving(&gpu, opts.gpu_hour_cost));
+        for s in &report.serving {
+            report.findings.extend(serving_findings::serving_findings(s));
+        }
+        return Ok(report);
     }
     let mut report = match gpu.is_empty() {
         true => Report::from_ranks(Vec::new(), opts),

@@ -60,7 +60,8 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     // Low concurrency: few requests in flight, nothing waiting, GPU mostly idle.
     if let Some(g) = &r.gpu_time {
         let headroom = g.headroom_idle_ns as f64 / g.window_gpu_ns.max(1) as f64;
-        if running.mean < 4.0 && waiting.max < 1.0 && headroom >= 0.3 {
+        // Only with the server's running gauge (request marks alone do not say it).
+        if r.running.is_some() && running.mean < 4.0 && waiting.max < 1.0 && headroom >= 0.3 {
             out.push(mk(
                 "serving-low-concurrency",
                 Severity::Medium,

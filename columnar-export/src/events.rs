@@ -204,6 +204,8 @@ pub(crate) fn write_rank(
                     VI(i64::try_from(c.value).unwrap_or(i64::MAX)),
                 ],
             ))?,
+            // Request marks are rows of the serving table (serving.rs).
+            Event::Request(_) => {}
         }
     }
     let head = [VS(job.id.as_str()), VS(job.name), VS(host), VI(rank), VI(pid)];

@@ -21,6 +21,7 @@ mod job_id;
 mod publish;
 mod runs;
 mod schema;
+mod serving;
 mod writer;
 
 pub use events::{DAMAGED, UNFINISHED};
@@ -29,6 +30,7 @@ pub use schema::{
     ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,
     RUNS, TABLES,
 };
+pub use schema::{REQUESTS, SERVING};
 pub use writer::Value;
 
 use gputrace_analysis::Report;
@@ -134,6 +136,7 @@ pub fn export(dir: &Path, job: &ExportJob<'_>) -> Result<ColumnarStats, Columnar
     let mut paths = Vec::new();
     for src in job.ranks {
         paths.extend(events::write_rank(staging.root(), job, src, &mut stats)?);
+        paths.extend(serving::write_rank(staging.root(), job, src, &mut stats, serving_tables())?);
     }
     if let Some(report) = job.report {
         paths.extend(write_breakdown(staging.root(), job, report, &mut stats)?);
@@ -150,6 +153,12 @@ pub fn export(dir: &Path, job: &ExportJob<'_>) -> Result<ColumnarStats, Columnar
     }
     staging.finish()?;
     Ok(stats)
+}
+
+/// The indexes of the `serving` and `requests` tables in [`TABLES`].
+fn serving_tables() -> (usize, usize) {
+    let at = |name: &str| TABLES.iter().position(|t| t.name == name).expect("a table");
+    (at(SERVING.name), at(REQUESTS.name))
 }
 
 /// The `breakdown` table: one row per rank × device of `report`.

@@ -173,6 +173,35 @@ pub const COUNTERS: Table = Table {
     columns: &[("device", I), ("metric", S), ("time_ns", I), ("value", I)],
 };
 
+/// One row per sample of a `serving.*` series: the server's counters,
+/// gauges and histogram buckets as scraped (cumulative where the server's are).
+pub const SERVING: Table = Table {
+    name: "serving",
+    partitioning: Partitioning::JobRank,
+    columns: &[("engine", S), ("url", S), ("series", S), ("time_ns", I), ("value", I)],
+};
+
+/// One row per request a server marked (`gputrace.request`), with its exact
+/// latencies; a request marked by two processes has a row in each.
+pub const REQUESTS: Table = Table {
+    name: "requests",
+    partitioning: Partitioning::JobRank,
+    columns: &[
+        ("request_id", I),
+        ("arrive_ns", OI),
+        ("scheduled_ns", OI),
+        ("first_token_ns", OI),
+        ("end_ns", OI),
+        ("failed", B),
+        ("prompt_tokens", I),
+        ("generation_tokens", I),
+        ("ttft_ns", OI),
+        ("queue_ns", OI),
+        ("e2e_ns", OI),
+        ("itl_ns", OF),
+    ],
+};
+
 /// One row per rank × device of `gputrace report`'s breakdown.
 pub const BREAKDOWN: Table = Table {
     name: "breakdown",
@@ -226,13 +255,15 @@ pub const RUNS: Table = Table {
 /// Every table, in the order they are written and published.
 /// `runs` is last: published after every other table, a job's `runs` row
 /// means all its tables are in place.
-pub const TABLES: [&Table; 8] = [
+pub const TABLES: [&Table; 10] = [
     &GPU_ACTIVITIES,
     &API_CALLS,
     &COLLECTIVES,
     &MARKERS,
     &LOSSES,
     &COUNTERS,
+    &SERVING,
+    &REQUESTS,
     &BREAKDOWN,
     &RUNS,
 ];

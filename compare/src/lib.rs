@@ -36,9 +36,11 @@
 #![deny(missing_docs)]
 
 mod heatmap;
+mod serving;
 mod summary;
 
 pub use heatmap::heatmap_svg;
+pub use serving::{compare_servers, render_servers, ServerComparison, ServerRow};
 pub use summary::{is_comm_kernel, op_from_kernel, summarize, summarize_report, summarize_with, CollKey, CollRec, RankSummary, StepStat};
 
 use gputrace_format::{FormatError, TraceFile};

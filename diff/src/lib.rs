@@ -16,6 +16,7 @@
 pub mod collectives;
 pub mod scaling;
 pub mod serving;
+mod serving_marks;
 pub mod steps;
 
 pub use collectives::{diff_collectives, Bandwidth, CollectiveDelta, MatchedBy};
@@ -191,7 +192,8 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
             s.basis.name()
         )
     });
-    let serving = diff_serving(a, b);
+    // Both runs marked their requests: their exact numbers, else the server metrics'.
+    let serving = serving_marks::diff_marks(a, b).or_else(|| diff_serving(a, b));
     let verdict = match &serving {
         Some(sv) => format!("{}; {word}{worst}{scaled}", serving::verdict(sv)),
         None => format!("{word}{worst}{scaled}"),

@@ -22,7 +22,7 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(name: impl Into<String>, a: f64, b: f64, higher_is_better: bool) -> Change {
+    pub(crate) fn new(name: impl Into<String>, a: f64, b: f64, higher_is_better: bool) -> Change {
         Change {
             name: name.into(),
             a,
@@ -56,6 +56,11 @@ pub struct ServingDiff {
     pub bubble_p50_ms: Option<Change>,
     /// The change B is judged by: e2e p99 (else the worst latency change), in percent.
     pub slower_pct: f64,
+    /// `gputrace.request marks` when both runs marked their requests: then
+    /// throughput, error rate and latency are the marks' exact numbers
+    /// (absent: the server's metrics, latency from its histograms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
 }
 
 /// The serving diff of two reports that both served, else `None`.
@@ -75,12 +80,7 @@ pub fn diff_serving(a: &Report, b: &Report) -> Option<ServingDiff> {
             }
         }
     }
-    let slower_pct = latency
-        .iter()
-        .find(|c| c.name == "e2e p99 s")
-        .map(Change::worse_pct)
-        .or_else(|| latency.iter().map(Change::worse_pct).reduce(f64::max))
-        .unwrap_or(0.0);
+    let slower_pct = judged(&latency);
     let bubble = |s: &ServingReport| s.iterations.as_ref().map(|i| i.bubble.p50_ns as f64 / 1e6);
     Some(ServingDiff {
         throughput,
@@ -93,7 +93,18 @@ pub fn diff_serving(a: &Report, b: &Report) -> Option<ServingDiff> {
         bubble_p50_ms: bubble(sa).zip(bubble(sb)).map(|(x, y)| Change::new("bubble p50 ms", x, y, false)),
         latency,
         slower_pct,
+        source: None,
     })
+}
+
+/// The change a server is judged by: e2e p99, else the worst latency change, in percent.
+pub(crate) fn judged(latency: &[Change]) -> f64 {
+    latency
+        .iter()
+        .find(|c| c.name == "e2e p99 s")
+        .map(Change::worse_pct)
+        .or_else(|| latency.iter().map(Change::worse_pct).reduce(f64::max))
+        .unwrap_or(0.0)
 }
 
 /// The verdict's serving words: output tokens/s and e2e p99 (or the judged latency).
@@ -108,6 +119,9 @@ pub fn verdict(d: &ServingDiff) -> String {
 /// The serving table of `gputrace diff`'s text.
 pub fn render_serving(s: &mut String, d: &ServingDiff) {
     let _ = writeln!(s, "\n{:<24} {:>12} {:>12} {:>9}", "serving", "A", "B", "change");
+    if let Some(src) = d.source {
+        let _ = writeln!(s, "(exact, from {src} in both runs)");
+    }
     let rows = d
         .throughput
         .iter()

@@ -119,7 +119,7 @@ pub(crate) fn remap(e: &mut Event, ids: &[StringId]) {
         }
         Event::Loss(l) => id(&mut l.detail),
         Event::Counter(c) => id(&mut c.metric),
-        Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) | Event::GraphLaunch(_) => {}
+        Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) | Event::GraphLaunch(_) | Event::Request(_) => {}
     }
 }
 

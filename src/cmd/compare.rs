@@ -37,10 +37,14 @@ type RankResult = Result<(RankSummary, u64), CliError>;
 /// Run `gputrace compare`.
 pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     // A server's scraped metrics (docs/serving.md) are no rank to line up.
-    let files: Vec<_> = inputs::expand(&args.paths)?
-        .into_iter()
+    let all_files = inputs::expand(&args.paths)?;
+    let files: Vec<_> = all_files
+        .iter()
         .filter(|p| !gputrace_serving::scraper::is_serving_file(p))
+        .cloned()
         .collect();
+    let mut served = files.len() != all_files.len();
+    let marked = std::sync::atomic::AtomicBool::new(false);
     let productive = gputrace_analysis::ProductiveOptions {
         tokens_per_step: args.tokens_per_step,
         run_records: inputs::run_records(&args.paths)?,
@@ -68,6 +72,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
                 }
                 // Open, summarize, close: memory holds one rank per thread.
                 let r = inputs::open_with_threads(&files[i], threads_each).and_then(|t| {
+                    if t.chunks().iter().any(|c| c.kind == gputrace_format::EventKind::Request) {
+                        marked.store(true, Ordering::Relaxed);
+                    }
                     Ok((
                         summarize_with(&t, i as u32, &productive, &classifier).map_err(CliError::from)?,
                         t.header().start_clock.realtime_ns,
@@ -91,18 +98,55 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         sums.push(s);
         starts.push(start);
     }
-    let c = compare_summaries(sums, &starts, &Options::default()).map_err(|e| CliError::Analysis(e.to_string()))?;
+    served |= marked.load(Ordering::Relaxed);
+    // A serving job: its servers side by side by latency and tokens/s (docs/serving.md).
+    let servers = if served { serving_servers(&all_files)? } else { None };
+    let c = match compare_summaries(sums, &starts, &Options::default()) {
+        Ok(c) => c,
+        Err(_) if servers.is_some() => return print_servers_only(args, servers.as_ref()),
+        Err(e) => return Err(CliError::Analysis(e.to_string())),
+    };
     if let Some(path) = &args.heatmap {
         std::fs::write(path, heatmap_svg(&c)).map_err(CliError::io(path))?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        super::write_json(&mut out, &c)?;
+        match &servers {
+            None => super::write_json(&mut out, &c)?,
+            Some(sv) => {
+                let mut v = serde_json::to_value(&c).map_err(|e| CliError::Output(e.into()))?;
+                v["servers"] = serde_json::to_value(sv).map_err(|e| CliError::Output(e.into()))?;
+                super::write_json(&mut out, &v)?;
+            }
+        }
     } else {
         out.write_all(render_text(&c).as_bytes()).map_err(CliError::Output)?;
+        if let Some(sv) = &servers {
+            out.write_all(gputrace_compare::render_servers(sv).as_bytes())
+                .map_err(CliError::Output)?;
+        }
         if let Some(path) = &args.heatmap {
             writeln!(out, "\nheatmap: {} (open it in a browser)", path.display()).map_err(CliError::Output)?;
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The servers of a serving job among `files` (docs/serving.md), read whole.
+fn serving_servers(files: &[PathBuf]) -> Result<Option<gputrace_compare::ServerComparison>, CliError> {
+    let traces = files.iter().map(|p| inputs::open(p)).collect::<Result<Vec<_>, _>>()?;
+    Ok(gputrace_compare::compare_servers(&traces))
+}
+
+/// `compare` of a job with servers and nothing to line up by steps.
+fn print_servers_only(args: &CompareArgs, servers: Option<&gputrace_compare::ServerComparison>) -> Result<ExitCode, CliError> {
+    let Some(sv) = servers else { return Ok(ExitCode::SUCCESS) };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        super::write_json(&mut out, &serde_json::json!({ "servers": sv }))?;
+    } else {
+        out.write_all(gputrace_compare::render_servers(sv).trim_start().as_bytes())
+            .map_err(CliError::Output)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -167,3 +167,19 @@ pub fn losses(t: &gputrace_format::TraceFile) -> Vec<(gputrace_format::LossSourc
 pub fn extra<'a>(t: &'a gputrace_format::TraceFile, key: &str) -> &'a str {
     t.trailer().and_then(|tr| tr.extra.get(key)).map_or("", |s| s.as_str())
 }
+
+/// Whether `python3 -c 'import MODULE'` works; a skip otherwise (a failure under `CI=true`).
+pub fn have_python_module(module: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `python3 -c 'import {module}'` fails"
+        );
+        skip(&format!("no {module} for python3"));
+    }
+    ok
+}

@@ -17,7 +17,7 @@ pub const MAGIC: &[u8; 8] = b"GPUTRACE";
 /// Format major version this build writes and reads.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version this build writes (readers accept any minor).
-pub const FORMAT_MINOR: u16 = 6;
+pub const FORMAT_MINOR: u16 = 7;
 /// Length of the file preamble.
 pub const PREAMBLE_LEN: usize = 16;
 /// Chunk sync marker.

@@ -345,6 +345,10 @@ event_columns! {
         series: [plain(g.correlation)],
         attrs: [plain(g.graph_id)],
     }
+    Request(r: Request) on process("request mark on a non-process track"), instant(r.time, "request mark with a duration") {
+        series: [plain(r.id), plain(r.tokens)],
+        attrs: [plain(r.phase)],
+    }
 }
 
 /// An event struct's columns, generated from its kind's entry in
@@ -473,7 +477,7 @@ macro_rules! word_u8 {
         }
     )*};
 }
-word_u8!(CopyKind, MemoryKind, SyncKind, ApiDomain, MarkerKind, LossSource);
+word_u8!(CopyKind, MemoryKind, SyncKind, ApiDomain, MarkerKind, LossSource, RequestPhase);
 
 /// How a field is held in its column (see [`event_columns!`]); `start` is
 /// the event's start.
@@ -1975,7 +1979,7 @@ mod description_tests {
                 stream: StreamId(3),
             },
             EventKind::Api | EventKind::Marker => Track::Thread { tid: ThreadId(4) },
-            EventKind::Collective | EventKind::Loss | EventKind::Counter => Track::Process,
+            EventKind::Collective | EventKind::Loss | EventKind::Counter | EventKind::Request => Track::Process,
         }
     }
 

@@ -71,11 +71,14 @@ pub enum EventKind {
     /// One CUDA graph launch recorded at graph level (format 1.5): the
     /// graph's span on the GPU, in place of its kernels, copies and memsets.
     GraphLaunch = 11,
+    /// One moment of a served request (format 1.7): arrived, scheduled,
+    /// first token, finished or failed, marked by the server itself.
+    Request = 13,
 }
 
 impl EventKind {
     /// Every kind, in file-format order.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::Kernel,
         EventKind::Memcpy,
         EventKind::Memset,
@@ -86,6 +89,7 @@ impl EventKind {
         EventKind::Loss,
         EventKind::Counter,
         EventKind::GraphLaunch,
+        EventKind::Request,
     ];
 
     /// This kind's position in [`EventKind::ALL`] (for per-kind arrays;
@@ -94,6 +98,7 @@ impl EventKind {
     pub const fn index(self) -> usize {
         match self {
             EventKind::GraphLaunch => 9,
+            EventKind::Request => 10,
             k => k as usize - 1,
         }
     }
@@ -106,9 +111,12 @@ impl EventKind {
 
     /// Whether chunks of this kind can be read as spans
     /// ([`crate::ChunkDecoder::spans`]): every kind with a duration, that
-    /// is all but collectives, losses and counter samples.
+    /// is all but collectives, losses, counter samples and request marks.
     pub fn has_spans(self) -> bool {
-        !matches!(self, EventKind::Collective | EventKind::Loss | EventKind::Counter)
+        !matches!(
+            self,
+            EventKind::Collective | EventKind::Loss | EventKind::Counter | EventKind::Request
+        )
     }
 
     /// Lower-case name used in output and JSON.
@@ -124,6 +132,7 @@ impl EventKind {
             EventKind::Loss => "loss",
             EventKind::Counter => "counter",
             EventKind::GraphLaunch => "graph_launch",
+            EventKind::Request => "request",
         }
     }
 }
@@ -537,6 +546,39 @@ pub struct Counter {
     pub value: u64,
 }
 
+raw_enum!(
+    /// Which moment of a served request a [`Request`] mark records.
+    RequestPhase {
+        /// The request reached the server (its prompt tokens known).
+        ARRIVE = 0 => "arrive",
+        /// The engine took it from the queue (queue time ends).
+        SCHEDULED = 1 => "scheduled",
+        /// Its first output token was produced.
+        FIRST_TOKEN = 2 => "first_token",
+        /// It finished normally (its generated tokens known).
+        FINISH = 3 => "finish",
+        /// It ended otherwise: aborted, an error.
+        FAIL = 4 => "fail",
+    }
+);
+
+/// One moment in the life of a request a server served, marked by the
+/// server itself (`gputrace.request(...)`, format 1.7). A request is its
+/// marks with the same `id`; a number, not a string, so that a trace of a
+/// million requests adds no strings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// When the moment happened.
+    pub time: Nanos,
+    /// The server's request id (the Python module hashes a string id).
+    pub id: u64,
+    /// Which moment.
+    pub phase: RequestPhase,
+    /// Prompt tokens at `ARRIVE`, generated tokens at `FINISH` or `FAIL`
+    /// (0: not given; other phases 0).
+    pub tokens: u64,
+}
+
 /// Any event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)]
@@ -551,6 +593,7 @@ pub enum Event {
     Loss(Loss),
     Counter(Counter),
     GraphLaunch(GraphLaunch),
+    Request(Request),
 }
 
 impl Event {
@@ -568,6 +611,7 @@ impl Event {
             Event::Loss(_) => EventKind::Loss,
             Event::Counter(_) => EventKind::Counter,
             Event::GraphLaunch(_) => EventKind::GraphLaunch,
+            Event::Request(_) => EventKind::Request,
         }
     }
 
@@ -585,6 +629,7 @@ impl Event {
             Event::Loss(e) => e.time,
             Event::Counter(e) => e.time,
             Event::GraphLaunch(e) => e.start,
+            Event::Request(e) => e.time,
         }
     }
 
@@ -602,6 +647,7 @@ impl Event {
             Event::Loss(e) => e.time,
             Event::Counter(e) => e.time,
             Event::GraphLaunch(e) => e.end,
+            Event::Request(e) => e.time,
         }
     }
 
@@ -617,7 +663,7 @@ impl Event {
             Event::Sync(e) => e.correlation.0,
             Event::Api(e) => e.correlation.0,
             Event::GraphLaunch(e) => e.correlation.0,
-            Event::Marker(_) | Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => 0,
+            Event::Marker(_) | Event::Collective(_) | Event::Loss(_) | Event::Counter(_) | Event::Request(_) => 0,
         }
     }
 
@@ -632,7 +678,7 @@ impl Event {
             Event::GraphLaunch(e) => gpu_track(e.device, e.context, e.stream),
             Event::Api(e) => Track::Thread { tid: e.thread },
             Event::Marker(e) => Track::Thread { tid: e.thread },
-            Event::Collective(_) | Event::Loss(_) | Event::Counter(_) => Track::Process,
+            Event::Collective(_) | Event::Loss(_) | Event::Counter(_) | Event::Request(_) => Track::Process,
         }
     }
 }
@@ -652,8 +698,9 @@ mod kind_tests {
             assert_eq!(EventKind::from_u8(*k as u8), Some(*k));
         }
         assert_eq!(EventKind::from_u8(11), Some(EventKind::GraphLaunch));
-        // 10 and 12 belong to other branches' kinds; 0 and 13+ to none this build knows.
-        for unknown in [0, 10, 12, 13, 255] {
+        assert_eq!(EventKind::from_u8(13), Some(EventKind::Request));
+        // 10 and 12 belong to other branches' kinds; 0 and 14+ to none this build knows.
+        for unknown in [0, 10, 12, 14, 255] {
             assert_eq!(EventKind::from_u8(unknown), None, "{unknown}");
         }
     }

@@ -9,7 +9,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
     let times = (0u64..1 << 40, 0u64..1 << 24);
     let gpu = (0u32..3, 0u32..3, prop_oneof![0u32..4, Just(u32::MAX)]);
     let small = proptest::array::uniform8(any::<u32>());
-    (0u8..10, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
+    (0u8..11, times, gpu, small, any::<u64>(), 0u32..50, any::<u8>()).prop_map(|(k, (s, d), (dev, ctx, st), v, big, name, b)| {
         let start = Nanos(s);
         let end = Nanos(s + d);
         let (device, context, stream) = (DeviceId(dev), ContextId(ctx), StreamId(st));
@@ -118,6 +118,12 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 device,
                 metric: StringId(name),
                 value: big,
+            }),
+            9 => Event::Request(Request {
+                time: start,
+                id: big ^ 0xa5a5,
+                phase: RequestPhase(b % 5),
+                tokens: big >> 5,
             }),
             _ => Event::GraphLaunch(GraphLaunch {
                 start,
@@ -374,6 +380,7 @@ proptest! {
                         }
                         Event::Loss(l) => l.time = moved(lift(l.time), by),
                         Event::Counter(c) => c.time = moved(lift(c.time), by),
+                        Event::Request(r) => r.time = moved(lift(r.time), by),
                         Event::GraphLaunch(g) => span(&mut g.start, &mut g.end),
                     }
                     e

@@ -1037,7 +1037,8 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 self.out.buf.extend_from_slice(b"}}");
             }
             // The walk hands no counter samples over (see `walk`).
-            Event::Counter(_) => return Ok(()),
+            // Counter samples and request marks are no slices (skipped by the walk).
+            Event::Counter(_) | Event::Request(_) => return Ok(()),
         }
         match item.flow {
             Flow::Out(id) => self.flow(false, id, pid, tid, s),

@@ -392,7 +392,7 @@ fn category(e: &Event) -> u64 {
         Event::Marker(_) => 6,
         Event::Collective(_) => 7,
         Event::Loss(_) => 8,
-        Event::Counter(_) => 9,
+        Event::Counter(_) | Event::Request(_) => 9,
     }
 }
 
@@ -820,7 +820,7 @@ fn write_args(b: &mut Vec<u8>, cache: &mut ArgCache, input: &Input<'_>, e: &Even
             arg_u(b, Arg::GraphId, g.graph_id as u64);
         }
         // The walk hands no counter samples over (see `walk`).
-        Event::Counter(_) => {}
+        Event::Counter(_) | Event::Request(_) => {}
     }
     corr
 }
@@ -906,6 +906,7 @@ impl<W: Write> ProtoWriter<W> {
             }
             Event::Loss(l) => self.name_iid_label(&format!("lost records: {}", l.source)),
             Event::Counter(c) => self.name_iid_id(input, c.metric),
+            Event::Request(r) => self.name_iid_label(&format!("request {}", r.phase)),
         }
     }
 

@@ -92,7 +92,7 @@ impl Lane {
                 comm: c.comm,
                 device: c.device,
             },
-            Event::Loss(_) | Event::Counter(_) => Lane::Process,
+            Event::Loss(_) | Event::Counter(_) | Event::Request(_) => Lane::Process,
         }
     }
 
@@ -1048,9 +1048,10 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
                 // The process track: collectives and losses, whole events.
                 let mut events = trace.merge(chunk_ids);
                 while let Some(e) = events.next_event()? {
-                    if let Event::Counter(_) = e {
+                    if let Event::Counter(_) | Event::Request(_) = e {
                         // Counter samples are not slices: the writers draw
                         // them as counter tracks of their own, not here.
+                        // Request marks are the serving report's, not drawn.
                         continue;
                     }
                     if let Event::Collective(c) = &e {

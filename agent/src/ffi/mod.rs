@@ -12,7 +12,7 @@
 //! | libc at exit | `at_exit`, `write_markers_at_exit` |
 //! | NVTX (`NVTX_INJECTION64_PATH`) | [`InitializeInjectionNvtx2`] and the functions it installs ([`nvtx`]) |
 //! | NCCL's profiler plugin loader | the `ncclProfiler_v1` … `ncclProfiler_v6` tables ([`nccl`]) |
-//! | gputrace's Python module (`ctypes`) | [`gputrace_mark`] |
+//! | gputrace's Python module (`ctypes`) | [`gputrace_mark`], [`gputrace_request`] |
 //!
 //! Fork and signal handlers (one atomic store each, which cannot panic)
 //! stay beside the flag they set (`correlation`, `nvtx`, `flight`).
@@ -93,6 +93,20 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: crate::nvtx::abi::G
 pub unsafe extern "C" fn gputrace_mark(domain: *const libc::c_char, message: *const libc::c_char) -> libc::c_int {
     // Safety: the caller's contract.
     catch_unwind(|| unsafe { nvtx::mark(domain, message) } as libc::c_int).unwrap_or(0)
+}
+
+/// Record one moment of a served request, for gputrace's Python module
+/// (`gputrace.request(...)`): `id` the request's number, `phase` 0 arrive,
+/// 1 scheduled, 2 first token, 3 finish, 4 fail, `tokens` the prompt tokens
+/// at arrive and the generated tokens at finish or fail (0 otherwise),
+/// `time_ns` when it happened (`CLOCK_REALTIME` ns, Python's
+/// `time.time_ns()`; 0: now). Returns 1 when recorded, 0 otherwise (capture
+/// off, a phase out of range, queue full: counted as a loss). Never blocks,
+/// allocates or makes a system call after the first call; adds no string to
+/// the trace.
+#[no_mangle]
+pub extern "C" fn gputrace_request(id: u64, phase: u32, tokens: u64, time_ns: u64) -> libc::c_int {
+    catch_unwind(|| nvtx::request(id, phase, tokens, time_ns) as libc::c_int).unwrap_or(0)
 }
 
 /// CUPTI asks for a buffer to fill. Callback path: pool only.

@@ -223,3 +223,8 @@ pub unsafe fn mark(domain: *const c_char, message: *const c_char) -> bool {
     // Safety: the caller's contract.
     state_or_init().is_some_and(|s| unsafe { crate::nvtx::mark(s, domain, message) })
 }
+
+/// `gputrace_request`'s body (see [`crate::nvtx::request`]).
+pub fn request(id: u64, phase: u32, tokens: u64, time_ns: u64) -> bool {
+    state_or_init().is_some_and(|s| crate::nvtx::request(s, id, phase, tokens, time_ns))
+}

@@ -51,6 +51,10 @@ pub enum RecKind {
     Pop,
     Start,
     End,
+    /// A `gputrace_request` mark: `range_id` is the request id, `category`
+    /// its phase, `payload` its token count (not NVTX: the writer takes it
+    /// out before pairing).
+    Request,
 }
 
 /// One NVTX event, fixed-size, as it travels to the writer thread.
@@ -333,6 +337,8 @@ pub struct Losses {
     /// Events whose registered string the table had no room for (recorded
     /// with an empty message).
     pub no_string: AtomicU64,
+    /// `gputrace_request` marks the queue had no room for.
+    pub requests_lost: AtomicU64,
 }
 
 /// The process's NVTX state, allocated once.
@@ -586,7 +592,7 @@ impl Nvtx {
                 c.set((v - 1).max(0));
                 v as i64 - 1
             }),
-            RecKind::Mark => 0,
+            RecKind::Mark | RecKind::Request => 0,
         };
         self.push(r);
         ret
@@ -739,6 +745,32 @@ pub unsafe fn mark(s: &Nvtx, domain: *const libc::c_char, message: *const libc::
     s.push(r)
 }
 
+/// Phases `gputrace_request` takes (`RequestPhase` of the trace format:
+/// arrive, scheduled, first token, finish, fail).
+pub const REQUEST_PHASES: u32 = 5;
+
+/// `gputrace_request`'s body: one moment of a served request. No string, no
+/// allocation: a fixed record into the bounded queue; a full queue counts
+/// the mark as lost. False for a phase out of range (not recorded).
+/// `time_ns` is `CLOCK_REALTIME` ns (0: now).
+pub fn request(s: &Nvtx, id: u64, phase: u32, tokens: u64, time_ns: u64) -> bool {
+    if !s.live() || phase >= REQUEST_PHASES {
+        return false;
+    }
+    let mut r = Rec::new(RecKind::Request, 0);
+    if time_ns != 0 {
+        r.time_ns = time_ns;
+    }
+    r.range_id = id;
+    r.category = phase;
+    r.payload = tokens;
+    if s.queue.push(r).is_err() {
+        s.losses.requests_lost.fetch_add(1, Relaxed);
+        return false;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -820,6 +852,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn request_marks_are_fixed_records_and_a_full_queue_counts_them_lost() {
+        let n = Nvtx::new(2);
+        assert!(request(&n, 7, 0, 120, 1_000));
+        assert!(!request(&n, 7, REQUEST_PHASES, 0, 0), "a phase out of range is not recorded");
+        assert!(request(&n, 7, 3, 64, 0));
+        assert!(!request(&n, 8, 0, 1, 0), "queue of two is full");
+        assert_eq!(n.losses.requests_lost.load(Relaxed), 1);
+        assert_eq!(n.losses.queue_full.load(Relaxed), 0, "request losses are their own count");
+        let a = n.queue.pop().unwrap();
+        assert_eq!(
+            (a.kind, a.range_id, a.category, a.payload, a.time_ns),
+            (RecKind::Request, 7, 0, 120, 1_000)
+        );
+        let b = n.queue.pop().unwrap();
+        assert_eq!((b.category, b.payload), (3, 64));
+        assert!(b.time_ns > 1_000, "0 means now");
     }
 
     #[test]

@@ -79,6 +79,8 @@ impl Pairer {
         };
         match r.kind {
             RecKind::Mark => out.push(mk(true)),
+            // Not a marker: the writer takes request marks out before pairing.
+            RecKind::Request => {}
             RecKind::Push | RecKind::Start if self.open >= MAX_OPEN => self.too_many_open += 1,
             RecKind::Push => {
                 self.open += 1;

@@ -16,8 +16,8 @@ pub(super) struct Losses {
     pub undecodable: u64,
     /// NCCL plugin loss counters already written (slots, queue, comms, disabled).
     nccl: [u64; 4],
-    /// NVTX loss counters already written (queue, domains, strings, names, too many open).
-    nvtx: [u64; 5],
+    /// NVTX loss counters already written (queue, domains, strings, names, too many open, request marks).
+    nvtx: [u64; 6],
 }
 
 /// Write loss records for whatever was lost since the last call.
@@ -82,6 +82,10 @@ pub(super) fn record_losses(s: &Session, w: &mut Writer, l: &mut Losses) -> Resu
             ),
             (categories + threads, "NVTX category or thread names not kept: the table was full"),
             (NVTX_OPEN_DROPPED.load(Relaxed), "NVTX ranges not recorded: too many open at once"),
+            (
+                st.losses.requests_lost.load(Relaxed),
+                "request marks (gputrace.request) not recorded: the queue to the writer thread was full; raise GPUTRACE_NVTX_RECORDS",
+            ),
         ];
         for (i, (v, why)) in counters.into_iter().enumerate() {
             if v > l.nvtx[i] {

@@ -70,6 +70,16 @@ impl Source for NvtxSource {
         // (at exit, say) cannot hold the writer here.
         for _ in 0..st.queue.capacity() {
             let Some(r) = st.queue.pop() else { break };
+            if r.kind == crate::nvtx::RecKind::Request {
+                // A request mark is no marker: written as it comes, no string.
+                w.push(Event::Request(Request {
+                    time: to_trace_time(r.time_ns, self.offset),
+                    id: r.range_id,
+                    phase: RequestPhase(r.category.min(u8::MAX as u32) as u8),
+                    tokens: r.payload,
+                }))?;
+                continue;
+            }
             self.pairer.record(st, &r, &mut self.done);
         }
         NVTX_OPEN_DROPPED.store(self.pairer.too_many_open, Relaxed);

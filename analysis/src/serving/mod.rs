@@ -6,10 +6,15 @@
 
 mod iterations;
 mod render;
+mod requests;
 mod window;
 
 pub use iterations::{iterations, Iteration, Phase, ITERATION_GAP_NS};
 pub use render::render_serving;
+pub use requests::{
+    in_server, request_marks, request_rows, trace_request_rows, ExactStat, RequestMarks, RequestRow, SERVER_METRICS,
+    SOURCE as REQUEST_MARKS,
+};
 pub use window::{histogram_quantile, Bucket, GaugeStat, LatencyStat, Quantile};
 
 use gputrace_format::metric::serving as names;
@@ -185,8 +190,14 @@ pub struct ServingReport {
     pub iterations: Option<IterationStats>,
     /// The GPU time split (null without a GPU trace).
     pub gpu_time: Option<GpuTime>,
-    /// Cost per million tokens (null without a price or a GPU trace).
+    /// Cost per million tokens (null without a price or a GPU trace; from the
+    /// request marks' tokens where there are marks).
     pub cost: Option<ServingCost>,
+    /// Exact per-request numbers from the server's own `gputrace.request`
+    /// marks in the GPU traces (absent without marks): preferred over the
+    /// histograms' estimates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_marks: Option<RequestMarks>,
 }
 
 impl ServingReport {
@@ -230,6 +241,42 @@ pub fn timeline_serving(gpu: &[&TraceFile]) -> Option<ServingReport> {
     // Without the server's gauges no idle time can be called waste or headroom.
     r.gpu_time = None;
     Some(r)
+}
+
+/// A serving section from the request marks of `gpu` alone (a server of
+/// one's own without a metrics endpoint): the marks' numbers, and the GPU
+/// side over the marks' window with a request in the server (arrived, not
+/// ended) making idle time waste; `None` without marks.
+pub fn marks_serving(gpu: &[&TraceFile], gpu_hour_cost: Option<f64>) -> Option<ServingReport> {
+    let rows = request_rows(gpu);
+    let marks = request_marks(&rows)?;
+    let (start, end) = (marks.window_start_realtime_ns, marks.window_start_realtime_ns + marks.window_ns);
+    let mut r = ServingReport {
+        window_start_realtime_ns: start,
+        window_ns: marks.window_ns,
+        requests: marks.requests,
+        tokens: marks.tokens,
+        gpu_traces: gpu.iter().map(|g| g.path().display().to_string()).collect(),
+        ..ServingReport::default()
+    };
+    gpu_side(&mut r, gpu, (start, end), Some(&in_server(&rows)), None);
+    r.request_marks = Some(marks);
+    r.cost = cost(&r, gpu_hour_cost);
+    Some(r)
+}
+
+/// Cost per million tokens of `r`'s window, by the marks' tokens where there are marks.
+fn cost(r: &ServingReport, gpu_hour_cost: Option<f64>) -> Option<ServingCost> {
+    let (usd, g) = (gpu_hour_cost?, r.gpu_time.as_ref()?);
+    let tokens = r.request_marks.as_ref().map_or(r.tokens, |m| m.tokens);
+    let gpu_hours = g.devices as f64 * (r.window_ns as f64 / 1e9) / 3600.0;
+    let per_m = |n: u64| (n > 0).then(|| usd * gpu_hours / n as f64 * 1e6);
+    Some(ServingCost {
+        usd_per_gpu_hour: usd,
+        gpu_hours,
+        usd_per_m_output_tokens: per_m(tokens.generation),
+        usd_per_m_input_tokens: per_m(tokens.prompt),
+    })
 }
 
 fn one(file: &TraceFile, gpu: &[&TraceFile], gpu_hour_cost: Option<f64>) -> Option<ServingReport> {
@@ -295,16 +342,8 @@ fn one(file: &TraceFile, gpu: &[&TraceFile], gpu_hour_cost: Option<f64>) -> Opti
     if !gpu.is_empty() {
         gpu_side(&mut r, gpu, (start, end), running.as_deref(), waiting.as_deref());
     }
-    if let (Some(usd), Some(g)) = (gpu_hour_cost, &r.gpu_time) {
-        let gpu_hours = g.devices as f64 * secs / 3600.0;
-        let per_m = |n: u64| (n > 0).then(|| usd * gpu_hours / n as f64 * 1e6);
-        r.cost = Some(ServingCost {
-            usd_per_gpu_hour: usd,
-            gpu_hours,
-            usd_per_m_output_tokens: per_m(generation),
-            usd_per_m_input_tokens: per_m(prompt),
-        });
-    }
+    r.request_marks = request_marks(&request_rows(gpu));
+    r.cost = cost(&r, gpu_hour_cost);
     Some(r)
 }
 

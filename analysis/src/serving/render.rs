@@ -56,6 +56,21 @@ fn share(part: u64, whole: u64) -> String {
 /// Append the serving section of each server to `o` (`heading` styles a title).
 pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn Fn(&str) -> String) {
     for r in reports {
+        if let (0, Some(m)) = (r.scrapes, &r.request_marks) {
+            let _ = writeln!(
+                o,
+                "\n{}",
+                heading(&format!(
+                    "Serving (from {}, no server metrics; window {:.3} s)",
+                    m.source,
+                    r.window_ns as f64 / 1e9
+                ))
+            );
+            render_marks(o, m);
+            render_iterations(o, r);
+            render_split_and_cost(o, r);
+            continue;
+        }
         if r.scrapes == 0 {
             let _ = writeln!(
                 o,
@@ -84,6 +99,10 @@ pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn F
                 }
             ))
         );
+        if let Some(m) = &r.request_marks {
+            render_marks(o, m);
+            let _ = writeln!(o, "server metrics (the histograms' estimates; the marks above are exact):");
+        }
         if r.counter_resets > 0 {
             let _ = writeln!(
                 o,
@@ -203,4 +222,69 @@ fn render_split_and_cost(o: &mut String, r: &ServingReport) {
             c.gpu_hours
         );
     }
+}
+
+/// The exact numbers of a server's request marks.
+fn render_marks(o: &mut String, m: &super::RequestMarks) {
+    let q = &m.requests;
+    let _ = writeln!(
+        o,
+        "requests (exact, {} over {:.3} s from the first mark to the last): {} completed ({:.2}/s), {} failed ({:.2}/s, error rate {:.2}%), {} unfinished",
+        m.source,
+        m.window_ns as f64 / 1e9,
+        q.completed,
+        q.completed_per_s,
+        q.failed,
+        q.failed_per_s,
+        100.0 * q.error_rate,
+        m.unfinished
+    );
+    let t = &m.tokens;
+    let _ = writeln!(
+        o,
+        "tokens (exact, marks): {} prompt ({:.1}/s input), {} generated ({:.1}/s output)",
+        t.prompt, t.prompt_per_s, t.generation, t.generation_per_s
+    );
+    if m.latency.is_empty() && m.decode_tokens_per_s.is_none() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{:<13} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "exact", "requests", "mean", "p50", "p95", "p99", "min", "max"
+    );
+    for l in &m.latency {
+        let _ = writeln!(
+            o,
+            "{:<13} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            l.name,
+            l.count,
+            secs(l.mean),
+            secs(l.p50),
+            secs(l.p95),
+            secs(l.p99),
+            secs(l.min),
+            secs(l.max)
+        );
+    }
+    if let Some(d) = &m.decode_tokens_per_s {
+        let f = |v: f64| format!("{v:.1}/s");
+        let _ = writeln!(
+            o,
+            "{:<13} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "decode tok/s",
+            d.count,
+            f(d.mean),
+            f(d.p50),
+            f(d.p95),
+            f(d.p99),
+            f(d.min),
+            f(d.max)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "(each request from its own marks, percentiles by nearest rank; itl = (finish − first token) / (generated − 1), \
+         decode tok/s = (generated − 1) / (finish − first token))"
+    );
 }
