@@ -91,7 +91,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
         sums.push(s);
         starts.push(start);
     }
-    let c = compare_summaries(sums, &starts, &Options::default()).map_err(|e| CliError::Analysis(e.to_string()))?;
+    let c = compare_summaries(sums, &starts, &Options::default())?;
     if let Some(path) = &args.heatmap {
         std::fs::write(path, heatmap_svg(&c)).map_err(CliError::io(path))?;
     }
