@@ -61,6 +61,7 @@ pub mod productive;
 mod rank;
 mod render;
 mod report;
+mod rule;
 pub mod serving;
 mod serving_findings;
 mod steps;
@@ -79,6 +80,7 @@ pub use productive::{ModelFlops, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
 pub use render::{render_text, si};
 pub use report::*;
+pub use rule::{FindingRule, Value, Values};
 
 use gputrace_format::TraceFile;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 
 use crate::collectives::{counts_text, human_bytes};
 use crate::report::*;
-use crate::Productive;
+use crate::{Productive, Value};
 use gputrace_format::Nanos;
 use std::fmt::Write;
 
@@ -439,13 +439,13 @@ pub fn render_text(r: &Report, color: bool) -> String {
 
 /// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
 fn stake_line(f: &Finding) -> Option<String> {
-    let time = *f.values.get("time_ns")?;
+    let time = f.values.get(Value::TimeNs)?;
     let mut s = format!("{} of GPU time", ns(time.round() as u64));
-    if let Some(share) = f.values.get("share_of_gpu_time") {
+    if let Some(share) = f.values.get(Value::ShareOfGpuTime) {
         let _ = write!(s, " ({:.1}%)", 100.0 * share);
     }
-    if let Some(usd) = f.values.get("cost_usd") {
-        let _ = write!(s, ", {}", crate::units::usd(*usd));
+    if let Some(usd) = f.values.get(Value::CostUsd) {
+        let _ = write!(s, ", {}", crate::units::usd(usd));
     }
     Some(s)
 }

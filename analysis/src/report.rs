@@ -5,6 +5,7 @@
 //! identities stated on each struct. `docs/metrics.md` defines every number.
 
 use crate::peaks::Precision;
+use crate::rule::{FindingRule, Values};
 use gputrace_classify::Category;
 use gputrace_format::{LossSource, Trailer};
 use serde::Serialize;
@@ -649,8 +650,8 @@ pub enum Severity {
 /// A diagnosis with its evidence and the suggested next step.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
-    /// Stable identifier of the rule, e.g. `host-bound-idle`.
-    pub rule: &'static str,
+    /// The rule that fired; serialized as its stable name, e.g. `host-bound-idle`.
+    pub rule: FindingRule,
     /// How urgent.
     pub severity: Severity,
     /// One-line diagnosis.
@@ -663,7 +664,7 @@ pub struct Finding {
     /// time it concerns, summed over devices), `share_of_gpu_time` (of the summed spans, or
     /// of the process windows for `startup-teardown`) and, with a GPU-hour price, `cost_usd`;
     /// its severity follows that share (`docs/metrics.md`, "Findings").
-    pub values: BTreeMap<String, f64>,
+    pub values: Values,
 }
 
 /// Idle and exposed time priced per GPU-hour (durations summed over devices).
