@@ -262,22 +262,7 @@ impl Report {
         for r in &ranks {
             for d in &r.report.devices {
                 totals.active_devices += u64::from(d.first_ns.is_some());
-                totals.span_ns += d.span_ns;
-                totals.compute_ns += d.compute_ns;
-                totals.communication_ns += d.communication_ns;
-                totals.transfer_ns += d.transfer_ns;
-                totals.exposed_communication_ns += d.exposed_communication_ns;
-                totals.exposed_transfer_ns += d.exposed_transfer_ns;
-                for (op, ns) in &d.exposed_communication_by_op_ns {
-                    *totals.exposed_communication_by_op_ns.entry(op.clone()).or_insert(0) += ns;
-                }
-                for (library, ops) in &d.exposed_communication_by_library_ns {
-                    let t = totals.exposed_communication_by_library_ns.entry(library.clone()).or_default();
-                    for (op, ns) in ops {
-                        *t.entry(op.clone()).or_insert(0) += ns;
-                    }
-                }
-                totals.idle_ns += d.idle_ns;
+                totals.time.add(&d.time);
                 totals.idle_causes.add(&d.idle_causes);
                 totals.kernels += d.kernels;
                 totals.short_kernels += d.short_kernels;

@@ -1637,20 +1637,22 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
             .unwrap_or_default(),
         first_ns: t.first_start,
         last_ns: t.last_end,
-        span_ns: span,
-        compute_ns: compute,
-        communication_ns: communication,
-        transfer_ns: transfer,
-        exposed_communication_ns: exposed_communication,
-        exposed_transfer_ns: exposed_transfer,
-        exposed_communication_by_op_ns: p
-            .exposed_by_label
-            .iter()
-            .zip(&links.labels)
-            .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
-            .collect(),
-        exposed_communication_by_library_ns: p.exposed_by_library.clone(),
-        idle_ns: m(0),
+        time: TimeSplit {
+            span_ns: span,
+            compute_ns: compute,
+            communication_ns: communication,
+            transfer_ns: transfer,
+            exposed_communication_ns: exposed_communication,
+            exposed_transfer_ns: exposed_transfer,
+            exposed_communication_by_op_ns: p
+                .exposed_by_label
+                .iter()
+                .zip(&links.labels)
+                .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
+                .collect(),
+            exposed_communication_by_library_ns: p.exposed_by_library.clone(),
+            idle_ns: m(0),
+        },
         overlap,
         idle_causes: IdleCauses::default(),
         process_window,
