@@ -297,73 +297,124 @@ fn uneven_compute(devices: &[(u32, &DeviceReport)]) -> Option<(Finding, u64)> {
     Some((f, excess_ns))
 }
 
-/// Every rule that fires, most severe first (stable within a severity).
-pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
-    let t = &r.totals;
-    let price = opts.gpu_hour_cost;
-    // A finding about `time` of the GPU time, its severity from that share.
-    let staked = |mut f: Finding, time: u64| {
-        state_stake(&mut f, time, t.span_ns, price, Some(Severity::High));
-        f
-    };
-    let mut out = Vec::new();
-    let devices: Vec<(u32, &DeviceReport)> = r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect();
-    let gaps: Vec<(u32, u32, &GapReport)> = devices
-        .iter()
-        .flat_map(|(rank, d)| d.longest_gaps.iter().map(move |g| (*rank, d.device, g)))
-        .collect();
+/// What the rules read: the report, its devices (with their ranks), the options and price.
+struct Job<'r> {
+    r: &'r Report,
+    opts: &'r Options,
+    price: Option<f64>,
+    devices: Vec<(u32, &'r DeviceReport)>,
+}
 
-    if r.lossy {
-        let lossy: Vec<String> = r.ranks.iter().filter(|rk| rk.losses.any()).map(|rk| rk.rank.to_string()).collect();
-        out.push(finding(
-            FindingRule::LossyTrace,
-            Severity::High,
-            "The trace lost data: the numbers below undercount what ran".into(),
-            format!("rank(s) {} recorded losses, a damaged tail or no trailer", lossy.join(", ")),
-            "Read the losses section; rerun with larger capture buffers or fewer event kinds if the loss is large.",
-            &[(Value::LossyRanks, lossy.len() as f64)],
-        ));
+impl Job<'_> {
+    fn totals(&self) -> &Totals {
+        &self.r.totals
     }
 
-    if t.active_devices == 0 {
-        let collectives: u64 = r.collectives.iter().map(|c| c.count).sum();
-        let (evidence, next) = if collectives > 0 {
-            (
-                format!(
-                    "{} rank(s), no GPU activity, but {collectives} NCCL collective(s) from NCCL's profiler plugin",
-                    t.ranks
-                ),
-                "Only NCCL's metadata was recorded: CUPTI was not running in the process (`gputrace info` says \
-                 `agent.mode nccl-only`), usually because torch.profiler or Nsight Systems held it. Trace without them \
-                 active (CUDA 13.3+ lets both record).",
-            )
-        } else {
-            (
-                format!("{} rank(s), no GPU activity", t.ranks),
-                "Check that the process used the GPU while it was traced (and that activity tracing was on).",
-            )
-        };
-        out.push(finding(
-            FindingRule::NoGpuActivity,
-            Severity::Info,
-            "No kernel, copy or memset was recorded".into(),
-            evidence,
-            next,
-            &[(Value::Collectives, collectives as f64)],
-        ));
-        productive_findings(r, &mut out, price);
+    /// A finding about `time` of the GPU time, its severity from that share.
+    fn staked(&self, mut f: Finding, time: u64) -> Finding {
+        state_stake(&mut f, time, self.r.totals.span_ns, self.price, Some(Severity::High));
+        f
+    }
+}
+
+/// High from `high` on, else medium.
+fn high_from(share: f64, high: f64) -> Severity {
+    if share >= high {
+        Severity::High
+    } else {
+        Severity::Medium
+    }
+}
+
+/// Every rule that fires, most severe first (stable within a severity).
+pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
+    let job = Job {
+        r,
+        opts,
+        price: opts.gpu_hour_cost,
+        devices: r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect(),
+    };
+    let mut out: Vec<Finding> = lossy_trace(r).into_iter().collect();
+    if r.totals.active_devices == 0 {
+        out.push(no_gpu_activity(r));
+        productive_findings(r, &mut out, job.price);
         out.sort_by_key(|f| f.severity);
         return out;
     }
+    idle_findings(&job, &mut out);
+    exposed_communication(&job, &mut out);
+    launch_bound(&job, &mut out);
+    pageable_copies(&job, &mut out);
+    pauses(&job, &mut out);
+    if let Some((f, excess_ns)) = uneven_compute(&job.devices) {
+        out.push(job.staked(f, excess_ns));
+    }
+    startup_teardown(&job, &mut out);
+    productive_findings(r, &mut out, job.price);
+    hardware_findings(&job.devices, &mut out, r.totals.span_ns, job.price);
+    gpu_errors(&job.devices, &mut out);
+    out.extend(crate::host::findings(r));
+    out.sort_by_key(|f| f.severity);
+    out
+}
 
+/// `lossy-trace`: a rank recorded losses, a damaged tail or no trailer.
+fn lossy_trace(r: &Report) -> Option<Finding> {
+    if !r.lossy {
+        return None;
+    }
+    let lossy: Vec<String> = r.ranks.iter().filter(|rk| rk.losses.any()).map(|rk| rk.rank.to_string()).collect();
+    Some(finding(
+        FindingRule::LossyTrace,
+        Severity::High,
+        "The trace lost data: the numbers below undercount what ran".into(),
+        format!("rank(s) {} recorded losses, a damaged tail or no trailer", lossy.join(", ")),
+        "Read the losses section; rerun with larger capture buffers or fewer event kinds if the loss is large.",
+        &[(Value::LossyRanks, lossy.len() as f64)],
+    ))
+}
+
+/// `no-gpu-activity`: no kernel, copy or memset was recorded (with NCCL's metadata, why).
+fn no_gpu_activity(r: &Report) -> Finding {
+    let t = &r.totals;
+    let collectives: u64 = r.collectives.iter().map(|c| c.count).sum();
+    let (evidence, next) = if collectives > 0 {
+        (
+            format!(
+                "{} rank(s), no GPU activity, but {collectives} NCCL collective(s) from NCCL's profiler plugin",
+                t.ranks
+            ),
+            "Only NCCL's metadata was recorded: CUPTI was not running in the process (`gputrace info` says \
+             `agent.mode nccl-only`), usually because torch.profiler or Nsight Systems held it. Trace without them \
+             active (CUDA 13.3+ lets both record).",
+        )
+    } else {
+        (
+            format!("{} rank(s), no GPU activity", t.ranks),
+            "Check that the process used the GPU while it was traced (and that activity tracing was on).",
+        )
+    };
+    finding(
+        FindingRule::NoGpuActivity,
+        Severity::Info,
+        "No kernel, copy or memset was recorded".into(),
+        evidence,
+        next,
+        &[(Value::Collectives, collectives as f64)],
+    )
+}
+
+/// `host-bound-idle`, `dependency-latency-idle`, `synchronization-idle`: idle time of
+/// one cause.
+fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let idle_share = pct(t.idle_ns, t.span_ns);
     let c = &t.idle_causes;
-    let severity = |share: f64, high: f64| if share >= high { Severity::High } else { Severity::Medium };
     if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::HostBoundIdle,
-                severity(idle_share, IDLE_SHARE_HIGH),
+                high_from(idle_share, IDLE_SHARE_HIGH),
                 "The GPU waits for the CPU: idle time is mostly host-bound".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
@@ -382,10 +433,10 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
         ));
     }
     if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::DependencyLatencyIdle,
-                severity(idle_share, IDLE_SHARE_HIGH),
+                high_from(idle_share, IDLE_SHARE_HIGH),
                 "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
@@ -403,7 +454,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
         ));
     }
     if pct(t.idle_ns, t.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.idle_ns) >= SYNC_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::SynchronizationIdle,
                 Severity::Medium,
@@ -420,13 +471,17 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             c.synchronization_ns,
         ));
     }
+}
 
+/// `exposed-communication`, and `exposed-communication-by-op` when one operation owns it.
+fn exposed_communication(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let exposed_share = pct(t.exposed_communication_ns, t.span_ns);
     if exposed_share >= EXPOSED_COMM_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::ExposedCommunication,
-                severity(exposed_share, EXPOSED_COMM_SHARE_HIGH),
+                high_from(exposed_share, EXPOSED_COMM_SHARE_HIGH),
                 "Communication is not hidden behind compute".into(),
                 format!(
                     "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
@@ -444,20 +499,24 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     }
 
     if exposed_share >= EXPOSED_COMM_SHARE {
-        if let Some(f) = dominant_operation(r, exposed_share, price) {
+        if let Some(f) = dominant_operation(job.r, exposed_share, job.price) {
             out.push(f);
         }
     }
+}
 
+/// `launch-bound`: many kernels shorter than `Options::short_kernel_ns`.
+fn launch_bound(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let short_share = pct(t.short_kernels, t.kernels);
     if t.kernels >= MIN_KERNELS && short_share >= SHORT_KERNEL_SHARE {
-        let us = opts.short_kernel_ns as f64 / 1e3;
+        let us = job.opts.short_kernel_ns as f64 / 1e3;
         // What fusing or graph capture could win back: the short kernels' own time and
         // the idle right before them (the GPU ran dry waiting for their launch).
-        let short_ns: u64 = devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
-        let launch_idle: u64 = devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
+        let short_ns: u64 = job.devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
+        let launch_idle: u64 = job.devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
         let time = (short_ns + launch_idle).min(t.span_ns);
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::LaunchBound,
                 Severity::Medium,
@@ -484,14 +543,19 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             time,
         ));
     }
+}
 
-    let (pageable_bytes, pageable_ns, pageable_count) = r
+/// `pageable-copies`: copies from or to pageable host memory.
+fn pageable_copies(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
+    let (pageable_bytes, pageable_ns, pageable_count) = job
+        .r
         .copies
         .iter()
         .filter(|c| c.pageable)
         .fold((0u64, 0u64, 0u64), |a, c| (a.0 + c.bytes, a.1 + c.total_ns, a.2 + c.count));
     if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.span_ns) >= PAGEABLE_SHARE) {
-        out.push(staked(finding(
+        out.push(job.staked(finding(
             FindingRule::PageableCopies,
             Severity::Medium,
             "Copies use pageable host memory".into(),
@@ -506,8 +570,16 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             ],
         ), pageable_ns));
     }
+}
 
-    let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= opts.long_pause_ns).collect();
+/// `checkpoint-pauses` (long pauses after device-to-host bursts), else `long-pauses`.
+fn pauses(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let gaps: Vec<(u32, u32, &GapReport)> = job
+        .devices
+        .iter()
+        .flat_map(|(rank, d)| d.longest_gaps.iter().map(move |g| (*rank, d.device, g)))
+        .collect();
+    let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= job.opts.long_pause_ns).collect();
     let checkpoints: Vec<&&(u32, u32, &GapReport)> = pauses
         .iter()
         .filter(|(_, _, g)| g.d2h_bytes_before >= CHECKPOINT_D2H_BYTES)
@@ -515,7 +587,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     if !checkpoints.is_empty() {
         let bytes: u64 = checkpoints.iter().map(|(_, _, g)| g.d2h_bytes_before).sum();
         let ns: u64 = checkpoints.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::CheckpointPauses,
                 Severity::Medium,
@@ -545,11 +617,15 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             .first()
             .map_or(String::new(), |a| format!("; the CPU was in {}", a.name));
         let ns: u64 = pauses.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(staked(
+        out.push(job.staked(
             finding(
                 FindingRule::LongPauses,
                 Severity::Medium,
-                format!("The GPU paused for {} or more {} time(s)", Nanos(opts.long_pause_ns), pauses.len()),
+                format!(
+                    "The GPU paused for {} or more {} time(s)",
+                    Nanos(job.opts.long_pause_ns),
+                    pauses.len()
+                ),
                 format!(
                     "longest: {} on rank {rank} gpu {device}{step}, {}{doing}; all listed pauses: {}",
                     Nanos(g.duration_ns),
@@ -575,13 +651,13 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             ns,
         ));
     }
+}
 
-    if let Some(f) = uneven_compute(&devices) {
-        out.push(staked(f.0, f.1));
-    }
-
+/// `startup-teardown`: much of the process windows before the first or after the last GPU work.
+fn startup_teardown(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     // The traced part of the windows: startup and teardown count traced time only.
-    let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
+    let window: u64 = job.devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
     let st = t.startup_idle_ns + t.teardown_idle_ns;
     if window > 0 && pct(st, window) >= STARTUP_SHARE {
         let mut f = finding(
@@ -598,20 +674,20 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             &[(Value::StartupTeardownShare, pct(st, window))],
         );
         // Paid GPU time of the process windows; for long jobs it amortizes: at most medium.
-        state_stake(&mut f, st, window, price, Some(Severity::Medium));
+        state_stake(&mut f, st, window, job.price, Some(Severity::Medium));
         out.push(f);
     }
-    productive_findings(r, &mut out, price);
-    hardware_findings(&devices, &mut out, t.span_ns, price);
-    gpu_errors(&devices, &mut out);
-    out.extend(crate::host::findings(r));
-    out.sort_by_key(|f| f.severity);
-    out
 }
 
 /// The rules over the GPU's own counters: throttled or slower-clocked GPUs, memory-bound
 /// kernels. One finding per rule, naming every device it holds for, worst first.
 fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
+    gpu_throttled(devices, out, gpu_ns, price);
+    memory_bound(devices, out, gpu_ns, price);
+}
+
+/// `gpu-throttled`: slowdown reasons set, or a busy GPU's clock well below its maximum.
+fn gpu_throttled(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
     // (share throttled, clock share of max, rank, device, report)
     let mut slow: Vec<(f64, f64, u32, u32, &crate::hardware::HardwareReport)> = Vec::new();
     for &(rank, d) in devices {
@@ -692,8 +768,11 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
         state_stake(&mut f, time, gpu_ns, price, Some(Severity::High));
         out.push(f);
     }
-    // PM sampling's DRAM throughput (share of peak) where sampled, else NVML's memory
-    // utilization on a busy GPU.
+}
+
+/// `memory-bound`: PM sampling's DRAM throughput (share of peak) where sampled, else
+/// NVML's memory utilization on a busy GPU.
+fn memory_bound(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
     let mut memory: Vec<(f64, u32, u32, &crate::hardware::HardwareReport)> = devices
         .iter()
         .filter_map(|&(rank, d)| {
