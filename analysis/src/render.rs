@@ -78,6 +78,42 @@ fn duty_line(rank: u32, d: &DutyCycle) -> String {
 pub fn render_text(r: &Report, color: bool) -> String {
     let st = Style { color };
     let mut o = String::new();
+    render_title(&mut o, r, &st);
+    render_hta_banner(&mut o, r, &st);
+    render_breakdown(&mut o, r, &st);
+    crate::activity_view::render_text(&mut o, r, color);
+    // A serving job gets its serving section instead of training steps.
+    if r.serving.is_empty() {
+        render_productive(&mut o, r, &st);
+    } else {
+        crate::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
+    }
+    render_hardware(&mut o, r, &st);
+    render_gaps(&mut o, r, &st);
+    if let Some(host) = crate::host::render_section(r) {
+        let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
+    }
+    if r.serving.is_empty() {
+        render_steps(&mut o, r, &st);
+    }
+    render_top_kernels(&mut o, r, &st);
+    render_copies(&mut o, r, &st);
+    render_collectives(&mut o, r, &st);
+    render_comm_libraries(&mut o, r, &st);
+    render_classification(&mut o, r, &st);
+    render_losses(&mut o, r, &st);
+    render_profiler_overhead(&mut o, r, &st);
+    render_graph_level(&mut o, r, &st);
+    render_not_imported(&mut o, r);
+    render_findings(&mut o, r, &st);
+    render_cost(&mut o, r, &st);
+    // Names are escaped where they are written; this catches any other text
+    // from a trace, keeping the layout and (on a terminal) our own colours.
+    gputrace_format::text::escape_output(&o, color).into_owned()
+}
+
+/// The title, the loss warning, the job's headline and the duty-cycle banners.
+fn render_title(o: &mut String, r: &Report, st: &Style) {
     // A GPU counts when it ran something, not when a header lists it.
     let devices = r.totals.active_devices;
     let listed: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
@@ -122,6 +158,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "{}", st.paint("1;33", &duty_line(rk.rank, d)));
         }
     }
+}
+
+/// In HTA-compatible mode: what it changed, job-wide and per rank.
+fn render_hta_banner(o: &mut String, r: &Report, st: &Style) {
     if let Some(h) = &r.hta_compat {
         let _ = writeln!(
             o,
@@ -170,7 +210,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "  rank {}: {}", rk.rank, parts.join("; "));
         }
     }
+}
 
+/// Where the GPU time went: per device, all devices, and the causes of idle.
+fn render_breakdown(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(
         o,
         "\n{}",
@@ -242,16 +285,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             ns(t.teardown_idle_ns)
         );
     }
+}
 
-    crate::activity_view::render_text(&mut o, r, color);
-    // A serving job gets its serving section instead of training steps.
-    if r.serving.is_empty() {
-        render_productive(&mut o, r, &st);
-    } else {
-        crate::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
-    }
-    render_hardware(&mut o, r, &st);
-
+/// The longest idle gaps over all devices.
+fn render_gaps(o: &mut String, r: &Report, st: &Style) {
     let mut gaps: Vec<(u32, u32, &GapReport)> = r
         .ranks
         .iter()
@@ -292,13 +329,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             }
         }
     }
+}
 
-    if let Some(host) = crate::host::render_section(r) {
-        let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
-    }
-    if r.serving.is_empty() {
-        render_steps(&mut o, r, &st);
-    }
+/// The kernels with the most time, summed over ranks.
+fn render_top_kernels(o: &mut String, r: &Report, st: &Style) {
     if !r.top_kernels.is_empty() {
         let _ = writeln!(o, "\n{}", st.heading("Top kernels (summed over ranks)"));
         let _ = writeln!(
@@ -323,6 +357,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             );
         }
     }
+}
+
+/// Copies and memsets by kind.
+fn render_copies(o: &mut String, r: &Report, st: &Style) {
     if !r.copies.is_empty() {
         let _ = writeln!(o, "\n{}", st.heading("Copies and memsets"));
         let _ = writeln!(
@@ -343,9 +381,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             );
         }
     }
-    render_collectives(&mut o, r, &st);
-    render_comm_libraries(&mut o, r, &st);
-    render_classification(&mut o, r, &st);
+}
+
+/// What each lossy rank lost.
+fn render_losses(o: &mut String, r: &Report, st: &Style) {
     if r.lossy {
         let _ = writeln!(o, "\n{}", st.heading("Losses"));
         for rk in r.ranks.iter().filter(|rk| rk.losses.any()) {
@@ -365,6 +404,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
         }
     }
+}
+
+/// CUPTI's own overhead records and the profiler's cost, per rank.
+fn render_profiler_overhead(o: &mut String, r: &Report, st: &Style) {
     let cost = |rk: &crate::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
     if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty() || cost(rk).is_some()) {
         let _ = writeln!(o, "\n{}", st.heading("Profiler overhead (CUPTI's own records)"));
@@ -392,6 +435,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             }
         }
     }
+}
+
+/// Ranks whose CUDA graphs were recorded as whole launches, and what that gives up.
+fn render_graph_level(o: &mut String, r: &Report, st: &Style) {
     let graph_level: Vec<_> = r
         .ranks
         .iter()
@@ -403,6 +450,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {rank}: {}", l.gives_up[0]);
         }
     }
+}
+
+/// How many input entries the import left out.
+fn render_not_imported(o: &mut String, r: &Report) {
     let not_imported: u64 = r.ranks.iter().flat_map(|rk| rk.losses.not_imported.values()).sum();
     if not_imported > 0 {
         let _ = writeln!(
@@ -410,6 +461,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             "\n{not_imported} input entries were outside the timeline model and not imported (Python frames, metadata, ...; see the JSON)."
         );
     }
+}
+
+/// Every finding: severity, title, evidence, the time at stake and the next step.
+fn render_findings(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(o, "\n{}", st.heading("Findings"));
     if r.findings.is_empty() {
         let _ = writeln!(o, "no rule fired: no large idle, exposed communication or transfer problem found");
@@ -424,6 +479,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
         }
         let _ = writeln!(o, "       next:     {}", one_line(&f.next_step));
     }
+}
+
+/// The job's cost at the GPU-hour price given.
+fn render_cost(o: &mut String, r: &Report, st: &Style) {
     if let Some(c) = &r.cost {
         let _ = writeln!(o, "\n{}", st.heading(&format!("Cost at ${:.2} per GPU-hour", c.usd_per_gpu_hour)));
         let _ = writeln!(
@@ -432,9 +491,6 @@ pub fn render_text(r: &Report, color: bool) -> String {
             c.span_usd, c.idle_usd, c.exposed_communication_usd, c.exposed_transfer_usd, c.startup_teardown_usd, c.not_compute_usd
         );
     }
-    // Names are escaped where they are written; this catches any other text
-    // from a trace, keeping the layout and (on a terminal) our own colours.
-    gputrace_format::text::escape_output(&o, color).into_owned()
 }
 
 /// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
