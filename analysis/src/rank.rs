@@ -1196,197 +1196,39 @@ fn device_pass(
     hta: Option<&HtaPass>,
     capture: Option<&Capture>,
 ) -> Result<DevicePass> {
-    let mut hta_counts = HtaCounts::default();
-    let mut util = UtilWindows::new(opts.productive.window_ns());
-    let mut sweep = Sweep::new();
-    let mut gaps: Vec<Gap> = Vec::new();
-    let mut pieces = Pieces {
-        windows,
-        step_masks: vec![[0u64; 8]; windows.len()],
-        step_lo: 0,
-        fast_lo: u64::MAX,
-        fast_hi: 0,
-        comm: Vec::new(),
-        exposed_by_label: vec![None; links.labels.len()],
-        exposed_by_class: Vec::new(),
-        capture: capture.map(Capture::clip),
-        capture_masks: [0; 8],
-        bins: Binner::default(),
+    let mut reader = WorkReader {
+        names,
+        links,
+        link_table: links.by_device.get(&device).map_or(&[], |v| v.as_slice()),
+        kernel_aggs,
+        syncs,
+        hta,
+        short: opts.short_kernel_ns,
+        stats: DeviceStats::default(),
     };
-    // Idle gaps are cut to the capture windows as the pieces are.
-    let mut gap_clip = capture.map(Capture::clip);
-    let link_table: &[(u32, u32)] = links.by_device.get(&device).map_or(&[], |v| v.as_slice());
-    let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    // Copy kinds are few; aggregate by (kind byte, pageable) and name them at the end.
-    let mut copy_small: [[CopyAgg; 2]; 256] = [[CopyAgg::default(); 2]; 256];
-    let mut memset_agg = CopyAgg::default();
-    // Device-to-host copies of the last D2H_LOOKBACK_NS: (end, bytes), and their sum.
-    let mut d2h: VecDeque<(u64, u64)> = VecDeque::new();
-    let mut d2h_bytes = 0u64;
-    let long_pause = opts.long_pause_ns;
-    let short = opts.short_kernel_ns;
-    // Statistics (which do not depend on order) are gathered here; the
-    // record keeps only what the ordered sweep needs.
-    // `ev` is the span's dictionary entry: its own times and correlation are not the
-    // span's (read those from `sp`).
-    let mut convert = |sp: &Span, ev: &Event| {
-        let corr = sp.corr;
-        // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
-        // first, then its rounding.
-        let (start, end) = (sp.start, sp.end);
-        match ev {
-            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::GraphLaunch(_) => {}
-            Event::Sync(_) => syncs.push((start, end)),
-            _ => return None,
-        }
-        let (start, end) = match hta {
-            None => (start, end),
-            Some(h) => {
-                match h.filter.verdict(corr, h.clock.ts(start)) {
-                    Verdict::Keep => {}
-                    Verdict::LastStep => {
-                        hta_counts.dropped_last_step += 1;
-                        return None;
-                    }
-                    Verdict::Unlinked => {
-                        hta_counts.dropped_unlinked += 1;
-                        return None;
-                    }
-                }
-                let (s, e) = h.clock.interval(start, end);
-                hta_counts.negative += u64::from(e < s);
-                (s, e)
-            }
-        };
-        // What the sweep needs of the event besides its times and correlation.
-        let (kind, name, label, class, cat, d2h_bytes) = match ev {
-            Event::Kernel(k) => {
-                let dur = end.saturating_sub(start);
-                kernels += 1;
-                if dur < short {
-                    short_kernels += 1;
-                    short_kernel_ns += dur;
-                }
-                if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
-                    a.count += 1;
-                    a.total += dur;
-                }
-                let cat = match hta {
-                    Some(_) => names.hta_kernel(k.name),
-                    None => names.kernel(k.name),
-                };
-                let (label, class) = match cat {
-                    Category::Communication => {
-                        let link = Links::label(link_table, corr);
-                        (link.unwrap_or(LABEL_UNATTRIBUTED), names.kernel_class(k.name, link, links))
-                    }
-                    _ => (LABEL_UNATTRIBUTED, 0),
-                };
-                (EventKind::Kernel, k.name, label, class, cat, 0)
-            }
-            Event::Memcpy(m) => {
-                copies += 1;
-                let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
-                let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
-                a.count += 1;
-                a.bytes += m.bytes;
-                a.total += end.saturating_sub(start);
-                let (cat, label, class) = if is_peer_copy(m) {
-                    // A copy-engine collective runs as peer copies.
-                    let link = Links::label(link_table, corr);
-                    (
-                        Category::Communication,
-                        link.unwrap_or(LABEL_PEER_COPY),
-                        names.copy_class(link, links),
-                    )
-                } else {
-                    (Category::Transfer, LABEL_UNATTRIBUTED, 0)
-                };
-                let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
-                (EventKind::Memcpy, StringId::EMPTY, label, class, cat, d2h_bytes)
-            }
-            Event::Memset(m) => {
-                memsets += 1;
-                memset_agg.count += 1;
-                memset_agg.bytes += m.bytes;
-                memset_agg.total += end.saturating_sub(start);
-                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0)
-            }
-            // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
-            // "other" type: non-compute work. Otherwise they only explain idle time.
-            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
-            // A graph recorded at graph level: one busy interval, its nodes unknown (compute).
-            Event::GraphLaunch(_) => (EventKind::GraphLaunch, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Compute, 0),
-            _ => return None,
-        };
-        let work = Work {
-            start,
-            end,
-            d2h_bytes,
-            corr,
-            name,
-            label,
-            class,
-            kind,
-            cat,
-        };
-        // Empty and inverted intervals cover no time: they neither end a gap nor enter the
-        // sweep, except in HTA-compatible mode, where they bound the span (as instants).
-        (work.end > work.start || hta.is_some()).then_some(work)
-    };
-    // Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
-    let mut idle_before_short_ns = 0u64;
-    let mut sweep_work = |w: &Work| {
-        if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
-            util.kernel(w.start, w.end);
-        } else {
-            util.work(w.start);
-        }
-        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < short;
-        if let Some((a, b)) = sweep.gap_before(w.start) {
-            let mut push_gap = |a: u64, b: u64| {
-                if before_short {
-                    idle_before_short_ns += b - a;
-                }
-                let mut d2h_before = 0;
-                if b - a >= long_pause {
-                    while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
-                        d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-                    }
-                    d2h_before = d2h_bytes;
-                }
-                gaps.push(Gap {
-                    start: a,
-                    end: b,
-                    next_corr: w.corr,
-                    next_kind: w.kind,
-                    next_name: w.name,
-                    launch: u64::MAX,
-                    d2h_before,
-                });
-            };
-            match gap_clip.as_mut() {
-                None => push_gap(a, b),
-                Some(clip) => clip.each(a, b, push_gap),
-            }
-        }
-        // Keep the lookback queue short even without long gaps.
-        while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
-            d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-        }
-        if w.d2h_bytes > 0 {
-            d2h.push_back((w.end, w.d2h_bytes));
-            d2h_bytes += w.d2h_bytes;
-        }
-        if w.end <= w.start {
-            // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
-            sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
-            return;
-        }
-        sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
-        if w.cat == Category::Communication {
-            pieces.comm_started(w.start, w.end, w.label, w.class);
-        }
+    let mut sweeper = DeviceSweep {
+        util: UtilWindows::new(opts.productive.window_ns()),
+        sweep: Sweep::new(),
+        gaps: Vec::new(),
+        pieces: Pieces {
+            windows,
+            step_masks: vec![[0u64; 8]; windows.len()],
+            step_lo: 0,
+            fast_lo: u64::MAX,
+            fast_hi: 0,
+            comm: Vec::new(),
+            exposed_by_label: vec![None; links.labels.len()],
+            exposed_by_class: Vec::new(),
+            capture: capture.map(Capture::clip),
+            capture_masks: [0; 8],
+            bins: Binner::default(),
+        },
+        gap_clip: capture.map(Capture::clip),
+        d2h: VecDeque::new(),
+        d2h_bytes: 0,
+        long_pause: opts.long_pause_ns,
+        short: opts.short_kernel_ns,
+        idle_before_short_ns: 0,
     };
     let chunks = file.chunks();
     let gpu_work: Vec<usize> = (0..chunks.len())
@@ -1403,11 +1245,20 @@ fn device_pass(
         |_| (),
         |sp, _, templates| {
             // In range: the cursor checks every attribute index.
-            if let Some(w) = convert(sp, &templates[sp.attr as usize]) {
-                sweep_work(&w);
+            if let Some(w) = reader.work(sp, &templates[sp.attr as usize]) {
+                sweeper.push(&w);
             }
         },
     )?;
+    let WorkReader { names, stats, .. } = reader;
+    let DeviceSweep {
+        util,
+        sweep,
+        gaps,
+        mut pieces,
+        idle_before_short_ns,
+        ..
+    } = sweeper;
     let mut totals = sweep.finish(&mut |a, b, m| pieces.piece(a, b, m));
     let span_ns = match (capture, totals.first_start.zip(totals.last_end)) {
         (Some(c), Some((first, last))) => {
@@ -1419,24 +1270,7 @@ fn device_pass(
         (_, None) => 0,
     };
     debug_assert_eq!(totals.masks.iter().sum::<u64>(), span_ns, "the masks tile the traced span");
-    for (kind, pair) in copy_small.iter().enumerate() {
-        for (pageable, a) in pair.iter().enumerate() {
-            if a.count > 0 {
-                let e = copy_aggs
-                    .entry((CopyKind(kind as u8).name().to_string(), pageable == 1))
-                    .or_default();
-                e.count += a.count;
-                e.bytes += a.bytes;
-                e.total += a.total;
-            }
-        }
-    }
-    if memset_agg.count > 0 {
-        let e = copy_aggs.entry(("memset".to_string(), false)).or_default();
-        e.count += memset_agg.count;
-        e.bytes += memset_agg.bytes;
-        e.total += memset_agg.total;
-    }
+    stats.add_copies(copy_aggs);
     debug_assert_eq!(
         gaps.iter().map(|g| g.end - g.start).sum::<u64>(),
         totals.masks[0],
@@ -1467,16 +1301,300 @@ fn device_pass(
         step_masks: pieces.step_masks,
         exposed_by_label: pieces.exposed_by_label,
         exposed_by_library,
-        kernels,
-        short_kernels,
-        short_kernel_ns,
+        kernels: stats.kernels,
+        short_kernels: stats.short_kernels,
+        short_kernel_ns: stats.short_kernel_ns,
         idle_before_short_ns,
-        copies,
-        memsets,
-        hta_counts,
+        copies: stats.copies,
+        memsets: stats.memsets,
+        hta_counts: stats.hta_counts,
         util_busy_ns: util.busy_ns(totals.first_start, totals.last_end),
         bins: pieces.bins,
     })
+}
+
+/// A device's statistics, which do not depend on the order of its work.
+struct DeviceStats {
+    kernels: u64,
+    short_kernels: u64,
+    short_kernel_ns: u64,
+    copies: u64,
+    memsets: u64,
+    /// Copy kinds are few: by (kind byte, pageable), named at the end.
+    copy_small: [[CopyAgg; 2]; 256],
+    memset_agg: CopyAgg,
+    hta_counts: HtaCounts,
+}
+
+impl Default for DeviceStats {
+    fn default() -> DeviceStats {
+        DeviceStats {
+            kernels: 0,
+            short_kernels: 0,
+            short_kernel_ns: 0,
+            copies: 0,
+            memsets: 0,
+            copy_small: [[CopyAgg::default(); 2]; 256],
+            memset_agg: CopyAgg::default(),
+            hta_counts: HtaCounts::default(),
+        }
+    }
+}
+
+impl DeviceStats {
+    /// Add the copies and memsets, by kind name, to the rank's `copy_aggs`.
+    fn add_copies(&self, copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>) {
+        for (kind, pair) in self.copy_small.iter().enumerate() {
+            for (pageable, a) in pair.iter().enumerate() {
+                if a.count > 0 {
+                    let e = copy_aggs
+                        .entry((CopyKind(kind as u8).name().to_string(), pageable == 1))
+                        .or_default();
+                    e.count += a.count;
+                    e.bytes += a.bytes;
+                    e.total += a.total;
+                }
+            }
+        }
+        if self.memset_agg.count > 0 {
+            let e = copy_aggs.entry(("memset".to_string(), false)).or_default();
+            e.count += self.memset_agg.count;
+            e.bytes += self.memset_agg.bytes;
+            e.total += self.memset_agg.total;
+        }
+    }
+}
+
+/// Turns a device's GPU events into [`Work`] for the sweep, gathering the statistics
+/// (which do not depend on order) on the way: the record keeps only what the ordered
+/// sweep needs.
+struct WorkReader<'a, 'n> {
+    names: &'a mut Names<'n>,
+    links: &'a Links,
+    /// The device's (correlation, label) links.
+    link_table: &'a [(u32, u32)],
+    kernel_aggs: &'a mut [KernelAgg],
+    syncs: &'a mut Vec<(u64, u64)>,
+    hta: Option<&'a HtaPass>,
+    short: u64,
+    stats: DeviceStats,
+}
+
+impl WorkReader<'_, '_> {
+    /// The work of span `sp`, or `None` for an event the sweep does not take (or HTA's
+    /// filter drops). `ev` is the span's dictionary entry: its own times and correlation
+    /// are not the span's (read those from `sp`).
+    fn work(&mut self, sp: &Span, ev: &Event) -> Option<Work> {
+        let corr = sp.corr;
+        match ev {
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::GraphLaunch(_) => {}
+            Event::Sync(_) => self.syncs.push((sp.start, sp.end)),
+            _ => return None,
+        }
+        let (start, end) = self.interval(corr, sp.start, sp.end)?;
+        let hta = self.hta;
+        let (names, links, link_table) = (&mut *self.names, self.links, self.link_table);
+        let short = self.short;
+        let stats = &mut self.stats;
+        let DeviceStats {
+            kernels,
+            short_kernels,
+            short_kernel_ns,
+            copies,
+            memsets,
+            copy_small,
+            memset_agg,
+            ..
+        } = stats;
+        let kernel_aggs = &mut *self.kernel_aggs;
+        // What the sweep needs of the event besides its times and correlation.
+        let (kind, name, label, class, cat, d2h_bytes) = match ev {
+            Event::Kernel(k) => {
+                let dur = end.saturating_sub(start);
+                *kernels += 1;
+                if dur < short {
+                    *short_kernels += 1;
+                    *short_kernel_ns += dur;
+                }
+                if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
+                    a.count += 1;
+                    a.total += dur;
+                }
+                let cat = match hta {
+                    Some(_) => names.hta_kernel(k.name),
+                    None => names.kernel(k.name),
+                };
+                let (label, class) = match cat {
+                    Category::Communication => {
+                        let link = Links::label(link_table, corr);
+                        (link.unwrap_or(LABEL_UNATTRIBUTED), names.kernel_class(k.name, link, links))
+                    }
+                    _ => (LABEL_UNATTRIBUTED, 0),
+                };
+                (EventKind::Kernel, k.name, label, class, cat, 0)
+            }
+            Event::Memcpy(m) => {
+                *copies += 1;
+                let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
+                let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
+                a.count += 1;
+                a.bytes += m.bytes;
+                a.total += end.saturating_sub(start);
+                let (cat, label, class) = if is_peer_copy(m) {
+                    // A copy-engine collective runs as peer copies.
+                    let link = Links::label(link_table, corr);
+                    (
+                        Category::Communication,
+                        link.unwrap_or(LABEL_PEER_COPY),
+                        names.copy_class(link, links),
+                    )
+                } else {
+                    (Category::Transfer, LABEL_UNATTRIBUTED, 0)
+                };
+                let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
+                (EventKind::Memcpy, StringId::EMPTY, label, class, cat, d2h_bytes)
+            }
+            Event::Memset(m) => {
+                *memsets += 1;
+                memset_agg.count += 1;
+                memset_agg.bytes += m.bytes;
+                memset_agg.total += end.saturating_sub(start);
+                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0)
+            }
+            // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
+            // "other" type: non-compute work. Otherwise they only explain idle time.
+            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
+            // A graph recorded at graph level: one busy interval, its nodes unknown (compute).
+            Event::GraphLaunch(_) => (EventKind::GraphLaunch, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Compute, 0),
+            _ => return None,
+        };
+        let work = Work {
+            start,
+            end,
+            d2h_bytes,
+            corr,
+            name,
+            label,
+            class,
+            kind,
+            cat,
+        };
+        // Empty and inverted intervals cover no time: they neither end a gap nor enter the
+        // sweep, except in HTA-compatible mode, where they bound the span (as instants).
+        (work.end > work.start || hta.is_some()).then_some(work)
+    }
+
+    /// (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter first
+    /// (`None`: dropped), then its rounding.
+    fn interval(&mut self, corr: u32, start: u64, end: u64) -> Option<(u64, u64)> {
+        let Some(h) = self.hta else {
+            return Some((start, end));
+        };
+        let counts = &mut self.stats.hta_counts;
+        match h.filter.verdict(corr, h.clock.ts(start)) {
+            Verdict::Keep => {}
+            Verdict::LastStep => {
+                counts.dropped_last_step += 1;
+                return None;
+            }
+            Verdict::Unlinked => {
+                counts.dropped_unlinked += 1;
+                return None;
+            }
+        }
+        let (s, e) = h.clock.interval(start, end);
+        counts.negative += u64::from(e < s);
+        Some((s, e))
+    }
+}
+
+/// The ordered sweep of one device's work: idle gaps (with the device-to-host bytes
+/// before long ones), the pieces per step and label, GPU-Util's windows.
+struct DeviceSweep<'w> {
+    util: UtilWindows,
+    sweep: Sweep,
+    gaps: Vec<Gap>,
+    pieces: Pieces<'w>,
+    /// Idle gaps are cut to the capture windows as the pieces are.
+    gap_clip: Option<Clip<'w>>,
+    /// Device-to-host copies of the last D2H_LOOKBACK_NS: (end, bytes), and their sum.
+    d2h: VecDeque<(u64, u64)>,
+    d2h_bytes: u64,
+    long_pause: u64,
+    short: u64,
+    /// Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
+    idle_before_short_ns: u64,
+}
+
+impl DeviceSweep<'_> {
+    /// Sweep the next work (in start order).
+    fn push(&mut self, w: &Work) {
+        if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
+            self.util.kernel(w.start, w.end);
+        } else {
+            self.util.work(w.start);
+        }
+        if let Some((a, b)) = self.sweep.gap_before(w.start) {
+            self.gap(w, a, b);
+        }
+        // Keep the lookback queue short even without long gaps.
+        while self.d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
+            self.d2h_bytes -= self.d2h.pop_front().map_or(0, |x| x.1);
+        }
+        if w.d2h_bytes > 0 {
+            self.d2h.push_back((w.end, w.d2h_bytes));
+            self.d2h_bytes += w.d2h_bytes;
+        }
+        let pieces = &mut self.pieces;
+        if w.end <= w.start {
+            // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
+            self.sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
+            return;
+        }
+        self.sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
+        if w.cat == Category::Communication {
+            pieces.comm_started(w.start, w.end, w.label, w.class);
+        }
+    }
+
+    /// The idle gap [a, b) that `w` ends (cut to the capture windows).
+    fn gap(&mut self, w: &Work, a: u64, b: u64) {
+        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < self.short;
+        let long_pause = self.long_pause;
+        let DeviceSweep {
+            gaps,
+            gap_clip,
+            d2h,
+            d2h_bytes,
+            idle_before_short_ns,
+            ..
+        } = self;
+        let mut push_gap = |a: u64, b: u64| {
+            if before_short {
+                *idle_before_short_ns += b - a;
+            }
+            let mut d2h_before = 0;
+            if b - a >= long_pause {
+                while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
+                    *d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+                }
+                d2h_before = *d2h_bytes;
+            }
+            gaps.push(Gap {
+                start: a,
+                end: b,
+                next_corr: w.corr,
+                next_kind: w.kind,
+                next_name: w.name,
+                launch: u64::MAX,
+                d2h_before,
+            });
+        };
+        match gap_clip.as_mut() {
+            None => push_gap(a, b),
+            Some(clip) => clip.each(a, b, push_gap),
+        }
+    }
 }
 
 /// Fewest runs of a kernel for it to delimit inferred steps.

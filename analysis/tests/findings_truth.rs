@@ -23,7 +23,7 @@ fn report(traces: Vec<TraceFile>, opts: &Options) -> Report {
     analyze(&traces, opts).unwrap()
 }
 
-fn find<'r>(r: &'r Report, rule: FindingRule) -> Option<&'r Finding> {
+fn find(r: &Report, rule: FindingRule) -> Option<&Finding> {
     r.findings.iter().find(|f| f.rule == rule)
 }
 
