@@ -897,8 +897,17 @@ fn gpu_errors(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
     ));
 }
 
-/// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.
+/// The productive layer's rules: high GPU-Util with low MFU, an impossible MFU, unstable
+/// step time, failed runs.
 fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    high_gpu_util_low_mfu(r, out, price);
+    impossible_mfu(r, out);
+    step_time_unstable(r, out, price);
+    failed_run(r, out, price);
+}
+
+/// `high-gpu-util-low-mfu`: nvidia-smi would show the GPU busy while the model uses little of it.
+fn high_gpu_util_low_mfu(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
     let p = &r.productive;
     if let Some(util) = p.gpu_util_nvml_pct.filter(|&u| u >= HIGH_GPU_UTIL_PCT) {
         let compute = p.compute_pct.unwrap_or(0.0);
@@ -938,6 +947,11 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             out.push(f);
         }
     }
+}
+
+/// `impossible-mfu`: an MFU above 100%, refused.
+fn impossible_mfu(r: &Report, out: &mut Vec<Finding>) {
+    let p = &r.productive;
     if let Some(m) = p.mfu_refused {
         let mut values = vec![(Value::MfuRefused, m)];
         values.extend(p.achieved_tflops.map(|a| (Value::AchievedTflops, a)));
@@ -958,6 +972,11 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             &values,
         ));
     }
+}
+
+/// `step-time-unstable`: p95/p50 or the coefficient of variation of step time too high.
+fn step_time_unstable(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    let p = &r.productive;
     if let (Some(p50), Some(p95), Some(cv)) = (p.step_time_p50_s, p.step_time_p95_s, p.step_time_cv) {
         let ratio = if p50 > 0.0 { p95 / p50 } else { 0.0 };
         if p.steps >= MIN_STEPS_FOR_STABILITY && (ratio >= STEP_P95_OVER_P50 || cv >= STEP_CV) {
@@ -978,6 +997,11 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             out.push(f);
         }
     }
+}
+
+/// `failed-run`: GPU time of processes that did not succeed.
+fn failed_run(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    let p = &r.productive;
     if p.failed_gpu_hours > 0.0 {
         let cost = p.failed_cost_usd.map_or(String::new(), |c| format!(" ({})", usd(c)));
         let mut values = vec![(Value::FailedGpuHours, p.failed_gpu_hours), (Value::GpuHours, p.gpu_hours)];
