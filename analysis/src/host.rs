@@ -508,7 +508,7 @@ fn cpus(cpu_ns: u64, window_ns: u64) -> String {
 
 /// One line on what the host did in a view: cause, main thread states,
 /// CPU use, and where the main thread was.
-pub(crate) fn view_line(v: &HostView) -> String {
+pub fn view_line(v: &HostView) -> String {
     if v.cause == HostCause::Unsampled {
         return format!(
             "not sampled ({} of {} sampled)",

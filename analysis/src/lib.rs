@@ -66,9 +66,9 @@ pub mod serving;
 mod serving_findings;
 mod steps;
 pub mod sweep;
-mod units;
+pub mod units;
 
-pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
+pub use collectives::{counts_text, human_bytes, nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use damage::describe_losses;
 pub use error::{AnalysisError, Result};
 pub use findings::state_stake;
@@ -78,7 +78,8 @@ pub use levers::{CaptureLevers, ProfilerCost};
 pub use peaks::{device_peak, DevicePeak, Precision};
 pub use productive::{ModelFlops, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
-pub use render::{render_text, si};
+pub use render::render_text;
+pub use units::si;
 pub use report::*;
 pub use rule::{FindingRule, Value, Values};
 

@@ -1,9 +1,7 @@
 //! The human-readable report. The caller decides on color (a terminal,
 //! `NO_COLOR`); this module only formats.
 
-use crate::collectives::{counts_text, human_bytes};
-use crate::report::*;
-use crate::{Productive, Value};
+use crate::*;
 use gputrace_format::Nanos;
 use std::fmt::Write;
 
@@ -1017,20 +1015,6 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
             steps.len(),
             ns(median)
         );
-    }
-}
-
-/// `18.2 k`, `3.4 M`: three significant-ish digits with an SI prefix.
-pub fn si(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.1} G", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} M", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} k", v / 1e3)
-    } else {
-        format!("{v:.1}")
     }
 }
 
