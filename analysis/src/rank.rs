@@ -343,6 +343,15 @@ struct HtaCounts {
     negative: u64,
 }
 
+impl HtaCounts {
+    /// Add these to the rank's HTA numbers.
+    fn add_to(&self, r: &mut HtaRank) {
+        r.dropped_last_step_events += self.dropped_last_step;
+        r.dropped_unlinked_events += self.dropped_unlinked;
+        r.negative_after_rounding += self.negative;
+    }
+}
+
 /// What the device pass found, before the API pass resolves the gaps.
 struct DevicePass {
     device: u32,
@@ -448,13 +457,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     };
     let mut passes = Vec::new();
     for d in device_ordinals(file) {
-        let (dev_windows, anchor) = if windows.is_empty() && opts.infer_steps {
-            infer_steps(file, d, &mut names)?
-        } else if let Some(l) = &step_links {
-            (crate::steps::gpu_windows(file, d, &windows, l)?, None)
-        } else {
-            (windows.clone(), None)
-        };
+        let (dev_windows, anchor) = device_windows(file, d, &windows, step_links.as_ref(), opts, &mut names)?;
         let mut p = device_pass(
             file,
             d,
@@ -462,16 +465,12 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
             opts,
             &mut names,
             &links,
-            &mut aggs.kernels,
-            &mut aggs.copies,
-            &mut aggs.syncs,
+            &mut aggs,
             hta.as_ref(),
             capture.as_ref(),
         )?;
         if let Some(r) = hta_rank.as_mut() {
-            r.dropped_last_step_events += p.hta_counts.dropped_last_step;
-            r.dropped_unlinked_events += p.hta_counts.dropped_unlinked;
-            r.negative_after_rounding += p.hta_counts.negative;
+            p.hta_counts.add_to(r);
         }
         if anchor.is_some() && marks.source == StepSource::None {
             marks.source = StepSource::Inferred;
@@ -506,25 +505,9 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         reports.push(dev);
     }
 
-    let kernels: Vec<(String, Category, u64, u64)> = aggs
-        .kernels
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.count > 0)
-        .map(|(i, k)| {
-            let id = StringId(i as u32);
-            (file.name(id).into_owned(), names.kernel(id), k.count, k.total)
-        })
-        .collect();
+    let kernels = kernel_list(file, &aggs.kernels, &mut names);
     let util_busy: Vec<u64> = passes.iter().map(|p| p.util_busy_ns).collect();
-    // The GPU's own counters, next to the timeline's numbers.
-    let counters = file.counter_series()?;
-    if !counters.is_empty() {
-        for (dev, busy) in reports.iter_mut().zip(&util_busy) {
-            let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
-            dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
-        }
-    }
+    add_hardware(file, &mut reports, &util_busy)?;
     let mut report = RankReport {
         rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
         rank_from_header: header.rank.rank.is_some(),
@@ -569,6 +552,53 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         collectives,
         communicators: file.communicators().to_vec(),
     })
+}
+
+/// The step windows of device `d`: inferred from its kernels without step ranges or marks
+/// (and the kernel that delimits them), else the steps' GPU windows on it (from the work
+/// each step launched: `step_links`), else the rank's windows.
+fn device_windows(
+    file: &TraceFile,
+    d: u32,
+    windows: &[Window],
+    step_links: Option<&crate::steps::StepLinks>,
+    opts: &Options,
+    names: &mut Names<'_>,
+) -> Result<(Vec<Window>, Option<StringId>)> {
+    Ok(if windows.is_empty() && opts.infer_steps {
+        infer_steps(file, d, names)?
+    } else if let Some(l) = step_links {
+        (crate::steps::gpu_windows(file, d, windows, l)?, None)
+    } else {
+        (windows.to_vec(), None)
+    })
+}
+
+/// (name, category, count, total ns) of every kernel name that ran.
+fn kernel_list(file: &TraceFile, kernels: &[KernelAgg], names: &mut Names<'_>) -> Vec<(String, Category, u64, u64)> {
+    kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.count > 0)
+        .map(|(i, k)| {
+            let id = StringId(i as u32);
+            (file.name(id).into_owned(), names.kernel(id), k.count, k.total)
+        })
+        .collect()
+}
+
+/// The GPU's own counters over each device's span, next to the timeline's GPU-Util
+/// (`util_busy`: each device's busy windows).
+fn add_hardware(file: &TraceFile, reports: &mut [DeviceReport], util_busy: &[u64]) -> Result<()> {
+    let counters = file.counter_series()?;
+    if counters.is_empty() {
+        return Ok(());
+    }
+    for (dev, busy) in reports.iter_mut().zip(util_busy) {
+        let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
+        dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
+    }
+    Ok(())
 }
 
 /// What the device passes add up over the rank: per kernel name (by string id) and per
@@ -1190,9 +1220,7 @@ fn device_pass(
     opts: &Options,
     names: &mut Names<'_>,
     links: &Links,
-    kernel_aggs: &mut [KernelAgg],
-    copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
-    syncs: &mut Vec<(u64, u64)>,
+    aggs: &mut RankAggs,
     hta: Option<&HtaPass>,
     capture: Option<&Capture>,
 ) -> Result<DevicePass> {
@@ -1200,8 +1228,8 @@ fn device_pass(
         names,
         links,
         link_table: links.by_device.get(&device).map_or(&[], |v| v.as_slice()),
-        kernel_aggs,
-        syncs,
+        kernel_aggs: &mut aggs.kernels,
+        syncs: &mut aggs.syncs,
         hta,
         short: opts.short_kernel_ns,
         stats: DeviceStats::default(),
@@ -1270,7 +1298,7 @@ fn device_pass(
         (_, None) => 0,
     };
     debug_assert_eq!(totals.masks.iter().sum::<u64>(), span_ns, "the masks tile the traced span");
-    stats.add_copies(copy_aggs);
+    stats.add_copies(&mut aggs.copies);
     debug_assert_eq!(
         gaps.iter().map(|g| g.end - g.start).sum::<u64>(),
         totals.masks[0],
