@@ -4,7 +4,7 @@
 //! Both serialize as the strings `docs/metrics.md` ("Findings") documents: a rule
 //! as its kebab-case name, the values as one JSON object of snake_case names in
 //! name order. A new rule or value is a new variant here, and every `match` on
-//! them (the names below, the renderers) fails to compile until it handles it.
+//! them (the names below, a renderer's) fails to compile until it handles it.
 
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -36,8 +36,9 @@ macro_rules! named {
 
 named! {
     /// The rule a finding comes from (`docs/metrics.md`, "Findings", lists when each fires).
+    /// Deliberately exhaustive (no `#[non_exhaustive]`): a renderer in another crate that
+    /// matches on it fails to compile until it handles a new rule.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-    #[non_exhaustive]
     pub enum FindingRule {
         /// A rank recorded losses, a damaged tail or no trailer.
         LossyTrace => "lossy-trace",
