@@ -370,7 +370,8 @@ impl IdleCauses {
         self.host_bound_ns + self.launch_latency_ns + self.synchronization_ns + self.unattributed_ns
     }
 
-    pub(crate) fn add(&mut self, o: &IdleCauses) {
+    /// Add `o`'s causes and gaps to these.
+    pub fn add(&mut self, o: &IdleCauses) {
         self.host_bound_ns += o.host_bound_ns;
         self.launch_latency_ns += o.launch_latency_ns;
         self.synchronization_ns += o.synchronization_ns;

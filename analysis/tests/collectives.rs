@@ -6,6 +6,7 @@
 use gputrace_analysis::*;
 use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_text::render_text;
 use std::collections::BTreeMap;
 
 mod util;

@@ -5,6 +5,7 @@
 mod util;
 
 use gputrace_analysis::*;
+use gputrace_text::render_text;
 use std::path::PathBuf;
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");

@@ -2,6 +2,7 @@
 
 use gputrace_analysis::*;
 use gputrace_format::*;
+use gputrace_text::render_text;
 
 mod util;
 use util::*;

@@ -5,6 +5,7 @@
 use gputrace_analysis::*;
 use gputrace_format::*;
 use gputrace_synth::Underfilled;
+use gputrace_text::render_text;
 
 mod util;
 use util::*;

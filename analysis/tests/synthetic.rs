@@ -4,6 +4,7 @@
 use gputrace_analysis::*;
 use gputrace_format::TraceFile;
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_text::render_text;
 
 fn job(cfg: &JobConfig) -> Vec<TraceFile> {
     let sched = schedule(cfg);

@@ -199,7 +199,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     }
     let color = !args.json && crate::color::enabled(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     w(&mut out, String::new())?;
-    let text = gputrace_analysis::render_text(&report, color);
+    let text = gputrace_text::render_text(&report, color);
     if brief {
         // The title and the headline, then what the findings say.
         for line in text.lines().take(2) {

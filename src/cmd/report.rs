@@ -4,9 +4,8 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_analysis::{
-    analyze, render_text, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
-};
+use gputrace_analysis::{analyze, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
+use gputrace_text::render_text;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,7 +1,11 @@
-//! The human-readable report. The caller decides on color (a terminal,
-//! `NO_COLOR`); this module only formats.
+//! The human-readable `gputrace report`: aligned tables of where each GPU's time went,
+//! then the findings. The caller decides on color (a terminal, `NO_COLOR`); this crate
+//! only formats a finished [`Report`] (the HTML page is `gputrace-html`, the JSON the
+//! report's own serialization).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
-use crate::*;
+use gputrace_analysis::*;
 use gputrace_format::Nanos;
 use std::fmt::Write;
 
@@ -79,16 +83,16 @@ pub fn render_text(r: &Report, color: bool) -> String {
     render_title(&mut o, r, &st);
     render_hta_banner(&mut o, r, &st);
     render_breakdown(&mut o, r, &st);
-    crate::activity_view::render_text(&mut o, r, color);
+    gputrace_analysis::activity_view::render_text(&mut o, r, color);
     // A serving job gets its serving section instead of training steps.
     if r.serving.is_empty() {
         render_productive(&mut o, r, &st);
     } else {
-        crate::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
+        gputrace_analysis::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
     }
     render_hardware(&mut o, r, &st);
     render_gaps(&mut o, r, &st);
-    if let Some(host) = crate::host::render_section(r) {
+    if let Some(host) = gputrace_analysis::host::render_section(r) {
         let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
     }
     if r.serving.is_empty() {
@@ -323,7 +327,7 @@ fn render_gaps(o: &mut String, r: &Report, st: &Style) {
                 if cpu.is_empty() { "-".to_string() } else { cpu.join(", ") }
             );
             if let Some(h) = &g.host {
-                let _ = writeln!(o, "{:>13}host: {}", "", crate::host::view_line(h));
+                let _ = writeln!(o, "{:>13}host: {}", "", gputrace_analysis::host::view_line(h));
             }
         }
     }
@@ -346,7 +350,7 @@ fn render_top_kernels(o: &mut String, r: &Report, st: &Style) {
                 100.0 * k.share,
                 k.count,
                 ns(k.mean_ns),
-                if k.category == crate::Category::Communication {
+                if k.category == gputrace_analysis::Category::Communication {
                     "comm"
                 } else {
                     "comp"
@@ -406,7 +410,7 @@ fn render_losses(o: &mut String, r: &Report, st: &Style) {
 
 /// CUPTI's own overhead records and the profiler's cost, per rank.
 fn render_profiler_overhead(o: &mut String, r: &Report, st: &Style) {
-    let cost = |rk: &crate::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
+    let cost = |rk: &gputrace_analysis::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
     if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty() || cost(rk).is_some()) {
         let _ = writeln!(o, "\n{}", st.heading("Profiler overhead (CUPTI's own records)"));
         for rk in r.ranks.iter().filter(|rk| !rk.profiler_overhead.is_empty()) {
@@ -499,7 +503,7 @@ fn stake_line(f: &Finding) -> Option<String> {
         let _ = write!(s, " ({:.1}%)", 100.0 * share);
     }
     if let Some(usd) = f.values.get(Value::CostUsd) {
-        let _ = write!(s, ", {}", crate::units::usd(usd));
+        let _ = write!(s, ", {}", gputrace_analysis::units::usd(usd));
     }
     Some(s)
 }
@@ -530,7 +534,7 @@ const MAX_EXPOSED_ROWS: usize = 16;
 /// communication by operation. Nothing without collective records.
 /// The `hardware` sections: what the GPUs' own counters said, one row per device.
 fn render_hardware(o: &mut String, r: &Report, st: &Style) {
-    let rows: Vec<(u32, u32, &crate::hardware::HardwareReport)> = r
+    let rows: Vec<(u32, u32, &gputrace_analysis::hardware::HardwareReport)> = r
         .ranks
         .iter()
         .flat_map(|rk| {
@@ -970,7 +974,7 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
         .iter()
         .flat_map(|rk| &rk.devices)
         .find_map(|d| d.steps_inferred_from.as_deref());
-    let marks = r.productive.step_source == crate::StepSource::StepMarks;
+    let marks = r.productive.step_source == gputrace_analysis::StepSource::StepMarks;
     let source = match inferred {
         _ if marks => "gputrace step marks, each ends a step".to_string(),
         Some(anchor) => format!("no ProfilerStep ranges: inferred from the runs of {}", truncate(anchor, 60)),
@@ -1024,7 +1028,7 @@ fn short_hint<'a>(p: &'a Productive, field: &str) -> &'a str {
 }
 
 /// The report's first line after the title: the dashboard number next to the productive ones.
-pub(crate) fn headline(p: &Productive) -> String {
+fn headline(p: &Productive) -> String {
     let mut parts = vec![
         match (p.gpu_util_nvml_pct, p.gpu_util_windows) {
             (Some(u), _) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
@@ -1073,10 +1077,10 @@ const MAX_PRODUCTIVE_ROWS: usize = 16;
 fn render_productive(o: &mut String, r: &Report, st: &Style) {
     let p = &r.productive;
     let source = match p.step_source {
-        crate::StepSource::StepMarks => "gputrace step marks",
-        crate::StepSource::ProfilerStep => "ProfilerStep ranges",
-        crate::StepSource::Inferred => "inferred from the kernel pattern",
-        crate::StepSource::None => "none found",
+        gputrace_analysis::StepSource::StepMarks => "gputrace step marks",
+        gputrace_analysis::StepSource::ProfilerStep => "ProfilerStep ranges",
+        gputrace_analysis::StepSource::Inferred => "inferred from the kernel pattern",
+        gputrace_analysis::StepSource::None => "none found",
     };
     let _ = writeln!(
         o,
@@ -1118,13 +1122,13 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
     }
     let mut hours = format!(
         "GPU time: {} traced, {} in completed steps of processes that succeeded",
-        crate::units::gpu_time(p.gpu_hours),
-        crate::units::gpu_time(p.productive_gpu_hours)
+        gputrace_analysis::units::gpu_time(p.gpu_hours),
+        gputrace_analysis::units::gpu_time(p.productive_gpu_hours)
     );
     if let Some(rate) = p.productive_gpu_hour_rate {
         let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
     }
-    let _ = write!(hours, ", {} failed", crate::units::gpu_time(p.failed_gpu_hours));
+    let _ = write!(hours, ", {} failed", gputrace_analysis::units::gpu_time(p.failed_gpu_hours));
     if let Some(c) = p.cost_usd {
         let _ = write!(hours, "; cost ${c:.4}");
     }
