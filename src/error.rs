@@ -50,9 +50,42 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
-    /// An analysis could not be made from the inputs (the message says why).
-    #[error("{0}")]
-    Analysis(String),
+    /// An analysis could not be made from the inputs.
+    #[error(transparent)]
+    Analysis(gputrace_analysis::AnalysisError),
+    /// The analysis another output needs (`what`) could not be made.
+    #[error("{what}: {source}")]
+    AnalysisFor {
+        /// What needed it.
+        what: &'static str,
+        /// Why not.
+        #[source]
+        source: gputrace_analysis::AnalysisError,
+    },
+    /// The ranks could not be compared.
+    #[error(transparent)]
+    Compare(#[from] gputrace_compare::CompareError),
+    /// The comparison another output needs (`what`) could not be made.
+    #[error("{what}: {source}")]
+    CompareFor {
+        /// What needed it.
+        what: &'static str,
+        /// Why not.
+        #[source]
+        source: gputrace_compare::CompareError,
+    },
+    /// A timeline for a viewer could not be written to `path`.
+    #[error("{}: {source}", path.display())]
+    Export {
+        /// The file being written.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: viewer_export::ExportError,
+    },
+    /// Parquet tables could not be written.
+    #[error(transparent)]
+    Columnar(#[from] gputrace_columnar::ColumnarError),
     /// Writing to stdout failed (e.g. a closed pipe).
     #[error("writing output: {0}")]
     Output(#[source] std::io::Error),
@@ -88,7 +121,7 @@ impl From<gputrace_analysis::AnalysisError> for CliError {
     fn from(e: gputrace_analysis::AnalysisError) -> CliError {
         match e {
             gputrace_analysis::AnalysisError::Format(f) => CliError::Format(f),
-            other => CliError::Analysis(other.to_string()),
+            other => CliError::Analysis(other),
         }
     }
 }

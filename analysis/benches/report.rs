@@ -153,7 +153,7 @@ fn main() {
     );
     println!(
         "findings: {}",
-        report.findings.iter().map(|f| f.rule).collect::<Vec<_>>().join(", ")
+        report.findings.iter().map(|f| f.rule.as_str()).collect::<Vec<_>>().join(", ")
     );
     if let Some(mib) = peak_rss_mib() {
         println!("peak RSS of the process (mapped files included): {mib:.0} MiB");

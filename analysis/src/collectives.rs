@@ -354,7 +354,7 @@ pub(crate) fn merge<'a>(
 }
 
 /// Bytes in binary units: `512 B`, `64.00 KiB`, `18.00 GiB`.
-pub(crate) fn human_bytes(b: u64) -> String {
+pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if b < 1024 {
         return format!("{b} B");
@@ -369,7 +369,7 @@ pub(crate) fn human_bytes(b: u64) -> String {
 }
 
 /// "RING×120, TREE×8": most first, then by name.
-pub(crate) fn counts_text(m: &BTreeMap<String, u64>) -> String {
+pub fn counts_text(m: &BTreeMap<String, u64>) -> String {
     let mut v: Vec<(&String, &u64)> = m.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     v.iter().map(|(k, n)| format!("{k}×{n}")).collect::<Vec<_>>().join(", ")

@@ -3,10 +3,10 @@
 //! threshold next to it; `docs/metrics.md` lists them.
 
 use crate::report::*;
+use crate::rule::{FindingRule, Value};
 use crate::units::{gpu_time, usd};
 use crate::Options;
 use gputrace_format::Nanos;
-use std::collections::BTreeMap;
 
 /// Idle at least this share of the span is worth explaining.
 const IDLE_SHARE: f64 = 0.10;
@@ -88,15 +88,15 @@ pub(crate) fn stake_severity(share: f64) -> Severity {
 /// then follows the share ([`stake_severity`]), never above `cap`; rules that are not
 /// about time (lost data, hardware errors, a failed run) keep theirs with `cap: None`.
 pub fn state_stake(f: &mut Finding, time_ns: u64, whole_ns: u64, usd_per_gpu_hour: Option<f64>, cap: Option<Severity>) {
-    f.values.insert("time_ns".into(), time_ns as f64);
+    f.values.insert(Value::TimeNs, time_ns as f64);
     if let Some(price) = usd_per_gpu_hour {
-        f.values.insert("cost_usd".into(), time_ns as f64 / 3.6e12 * price);
+        f.values.insert(Value::CostUsd, time_ns as f64 / 3.6e12 * price);
     }
     if whole_ns == 0 {
         return;
     }
     let share = time_ns as f64 / whole_ns as f64;
-    f.values.insert("share_of_gpu_time".into(), share);
+    f.values.insert(Value::ShareOfGpuTime, share);
     if let Some(cap) = cap {
         // Severities order High < Medium < Low: the larger of the two is the milder.
         f.severity = stake_severity(share).max(cap);
@@ -111,14 +111,14 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
-fn finding(rule: &'static str, severity: Severity, title: String, evidence: String, next_step: &str, values: &[(&str, f64)]) -> Finding {
+fn finding(rule: FindingRule, severity: Severity, title: String, evidence: String, next_step: &str, values: &[(Value, f64)]) -> Finding {
     Finding {
         rule,
         severity,
         title,
         evidence,
         next_step: next_step.to_string(),
-        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+        values: values.iter().copied().collect(),
     }
 }
 
@@ -177,9 +177,9 @@ fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Opt
     // Time-weighted over communicators: total bus bytes over total time.
     let busbw = (time > 0).then(|| timed.iter().map(|c| c.busbw_gbps.unwrap_or(0.0) * c.time_ns as f64).sum::<f64>() / time as f64);
     let mut values = vec![
-        ("op_share_of_exposed_communication", share),
-        ("op_exposed_communication_ns", op_ns as f64),
-        ("exposed_communication_share", exposed_share),
+        (Value::OpShareOfExposedCommunication, share),
+        (Value::OpExposedCommunicationNs, op_ns as f64),
+        (Value::ExposedCommunicationShare, exposed_share),
     ];
     let mut evidence = format!(
         "{op} is {} of the {} of exposed communication ({:.1}%); exposed communication is {:.1}% of the span",
@@ -189,22 +189,22 @@ fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Opt
         100.0 * exposed_share
     );
     if count > 0 {
-        values.push(("op_collectives", count as f64));
-        values.push(("op_bytes", bytes as f64));
+        values.push((Value::OpCollectives, count as f64));
+        values.push((Value::OpBytes, bytes as f64));
         evidence.push_str(&format!(
             "; {count} {op} collective(s) moved {bytes} bytes ({})",
             crate::collectives::human_bytes(bytes)
         ));
         match busbw {
             Some(bw) => {
-                values.push(("op_busbw_gbps", bw));
+                values.push((Value::OpBusbwGbps, bw));
                 evidence.push_str(&format!(" at {bw:.2} GB/s bus bandwidth (NCCL-tests definition)"));
             }
             None => evidence.push_str(" (bus bandwidth unknown: no collective linked to its kernel)"),
         }
     }
     let mut f = finding(
-        "exposed-communication-by-op",
+        FindingRule::ExposedCommunicationByOp,
         Severity::Medium,
         format!("{op} dominates exposed communication"),
         evidence,
@@ -281,89 +281,140 @@ fn uneven_compute(devices: &[(u32, &DeviceReport)]) -> Option<(Finding, u64)> {
             )
         };
     let f = finding(
-        "uneven-compute",
+        FindingRule::UnevenCompute,
         Severity::Medium,
         title,
         evidence,
         next_step,
         &[
-            ("rank", srank as f64),
-            ("compute_excess", excess),
-            ("excess_ns", excess_ns as f64),
-            ("lead_over_next_ns", lead_ns as f64),
-            ("singled_out", f64::from(u8::from(singled_out))),
+            (Value::Rank, srank as f64),
+            (Value::ComputeExcess, excess),
+            (Value::ExcessNs, excess_ns as f64),
+            (Value::LeadOverNextNs, lead_ns as f64),
+            (Value::SingledOut, f64::from(u8::from(singled_out))),
         ],
     );
     Some((f, excess_ns))
 }
 
-/// Every rule that fires, most severe first (stable within a severity).
-pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
-    let t = &r.totals;
-    let price = opts.gpu_hour_cost;
-    // A finding about `time` of the GPU time, its severity from that share.
-    let staked = |mut f: Finding, time: u64| {
-        state_stake(&mut f, time, t.span_ns, price, Some(Severity::High));
-        f
-    };
-    let mut out = Vec::new();
-    let devices: Vec<(u32, &DeviceReport)> = r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect();
-    let gaps: Vec<(u32, u32, &GapReport)> = devices
-        .iter()
-        .flat_map(|(rank, d)| d.longest_gaps.iter().map(move |g| (*rank, d.device, g)))
-        .collect();
+/// What the rules read: the report, its devices (with their ranks), the options and price.
+struct Job<'r> {
+    r: &'r Report,
+    opts: &'r Options,
+    price: Option<f64>,
+    devices: Vec<(u32, &'r DeviceReport)>,
+}
 
-    if r.lossy {
-        let lossy: Vec<String> = r.ranks.iter().filter(|rk| rk.losses.any()).map(|rk| rk.rank.to_string()).collect();
-        out.push(finding(
-            "lossy-trace",
-            Severity::High,
-            "The trace lost data: the numbers below undercount what ran".into(),
-            format!("rank(s) {} recorded losses, a damaged tail or no trailer", lossy.join(", ")),
-            "Read the losses section; rerun with larger capture buffers or fewer event kinds if the loss is large.",
-            &[("lossy_ranks", lossy.len() as f64)],
-        ));
+impl Job<'_> {
+    fn totals(&self) -> &Totals {
+        &self.r.totals
     }
 
-    if t.active_devices == 0 {
-        let collectives: u64 = r.collectives.iter().map(|c| c.count).sum();
-        let (evidence, next) = if collectives > 0 {
-            (
-                format!(
-                    "{} rank(s), no GPU activity, but {collectives} NCCL collective(s) from NCCL's profiler plugin",
-                    t.ranks
-                ),
-                "Only NCCL's metadata was recorded: CUPTI was not running in the process (`gputrace info` says \
-                 `agent.mode nccl-only`), usually because torch.profiler or Nsight Systems held it. Trace without them \
-                 active (CUDA 13.3+ lets both record).",
-            )
-        } else {
-            (
-                format!("{} rank(s), no GPU activity", t.ranks),
-                "Check that the process used the GPU while it was traced (and that activity tracing was on).",
-            )
-        };
-        out.push(finding(
-            "no-gpu-activity",
-            Severity::Info,
-            "No kernel, copy or memset was recorded".into(),
-            evidence,
-            next,
-            &[("collectives", collectives as f64)],
-        ));
-        productive_findings(r, &mut out, price);
+    /// A finding about `time` of the GPU time, its severity from that share.
+    fn staked(&self, mut f: Finding, time: u64) -> Finding {
+        state_stake(&mut f, time, self.r.totals.span_ns, self.price, Some(Severity::High));
+        f
+    }
+}
+
+/// High from `high` on, else medium.
+fn high_from(share: f64, high: f64) -> Severity {
+    if share >= high {
+        Severity::High
+    } else {
+        Severity::Medium
+    }
+}
+
+/// Every rule that fires, most severe first (stable within a severity).
+pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
+    let job = Job {
+        r,
+        opts,
+        price: opts.gpu_hour_cost,
+        devices: r.ranks.iter().flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d))).collect(),
+    };
+    let mut out: Vec<Finding> = lossy_trace(r).into_iter().collect();
+    if r.totals.active_devices == 0 {
+        out.push(no_gpu_activity(r));
+        productive_findings(r, &mut out, job.price);
         out.sort_by_key(|f| f.severity);
         return out;
     }
+    idle_findings(&job, &mut out);
+    exposed_communication(&job, &mut out);
+    launch_bound(&job, &mut out);
+    pageable_copies(&job, &mut out);
+    pauses(&job, &mut out);
+    if let Some((f, excess_ns)) = uneven_compute(&job.devices) {
+        out.push(job.staked(f, excess_ns));
+    }
+    startup_teardown(&job, &mut out);
+    productive_findings(r, &mut out, job.price);
+    hardware_findings(&job.devices, &mut out, r.totals.span_ns, job.price);
+    gpu_errors(&job.devices, &mut out);
+    out.extend(crate::host::findings(r));
+    out.sort_by_key(|f| f.severity);
+    out
+}
 
+/// `lossy-trace`: a rank recorded losses, a damaged tail or no trailer.
+fn lossy_trace(r: &Report) -> Option<Finding> {
+    if !r.lossy {
+        return None;
+    }
+    let lossy: Vec<String> = r.ranks.iter().filter(|rk| rk.losses.any()).map(|rk| rk.rank.to_string()).collect();
+    Some(finding(
+        FindingRule::LossyTrace,
+        Severity::High,
+        "The trace lost data: the numbers below undercount what ran".into(),
+        format!("rank(s) {} recorded losses, a damaged tail or no trailer", lossy.join(", ")),
+        "Read the losses section; rerun with larger capture buffers or fewer event kinds if the loss is large.",
+        &[(Value::LossyRanks, lossy.len() as f64)],
+    ))
+}
+
+/// `no-gpu-activity`: no kernel, copy or memset was recorded (with NCCL's metadata, why).
+fn no_gpu_activity(r: &Report) -> Finding {
+    let t = &r.totals;
+    let collectives: u64 = r.collectives.iter().map(|c| c.count).sum();
+    let (evidence, next) = if collectives > 0 {
+        (
+            format!(
+                "{} rank(s), no GPU activity, but {collectives} NCCL collective(s) from NCCL's profiler plugin",
+                t.ranks
+            ),
+            "Only NCCL's metadata was recorded: CUPTI was not running in the process (`gputrace info` says \
+             `agent.mode nccl-only`), usually because torch.profiler or Nsight Systems held it. Trace without them \
+             active (CUDA 13.3+ lets both record).",
+        )
+    } else {
+        (
+            format!("{} rank(s), no GPU activity", t.ranks),
+            "Check that the process used the GPU while it was traced (and that activity tracing was on).",
+        )
+    };
+    finding(
+        FindingRule::NoGpuActivity,
+        Severity::Info,
+        "No kernel, copy or memset was recorded".into(),
+        evidence,
+        next,
+        &[(Value::Collectives, collectives as f64)],
+    )
+}
+
+/// `host-bound-idle`, `dependency-latency-idle`, `synchronization-idle`: idle time of
+/// one cause.
+fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let idle_share = pct(t.idle_ns, t.span_ns);
     let c = &t.idle_causes;
-    let severity = |share: f64, high: f64| if share >= high { Severity::High } else { Severity::Medium };
     if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "host-bound-idle",
-                severity(idle_share, IDLE_SHARE_HIGH),
+                FindingRule::HostBoundIdle,
+                high_from(idle_share, IDLE_SHARE_HIGH),
                 "The GPU waits for the CPU: idle time is mostly host-bound".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
@@ -374,18 +425,18 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 "Look at the input pipeline first (DataLoader num_workers, pin_memory, prefetch_factor, persistent_workers), then Python \
                  overhead between launches (torch.compile, CUDA graphs).",
                 &[
-                    ("idle_share", idle_share),
-                    ("host_bound_share_of_idle", pct(c.host_bound_ns, t.idle_ns)),
+                    (Value::IdleShare, idle_share),
+                    (Value::HostBoundShareOfIdle, pct(c.host_bound_ns, t.idle_ns)),
                 ],
             ),
             c.host_bound_ns,
         ));
     }
     if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.idle_ns) >= CAUSE_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "dependency-latency-idle",
-                severity(idle_share, IDLE_SHARE_HIGH),
+                FindingRule::DependencyLatencyIdle,
+                high_from(idle_share, IDLE_SHARE_HIGH),
                 "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
@@ -395,17 +446,17 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 ),
                 "Check event waits between streams and collectives that wait for peers; CUDA graphs remove per-launch latency.",
                 &[
-                    ("idle_share", idle_share),
-                    ("latency_share_of_idle", pct(c.launch_latency_ns, t.idle_ns)),
+                    (Value::IdleShare, idle_share),
+                    (Value::LatencyShareOfIdle, pct(c.launch_latency_ns, t.idle_ns)),
                 ],
             ),
             c.launch_latency_ns,
         ));
     }
     if pct(t.idle_ns, t.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.idle_ns) >= SYNC_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "synchronization-idle",
+                FindingRule::SynchronizationIdle,
                 Severity::Medium,
                 "The CPU blocks in synchronizations while the GPU has nothing queued".into(),
                 format!(
@@ -415,18 +466,22 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 ),
                 "Remove host syncs from the step loop (.item(), .cpu(), .tolist(), torch.cuda.synchronize(), printing tensors); log \
                  asynchronously every N steps.",
-                &[("synchronization_share_of_idle", pct(c.synchronization_ns, t.idle_ns))],
+                &[(Value::SynchronizationShareOfIdle, pct(c.synchronization_ns, t.idle_ns))],
             ),
             c.synchronization_ns,
         ));
     }
+}
 
+/// `exposed-communication`, and `exposed-communication-by-op` when one operation owns it.
+fn exposed_communication(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let exposed_share = pct(t.exposed_communication_ns, t.span_ns);
     if exposed_share >= EXPOSED_COMM_SHARE {
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "exposed-communication",
-                severity(exposed_share, EXPOSED_COMM_SHARE_HIGH),
+                FindingRule::ExposedCommunication,
+                high_from(exposed_share, EXPOSED_COMM_SHARE_HIGH),
                 "Communication is not hidden behind compute".into(),
                 format!(
                     "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
@@ -437,29 +492,33 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 "Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, FSDP forward and backward prefetch, \
                  fewer and larger collectives. If ranks are uneven (see stragglers), fix the slow rank first: its peers wait inside the \
                  collectives.",
-                &[("exposed_communication_share", exposed_share)],
+                &[(Value::ExposedCommunicationShare, exposed_share)],
             ),
             t.exposed_communication_ns,
         ));
     }
 
     if exposed_share >= EXPOSED_COMM_SHARE {
-        if let Some(f) = dominant_operation(r, exposed_share, price) {
+        if let Some(f) = dominant_operation(job.r, exposed_share, job.price) {
             out.push(f);
         }
     }
+}
 
+/// `launch-bound`: many kernels shorter than `Options::short_kernel_ns`.
+fn launch_bound(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     let short_share = pct(t.short_kernels, t.kernels);
     if t.kernels >= MIN_KERNELS && short_share >= SHORT_KERNEL_SHARE {
-        let us = opts.short_kernel_ns as f64 / 1e3;
+        let us = job.opts.short_kernel_ns as f64 / 1e3;
         // What fusing or graph capture could win back: the short kernels' own time and
         // the idle right before them (the GPU ran dry waiting for their launch).
-        let short_ns: u64 = devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
-        let launch_idle: u64 = devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
+        let short_ns: u64 = job.devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
+        let launch_idle: u64 = job.devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
         let time = (short_ns + launch_idle).min(t.span_ns);
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "launch-bound",
+                FindingRule::LaunchBound,
                 Severity::Medium,
                 format!("Many kernels are shorter than {us:.0} µs: launch-bound"),
                 format!(
@@ -475,24 +534,29 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 "Fuse small kernels (torch.compile), capture the step in CUDA graphs (mode=\"reduce-overhead\"), or give each kernel more work \
                  (larger batch).",
                 &[
-                    ("short_kernel_share", short_share),
-                    ("kernels", t.kernels as f64),
-                    ("short_kernel_ns", short_ns as f64),
-                    ("launch_idle_ns", launch_idle as f64),
+                    (Value::ShortKernelShare, short_share),
+                    (Value::Kernels, t.kernels as f64),
+                    (Value::ShortKernelNs, short_ns as f64),
+                    (Value::LaunchIdleNs, launch_idle as f64),
                 ],
             ),
             time,
         ));
     }
+}
 
-    let (pageable_bytes, pageable_ns, pageable_count) = r
+/// `pageable-copies`: copies from or to pageable host memory.
+fn pageable_copies(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
+    let (pageable_bytes, pageable_ns, pageable_count) = job
+        .r
         .copies
         .iter()
         .filter(|c| c.pageable)
         .fold((0u64, 0u64, 0u64), |a, c| (a.0 + c.bytes, a.1 + c.total_ns, a.2 + c.count));
     if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.span_ns) >= PAGEABLE_SHARE) {
-        out.push(staked(finding(
-            "pageable-copies",
+        out.push(job.staked(finding(
+            FindingRule::PageableCopies,
             Severity::Medium,
             "Copies use pageable host memory".into(),
             format!(
@@ -501,13 +565,21 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             ),
             "Pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True so copies overlap compute.",
             &[
-                ("pageable_bytes", pageable_bytes as f64),
-                ("pageable_copies", pageable_count as f64),
+                (Value::PageableBytes, pageable_bytes as f64),
+                (Value::PageableCopies, pageable_count as f64),
             ],
         ), pageable_ns));
     }
+}
 
-    let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= opts.long_pause_ns).collect();
+/// `checkpoint-pauses` (long pauses after device-to-host bursts), else `long-pauses`.
+fn pauses(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let gaps: Vec<(u32, u32, &GapReport)> = job
+        .devices
+        .iter()
+        .flat_map(|(rank, d)| d.longest_gaps.iter().map(move |g| (*rank, d.device, g)))
+        .collect();
+    let pauses: Vec<&(u32, u32, &GapReport)> = gaps.iter().filter(|(_, _, g)| g.duration_ns >= job.opts.long_pause_ns).collect();
     let checkpoints: Vec<&&(u32, u32, &GapReport)> = pauses
         .iter()
         .filter(|(_, _, g)| g.d2h_bytes_before >= CHECKPOINT_D2H_BYTES)
@@ -515,9 +587,9 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     if !checkpoints.is_empty() {
         let bytes: u64 = checkpoints.iter().map(|(_, _, g)| g.d2h_bytes_before).sum();
         let ns: u64 = checkpoints.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "checkpoint-pauses",
+                FindingRule::CheckpointPauses,
                 Severity::Medium,
                 "Long pauses follow device-to-host bursts: checkpoints stall training".into(),
                 format!(
@@ -528,9 +600,9 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 "Checkpoint asynchronously (torch.distributed.checkpoint async_save), less often, or to faster local storage; look at the \
                  storage path (queues, RPCs, staging).",
                 &[
-                    ("pauses", checkpoints.len() as f64),
-                    ("pause_ns", ns as f64),
-                    ("d2h_bytes", bytes as f64),
+                    (Value::Pauses, checkpoints.len() as f64),
+                    (Value::PauseNs, ns as f64),
+                    (Value::D2hBytes, bytes as f64),
                 ],
             ),
             ns,
@@ -545,11 +617,15 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
             .first()
             .map_or(String::new(), |a| format!("; the CPU was in {}", a.name));
         let ns: u64 = pauses.iter().map(|(_, _, g)| g.duration_ns).sum();
-        out.push(staked(
+        out.push(job.staked(
             finding(
-                "long-pauses",
+                FindingRule::LongPauses,
                 Severity::Medium,
-                format!("The GPU paused for {} or more {} time(s)", Nanos(opts.long_pause_ns), pauses.len()),
+                format!(
+                    "The GPU paused for {} or more {} time(s)",
+                    Nanos(job.opts.long_pause_ns),
+                    pauses.len()
+                ),
                 format!(
                     "longest: {} on rank {rank} gpu {device}{step}, {}{doing}; all listed pauses: {}",
                     Nanos(g.duration_ns),
@@ -570,22 +646,22 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                     }
                     IdleCause::Unattributed => "Trace the CUDA API as well to see what the CPU was doing.",
                 },
-                &[("pauses", pauses.len() as f64), ("longest_ns", g.duration_ns as f64)],
+                &[(Value::Pauses, pauses.len() as f64), (Value::LongestNs, g.duration_ns as f64)],
             ),
             ns,
         ));
     }
+}
 
-    if let Some(f) = uneven_compute(&devices) {
-        out.push(staked(f.0, f.1));
-    }
-
+/// `startup-teardown`: much of the process windows before the first or after the last GPU work.
+fn startup_teardown(job: &Job<'_>, out: &mut Vec<Finding>) {
+    let t = job.totals();
     // The traced part of the windows: startup and teardown count traced time only.
-    let window: u64 = devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
+    let window: u64 = job.devices.iter().filter_map(|(_, d)| d.process_window.map(|w| w.traced_ns)).sum();
     let st = t.startup_idle_ns + t.teardown_idle_ns;
     if window > 0 && pct(st, window) >= STARTUP_SHARE {
         let mut f = finding(
-            "startup-teardown",
+            FindingRule::StartupTeardown,
             Severity::Info,
             "Much of the process lifetime is before the first or after the last GPU work".into(),
             format!(
@@ -595,23 +671,23 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
                 100.0 * pct(st, window)
             ),
             "For long jobs this amortizes; for short ones look at initialization (model loading, compilation, NCCL setup).",
-            &[("startup_teardown_share", pct(st, window))],
+            &[(Value::StartupTeardownShare, pct(st, window))],
         );
         // Paid GPU time of the process windows; for long jobs it amortizes: at most medium.
-        state_stake(&mut f, st, window, price, Some(Severity::Medium));
+        state_stake(&mut f, st, window, job.price, Some(Severity::Medium));
         out.push(f);
     }
-    productive_findings(r, &mut out, price);
-    hardware_findings(&devices, &mut out, t.span_ns, price);
-    gpu_errors(&devices, &mut out);
-    out.extend(crate::host::findings(r));
-    out.sort_by_key(|f| f.severity);
-    out
 }
 
 /// The rules over the GPU's own counters: throttled or slower-clocked GPUs, memory-bound
 /// kernels. One finding per rule, naming every device it holds for, worst first.
 fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
+    gpu_throttled(devices, out, gpu_ns, price);
+    memory_bound(devices, out, gpu_ns, price);
+}
+
+/// `gpu-throttled`: slowdown reasons set, or a busy GPU's clock well below its maximum.
+fn gpu_throttled(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
     // (share throttled, clock share of max, rank, device, report)
     let mut slow: Vec<(f64, f64, u32, u32, &crate::hardware::HardwareReport)> = Vec::new();
     for &(rank, d) in devices {
@@ -658,14 +734,14 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
             evidence.push_str(&format!("; also {}", others.join(", ")));
         }
         let mut values = vec![
-            ("throttled_share", throttled),
-            ("sm_clock_share_of_max", clock),
-            ("rank", rank as f64),
-            ("device", device as f64),
-            ("devices", slow.len() as f64),
+            (Value::ThrottledShare, throttled),
+            (Value::SmClockShareOfMax, clock),
+            (Value::Rank, rank as f64),
+            (Value::Device, device as f64),
+            (Value::Devices, slow.len() as f64),
         ];
         if let Some(p) = h.power_mean_w {
-            values.push(("power_mean_w", p));
+            values.push((Value::PowerMeanW, p));
         }
         let what = if throttled >= THROTTLED_SHARE {
             "throttled"
@@ -682,7 +758,7 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
             })
             .sum();
         let mut f = finding(
-            "gpu-throttled",
+            FindingRule::GpuThrottled,
             Severity::Medium,
             format!("GPU clocks {what}: rank {rank} gpu {device} computes slower than it can"),
             evidence,
@@ -692,8 +768,11 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
         state_stake(&mut f, time, gpu_ns, price, Some(Severity::High));
         out.push(f);
     }
-    // PM sampling's DRAM throughput (share of peak) where sampled, else NVML's memory
-    // utilization on a busy GPU.
+}
+
+/// `memory-bound`: PM sampling's DRAM throughput (share of peak) where sampled, else
+/// NVML's memory utilization on a busy GPU.
+fn memory_bound(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns: u64, price: Option<f64>) {
     let mut memory: Vec<(f64, u32, u32, &crate::hardware::HardwareReport)> = devices
         .iter()
         .filter_map(|&(rank, d)| {
@@ -724,10 +803,10 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
                     f(h.tensor_active_pct, "%")
                 ),
                 [
-                    ("dram_throughput_pct", Some(share)),
-                    ("sm_active_pct", h.sm_active_pct),
-                    ("tensor_active_pct", h.tensor_active_pct),
-                    ("devices", Some(memory.len() as f64)),
+                    (Value::DramThroughputPct, Some(share)),
+                    (Value::SmActivePct, h.sm_active_pct),
+                    (Value::TensorActivePct, h.tensor_active_pct),
+                    (Value::Devices, Some(memory.len() as f64)),
                 ]
                 .into_iter()
                 .filter_map(|(k, v)| v.map(|v| (k, v)))
@@ -739,11 +818,11 @@ fn hardware_findings(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, g
                     "rank {rank} gpu {device}{also}: NVML's memory utilization {share:.0}% (time the memory was read or written) while a kernel ran {:.0}%+ of the time",
                     HIGH_GPU_UTIL_PCT
                 ),
-                vec![("mem_util_sampled_pct", share), ("devices", memory.len() as f64)],
+                vec![(Value::MemUtilSampledPct, share), (Value::Devices, memory.len() as f64)],
             )
         };
         let mut f = finding(
-            "memory-bound",
+            FindingRule::MemoryBound,
             Severity::Info,
             "Kernels look memory-bound: device memory was busy most of the time".into(),
             evidence,
@@ -803,23 +882,32 @@ fn gpu_errors(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>) {
     let Some((rank, device)) = first else { return };
     let devices_with_errors = parts.len();
     out.push(finding(
-        "gpu-errors",
+        FindingRule::GpuErrors,
         Severity::High,
         format!("The GPU reported hardware errors: rank {rank} gpu {device}"),
         parts.join("; "),
         "Look the XIDs up in NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors) and the kernel log (dmesg | grep -i xid) of that node; uncorrected ECC errors: nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER. Results after such an error may be wrong and the job may hang: drain the node, reset or replace the GPU, and rerun from the last checkpoint.",
         &[
-            ("xid_errors", xids as f64),
-            ("ecc_uncorrected_errors", ecc as f64),
-            ("devices", devices_with_errors as f64),
-            ("rank", rank as f64),
-            ("device", device as f64),
+            (Value::XidErrors, xids as f64),
+            (Value::EccUncorrectedErrors, ecc as f64),
+            (Value::Devices, devices_with_errors as f64),
+            (Value::Rank, rank as f64),
+            (Value::Device, device as f64),
         ],
     ));
 }
 
-/// The productive layer's rules: high GPU-Util with low MFU, unstable step time, failed runs.
+/// The productive layer's rules: high GPU-Util with low MFU, an impossible MFU, unstable
+/// step time, failed runs.
 fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    high_gpu_util_low_mfu(r, out, price);
+    impossible_mfu(r, out);
+    step_time_unstable(r, out, price);
+    failed_run(r, out, price);
+}
+
+/// `high-gpu-util-low-mfu`: nvidia-smi would show the GPU busy while the model uses little of it.
+fn high_gpu_util_low_mfu(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
     let p = &r.productive;
     if let Some(util) = p.gpu_util_nvml_pct.filter(|&u| u >= HIGH_GPU_UTIL_PCT) {
         let compute = p.compute_pct.unwrap_or(0.0);
@@ -833,12 +921,12 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             }),
         };
         if let Some(low) = low {
-            let mut values = vec![("gpu_util_nvml_pct", util), ("compute_pct", compute)];
+            let mut values = vec![(Value::GpuUtilNvmlPct, util), (Value::ComputePct, compute)];
             if let Some(m) = p.mfu {
-                values.push(("mfu", m));
+                values.push((Value::Mfu, m));
             }
             let mut f = finding(
-                "high-gpu-util-low-mfu",
+                FindingRule::HighGpuUtilLowMfu,
                 Severity::Medium,
                 format!("High GPU-Util and low MFU: nvidia-smi would show {util:.0}% while the model uses a fraction of the GPU"),
                 format!(
@@ -859,12 +947,17 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             out.push(f);
         }
     }
+}
+
+/// `impossible-mfu`: an MFU above 100%, refused.
+fn impossible_mfu(r: &Report, out: &mut Vec<Finding>) {
+    let p = &r.productive;
     if let Some(m) = p.mfu_refused {
-        let mut values = vec![("mfu_refused", m)];
-        values.extend(p.achieved_tflops.map(|a| ("achieved_tflops", a)));
-        values.extend(p.peak_tflops.map(|t| ("peak_tflops", t)));
+        let mut values = vec![(Value::MfuRefused, m)];
+        values.extend(p.achieved_tflops.map(|a| (Value::AchievedTflops, a)));
+        values.extend(p.peak_tflops.map(|t| (Value::PeakTflops, t)));
         out.push(finding(
-            "impossible-mfu",
+            FindingRule::ImpossibleMfu,
             Severity::High,
             format!("MFU {:.0}% is impossible: the model FLOPs, the peak or the precision is wrong", 100.0 * m),
             format!(
@@ -879,11 +972,16 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
             &values,
         ));
     }
+}
+
+/// `step-time-unstable`: p95/p50 or the coefficient of variation of step time too high.
+fn step_time_unstable(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    let p = &r.productive;
     if let (Some(p50), Some(p95), Some(cv)) = (p.step_time_p50_s, p.step_time_p95_s, p.step_time_cv) {
         let ratio = if p50 > 0.0 { p95 / p50 } else { 0.0 };
         if p.steps >= MIN_STEPS_FOR_STABILITY && (ratio >= STEP_P95_OVER_P50 || cv >= STEP_CV) {
             let mut f = finding(
-                "step-time-unstable",
+                FindingRule::StepTimeUnstable,
                 Severity::Medium,
                 "Step time is unstable".into(),
                 format!(
@@ -893,20 +991,25 @@ fn productive_findings(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
                     p95 * 1e3
                 ),
                 "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in the loop, garbage collection, or a straggling rank (gputrace compare).",
-                &[("step_p95_over_p50", ratio), ("step_time_cv", cv), ("steps", p.steps as f64)],
+                &[(Value::StepP95OverP50, ratio), (Value::StepTimeCv, cv), (Value::Steps, p.steps as f64)],
             );
             state_stake(&mut f, slow_step_excess_ns(r), r.totals.span_ns, price, Some(Severity::High));
             out.push(f);
         }
     }
+}
+
+/// `failed-run`: GPU time of processes that did not succeed.
+fn failed_run(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
+    let p = &r.productive;
     if p.failed_gpu_hours > 0.0 {
         let cost = p.failed_cost_usd.map_or(String::new(), |c| format!(" ({})", usd(c)));
-        let mut values = vec![("failed_gpu_hours", p.failed_gpu_hours), ("gpu_hours", p.gpu_hours)];
+        let mut values = vec![(Value::FailedGpuHours, p.failed_gpu_hours), (Value::GpuHours, p.gpu_hours)];
         if let Some(c) = p.failed_cost_usd {
-            values.push(("failed_cost_usd", c));
+            values.push((Value::FailedCostUsd, c));
         }
         let mut f = finding(
-            "failed-run",
+            FindingRule::FailedRun,
             Severity::High,
             format!("Failed run: {} lost{cost}", gpu_time(p.failed_gpu_hours)),
             format!(
@@ -985,15 +1088,15 @@ mod tests {
         gpu_errors(&[(0, &healthy), (3, &failing), (4, &ecc)], &mut out);
         assert_eq!(out.len(), 1);
         let f = &out[0];
-        assert_eq!((f.rule, f.severity), ("gpu-errors", Severity::High));
+        assert_eq!((f.rule, f.severity), (FindingRule::GpuErrors, Severity::High));
         assert!(f.title.contains("rank 3 gpu 1"), "{}", f.title);
         assert_eq!(
             f.evidence,
             "rank 3 gpu 1: 3 XID error(s) (XID 79 ×2, 48); rank 4 gpu 0: 2 uncorrected ECC error(s)"
         );
-        assert_eq!(f.values["xid_errors"], 3.0);
-        assert_eq!(f.values["ecc_uncorrected_errors"], 2.0);
-        assert_eq!(f.values["devices"], 2.0);
+        assert_eq!(f.values[Value::XidErrors], 3.0);
+        assert_eq!(f.values[Value::EccUncorrectedErrors], 2.0);
+        assert_eq!(f.values[Value::Devices], 2.0);
         let mut out = Vec::new();
         gpu_errors(&[(0, &healthy)], &mut out);
         assert!(out.is_empty());
@@ -1026,16 +1129,16 @@ mod tests {
         );
         let mut out = Vec::new();
         hardware_findings(&[(2, &pm), (2, &low)], &mut out, 0, None);
-        let f: Vec<&Finding> = out.iter().filter(|f| f.rule == "memory-bound").collect();
+        let f: Vec<&Finding> = out.iter().filter(|f| f.rule == FindingRule::MemoryBound).collect();
         assert_eq!(f.len(), 1, "{out:?}");
         assert_eq!(
             f[0].evidence,
             "rank 2 gpu 0: DRAM throughput 72% of peak (CUPTI PM sampling: 1500 GB/s read, 700 GB/s written) with SM active 95% and tensor pipe 4%"
         );
-        assert_eq!(f[0].values["dram_throughput_pct"], 72.0);
-        assert_eq!(f[0].values["devices"], 1.0);
+        assert_eq!(f[0].values[Value::DramThroughputPct], 72.0);
+        assert_eq!(f[0].values[Value::Devices], 1.0);
         let mut out = Vec::new();
         hardware_findings(&[(2, &low)], &mut out, 0, None);
-        assert!(!out.iter().any(|f| f.rule == "memory-bound"), "{out:?}");
+        assert!(!out.iter().any(|f| f.rule == FindingRule::MemoryBound), "{out:?}");
     }
 }

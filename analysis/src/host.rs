@@ -508,7 +508,7 @@ fn cpus(cpu_ns: u64, window_ns: u64) -> String {
 
 /// One line on what the host did in a view: cause, main thread states,
 /// CPU use, and where the main thread was.
-pub(crate) fn view_line(v: &HostView) -> String {
+pub fn view_line(v: &HostView) -> String {
     if v.cause == HostCause::Unsampled {
         return format!(
             "not sampled ({} of {} sampled)",
@@ -656,7 +656,7 @@ pub(crate) fn findings(r: &crate::Report) -> Vec<crate::Finding> {
         HostCause::Unsampled => "",
     };
     vec![crate::Finding {
-        rule: "host-during-idle",
+        rule: crate::FindingRule::HostDuringIdle,
         severity: crate::Severity::Medium,
         title: format!("While the GPU was idle the host was {}", v.cause.name()),
         evidence: format!(
@@ -666,13 +666,13 @@ pub(crate) fn findings(r: &crate::Report) -> Vec<crate::Finding> {
         ),
         next_step: next_step.to_string(),
         values: [
-            ("idle_ns".to_string(), v.window_ns as f64),
-            ("sampled_ns".to_string(), v.sampled_ns as f64),
-            ("main_running_ns".to_string(), v.main_running_ns as f64),
-            ("main_sleeping_ns".to_string(), v.main_sleeping_ns as f64),
-            ("main_disk_wait_ns".to_string(), v.main_disk_wait_ns as f64),
-            ("workers_cpu_ns".to_string(), v.workers_cpu_ns as f64),
-            ("site_share".to_string(), v.site_share),
+            (crate::Value::IdleNs, v.window_ns as f64),
+            (crate::Value::SampledNs, v.sampled_ns as f64),
+            (crate::Value::MainRunningNs, v.main_running_ns as f64),
+            (crate::Value::MainSleepingNs, v.main_sleeping_ns as f64),
+            (crate::Value::MainDiskWaitNs, v.main_disk_wait_ns as f64),
+            (crate::Value::WorkersCpuNs, v.workers_cpu_ns as f64),
+            (crate::Value::SiteShare, v.site_share),
         ]
         .into(),
     }]

@@ -59,15 +59,15 @@ mod merge;
 pub mod peaks;
 pub mod productive;
 mod rank;
-mod render;
 mod report;
+mod rule;
 pub mod serving;
 mod serving_findings;
 mod steps;
 pub mod sweep;
-mod units;
+pub mod units;
 
-pub use collectives::{nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
+pub use collectives::{counts_text, human_bytes, nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use damage::describe_losses;
 pub use error::{AnalysisError, Result};
 pub use findings::state_stake;
@@ -77,8 +77,9 @@ pub use levers::{CaptureLevers, ProfilerCost};
 pub use peaks::{device_peak, DevicePeak, Precision};
 pub use productive::{ModelFlops, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 pub use rank::{analyze_file, RankAnalysis};
-pub use render::{render_text, si};
 pub use report::*;
+pub use rule::{FindingRule, Value, Values};
+pub use units::si;
 
 use gputrace_format::TraceFile;
 use std::collections::BTreeMap;
@@ -266,22 +267,7 @@ impl Report {
         for r in &ranks {
             for d in &r.report.devices {
                 totals.active_devices += u64::from(d.first_ns.is_some());
-                totals.span_ns += d.span_ns;
-                totals.compute_ns += d.compute_ns;
-                totals.communication_ns += d.communication_ns;
-                totals.transfer_ns += d.transfer_ns;
-                totals.exposed_communication_ns += d.exposed_communication_ns;
-                totals.exposed_transfer_ns += d.exposed_transfer_ns;
-                for (op, ns) in &d.exposed_communication_by_op_ns {
-                    *totals.exposed_communication_by_op_ns.entry(op.clone()).or_insert(0) += ns;
-                }
-                for (library, ops) in &d.exposed_communication_by_library_ns {
-                    let t = totals.exposed_communication_by_library_ns.entry(library.clone()).or_default();
-                    for (op, ns) in ops {
-                        *t.entry(op.clone()).or_insert(0) += ns;
-                    }
-                }
-                totals.idle_ns += d.idle_ns;
+                totals.time.add(&d.time);
                 totals.idle_causes.add(&d.idle_causes);
                 totals.kernels += d.kernels;
                 totals.short_kernels += d.short_kernels;

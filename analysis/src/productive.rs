@@ -551,40 +551,9 @@ pub(crate) fn rank_productive(
         .min_by(f64::total_cmp);
     let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
 
-    let model_flops = match opts.model {
-        Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
-        Some(ModelFlops::Params { params, inference }) => tokens.map(|t| t as f64 * params * if inference { 2.0 } else { 6.0 }),
-        Some(ModelFlops::PerStep(f)) => (!steps.is_empty()).then_some(steps.len() as f64 * f),
-        None => None,
-    };
+    let model_flops = model_flops(opts.model, tokens, steps.len());
     let achieved = model_flops.filter(|_| in_steps_ns > 0).map(|f| f / in_steps_s / 1e12);
-    let (peak, peak_source) = match opts.peak_tflops {
-        Some(p) => (Some(p * active.len() as f64), Some(format!("--peak-tflops: {p} TFLOPS per GPU"))),
-        None => {
-            let rows: Option<Vec<(DevicePeak, f64)>> = active
-                .iter()
-                .map(|d| device_peak(&d.name).and_then(|row| row.tflops(precision).map(|t| (row, t))))
-                .collect();
-            match rows {
-                Some(rows) if !rows.is_empty() => {
-                    let mut named: Vec<String> = rows
-                        .iter()
-                        .map(|(row, t)| {
-                            format!(
-                                "{}: {t} TFLOPS dense {} per GPU, {} TB/s",
-                                row.device,
-                                precision.name(),
-                                row.dram_tbps
-                            )
-                        })
-                        .collect();
-                    named.dedup();
-                    (Some(rows.iter().map(|r| r.1).sum()), Some(format!("table: {}", named.join("; "))))
-                }
-                _ => (None, None),
-            }
-        }
-    };
+    let (peak, peak_source) = peak_tflops(opts.peak_tflops, &active, precision);
     let raw_mfu = match (achieved, peak) {
         (Some(a), Some(p)) if p > 0.0 => Some(a / p),
         _ => None,
@@ -683,6 +652,47 @@ pub(crate) fn rank_productive(
         outcome_evidence: evidence,
         missing,
         host_steps: if host_steps { steps.clone() } else { Vec::new() },
+    }
+}
+
+/// The model FLOPs of `steps` steps that trained (or served) `tokens` tokens, from what
+/// the user said of the model; `None` without it (or without the tokens it needs).
+fn model_flops(model: Option<ModelFlops>, tokens: Option<u64>, steps: usize) -> Option<f64> {
+    match model {
+        Some(ModelFlops::PerToken(f)) => tokens.map(|t| t as f64 * f),
+        Some(ModelFlops::Params { params, inference }) => tokens.map(|t| t as f64 * params * if inference { 2.0 } else { 6.0 }),
+        Some(ModelFlops::PerStep(f)) => (steps > 0).then_some(steps as f64 * f),
+        None => None,
+    }
+}
+
+/// The summed peak TFLOPS of the `active` devices at `precision`, and where it comes from:
+/// `--peak-tflops` (per GPU), else the peak table when it knows every device.
+fn peak_tflops(given: Option<f64>, active: &[&DeviceReport], precision: Precision) -> (Option<f64>, Option<String>) {
+    if let Some(p) = given {
+        return (Some(p * active.len() as f64), Some(format!("--peak-tflops: {p} TFLOPS per GPU")));
+    }
+    let rows: Option<Vec<(DevicePeak, f64)>> = active
+        .iter()
+        .map(|d| device_peak(&d.name).and_then(|row| row.tflops(precision).map(|t| (row, t))))
+        .collect();
+    match rows {
+        Some(rows) if !rows.is_empty() => {
+            let mut named: Vec<String> = rows
+                .iter()
+                .map(|(row, t)| {
+                    format!(
+                        "{}: {t} TFLOPS dense {} per GPU, {} TB/s",
+                        row.device,
+                        precision.name(),
+                        row.dram_tbps
+                    )
+                })
+                .collect();
+            named.dedup();
+            (Some(rows.iter().map(|r| r.1).sum()), Some(format!("table: {}", named.join("; "))))
+        }
+        _ => (None, None),
     }
 }
 

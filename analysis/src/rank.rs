@@ -343,6 +343,15 @@ struct HtaCounts {
     negative: u64,
 }
 
+impl HtaCounts {
+    /// Add these to the rank's HTA numbers.
+    fn add_to(&self, r: &mut HtaRank) {
+        r.dropped_last_step_events += self.dropped_last_step;
+        r.dropped_unlinked_events += self.dropped_unlinked;
+        r.negative_after_rounding += self.negative;
+    }
+}
+
 /// What the device pass found, before the API pass resolves the gaps.
 struct DevicePass {
     device: u32,
@@ -415,42 +424,262 @@ fn windows_from_marks(file: &TraceFile, mut marks: Vec<(u64, StepMark)>) -> (Vec
 pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Result<RankAnalysis> {
     let header = file.header();
     let mut names = Names::new(file, &opts.classifier);
+    let hta_steps = HtaSteps::read(file, opts, &mut names)?;
+    // Pass 1: step windows, loss records, collectives (and, for HTA's filter, CPU calls).
+    let mut first = first_pass(file, &mut names, &hta_steps)?;
+    let (collectives, links) = std::mem::take(&mut first.colls).finish(file);
+    first.windows.sort_by_key(|w| (w.start, w.end, w.step));
+    // The same range recorded twice (two domains, two threads) is one step.
+    first.windows.dedup_by_key(|w| (w.start, w.end, w.step));
+    let (hta, mut hta_rank) = hta_pass(file, opts, hta_steps, &mut first);
+    choose_steps(file, &mut first, hta.is_some());
+    let FirstPass {
+        windows,
+        mut marks,
+        mut losses,
+        ..
+    } = first;
+    // The work each step launched, by correlation id: its GPU window on each device
+    // (gputrace's definitions only; HTA-compatible mode keeps HTA's CPU windows).
+    let step_links = if hta.is_none() {
+        crate::steps::step_links(file, &windows)?
+    } else {
+        None
+    };
+    trailer_losses(file, &mut losses);
 
-    // HTA-compatible mode: HTA's step names and its last step, read first (marker chunks
-    // only), so that pass 1 keeps no more of the CPU calls than their correlation ids.
-    let hta_clock = opts.hta.map(|h| HtaClock::of(file, h.round_to_us));
-    let wants_filter = opts.hta.is_some_and(|h| h.drop_last_step || h.linked_only);
-    let drop_last = opts.hta.is_some_and(|h| h.drop_last_step);
-    let mut hta_step_names: BTreeSet<StringId> = BTreeSet::new();
-    // (HTA ts, start, name) of the step range that starts last.
-    let mut last_step: Option<(f64, u64, StringId)> = None;
-    if let (true, Some(clock)) = (wants_filter, &hta_clock) {
-        for_each_of_kinds(file, &[EventKind::Marker], |ev| {
-            if let Event::Marker(m) = ev {
-                if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_HTA_STEP != 0 {
-                    hta_step_names.insert(m.name);
-                    let ts = clock.ts(m.start.0);
-                    if last_step.is_none_or(|(t, start, _)| (ts, m.start.0) > (t, start)) {
-                        last_step = Some((ts, m.start.0, m.name));
+    // Pass 2: one sweep per device.
+    let capture = Capture::from_file(file);
+    let mut aggs = RankAggs {
+        kernels: vec![KernelAgg::default(); file.string_count()],
+        copies: BTreeMap::new(),
+        syncs: Vec::new(),
+    };
+    let mut passes = Vec::new();
+    for d in device_ordinals(file) {
+        let (dev_windows, anchor) = device_windows(file, d, &windows, step_links.as_ref(), opts, &mut names)?;
+        let mut p = device_pass(
+            file,
+            d,
+            &dev_windows,
+            opts,
+            &mut names,
+            &links,
+            &mut aggs,
+            hta.as_ref(),
+            capture.as_ref(),
+        )?;
+        if let Some(r) = hta_rank.as_mut() {
+            p.hta_counts.add_to(r);
+        }
+        if anchor.is_some() && marks.source == StepSource::None {
+            marks.source = StepSource::Inferred;
+        }
+        p.windows = dev_windows;
+        p.steps_inferred_from = anchor;
+        passes.push(p);
+    }
+
+    // Pass 3: API calls and ranges.
+    let top = longest_gaps(&passes, opts.top_gaps);
+    let activity = api_pass(file, &mut names, &mut passes, &top, &mut aggs.syncs)?;
+    let sync_union = union(std::mem::take(&mut aggs.syncs));
+
+    // Resolve: idle causes per gap, device reports.
+    let window = process_window(file);
+    let mut reports = Vec::with_capacity(passes.len());
+    for (di, p) in passes.iter().enumerate() {
+        let mut dev = device_report(p, header, window, &links, capture.as_ref());
+        let mut steps = step_reports(p, capture.as_ref());
+        resolve_gaps(file, p, &top[di], &activity[di], &sync_union, &mut dev, &mut steps);
+
+        dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
+        dev.activity = activity_timeline(p, &sync_union);
+        debug_assert!(crate::activity_view::sums_match(&dev), "the activity bins sum to the breakdown");
+        debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
+        // A device the header lists but that ran nothing has no steps: its step
+        // windows would be all idle, and every table that sums steps over devices
+        // would count it (a rank's trace lists every GPU of its node).
+        dev.steps = if p.totals.first_start.is_some() { steps } else { Vec::new() };
+        dev.steps_inferred_from = p.steps_inferred_from.map(|id| file.name(id).into_owned());
+        reports.push(dev);
+    }
+
+    let kernels = kernel_list(file, &aggs.kernels, &mut names);
+    let util_busy: Vec<u64> = passes.iter().map(|p| p.util_busy_ns).collect();
+    add_hardware(file, &mut reports, &util_busy)?;
+    let mut report = RankReport {
+        rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
+        rank_from_header: header.rank.rank.is_some(),
+        file: file.path().display().to_string(),
+        producer: producer_name(header.producer).to_string(),
+        hostname: header.hostname.clone(),
+        local_rank: header.rank.local_rank,
+        pid: header.pid,
+        devices: reports,
+        losses,
+        events: file.event_total(),
+        hta: hta_rank,
+        profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
+        capture_levers: crate::levers::CaptureLevers::of(file),
+        productive: Productive::default(),
+        duty_cycle: capture.as_ref().map(|c| duty_cycle(header, c, window)),
+        host: None,
+    };
+    // The precision the GEMMs ran in, from their names (weighted by GPU time).
+    let gemm = crate::peaks::infer_precision(
+        kernels
+            .iter()
+            .filter(|k: &&(String, Category, u64, u64)| k.1 == Category::Compute)
+            .map(|k| (k.0.as_str(), k.3)),
+    );
+    report.productive = rank_productive(
+        &report,
+        &util_busy,
+        &marks,
+        header,
+        file.trailer().is_some(),
+        gemm,
+        &opts.productive,
+        opts.gpu_hour_cost,
+    );
+    let idle: Vec<Vec<(u64, u64)>> = passes.iter().map(|p| p.gaps.iter().map(|g| (g.start, g.end)).collect()).collect();
+    crate::host::attach(file, &mut report, &idle)?;
+    Ok(RankAnalysis {
+        report,
+        kernels,
+        copies: aggs.copies,
+        collectives,
+        communicators: file.communicators().to_vec(),
+    })
+}
+
+/// The step windows of device `d`: inferred from its kernels without step ranges or marks
+/// (and the kernel that delimits them), else the steps' GPU windows on it (from the work
+/// each step launched: `step_links`), else the rank's windows.
+fn device_windows(
+    file: &TraceFile,
+    d: u32,
+    windows: &[Window],
+    step_links: Option<&crate::steps::StepLinks>,
+    opts: &Options,
+    names: &mut Names<'_>,
+) -> Result<(Vec<Window>, Option<StringId>)> {
+    Ok(if windows.is_empty() && opts.infer_steps {
+        infer_steps(file, d, names)?
+    } else if let Some(l) = step_links {
+        (crate::steps::gpu_windows(file, d, windows, l)?, None)
+    } else {
+        (windows.to_vec(), None)
+    })
+}
+
+/// (name, category, count, total ns) of every kernel name that ran.
+fn kernel_list(file: &TraceFile, kernels: &[KernelAgg], names: &mut Names<'_>) -> Vec<(String, Category, u64, u64)> {
+    kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.count > 0)
+        .map(|(i, k)| {
+            let id = StringId(i as u32);
+            (file.name(id).into_owned(), names.kernel(id), k.count, k.total)
+        })
+        .collect()
+}
+
+/// The GPU's own counters over each device's span, next to the timeline's GPU-Util
+/// (`util_busy`: each device's busy windows).
+fn add_hardware(file: &TraceFile, reports: &mut [DeviceReport], util_busy: &[u64]) -> Result<()> {
+    let counters = file.counter_series()?;
+    if counters.is_empty() {
+        return Ok(());
+    }
+    for (dev, busy) in reports.iter_mut().zip(util_busy) {
+        let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
+        dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
+    }
+    Ok(())
+}
+
+/// What the device passes add up over the rank: per kernel name (by string id) and per
+/// copy kind, and the CPU synchronization calls (from the API pass too).
+struct RankAggs {
+    kernels: Vec<KernelAgg>,
+    copies: BTreeMap<(String, bool), CopyAgg>,
+    syncs: Vec<(u64, u64)>,
+}
+
+/// HTA-compatible mode's steps: HTA's step names and its last step, read first (marker
+/// chunks only), so that pass 1 keeps no more of the CPU calls than their correlation ids.
+struct HtaSteps {
+    clock: Option<HtaClock>,
+    /// HTA filters only with two or more distinct step names (`_filter_irrelevant_gpu_kernels`).
+    filter_active: bool,
+    drop_last: bool,
+    /// (HTA ts, start, name) of the step range that starts last.
+    last_step: Option<(f64, u64, StringId)>,
+}
+
+impl HtaSteps {
+    fn read(file: &TraceFile, opts: &Options, names: &mut Names<'_>) -> Result<HtaSteps> {
+        let clock = opts.hta.map(|h| HtaClock::of(file, h.round_to_us));
+        let wants_filter = opts.hta.is_some_and(|h| h.drop_last_step || h.linked_only);
+        let mut step_names: BTreeSet<StringId> = BTreeSet::new();
+        let mut last_step: Option<(f64, u64, StringId)> = None;
+        if let (true, Some(clock)) = (wants_filter, &clock) {
+            for_each_of_kinds(file, &[EventKind::Marker], |ev| {
+                if let Event::Marker(m) = ev {
+                    if m.kind == MarkerKind::RANGE && names.flags(m.name) & NAME_HTA_STEP != 0 {
+                        step_names.insert(m.name);
+                        let ts = clock.ts(m.start.0);
+                        if last_step.is_none_or(|(t, start, _)| (ts, m.start.0) > (t, start)) {
+                            last_step = Some((ts, m.start.0, m.name));
+                        }
                     }
                 }
-            }
-        })?;
+            })?;
+        }
+        Ok(HtaSteps {
+            clock,
+            filter_active: wants_filter && step_names.len() >= 2,
+            drop_last: opts.hta.is_some_and(|h| h.drop_last_step),
+            last_step,
+        })
     }
-    // HTA filters only with two or more distinct step names (`_filter_irrelevant_gpu_kernels`).
-    let filter_active = wants_filter && hta_step_names.len() >= 2;
-    let cutoff = last_step.map(|l| l.0);
-    // Correlation ids of the CPU calls that started before the last step (all of them when
-    // it is kept), and of those that only started in it or later.
-    let (mut early, mut late): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
 
-    // Pass 1: step windows, loss records, collectives (and, for HTA's filter, CPU calls).
-    let mut windows: Vec<Window> = Vec::new();
-    let mut step_marks: Vec<(u64, StepMark)> = Vec::new();
-    let mut marks = RankMarks::default();
-    let mut losses = Losses::default();
-    let mut colls = CollAcc::default();
-    let kinds: &[EventKind] = if filter_active {
+    /// HTA's time of the last step's start: CPU calls from then on are "late".
+    fn cutoff(&self) -> Option<f64> {
+        self.last_step.map(|l| l.0)
+    }
+}
+
+/// What pass 1 finds: step ranges and step marks, losses, collectives, and (for HTA's
+/// filter) the correlation ids of the CPU calls that started before the last step (all
+/// of them when it is kept), and of those that only started in it or later.
+#[derive(Default)]
+struct FirstPass {
+    windows: Vec<Window>,
+    step_marks: Vec<(u64, StepMark)>,
+    marks: RankMarks,
+    losses: Losses,
+    colls: CollAcc,
+    early: Vec<u32>,
+    late: Vec<u32>,
+}
+
+/// Pass 1: markers, loss records and collectives (and API calls for HTA's filter).
+fn first_pass(file: &TraceFile, names: &mut Names<'_>, hta: &HtaSteps) -> Result<FirstPass> {
+    let (hta_clock, drop_last, cutoff) = (&hta.clock, hta.drop_last, hta.cutoff());
+    let FirstPass {
+        mut windows,
+        mut step_marks,
+        mut marks,
+        mut losses,
+        mut colls,
+        mut early,
+        mut late,
+    } = FirstPass::default();
+    let kinds: &[EventKind] = if hta.filter_active {
         &[EventKind::Marker, EventKind::Loss, EventKind::Collective, EventKind::Api]
     } else {
         &[EventKind::Marker, EventKind::Loss, EventKind::Collective]
@@ -502,12 +731,26 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         Event::Collective(c) => colls.add(c),
         _ => {}
     })?;
-    let (collectives, links) = colls.finish(file);
-    windows.sort_by_key(|w| (w.start, w.end, w.step));
-    // The same range recorded twice (two domains, two threads) is one step.
-    windows.dedup_by_key(|w| (w.start, w.end, w.step));
+    Ok(FirstPass {
+        windows,
+        step_marks,
+        marks,
+        losses,
+        colls,
+        early,
+        late,
+    })
+}
+
+/// HTA-compatible mode's pass state (HTA's clock and GPU event filter) and the rank's HTA
+/// numbers; drops the last step's window when HTA does. `(None, None)` otherwise.
+fn hta_pass(file: &TraceFile, opts: &Options, steps: HtaSteps, first: &mut FirstPass) -> (Option<HtaPass>, Option<HtaRank>) {
+    let cutoff = steps.cutoff();
+    let (filter_active, last_step) = (steps.filter_active, steps.last_step);
+    let (mut early, mut late) = (std::mem::take(&mut first.early), std::mem::take(&mut first.late));
+    let windows = &mut first.windows;
     let mut hta_rank = opts.hta.map(|_| HtaRank::default());
-    let hta = match (opts.hta, hta_clock) {
+    let hta = match (opts.hta, steps.clock) {
         (Some(h), Some(clock)) => {
             for ids in [&mut early, &mut late] {
                 ids.sort_unstable();
@@ -538,28 +781,36 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         _ => None,
     };
+    (hta, hta_rank)
+}
+
+/// Where the steps come from: ProfilerStep ranges, else (not in HTA-compatible mode, which
+/// keeps HTA's steps) step marks, which then define the steps.
+fn choose_steps(file: &TraceFile, first: &mut FirstPass, hta_mode: bool) {
+    let FirstPass {
+        windows,
+        step_marks,
+        marks,
+        ..
+    } = first;
     marks.source = if !windows.is_empty() {
         StepSource::ProfilerStep
     } else {
         StepSource::None
     };
-    // Step marks define the steps (not in HTA-compatible mode, which keeps HTA's steps).
-    if hta.is_none() && !step_marks.is_empty() {
-        let (mark_windows, per_step) = windows_from_marks(file, step_marks);
+    if !hta_mode && !step_marks.is_empty() {
+        let (mark_windows, per_step) = windows_from_marks(file, std::mem::take(step_marks));
         if !mark_windows.is_empty() {
             marks.windows = mark_windows.iter().map(|w| (w.step, w.end - w.start)).collect();
-            windows = mark_windows;
+            *windows = mark_windows;
             marks.per_step = per_step;
             marks.source = StepSource::StepMarks;
         }
     }
-    // The work each step launched, by correlation id: its GPU window on each device
-    // (gputrace's definitions only; HTA-compatible mode keeps HTA's CPU windows).
-    let step_links = if hta.is_none() {
-        crate::steps::step_links(file, &windows)?
-    } else {
-        None
-    };
+}
+
+/// The trailer's loss counts (or that it is missing) and the file's damage.
+fn trailer_losses(file: &TraceFile, losses: &mut Losses) {
     match file.trailer() {
         Some(t) => losses.trailer_losses = t.losses.clone(),
         None => losses.trailer_missing = true,
@@ -568,54 +819,48 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         losses.damage = Some(format!("at byte {}: {}", d.offset, d.reason));
         losses.damaged_bytes = d.lost_bytes;
     }
+}
 
-    // Pass 2: one sweep per device.
-    let capture = Capture::from_file(file);
-    let mut devices: BTreeSet<u32> = header.devices.iter().map(|d| d.ordinal.0).collect();
+/// Every device of the trace: the header's, and any that has GPU chunks.
+fn device_ordinals(file: &TraceFile) -> BTreeSet<u32> {
+    let mut devices: BTreeSet<u32> = file.header().devices.iter().map(|d| d.ordinal.0).collect();
     for c in file.chunks() {
         if let Track::Gpu { device, .. } = c.track {
             devices.insert(device.0);
         }
     }
-    let mut kernel_aggs: Vec<KernelAgg> = vec![KernelAgg::default(); file.string_count()];
-    let mut copy_aggs: BTreeMap<(String, bool), CopyAgg> = BTreeMap::new();
-    let mut syncs: Vec<(u64, u64)> = Vec::new();
-    let mut passes = Vec::with_capacity(devices.len());
-    for &d in &devices {
-        let (dev_windows, anchor) = if windows.is_empty() && opts.infer_steps {
-            infer_steps(file, d, &mut names)?
-        } else if let Some(l) = &step_links {
-            (crate::steps::gpu_windows(file, d, &windows, l)?, None)
-        } else {
-            (windows.clone(), None)
-        };
-        let mut p = device_pass(
-            file,
-            d,
-            &dev_windows,
-            opts,
-            &mut names,
-            &links,
-            &mut kernel_aggs,
-            &mut copy_aggs,
-            &mut syncs,
-            hta.as_ref(),
-            capture.as_ref(),
-        )?;
-        if let Some(r) = hta_rank.as_mut() {
-            r.dropped_last_step_events += p.hta_counts.dropped_last_step;
-            r.dropped_unlinked_events += p.hta_counts.dropped_unlinked;
-            r.negative_after_rounding += p.hta_counts.negative;
-        }
-        if anchor.is_some() && marks.source == StepSource::None {
-            marks.source = StepSource::Inferred;
-        }
-        p.windows = dev_windows;
-        p.steps_inferred_from = anchor;
-        passes.push(p);
-    }
+    devices
+}
 
-    // Pass 3: API calls and ranges.
+/// Per device, the indices of its longest gaps (at most `n`), sorted by start.
+fn longest_gaps(passes: &[DevicePass], n: usize) -> Vec<Vec<usize>> {
+    passes
+        .iter()
+        .map(|p| {
+            let mut idx: Vec<usize> = (0..p.gaps.len()).collect();
+            // The longest (ties: the earliest), chosen without sorting them
+            // all: the key is unique, so the set is the one a sort gives.
+            let key = |&i: &usize| (std::cmp::Reverse(p.gaps[i].end - p.gaps[i].start), i);
+            if n < idx.len() {
+                idx.select_nth_unstable_by_key(n, key);
+                idx.truncate(n);
+            }
+            idx.sort_unstable_by_key(|&i| (p.gaps[i].start, i));
+            idx
+        })
+        .collect()
+}
+
+/// Pass 3: API calls and ranges. Sets when the work after each gap was launched, adds
+/// the CPU synchronization calls to `syncs`, and returns per device, per listed gap
+/// (`top`), what the CPU did in it (name → overlap).
+fn api_pass(
+    file: &TraceFile,
+    names: &mut Names<'_>,
+    passes: &mut [DevicePass],
+    top: &[Vec<usize>],
+    syncs: &mut Vec<(u64, u64)>,
+) -> Result<Vec<Vec<FxHashMap<StringId, u64>>>> {
     // (correlation, device index, gap index) of the work that ended each gap,
     // sorted by correlation. CUPTI numbers calls in issue order, so within a
     // chunk of one thread the API calls' ids increase and a cursor that only
@@ -631,29 +876,14 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     wanted.sort_unstable();
     let mut wanted_at = 0usize;
     let mut last_corr = 0u32;
-    // The longest gaps of each device, sorted by start (they are disjoint), with
+    // The longest gaps of each device are sorted by start (they are disjoint), with
     // a name → overlap tally each.
-    let top: Vec<Vec<usize>> = passes
-        .iter()
-        .map(|p| {
-            let mut idx: Vec<usize> = (0..p.gaps.len()).collect();
-            // The longest (ties: the earliest), chosen without sorting them
-            // all: the key is unique, so the set is the one a sort gives.
-            let key = |&i: &usize| (std::cmp::Reverse(p.gaps[i].end - p.gaps[i].start), i);
-            if opts.top_gaps < idx.len() {
-                idx.select_nth_unstable_by_key(opts.top_gaps, key);
-                idx.truncate(opts.top_gaps);
-            }
-            idx.sort_unstable_by_key(|&i| (p.gaps[i].start, i));
-            idx
-        })
-        .collect();
     let mut activity: Vec<Vec<FxHashMap<StringId, u64>>> = top.iter().map(|t| vec![FxHashMap::default(); t.len()]).collect();
     // The spans of those gaps, contiguous (this test runs for every API call
     // and range), and their hull for a cheap first rejection.
     let spans: Vec<Vec<(u64, u64)>> = top
         .iter()
-        .zip(&passes)
+        .zip(passes.iter())
         .map(|(t, p)| t.iter().map(|&gi| (p.gaps[gi].start, p.gaps[gi].end)).collect())
         .collect();
     let mut gaps_seen = GapActivity::new(&spans);
@@ -726,196 +956,139 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         }
         dec.recycle_spans(cursor);
     }
-    let sync_union = union(syncs);
+    Ok(activity)
+}
 
-    // Resolve: idle causes per gap, device reports.
-    let window = process_window(file);
-    let mut reports = Vec::with_capacity(passes.len());
-    for (di, p) in passes.iter().enumerate() {
-        let mut dev = device_report(p, header, window, &links, capture.as_ref());
-        let windows = &p.windows;
-        let mut steps: Vec<StepReport> = windows
-            .iter()
-            .zip(&p.step_masks)
-            .map(|(w, m)| {
-                let busy: u64 = m[1..].iter().sum();
-                let masks = SweepTotals {
-                    first_start: None,
-                    last_end: None,
-                    masks: *m,
-                };
-                // Within the device's span (a CPU window can reach past it): every idle
-                // nanosecond of the step then lies in a gap and has a cause.
-                let (first, last) = (p.totals.first_start.unwrap_or(0), p.totals.last_end.unwrap_or(0));
-                let start = w.start.clamp(first, last);
-                let end = w.end.clamp(start, last.max(start));
-                StepReport {
-                    step: w.step,
-                    start_ns: start,
-                    end_ns: end,
-                    duration_ns: end - start,
-                    cpu_start_ns: w.cpu_start,
-                    cpu_end_ns: w.cpu_end,
-                    compute_ns: masks.sum(|x| x & COMPUTE != 0),
-                    communication_ns: masks.sum(|x| x & COMM != 0),
-                    transfer_ns: masks.sum(|x| x & TRANSFER != 0),
-                    exposed_communication_ns: masks.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
-                    exposed_transfer_ns: masks.sum(|x| x == TRANSFER),
-                    // Pieces are clipped to the step window (and to the capture
-                    // windows), so busy <= traced time in the step.
-                    idle_ns: capture.as_ref().map_or(end - start, |c| c.covered(start, end)) - busy,
-                    idle_causes: IdleCauses::default(),
-                    host: None,
-                }
-            })
-            .collect();
-        let mut step_lo = 0;
-        // `top[di]` is sorted by start, as `p.gaps` is: the next listed gap is always at `next_top`.
-        let mut next_top = 0;
-        for (gi, g) in p.gaps.iter().enumerate() {
-            let causes = gap_causes(g, &sync_union, g.start, g.end);
-            dev.idle_causes.add(&causes);
-            while step_lo < windows.len() && windows[step_lo].end <= g.start {
-                step_lo += 1;
-            }
-            // The step holding most of the gap (first on ties).
-            let mut main_step: Option<(u64, u64)> = None;
-            for (w, s) in windows.iter().zip(steps.iter_mut()).skip(step_lo) {
-                if w.start >= g.end {
-                    break;
-                }
-                let (lo, hi) = (g.start.max(w.start), g.end.min(w.end));
-                if hi > lo {
-                    if !matches!(main_step, Some((_, best)) if best >= hi - lo) {
-                        main_step = Some((w.step, hi - lo));
-                    }
-                    let mut c = gap_causes(g, &sync_union, lo, hi);
-                    c.gaps = u64::from(lo == g.start);
-                    s.idle_causes.add(&c);
-                }
-            }
-            if top[di].get(next_top) == Some(&gi) {
-                let k = next_top;
-                next_top += 1;
-                let mut cpu: Vec<(StringId, u64)> = activity[di][k].iter().map(|(n, v)| (*n, *v)).collect();
-                cpu.sort_by_key(|&(n, v)| (std::cmp::Reverse(v), n));
-                cpu.truncate(3);
-                dev.longest_gaps.push(GapReport {
-                    start_ns: g.start,
-                    end_ns: g.end,
-                    duration_ns: g.end - g.start,
-                    cause: causes.dominant(),
-                    causes,
-                    next_work: match g.next_kind {
-                        EventKind::Kernel => file.name(g.next_name).into_owned(),
-                        k => k.name().to_string(),
-                    },
-                    launched_ns: (g.launch != u64::MAX).then_some(g.launch),
-                    cpu_activity: cpu
-                        .into_iter()
-                        .map(|(n, v)| CpuActivity {
-                            name: file.name(n).into_owned(),
-                            overlap_ns: v,
-                        })
-                        .collect(),
-                    d2h_bytes_before: g.d2h_before,
-                    step: main_step.map(|(step, _)| step),
-                    host: None,
-                });
-            }
-        }
-        dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
-        dev.activity = activity_timeline(p, &sync_union);
-        debug_assert!(crate::activity_view::sums_match(&dev), "the activity bins sum to the breakdown");
-        debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
-        // A device the header lists but that ran nothing has no steps: its step
-        // windows would be all idle, and every table that sums steps over devices
-        // would count it (a rank's trace lists every GPU of its node).
-        dev.steps = if p.totals.first_start.is_some() { steps } else { Vec::new() };
-        dev.steps_inferred_from = p.steps_inferred_from.map(|id| file.name(id).into_owned());
-        reports.push(dev);
-    }
-
-    let kernels: Vec<(String, Category, u64, u64)> = kernel_aggs
+/// The step reports of a device pass, their idle causes not yet added.
+fn step_reports(p: &DevicePass, capture: Option<&Capture>) -> Vec<StepReport> {
+    p.windows
         .iter()
-        .enumerate()
-        .filter(|(_, k)| k.count > 0)
-        .map(|(i, k)| {
-            let id = StringId(i as u32);
-            (file.name(id).into_owned(), names.kernel(id), k.count, k.total)
+        .zip(&p.step_masks)
+        .map(|(w, m)| {
+            let busy: u64 = m[1..].iter().sum();
+            let masks = SweepTotals {
+                first_start: None,
+                last_end: None,
+                masks: *m,
+            };
+            // Within the device's span (a CPU window can reach past it): every idle
+            // nanosecond of the step then lies in a gap and has a cause.
+            let (first, last) = (p.totals.first_start.unwrap_or(0), p.totals.last_end.unwrap_or(0));
+            let start = w.start.clamp(first, last);
+            let end = w.end.clamp(start, last.max(start));
+            StepReport {
+                step: w.step,
+                start_ns: start,
+                end_ns: end,
+                duration_ns: end - start,
+                cpu_start_ns: w.cpu_start,
+                cpu_end_ns: w.cpu_end,
+                compute_ns: masks.sum(|x| x & COMPUTE != 0),
+                communication_ns: masks.sum(|x| x & COMM != 0),
+                transfer_ns: masks.sum(|x| x & TRANSFER != 0),
+                exposed_communication_ns: masks.sum(|x| x & COMM != 0 && x & COMPUTE == 0),
+                exposed_transfer_ns: masks.sum(|x| x == TRANSFER),
+                // Pieces are clipped to the step window (and to the capture
+                // windows), so busy <= traced time in the step.
+                idle_ns: capture.map_or(end - start, |c| c.covered(start, end)) - busy,
+                idle_causes: IdleCauses::default(),
+                host: None,
+            }
         })
-        .collect();
-    let rank_from_header = header.rank.rank.is_some();
-    let util_busy: Vec<u64> = passes.iter().map(|p| p.util_busy_ns).collect();
-    // The GPU's own counters, next to the timeline's numbers.
-    let counters = file.counter_series()?;
-    if !counters.is_empty() {
-        for (dev, busy) in reports.iter_mut().zip(&util_busy) {
-            let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
-            dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
+        .collect()
+}
+
+/// Each gap's idle causes, added to the device and to the steps it overlaps; the device's
+/// longest gaps (`top`, with what the CPU did in each: `activity`) as gap reports.
+fn resolve_gaps(
+    file: &TraceFile,
+    p: &DevicePass,
+    top: &[usize],
+    activity: &[FxHashMap<StringId, u64>],
+    sync_union: &[(u64, u64)],
+    dev: &mut DeviceReport,
+    steps: &mut [StepReport],
+) {
+    let windows = &p.windows;
+    let mut step_lo = 0;
+    // `top` is sorted by start, as `p.gaps` is: the next listed gap is always at `next_top`.
+    let mut next_top = 0;
+    for (gi, g) in p.gaps.iter().enumerate() {
+        let causes = gap_causes(g, sync_union, g.start, g.end);
+        dev.idle_causes.add(&causes);
+        while step_lo < windows.len() && windows[step_lo].end <= g.start {
+            step_lo += 1;
+        }
+        // The step holding most of the gap (first on ties).
+        let mut main_step: Option<(u64, u64)> = None;
+        for (w, s) in windows.iter().zip(steps.iter_mut()).skip(step_lo) {
+            if w.start >= g.end {
+                break;
+            }
+            let (lo, hi) = (g.start.max(w.start), g.end.min(w.end));
+            if hi > lo {
+                if !matches!(main_step, Some((_, best)) if best >= hi - lo) {
+                    main_step = Some((w.step, hi - lo));
+                }
+                let mut c = gap_causes(g, sync_union, lo, hi);
+                c.gaps = u64::from(lo == g.start);
+                s.idle_causes.add(&c);
+            }
+        }
+        if top.get(next_top) == Some(&gi) {
+            let k = next_top;
+            next_top += 1;
+            let mut cpu: Vec<(StringId, u64)> = activity[k].iter().map(|(n, v)| (*n, *v)).collect();
+            cpu.sort_by_key(|&(n, v)| (std::cmp::Reverse(v), n));
+            cpu.truncate(3);
+            dev.longest_gaps.push(GapReport {
+                start_ns: g.start,
+                end_ns: g.end,
+                duration_ns: g.end - g.start,
+                cause: causes.dominant(),
+                causes,
+                next_work: match g.next_kind {
+                    EventKind::Kernel => file.name(g.next_name).into_owned(),
+                    k => k.name().to_string(),
+                },
+                launched_ns: (g.launch != u64::MAX).then_some(g.launch),
+                cpu_activity: cpu
+                    .into_iter()
+                    .map(|(n, v)| CpuActivity {
+                        name: file.name(n).into_owned(),
+                        overlap_ns: v,
+                    })
+                    .collect(),
+                d2h_bytes_before: g.d2h_before,
+                step: main_step.map(|(step, _)| step),
+                host: None,
+            });
         }
     }
-    let mut report = RankReport {
-        rank: header.rank.rank.map_or(fallback_rank, |r| r.0),
-        rank_from_header,
-        file: file.path().display().to_string(),
-        producer: match header.producer {
-            Producer::Agent => "agent",
-            Producer::Synthetic => "synthetic",
-            Producer::Import => "import",
-            Producer::Launcher => "launcher",
-        }
-        .to_string(),
-        hostname: header.hostname.clone(),
-        local_rank: header.rank.local_rank,
-        pid: header.pid,
-        devices: reports,
-        losses,
-        events: file.event_total(),
-        hta: hta_rank,
-        profiler_overhead: file.trailer().map(crate::report::OverheadTotal::from_trailer).unwrap_or_default(),
-        capture_levers: crate::levers::CaptureLevers::of(file),
-        productive: Productive::default(),
-        duty_cycle: capture.as_ref().map(|c| {
-            let (first, last) = c.bounds();
-            let (start, end) = window.map_or((first, last), |(s, e)| (s.min(first), e.max(last)));
-            let traced = c.traced_ns();
-            DutyCycle {
-                schedule: header.extra.get("capture.duty").cloned().unwrap_or_default(),
-                windows: c.len() as u64,
-                traced_ns: traced,
-                wall_ns: end - start,
-                duty_ratio: if end > start { traced as f64 / (end - start) as f64 } else { 1.0 },
-            }
-        }),
-        host: None,
-    };
-    // The precision the GEMMs ran in, from their names (weighted by GPU time).
-    let gemm = crate::peaks::infer_precision(
-        kernels
-            .iter()
-            .filter(|k: &&(String, Category, u64, u64)| k.1 == Category::Compute)
-            .map(|k| (k.0.as_str(), k.3)),
-    );
-    report.productive = rank_productive(
-        &report,
-        &util_busy,
-        &marks,
-        header,
-        file.trailer().is_some(),
-        gemm,
-        &opts.productive,
-        opts.gpu_hour_cost,
-    );
-    let idle: Vec<Vec<(u64, u64)>> = passes.iter().map(|p| p.gaps.iter().map(|g| (g.start, g.end)).collect()).collect();
-    crate::host::attach(file, &mut report, &idle)?;
-    Ok(RankAnalysis {
-        report,
-        kernels,
-        copies: copy_aggs,
-        collectives,
-        communicators: file.communicators().to_vec(),
-    })
+}
+
+/// The trace's producer as the report names it.
+fn producer_name(producer: Producer) -> &'static str {
+    match producer {
+        Producer::Agent => "agent",
+        Producer::Synthetic => "synthetic",
+        Producer::Import => "import",
+        Producer::Launcher => "launcher",
+    }
+}
+
+/// The duty cycle of a duty-cycled capture `c`, over the process window where known.
+fn duty_cycle(header: &Header, c: &Capture, window: Option<(u64, u64)>) -> DutyCycle {
+    let (first, last) = c.bounds();
+    let (start, end) = window.map_or((first, last), |(s, e)| (s.min(first), e.max(last)));
+    let traced = c.traced_ns();
+    DutyCycle {
+        schedule: header.extra.get("capture.duty").cloned().unwrap_or_default(),
+        windows: c.len() as u64,
+        traced_ns: traced,
+        wall_ns: end - start,
+        duty_ratio: if end > start { traced as f64 / (end - start) as f64 } else { 1.0 },
+    }
 }
 
 /// What the sweep's pieces add up to: per-step masks, and exposed communication by the
@@ -1047,203 +1220,43 @@ fn device_pass(
     opts: &Options,
     names: &mut Names<'_>,
     links: &Links,
-    kernel_aggs: &mut [KernelAgg],
-    copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>,
-    syncs: &mut Vec<(u64, u64)>,
+    aggs: &mut RankAggs,
     hta: Option<&HtaPass>,
     capture: Option<&Capture>,
 ) -> Result<DevicePass> {
-    let mut hta_counts = HtaCounts::default();
-    let mut util = UtilWindows::new(opts.productive.window_ns());
-    let mut sweep = Sweep::new();
-    let mut gaps: Vec<Gap> = Vec::new();
-    let mut pieces = Pieces {
-        windows,
-        step_masks: vec![[0u64; 8]; windows.len()],
-        step_lo: 0,
-        fast_lo: u64::MAX,
-        fast_hi: 0,
-        comm: Vec::new(),
-        exposed_by_label: vec![None; links.labels.len()],
-        exposed_by_class: Vec::new(),
-        capture: capture.map(Capture::clip),
-        capture_masks: [0; 8],
-        bins: Binner::default(),
+    let mut reader = WorkReader {
+        names,
+        links,
+        link_table: links.by_device.get(&device).map_or(&[], |v| v.as_slice()),
+        kernel_aggs: &mut aggs.kernels,
+        syncs: &mut aggs.syncs,
+        hta,
+        short: opts.short_kernel_ns,
+        stats: DeviceStats::default(),
     };
-    // Idle gaps are cut to the capture windows as the pieces are.
-    let mut gap_clip = capture.map(Capture::clip);
-    let link_table: &[(u32, u32)] = links.by_device.get(&device).map_or(&[], |v| v.as_slice());
-    let (mut kernels, mut short_kernels, mut short_kernel_ns, mut copies, mut memsets) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    // Copy kinds are few; aggregate by (kind byte, pageable) and name them at the end.
-    let mut copy_small: [[CopyAgg; 2]; 256] = [[CopyAgg::default(); 2]; 256];
-    let mut memset_agg = CopyAgg::default();
-    // Device-to-host copies of the last D2H_LOOKBACK_NS: (end, bytes), and their sum.
-    let mut d2h: VecDeque<(u64, u64)> = VecDeque::new();
-    let mut d2h_bytes = 0u64;
-    let long_pause = opts.long_pause_ns;
-    let short = opts.short_kernel_ns;
-    // Statistics (which do not depend on order) are gathered here; the
-    // record keeps only what the ordered sweep needs.
-    // `ev` is the span's dictionary entry: its own times and correlation are not the
-    // span's (read those from `sp`).
-    let mut convert = |sp: &Span, ev: &Event| {
-        let corr = sp.corr;
-        // (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter
-        // first, then its rounding.
-        let (start, end) = (sp.start, sp.end);
-        match ev {
-            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::GraphLaunch(_) => {}
-            Event::Sync(_) => syncs.push((start, end)),
-            _ => return None,
-        }
-        let (start, end) = match hta {
-            None => (start, end),
-            Some(h) => {
-                match h.filter.verdict(corr, h.clock.ts(start)) {
-                    Verdict::Keep => {}
-                    Verdict::LastStep => {
-                        hta_counts.dropped_last_step += 1;
-                        return None;
-                    }
-                    Verdict::Unlinked => {
-                        hta_counts.dropped_unlinked += 1;
-                        return None;
-                    }
-                }
-                let (s, e) = h.clock.interval(start, end);
-                hta_counts.negative += u64::from(e < s);
-                (s, e)
-            }
-        };
-        // What the sweep needs of the event besides its times and correlation.
-        let (kind, name, label, class, cat, d2h_bytes) = match ev {
-            Event::Kernel(k) => {
-                let dur = end.saturating_sub(start);
-                kernels += 1;
-                if dur < short {
-                    short_kernels += 1;
-                    short_kernel_ns += dur;
-                }
-                if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
-                    a.count += 1;
-                    a.total += dur;
-                }
-                let cat = match hta {
-                    Some(_) => names.hta_kernel(k.name),
-                    None => names.kernel(k.name),
-                };
-                let (label, class) = match cat {
-                    Category::Communication => {
-                        let link = Links::label(link_table, corr);
-                        (link.unwrap_or(LABEL_UNATTRIBUTED), names.kernel_class(k.name, link, links))
-                    }
-                    _ => (LABEL_UNATTRIBUTED, 0),
-                };
-                (EventKind::Kernel, k.name, label, class, cat, 0)
-            }
-            Event::Memcpy(m) => {
-                copies += 1;
-                let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
-                let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
-                a.count += 1;
-                a.bytes += m.bytes;
-                a.total += end.saturating_sub(start);
-                let (cat, label, class) = if is_peer_copy(m) {
-                    // A copy-engine collective runs as peer copies.
-                    let link = Links::label(link_table, corr);
-                    (
-                        Category::Communication,
-                        link.unwrap_or(LABEL_PEER_COPY),
-                        names.copy_class(link, links),
-                    )
-                } else {
-                    (Category::Transfer, LABEL_UNATTRIBUTED, 0)
-                };
-                let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
-                (EventKind::Memcpy, StringId::EMPTY, label, class, cat, d2h_bytes)
-            }
-            Event::Memset(m) => {
-                memsets += 1;
-                memset_agg.count += 1;
-                memset_agg.bytes += m.bytes;
-                memset_agg.total += end.saturating_sub(start);
-                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0)
-            }
-            // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
-            // "other" type: non-compute work. Otherwise they only explain idle time.
-            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
-            // A graph recorded at graph level: one busy interval, its nodes unknown (compute).
-            Event::GraphLaunch(_) => (EventKind::GraphLaunch, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Compute, 0),
-            _ => return None,
-        };
-        let work = Work {
-            start,
-            end,
-            d2h_bytes,
-            corr,
-            name,
-            label,
-            class,
-            kind,
-            cat,
-        };
-        // Empty and inverted intervals cover no time: they neither end a gap nor enter the
-        // sweep, except in HTA-compatible mode, where they bound the span (as instants).
-        (work.end > work.start || hta.is_some()).then_some(work)
-    };
-    // Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
-    let mut idle_before_short_ns = 0u64;
-    let mut sweep_work = |w: &Work| {
-        if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
-            util.kernel(w.start, w.end);
-        } else {
-            util.work(w.start);
-        }
-        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < short;
-        if let Some((a, b)) = sweep.gap_before(w.start) {
-            let mut push_gap = |a: u64, b: u64| {
-                if before_short {
-                    idle_before_short_ns += b - a;
-                }
-                let mut d2h_before = 0;
-                if b - a >= long_pause {
-                    while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
-                        d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-                    }
-                    d2h_before = d2h_bytes;
-                }
-                gaps.push(Gap {
-                    start: a,
-                    end: b,
-                    next_corr: w.corr,
-                    next_kind: w.kind,
-                    next_name: w.name,
-                    launch: u64::MAX,
-                    d2h_before,
-                });
-            };
-            match gap_clip.as_mut() {
-                None => push_gap(a, b),
-                Some(clip) => clip.each(a, b, push_gap),
-            }
-        }
-        // Keep the lookback queue short even without long gaps.
-        while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
-            d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
-        }
-        if w.d2h_bytes > 0 {
-            d2h.push_back((w.end, w.d2h_bytes));
-            d2h_bytes += w.d2h_bytes;
-        }
-        if w.end <= w.start {
-            // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
-            sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
-            return;
-        }
-        sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
-        if w.cat == Category::Communication {
-            pieces.comm_started(w.start, w.end, w.label, w.class);
-        }
+    let mut sweeper = DeviceSweep {
+        util: UtilWindows::new(opts.productive.window_ns()),
+        sweep: Sweep::new(),
+        gaps: Vec::new(),
+        pieces: Pieces {
+            windows,
+            step_masks: vec![[0u64; 8]; windows.len()],
+            step_lo: 0,
+            fast_lo: u64::MAX,
+            fast_hi: 0,
+            comm: Vec::new(),
+            exposed_by_label: vec![None; links.labels.len()],
+            exposed_by_class: Vec::new(),
+            capture: capture.map(Capture::clip),
+            capture_masks: [0; 8],
+            bins: Binner::default(),
+        },
+        gap_clip: capture.map(Capture::clip),
+        d2h: VecDeque::new(),
+        d2h_bytes: 0,
+        long_pause: opts.long_pause_ns,
+        short: opts.short_kernel_ns,
+        idle_before_short_ns: 0,
     };
     let chunks = file.chunks();
     let gpu_work: Vec<usize> = (0..chunks.len())
@@ -1260,11 +1273,20 @@ fn device_pass(
         |_| (),
         |sp, _, templates| {
             // In range: the cursor checks every attribute index.
-            if let Some(w) = convert(sp, &templates[sp.attr as usize]) {
-                sweep_work(&w);
+            if let Some(w) = reader.work(sp, &templates[sp.attr as usize]) {
+                sweeper.push(&w);
             }
         },
     )?;
+    let WorkReader { names, stats, .. } = reader;
+    let DeviceSweep {
+        util,
+        sweep,
+        gaps,
+        mut pieces,
+        idle_before_short_ns,
+        ..
+    } = sweeper;
     let mut totals = sweep.finish(&mut |a, b, m| pieces.piece(a, b, m));
     let span_ns = match (capture, totals.first_start.zip(totals.last_end)) {
         (Some(c), Some((first, last))) => {
@@ -1276,24 +1298,7 @@ fn device_pass(
         (_, None) => 0,
     };
     debug_assert_eq!(totals.masks.iter().sum::<u64>(), span_ns, "the masks tile the traced span");
-    for (kind, pair) in copy_small.iter().enumerate() {
-        for (pageable, a) in pair.iter().enumerate() {
-            if a.count > 0 {
-                let e = copy_aggs
-                    .entry((CopyKind(kind as u8).name().to_string(), pageable == 1))
-                    .or_default();
-                e.count += a.count;
-                e.bytes += a.bytes;
-                e.total += a.total;
-            }
-        }
-    }
-    if memset_agg.count > 0 {
-        let e = copy_aggs.entry(("memset".to_string(), false)).or_default();
-        e.count += memset_agg.count;
-        e.bytes += memset_agg.bytes;
-        e.total += memset_agg.total;
-    }
+    stats.add_copies(&mut aggs.copies);
     debug_assert_eq!(
         gaps.iter().map(|g| g.end - g.start).sum::<u64>(),
         totals.masks[0],
@@ -1324,16 +1329,300 @@ fn device_pass(
         step_masks: pieces.step_masks,
         exposed_by_label: pieces.exposed_by_label,
         exposed_by_library,
-        kernels,
-        short_kernels,
-        short_kernel_ns,
+        kernels: stats.kernels,
+        short_kernels: stats.short_kernels,
+        short_kernel_ns: stats.short_kernel_ns,
         idle_before_short_ns,
-        copies,
-        memsets,
-        hta_counts,
+        copies: stats.copies,
+        memsets: stats.memsets,
+        hta_counts: stats.hta_counts,
         util_busy_ns: util.busy_ns(totals.first_start, totals.last_end),
         bins: pieces.bins,
     })
+}
+
+/// A device's statistics, which do not depend on the order of its work.
+struct DeviceStats {
+    kernels: u64,
+    short_kernels: u64,
+    short_kernel_ns: u64,
+    copies: u64,
+    memsets: u64,
+    /// Copy kinds are few: by (kind byte, pageable), named at the end.
+    copy_small: [[CopyAgg; 2]; 256],
+    memset_agg: CopyAgg,
+    hta_counts: HtaCounts,
+}
+
+impl Default for DeviceStats {
+    fn default() -> DeviceStats {
+        DeviceStats {
+            kernels: 0,
+            short_kernels: 0,
+            short_kernel_ns: 0,
+            copies: 0,
+            memsets: 0,
+            copy_small: [[CopyAgg::default(); 2]; 256],
+            memset_agg: CopyAgg::default(),
+            hta_counts: HtaCounts::default(),
+        }
+    }
+}
+
+impl DeviceStats {
+    /// Add the copies and memsets, by kind name, to the rank's `copy_aggs`.
+    fn add_copies(&self, copy_aggs: &mut BTreeMap<(String, bool), CopyAgg>) {
+        for (kind, pair) in self.copy_small.iter().enumerate() {
+            for (pageable, a) in pair.iter().enumerate() {
+                if a.count > 0 {
+                    let e = copy_aggs
+                        .entry((CopyKind(kind as u8).name().to_string(), pageable == 1))
+                        .or_default();
+                    e.count += a.count;
+                    e.bytes += a.bytes;
+                    e.total += a.total;
+                }
+            }
+        }
+        if self.memset_agg.count > 0 {
+            let e = copy_aggs.entry(("memset".to_string(), false)).or_default();
+            e.count += self.memset_agg.count;
+            e.bytes += self.memset_agg.bytes;
+            e.total += self.memset_agg.total;
+        }
+    }
+}
+
+/// Turns a device's GPU events into [`Work`] for the sweep, gathering the statistics
+/// (which do not depend on order) on the way: the record keeps only what the ordered
+/// sweep needs.
+struct WorkReader<'a, 'n> {
+    names: &'a mut Names<'n>,
+    links: &'a Links,
+    /// The device's (correlation, label) links.
+    link_table: &'a [(u32, u32)],
+    kernel_aggs: &'a mut [KernelAgg],
+    syncs: &'a mut Vec<(u64, u64)>,
+    hta: Option<&'a HtaPass>,
+    short: u64,
+    stats: DeviceStats,
+}
+
+impl WorkReader<'_, '_> {
+    /// The work of span `sp`, or `None` for an event the sweep does not take (or HTA's
+    /// filter drops). `ev` is the span's dictionary entry: its own times and correlation
+    /// are not the span's (read those from `sp`).
+    fn work(&mut self, sp: &Span, ev: &Event) -> Option<Work> {
+        let corr = sp.corr;
+        match ev {
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::GraphLaunch(_) => {}
+            Event::Sync(_) => self.syncs.push((sp.start, sp.end)),
+            _ => return None,
+        }
+        let (start, end) = self.interval(corr, sp.start, sp.end)?;
+        let hta = self.hta;
+        let (names, links, link_table) = (&mut *self.names, self.links, self.link_table);
+        let short = self.short;
+        let stats = &mut self.stats;
+        let DeviceStats {
+            kernels,
+            short_kernels,
+            short_kernel_ns,
+            copies,
+            memsets,
+            copy_small,
+            memset_agg,
+            ..
+        } = stats;
+        let kernel_aggs = &mut *self.kernel_aggs;
+        // What the sweep needs of the event besides its times and correlation.
+        let (kind, name, label, class, cat, d2h_bytes) = match ev {
+            Event::Kernel(k) => {
+                let dur = end.saturating_sub(start);
+                *kernels += 1;
+                if dur < short {
+                    *short_kernels += 1;
+                    *short_kernel_ns += dur;
+                }
+                if let Some(a) = kernel_aggs.get_mut(k.name.0 as usize) {
+                    a.count += 1;
+                    a.total += dur;
+                }
+                let cat = match hta {
+                    Some(_) => names.hta_kernel(k.name),
+                    None => names.kernel(k.name),
+                };
+                let (label, class) = match cat {
+                    Category::Communication => {
+                        let link = Links::label(link_table, corr);
+                        (link.unwrap_or(LABEL_UNATTRIBUTED), names.kernel_class(k.name, link, links))
+                    }
+                    _ => (LABEL_UNATTRIBUTED, 0),
+                };
+                (EventKind::Kernel, k.name, label, class, cat, 0)
+            }
+            Event::Memcpy(m) => {
+                *copies += 1;
+                let pageable = m.src_kind == MemoryKind::PAGEABLE || m.dst_kind == MemoryKind::PAGEABLE;
+                let a = &mut copy_small[m.kind.0 as usize][pageable as usize];
+                a.count += 1;
+                a.bytes += m.bytes;
+                a.total += end.saturating_sub(start);
+                let (cat, label, class) = if is_peer_copy(m) {
+                    // A copy-engine collective runs as peer copies.
+                    let link = Links::label(link_table, corr);
+                    (
+                        Category::Communication,
+                        link.unwrap_or(LABEL_PEER_COPY),
+                        names.copy_class(link, links),
+                    )
+                } else {
+                    (Category::Transfer, LABEL_UNATTRIBUTED, 0)
+                };
+                let d2h_bytes = if m.kind == CopyKind::DTOH { m.bytes } else { 0 };
+                (EventKind::Memcpy, StringId::EMPTY, label, class, cat, d2h_bytes)
+            }
+            Event::Memset(m) => {
+                *memsets += 1;
+                memset_agg.count += 1;
+                memset_agg.bytes += m.bytes;
+                memset_agg.total += end.saturating_sub(start);
+                (EventKind::Memset, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0)
+            }
+            // HTA reads synchronization records (Kineto `cuda_sync`) as GPU events of its
+            // "other" type: non-compute work. Otherwise they only explain idle time.
+            Event::Sync(_) if hta.is_some() => (EventKind::Sync, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Transfer, 0),
+            // A graph recorded at graph level: one busy interval, its nodes unknown (compute).
+            Event::GraphLaunch(_) => (EventKind::GraphLaunch, StringId::EMPTY, LABEL_UNATTRIBUTED, 0, Category::Compute, 0),
+            _ => return None,
+        };
+        let work = Work {
+            start,
+            end,
+            d2h_bytes,
+            corr,
+            name,
+            label,
+            class,
+            kind,
+            cat,
+        };
+        // Empty and inverted intervals cover no time: they neither end a gap nor enter the
+        // sweep, except in HTA-compatible mode, where they bound the span (as instants).
+        (work.end > work.start || hta.is_some()).then_some(work)
+    }
+
+    /// (start, end) as the sweep sees them: in HTA-compatible mode, HTA's filter first
+    /// (`None`: dropped), then its rounding.
+    fn interval(&mut self, corr: u32, start: u64, end: u64) -> Option<(u64, u64)> {
+        let Some(h) = self.hta else {
+            return Some((start, end));
+        };
+        let counts = &mut self.stats.hta_counts;
+        match h.filter.verdict(corr, h.clock.ts(start)) {
+            Verdict::Keep => {}
+            Verdict::LastStep => {
+                counts.dropped_last_step += 1;
+                return None;
+            }
+            Verdict::Unlinked => {
+                counts.dropped_unlinked += 1;
+                return None;
+            }
+        }
+        let (s, e) = h.clock.interval(start, end);
+        counts.negative += u64::from(e < s);
+        Some((s, e))
+    }
+}
+
+/// The ordered sweep of one device's work: idle gaps (with the device-to-host bytes
+/// before long ones), the pieces per step and label, GPU-Util's windows.
+struct DeviceSweep<'w> {
+    util: UtilWindows,
+    sweep: Sweep,
+    gaps: Vec<Gap>,
+    pieces: Pieces<'w>,
+    /// Idle gaps are cut to the capture windows as the pieces are.
+    gap_clip: Option<Clip<'w>>,
+    /// Device-to-host copies of the last D2H_LOOKBACK_NS: (end, bytes), and their sum.
+    d2h: VecDeque<(u64, u64)>,
+    d2h_bytes: u64,
+    long_pause: u64,
+    short: u64,
+    /// Idle that ended at a short kernel: the GPU ran dry before it (launch-bound).
+    idle_before_short_ns: u64,
+}
+
+impl DeviceSweep<'_> {
+    /// Sweep the next work (in start order).
+    fn push(&mut self, w: &Work) {
+        if matches!(w.kind, EventKind::Kernel | EventKind::GraphLaunch) {
+            self.util.kernel(w.start, w.end);
+        } else {
+            self.util.work(w.start);
+        }
+        if let Some((a, b)) = self.sweep.gap_before(w.start) {
+            self.gap(w, a, b);
+        }
+        // Keep the lookback queue short even without long gaps.
+        while self.d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < w.start) {
+            self.d2h_bytes -= self.d2h.pop_front().map_or(0, |x| x.1);
+        }
+        if w.d2h_bytes > 0 {
+            self.d2h.push_back((w.end, w.d2h_bytes));
+            self.d2h_bytes += w.d2h_bytes;
+        }
+        let pieces = &mut self.pieces;
+        if w.end <= w.start {
+            // HTA-compatible mode only: zero-length (or, after HTA's rounding, negative-length) work.
+            self.sweep.push_instant(w.start, &mut |a, b, m| pieces.piece(a, b, m));
+            return;
+        }
+        self.sweep.push(w.cat, w.start, w.end, &mut |a, b, m| pieces.piece(a, b, m));
+        if w.cat == Category::Communication {
+            pieces.comm_started(w.start, w.end, w.label, w.class);
+        }
+    }
+
+    /// The idle gap [a, b) that `w` ends (cut to the capture windows).
+    fn gap(&mut self, w: &Work, a: u64, b: u64) {
+        let before_short = w.kind == EventKind::Kernel && w.end.saturating_sub(w.start) < self.short;
+        let long_pause = self.long_pause;
+        let DeviceSweep {
+            gaps,
+            gap_clip,
+            d2h,
+            d2h_bytes,
+            idle_before_short_ns,
+            ..
+        } = self;
+        let mut push_gap = |a: u64, b: u64| {
+            if before_short {
+                *idle_before_short_ns += b - a;
+            }
+            let mut d2h_before = 0;
+            if b - a >= long_pause {
+                while d2h.front().is_some_and(|&(e, _)| e + D2H_LOOKBACK_NS < a) {
+                    *d2h_bytes -= d2h.pop_front().map_or(0, |x| x.1);
+                }
+                d2h_before = *d2h_bytes;
+            }
+            gaps.push(Gap {
+                start: a,
+                end: b,
+                next_corr: w.corr,
+                next_kind: w.kind,
+                next_name: w.name,
+                launch: u64::MAX,
+                d2h_before,
+            });
+        };
+        match gap_clip.as_mut() {
+            None => push_gap(a, b),
+            Some(clip) => clip.each(a, b, push_gap),
+        }
+    }
 }
 
 /// Fewest runs of a kernel for it to delimit inferred steps.
@@ -1637,20 +1926,22 @@ fn device_report(p: &DevicePass, header: &Header, window: Option<(u64, u64)>, li
             .unwrap_or_default(),
         first_ns: t.first_start,
         last_ns: t.last_end,
-        span_ns: span,
-        compute_ns: compute,
-        communication_ns: communication,
-        transfer_ns: transfer,
-        exposed_communication_ns: exposed_communication,
-        exposed_transfer_ns: exposed_transfer,
-        exposed_communication_by_op_ns: p
-            .exposed_by_label
-            .iter()
-            .zip(&links.labels)
-            .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
-            .collect(),
-        exposed_communication_by_library_ns: p.exposed_by_library.clone(),
-        idle_ns: m(0),
+        time: TimeSplit {
+            span_ns: span,
+            compute_ns: compute,
+            communication_ns: communication,
+            transfer_ns: transfer,
+            exposed_communication_ns: exposed_communication,
+            exposed_transfer_ns: exposed_transfer,
+            exposed_communication_by_op_ns: p
+                .exposed_by_label
+                .iter()
+                .zip(&links.labels)
+                .filter_map(|(ns, label)| ns.map(|ns| (label.clone(), ns)))
+                .collect(),
+            exposed_communication_by_library_ns: p.exposed_by_library.clone(),
+            idle_ns: m(0),
+        },
         overlap,
         idle_causes: IdleCauses::default(),
         process_window,

@@ -5,6 +5,7 @@
 //! identities stated on each struct. `docs/metrics.md` defines every number.
 
 use crate::peaks::Precision;
+use crate::rule::{FindingRule, Values};
 use gputrace_classify::Category;
 use gputrace_format::{LossSource, Trailer};
 use serde::Serialize;
@@ -197,33 +198,9 @@ pub struct DeviceReport {
     pub first_ns: Option<u64>,
     /// End of the last one.
     pub last_ns: Option<u64>,
-    /// `last_ns - first_ns` (0 without activity).
-    pub span_ns: u64,
-    /// |∪ compute kernels|.
-    pub compute_ns: u64,
-    /// |∪ communication kernels and peer copies|.
-    pub communication_ns: u64,
-    /// |∪ copies and memsets (not peer)|.
-    pub transfer_ns: u64,
-    /// Communication not under compute.
-    pub exposed_communication_ns: u64,
-    /// Transfer under neither compute nor communication.
-    pub exposed_transfer_ns: u64,
-    /// `exposed_communication_ns` split by the operation of the collective linked to the
-    /// communication work that was exposed (`unattributed`: a communication kernel without
-    /// a linked collective; `peer-copy`: a peer copy without one; `Recv+Send`: a kernel that
-    /// ran several operations). Where several communication intervals overlap, the one that
-    /// started first owns the time. The values sum to `exposed_communication_ns`.
-    pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
-    /// `exposed_communication_ns` split by library (the classification rule that made the
-    /// kernel communication; `peer copy` for peer copies no collective is linked to;
-    /// `NCCL` for copies an NCCL collective ran), then by canonical operation (the linked
-    /// collective's, else the rule's, else read from the kernel name; `other` when the
-    /// name shows none). Same ownership rule as `exposed_communication_by_op_ns`; the
-    /// values sum to `exposed_communication_ns`.
-    pub exposed_communication_by_library_ns: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Nothing running on the device within the span.
-    pub idle_ns: u64,
+    /// Where the span's time went (flattened: its fields are this device's).
+    #[serde(flatten)]
+    pub time: TimeSplit,
     /// The seven non-idle overlap cells.
     pub overlap: Overlap,
     /// Causes of `idle_ns` (they sum to it).
@@ -258,6 +235,93 @@ pub struct DeviceReport {
     /// for a device without activity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activity: Option<crate::activity::Activity>,
+}
+
+/// Where GPU time went: the fields a device and the totals (their sum) share.
+///
+/// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == span_ns`.
+/// [`DeviceReport`] and [`Totals`] dereference to it, so `d.compute_ns` reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TimeSplit {
+    /// `last_ns - first_ns` of a device (0 without activity).
+    pub span_ns: u64,
+    /// |∪ compute kernels|.
+    pub compute_ns: u64,
+    /// |∪ communication kernels and peer copies|.
+    pub communication_ns: u64,
+    /// |∪ copies and memsets (not peer)|.
+    pub transfer_ns: u64,
+    /// Communication not under compute.
+    pub exposed_communication_ns: u64,
+    /// Transfer under neither compute nor communication.
+    pub exposed_transfer_ns: u64,
+    /// `exposed_communication_ns` split by the operation of the collective linked to the
+    /// communication work that was exposed (`unattributed`: a communication kernel without
+    /// a linked collective; `peer-copy`: a peer copy without one; `Recv+Send`: a kernel that
+    /// ran several operations). Where several communication intervals overlap, the one that
+    /// started first owns the time. The values sum to `exposed_communication_ns`.
+    pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
+    /// `exposed_communication_ns` split by library (the classification rule that made the
+    /// kernel communication; `peer copy` for peer copies no collective is linked to;
+    /// `NCCL` for copies an NCCL collective ran), then by canonical operation (the linked
+    /// collective's, else the rule's, else read from the kernel name; `other` when the
+    /// name shows none). Same ownership rule as `exposed_communication_by_op_ns`; the
+    /// values sum to `exposed_communication_ns`.
+    pub exposed_communication_by_library_ns: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Nothing running on the device within the span.
+    pub idle_ns: u64,
+}
+
+impl TimeSplit {
+    /// Add `o`'s times (and its per-operation and per-library splits) to these.
+    pub(crate) fn add(&mut self, o: &TimeSplit) {
+        self.span_ns += o.span_ns;
+        self.compute_ns += o.compute_ns;
+        self.communication_ns += o.communication_ns;
+        self.transfer_ns += o.transfer_ns;
+        self.exposed_communication_ns += o.exposed_communication_ns;
+        self.exposed_transfer_ns += o.exposed_transfer_ns;
+        for (op, ns) in &o.exposed_communication_by_op_ns {
+            *self.exposed_communication_by_op_ns.entry(op.clone()).or_insert(0) += ns;
+        }
+        for (library, ops) in &o.exposed_communication_by_library_ns {
+            let t = self.exposed_communication_by_library_ns.entry(library.clone()).or_default();
+            for (op, ns) in ops {
+                *t.entry(op.clone()).or_insert(0) += ns;
+            }
+        }
+        self.idle_ns += o.idle_ns;
+    }
+}
+
+/// Reads of the shared time fields (`d.compute_ns`) go to [`DeviceReport::time`].
+impl std::ops::Deref for DeviceReport {
+    type Target = TimeSplit;
+
+    fn deref(&self) -> &TimeSplit {
+        &self.time
+    }
+}
+
+impl std::ops::DerefMut for DeviceReport {
+    fn deref_mut(&mut self) -> &mut TimeSplit {
+        &mut self.time
+    }
+}
+
+/// Reads of the summed time fields (`totals.idle_ns`) go to [`Totals::time`].
+impl std::ops::Deref for Totals {
+    type Target = TimeSplit;
+
+    fn deref(&self) -> &TimeSplit {
+        &self.time
+    }
+}
+
+impl std::ops::DerefMut for Totals {
+    fn deref_mut(&mut self) -> &mut TimeSplit {
+        &mut self.time
+    }
 }
 
 /// Time in each combination of overlapping categories; with `idle_ns` they tile the span.
@@ -306,7 +370,8 @@ impl IdleCauses {
         self.host_bound_ns + self.launch_latency_ns + self.synchronization_ns + self.unattributed_ns
     }
 
-    pub(crate) fn add(&mut self, o: &IdleCauses) {
+    /// Add `o`'s causes and gaps to these.
+    pub fn add(&mut self, o: &IdleCauses) {
         self.host_bound_ns += o.host_bound_ns;
         self.launch_latency_ns += o.launch_latency_ns;
         self.synchronization_ns += o.synchronization_ns;
@@ -460,24 +525,9 @@ pub struct Totals {
     pub ranks: u64,
     /// Devices with activity.
     pub active_devices: u64,
-    /// Sum of spans.
-    pub span_ns: u64,
-    /// Sum of compute.
-    pub compute_ns: u64,
-    /// Sum of communication.
-    pub communication_ns: u64,
-    /// Sum of transfer.
-    pub transfer_ns: u64,
-    /// Sum of exposed communication.
-    pub exposed_communication_ns: u64,
-    /// Sum of exposed transfer.
-    pub exposed_transfer_ns: u64,
-    /// Sum of the devices' `exposed_communication_by_op_ns` (sums to `exposed_communication_ns`).
-    pub exposed_communication_by_op_ns: BTreeMap<String, u64>,
-    /// Sum of the devices' `exposed_communication_by_library_ns`.
-    pub exposed_communication_by_library_ns: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Sum of idle.
-    pub idle_ns: u64,
+    /// The devices' time splits, summed (flattened: its fields are the sums).
+    #[serde(flatten)]
+    pub time: TimeSplit,
     /// Sum of idle causes.
     pub idle_causes: IdleCauses,
     /// Sum of startup idle (gputrace captures).
@@ -649,8 +699,8 @@ pub enum Severity {
 /// A diagnosis with its evidence and the suggested next step.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
-    /// Stable identifier of the rule, e.g. `host-bound-idle`.
-    pub rule: &'static str,
+    /// The rule that fired; serialized as its stable name, e.g. `host-bound-idle`.
+    pub rule: FindingRule,
     /// How urgent.
     pub severity: Severity,
     /// One-line diagnosis.
@@ -663,7 +713,7 @@ pub struct Finding {
     /// time it concerns, summed over devices), `share_of_gpu_time` (of the summed spans, or
     /// of the process windows for `startup-teardown`) and, with a GPU-hour price, `cost_usd`;
     /// its severity follows that share (`docs/metrics.md`, "Findings").
-    pub values: BTreeMap<String, f64>,
+    pub values: Values,
 }
 
 /// Idle and exposed time priced per GPU-hour (durations summed over devices).

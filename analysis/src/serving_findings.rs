@@ -1,18 +1,19 @@
 //! Findings of the seed's serving rows (docs/serving.md), from a serving section.
 
 use crate::report::{Finding, Severity};
+use crate::rule::{FindingRule, Value};
 use crate::serving::ServingReport;
 
 /// Findings of the seed's serving rows (docs/serving.md).
 pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     let mut out = Vec::new();
-    let mk = |rule: &'static str, severity, title: String, evidence: String, next: &str, values: &[(&str, f64)]| Finding {
+    let mk = |rule: FindingRule, severity, title: String, evidence: String, next: &str, values: &[(Value, f64)]| Finding {
         rule,
         severity,
         title,
         evidence,
         next_step: next.to_string(),
-        values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        values: values.iter().copied().collect(),
     };
     let waiting = r.waiting.unwrap_or_default();
     let running = r.running.unwrap_or_default();
@@ -21,7 +22,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     if let Some((p50, p99)) = e2e {
         if waiting.mean >= 1.0 && p50 > 0.0 && p99 >= 3.0 * p50 {
             out.push(mk(
-                "serving-saturated",
+                FindingRule::ServingSaturated,
                 Severity::High,
                 "Saturated: throughput holds but the tail latency grows (requests queue)".into(),
                 format!(
@@ -34,7 +35,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
                 ),
                 "Cap the batch (max-num-seqs / max-running-requests) against the latency target, add replicas, \
                  or shed load; watch queue depth and P99 together.",
-                &[("waiting_mean", waiting.mean), ("e2e_p50_s", p50), ("e2e_p99_s", p99)],
+                &[(Value::WaitingMean, waiting.mean), (Value::E2eP50S, p50), (Value::E2eP99S, p99)],
             ));
         }
     }
@@ -42,7 +43,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     if let Some(kv) = r.kv_cache_usage {
         if kv.max >= 0.9 && waiting.max >= 1.0 {
             out.push(mk(
-                "serving-kv-cache-limit",
+                FindingRule::ServingKvCacheLimit,
                 Severity::High,
                 "The KV cache limits the batch: usage near full while requests wait".into(),
                 format!(
@@ -53,7 +54,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
                 ),
                 "Give the KV cache more memory (gpu-memory-utilization), quantize it (fp8 KV cache), shorten \
                  max-model-len, or enable prefix caching; more replicas if memory is already spent.",
-                &[("kv_cache_usage_max", kv.max), ("waiting_max", waiting.max)],
+                &[(Value::KvCacheUsageMax, kv.max), (Value::WaitingMax, waiting.max)],
             ));
         }
     }
@@ -63,7 +64,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
         // Only with the server's running gauge (request marks alone do not say it).
         if r.running.is_some() && running.mean < 4.0 && waiting.max < 1.0 && headroom >= 0.3 {
             out.push(mk(
-                "serving-low-concurrency",
+                FindingRule::ServingLowConcurrency,
                 Severity::Medium,
                 "Low concurrency: the GPU waits for requests, not the other way round".into(),
                 format!(
@@ -73,14 +74,14 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
                 ),
                 "This is headroom, not waste, if it is kept on purpose; otherwise consolidate models or replicas, \
                  batch offline work into the gaps, or autoscale down.",
-                &[("running_mean", running.mean), ("headroom_share", headroom)],
+                &[(Value::RunningMean, running.mean), (Value::HeadroomShare, headroom)],
             ));
         }
         let waste = g.waste_bubbles_ns as f64 / g.window_gpu_ns.max(1) as f64;
         if waste >= 0.2 {
             let bubble = r.iterations.as_ref().map(|i| i.bubble).unwrap_or_default();
             out.push(mk(
-                "serving-cpu-bubbles",
+                FindingRule::ServingCpuBubbles,
                 Severity::High,
                 "CPU scheduling bubbles: the GPU idles between iterations while requests wait".into(),
                 format!(
@@ -92,7 +93,7 @@ pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
                 ),
                 "Overlap scheduling with the forward pass (vLLM async scheduling, SGLang overlap scheduler), use \
                  CUDA graphs for decode, and profile the engine's CPU between steps (sampling, detokenization).",
-                &[("waste_share", waste), ("bubble_p50_ns", bubble.p50_ns as f64)],
+                &[(Value::WasteShare, waste), (Value::BubbleP50Ns, bubble.p50_ns as f64)],
             ));
         }
     }
@@ -118,7 +119,7 @@ mod tests {
         })
     }
 
-    fn rules(r: &ServingReport) -> Vec<&'static str> {
+    fn rules(r: &ServingReport) -> Vec<FindingRule> {
         serving_findings(r).into_iter().map(|f| f.rule).collect()
     }
 
@@ -140,12 +141,12 @@ mod tests {
             latency: vec![e2e(1.0, 5.0)],
             ..ServingReport::default()
         };
-        assert_eq!(rules(&r), ["serving-saturated"]);
+        assert_eq!(rules(&r), [FindingRule::ServingSaturated]);
         r.latency = vec![e2e(1.0, 2.0)];
         assert!(rules(&r).is_empty(), "a tight tail is not saturation");
         // KV-cache limit: near full while requests wait.
         r.kv_cache_usage = stat(0.5, 0.8, 0.95);
-        assert_eq!(rules(&r), ["serving-kv-cache-limit"]);
+        assert_eq!(rules(&r), [FindingRule::ServingKvCacheLimit]);
         r.waiting = stat(0.0, 0.0, 0.0);
         assert!(rules(&r).is_empty(), "a full cache with nobody waiting is not a limit");
         // Low concurrency: few running, none waiting, mostly headroom.
@@ -162,7 +163,7 @@ mod tests {
             gpu_time: Some(split(30, 10, 60)),
             ..ServingReport::default()
         };
-        assert_eq!(rules(&r), ["serving-low-concurrency"]);
+        assert_eq!(rules(&r), [FindingRule::ServingLowConcurrency]);
         // CPU scheduling bubbles: idle while requests were in the system.
         let r = ServingReport {
             running: stat(8.0, 8.0, 8.0),
@@ -170,6 +171,6 @@ mod tests {
             gpu_time: Some(split(50, 40, 10)),
             ..ServingReport::default()
         };
-        assert_eq!(rules(&r), ["serving-cpu-bubbles"]);
+        assert_eq!(rules(&r), [FindingRule::ServingCpuBubbles]);
     }
 }

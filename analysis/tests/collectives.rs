@@ -6,6 +6,7 @@
 use gputrace_analysis::*;
 use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_text::render_text;
 use std::collections::BTreeMap;
 
 mod util;
@@ -205,9 +206,9 @@ fn every_number() {
 
     // Exposed communication is 31.5% of the spans, but no operation has more than half of it
     // (AllGather and AllReduce 500 ns each of 1750).
-    assert!(r.findings.iter().any(|f| f.rule == "exposed-communication"));
+    assert!(r.findings.iter().any(|f| f.rule == FindingRule::ExposedCommunication));
     assert!(
-        !r.findings.iter().any(|f| f.rule == "exposed-communication-by-op"),
+        !r.findings.iter().any(|f| f.rule == FindingRule::ExposedCommunicationByOp),
         "{:#?}",
         r.findings
     );
@@ -374,13 +375,13 @@ fn a_dominant_operation_is_a_finding() {
     let f = r
         .findings
         .iter()
-        .find(|f| f.rule == "exposed-communication-by-op")
+        .find(|f| f.rule == FindingRule::ExposedCommunicationByOp)
         .expect("AllReduce dominates");
     // Severity follows the time at stake: AllReduce's exposed 2 × 40 ms of the two ranks'
     // 2 × 100 ms of GPU time is 40%, at least the 20% of a high finding.
     assert_eq!(f.severity, Severity::High);
-    assert_eq!(f.values["time_ns"], (80 * MS) as f64);
-    assert!((f.values["share_of_gpu_time"] - 0.4).abs() < 1e-12);
+    assert_eq!(f.values[Value::TimeNs], (80 * MS) as f64);
+    assert!((f.values[Value::ShareOfGpuTime] - 0.4).abs() < 1e-12);
     assert_eq!(f.title, "AllReduce dominates exposed communication");
     assert!(
         f.evidence
@@ -389,10 +390,10 @@ fn a_dominant_operation_is_a_finding() {
         f.evidence
     );
     assert!(f.next_step.contains("bucket_cap_mb"), "{}", f.next_step);
-    assert!((f.values["op_share_of_exposed_communication"] - 1.0).abs() < 1e-12);
-    assert_eq!(f.values["op_bytes"], 2e9);
-    assert!((f.values["op_busbw_gbps"] - 20.0).abs() < 1e-9);
-    assert!((f.values["exposed_communication_share"] - 0.4).abs() < 1e-9);
+    assert!((f.values[Value::OpShareOfExposedCommunication] - 1.0).abs() < 1e-12);
+    assert_eq!(f.values[Value::OpBytes], 2e9);
+    assert!((f.values[Value::OpBusbwGbps] - 20.0).abs() < 1e-9);
+    assert!((f.values[Value::ExposedCommunicationShare] - 0.4).abs() < 1e-9);
 }
 
 /// Below 10% exposed communication, no finding even when one operation has all of it.
@@ -409,7 +410,7 @@ fn no_finding_when_little_is_exposed() {
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
     assert_eq!(r.totals.exposed_communication_by_op_ns, by_op(&[("AllGather", 5 * MS)]));
     assert!(
-        !r.findings.iter().any(|f| f.rule.starts_with("exposed-communication")),
+        !r.findings.iter().any(|f| f.rule.as_str().starts_with("exposed-communication")),
         "{:#?}",
         r.findings
     );

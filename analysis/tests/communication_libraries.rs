@@ -4,6 +4,7 @@
 
 use gputrace_analysis::*;
 use gputrace_format::*;
+use gputrace_text::render_text;
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -10,7 +10,7 @@ use util::*;
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
-fn rules(trace: TraceFile) -> Vec<&'static str> {
+fn rules(trace: TraceFile) -> Vec<FindingRule> {
     analyze(&[trace], &Options::default())
         .unwrap()
         .findings
@@ -25,7 +25,7 @@ fn a_dense_compute_trace_has_no_findings() {
     for i in 0..200 {
         b.kernel(0, 7, "gemm", i * 100 * US, (i + 1) * 100 * US, 0);
     }
-    assert_eq!(rules(b.finish(0)), Vec::<&str>::new());
+    assert_eq!(rules(b.finish(0)), Vec::<FindingRule>::new());
 }
 
 #[test]
@@ -38,10 +38,14 @@ fn host_bound_idle() {
         b.kernel(0, 7, "gemm", start, start + MS, i as u32 + 1);
     }
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
-    let f = r.findings.iter().find(|f| f.rule == "host-bound-idle").expect("host-bound");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::HostBoundIdle)
+        .expect("host-bound");
     assert_eq!(f.severity, Severity::High, "idle is 9 of 19 ms");
     assert!(
-        (f.values["host_bound_share_of_idle"] - (9.0 * 995.0) / (9.0 * 1000.0)).abs() < 1e-9,
+        (f.values[Value::HostBoundShareOfIdle] - (9.0 * 995.0) / (9.0 * 1000.0)).abs() < 1e-9,
         "{:?}",
         f.values
     );
@@ -55,7 +59,7 @@ fn dependency_latency_and_synchronization() {
         b.api("cudaLaunchKernel", i * US, i * US + 500, i as u32 + 1);
         b.kernel(0, 7, "gemm", 100 * US + i * 2 * MS, 100 * US + i * 2 * MS + MS, i as u32 + 1);
     }
-    assert!(rules(b.finish(0)).contains(&"dependency-latency-idle"));
+    assert!(rules(b.finish(0)).contains(&FindingRule::DependencyLatencyIdle));
 
     // The CPU sits in cudaDeviceSynchronize through most of each gap.
     let mut b = Builder::new(Header::default());
@@ -68,8 +72,8 @@ fn dependency_latency_and_synchronization() {
         b.kernel(0, 7, "gemm", start, start + MS, i as u32 + 1);
     }
     let r = rules(b.finish(0));
-    assert!(r.contains(&"synchronization-idle"), "{r:?}");
-    assert!(!r.contains(&"host-bound-idle"), "{r:?}");
+    assert!(r.contains(&FindingRule::SynchronizationIdle), "{r:?}");
+    assert!(!r.contains(&FindingRule::HostBoundIdle), "{r:?}");
 }
 
 #[test]
@@ -81,9 +85,13 @@ fn exposed_communication() {
         b.kernel(0, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 5 * MS, t + 10 * MS, 0);
     }
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
-    let f = r.findings.iter().find(|f| f.rule == "exposed-communication").expect("exposed comm");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::ExposedCommunication)
+        .expect("exposed comm");
     assert_eq!(f.severity, Severity::High);
-    assert!((f.values["exposed_communication_share"] - 0.4).abs() < 1e-9);
+    assert!((f.values[Value::ExposedCommunicationShare] - 0.4).abs() < 1e-9);
     // The same kernels are compute when the user drops the defaults.
     let mut b = Builder::new(Header::default());
     b.kernel(0, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, 10, 0)
@@ -102,13 +110,13 @@ fn launch_bound() {
     for i in 0..150u64 {
         b.kernel(0, 7, "tiny", i * 3 * US, i * 3 * US + 2 * US, 0);
     }
-    assert!(rules(b.finish(0)).contains(&"launch-bound"));
+    assert!(rules(b.finish(0)).contains(&FindingRule::LaunchBound));
     // 99 kernels are too few to call.
     let mut b = Builder::new(Header::default());
     for i in 0..99u64 {
         b.kernel(0, 7, "tiny", i * 3 * US, i * 3 * US + 2 * US, 0);
     }
-    assert!(!rules(b.finish(0)).contains(&"launch-bound"));
+    assert!(!rules(b.finish(0)).contains(&FindingRule::LaunchBound));
 }
 
 #[test]
@@ -116,11 +124,11 @@ fn pageable_copies() {
     let mut b = Builder::new(Header::default());
     b.kernel(0, 7, "gemm", 0, 100 * MS, 0)
         .copy(8, CopyKind::HTOD, 10 * MS, 10 * MS + 200 * US, 2 << 20, true);
-    assert!(rules(b.finish(0)).contains(&"pageable-copies"));
+    assert!(rules(b.finish(0)).contains(&FindingRule::PageableCopies));
     let mut b = Builder::new(Header::default());
     b.kernel(0, 7, "gemm", 0, 100 * MS, 0)
         .copy(8, CopyKind::HTOD, 10 * MS, 10 * MS + 200 * US, 2 << 20, false);
-    assert!(!rules(b.finish(0)).contains(&"pageable-copies"));
+    assert!(!rules(b.finish(0)).contains(&FindingRule::PageableCopies));
 }
 
 #[test]
@@ -133,12 +141,19 @@ fn checkpoint_pause_versus_plain_pause() {
         b.finish(0)
     };
     let r = analyze(&[build(64 << 20)], &Options::default()).unwrap();
-    let f = r.findings.iter().find(|f| f.rule == "checkpoint-pauses").expect("checkpoint");
-    assert_eq!(f.values["d2h_bytes"], (64u64 << 20) as f64);
-    assert_eq!(f.values["pause_ns"], (200 * MS) as f64);
-    assert!(!r.findings.iter().any(|f| f.rule == "long-pauses"));
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::CheckpointPauses)
+        .expect("checkpoint");
+    assert_eq!(f.values[Value::D2hBytes], (64u64 << 20) as f64);
+    assert_eq!(f.values[Value::PauseNs], (200 * MS) as f64);
+    assert!(!r.findings.iter().any(|f| f.rule == FindingRule::LongPauses));
     let r = rules(build(4));
-    assert!(r.contains(&"long-pauses") && !r.contains(&"checkpoint-pauses"), "{r:?}");
+    assert!(
+        r.contains(&FindingRule::LongPauses) && !r.contains(&FindingRule::CheckpointPauses),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -146,5 +161,5 @@ fn startup_teardown() {
     let mut b = Builder::new(header_with_window(1, &[0]));
     b.kernel(0, 7, "gemm", 50 * MS, 60 * MS, 0);
     let r = rules(b.finish(100 * MS));
-    assert!(r.contains(&"startup-teardown"), "{r:?}");
+    assert!(r.contains(&FindingRule::StartupTeardown), "{r:?}");
 }

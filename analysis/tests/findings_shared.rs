@@ -5,6 +5,7 @@
 mod util;
 
 use gputrace_analysis::*;
+use gputrace_text::render_text;
 use std::path::PathBuf;
 
 const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
@@ -41,7 +42,7 @@ fn short_captures_have_no_gpu_util_and_no_finding_on_it() {
         assert!(windows < 3.0, "{model}: {windows} windows");
         assert_eq!(p.gpu_util_nvml_pct, None, "{model}");
         assert!(p.missing["gpu_util_nvml_pct"].starts_with("a span of 3 or more"), "{model}");
-        assert!(r.findings.iter().all(|f| f.rule != "high-gpu-util-low-mfu"), "{model}");
+        assert!(r.findings.iter().all(|f| f.rule != FindingRule::HighGpuUtilLowMfu), "{model}");
         let text = render_text(&r, false);
         assert!(!text.contains("GPU-hours: 0.0000") && !text.contains(" 0.0000 "), "{model}: {text}");
     }

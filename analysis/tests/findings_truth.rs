@@ -9,6 +9,7 @@
 use gputrace_analysis::*;
 use gputrace_format::*;
 use gputrace_synth::Underfilled;
+use gputrace_text::render_text;
 
 mod util;
 use util::*;
@@ -23,12 +24,12 @@ fn report(traces: Vec<TraceFile>, opts: &Options) -> Report {
     analyze(&traces, opts).unwrap()
 }
 
-fn find<'r>(r: &'r Report, rule: &str) -> Option<&'r Finding> {
+fn find(r: &Report, rule: FindingRule) -> Option<&Finding> {
     r.findings.iter().find(|f| f.rule == rule)
 }
 
 /// `rule` fires on `yes` and not on `no`; returns the finding.
-fn truth<'r>(rule: &str, yes: &'r Report, no: &Report) -> &'r Finding {
+fn truth<'r>(rule: FindingRule, yes: &'r Report, no: &Report) -> &'r Finding {
     assert!(
         find(no, rule).is_none(),
         "{rule} must not fire: {:?}",
@@ -39,9 +40,14 @@ fn truth<'r>(rule: &str, yes: &'r Report, no: &Report) -> &'r Finding {
 
 /// The finding states `time_ns` of `whole_ns` and its severity follows that share.
 fn staked(f: &Finding, time_ns: u64, whole_ns: u64) {
-    assert_eq!(f.values["time_ns"], time_ns as f64, "{}: {:?}", f.rule, f.values);
+    assert_eq!(f.values[Value::TimeNs], time_ns as f64, "{}: {:?}", f.rule, f.values);
     let share = time_ns as f64 / whole_ns as f64;
-    assert!((f.values["share_of_gpu_time"] - share).abs() < 1e-12, "{}: {:?}", f.rule, f.values);
+    assert!(
+        (f.values[Value::ShareOfGpuTime] - share).abs() < 1e-12,
+        "{}: {:?}",
+        f.rule,
+        f.values
+    );
     let want = if share >= 0.2 {
         Severity::High
     } else if share >= 0.05 {
@@ -93,16 +99,16 @@ fn host_bound_latency_and_synchronization_idle() {
     let d = report(vec![dense()], &defaults());
     // Launched 5 µs before each kernel: of each 1 ms gap, 995 µs host-bound.
     let host = report(vec![gappy(|i, s| if i == 0 { s } else { s - 5 * US }, false)], &defaults());
-    let f = truth("host-bound-idle", &host, &d);
+    let f = truth(FindingRule::HostBoundIdle, &host, &d);
     // Span 19 ms; host-bound 9 × 995 µs.
     staked(f, 9 * 995 * US, 19 * MS);
     // Everything launched at the start: the gaps are latency.
     let latency = report(vec![gappy(|i, _| i, false)], &defaults());
-    let f = truth("dependency-latency-idle", &latency, &host);
+    let f = truth(FindingRule::DependencyLatencyIdle, &latency, &host);
     staked(f, 9 * MS, 19 * MS);
     // The CPU syncs from 1 ms before each kernel to 10 µs before, then launches at -5 µs.
     let sync = report(vec![gappy(|i, s| if i == 0 { s } else { s - 5 * US }, true)], &defaults());
-    let f = truth("synchronization-idle", &sync, &host);
+    let f = truth(FindingRule::SynchronizationIdle, &sync, &host);
     // Each gap [s - 1 ms, s): the sync covers [s - 1 ms, s - 10 µs): 990 µs.
     staked(f, 9 * 990 * US, 19 * MS);
 }
@@ -127,12 +133,12 @@ fn exposed_communication_and_its_operation() {
     // 4 of every 10 ms exposed; hidden entirely when compute covers the all-reduce.
     let exposed = report(vec![comm_trace(true, 4)], &defaults());
     let hidden = report(vec![comm_trace(true, 0)], &defaults());
-    staked(truth("exposed-communication", &exposed, &hidden), 40 * MS, 100 * MS);
-    staked(truth("exposed-communication-by-op", &exposed, &hidden), 40 * MS, 100 * MS);
+    staked(truth(FindingRule::ExposedCommunication, &exposed, &hidden), 40 * MS, 100 * MS);
+    staked(truth(FindingRule::ExposedCommunicationByOp, &exposed, &hidden), 40 * MS, 100 * MS);
     // Without the collective records no operation owns it: no by-op finding.
     let unlinked = report(vec![comm_trace(false, 4)], &defaults());
-    assert!(find(&unlinked, "exposed-communication").is_some());
-    assert!(find(&unlinked, "exposed-communication-by-op").is_none());
+    assert!(find(&unlinked, FindingRule::ExposedCommunication).is_some());
+    assert!(find(&unlinked, FindingRule::ExposedCommunicationByOp).is_none());
 }
 
 #[test]
@@ -149,7 +155,7 @@ fn launch_bound_is_as_large_as_the_time_it_concerns() {
         b.kernel(0, 7, "tiny", i * 3 * US, i * 3 * US + 2 * US, 0);
     }
     let few = report(vec![b.finish(0)], &defaults());
-    staked(truth("launch-bound", &bound, &few), 449 * US, 449 * US);
+    staked(truth(FindingRule::LaunchBound, &bound, &few), 449 * US, 449 * US);
 
     // The issue's case: most kernels are short, but they are a sliver of the GPU time
     // (150 × 2 µs after a 100 ms GEMM, back to back, no idle before them): 300 µs of
@@ -160,7 +166,7 @@ fn launch_bound_is_as_large_as_the_time_it_concerns() {
         b.kernel(0, 7, "tiny", 100 * MS + i * 2 * US, 100 * MS + (i + 1) * 2 * US, 0);
     }
     let sliver = report(vec![b.finish(0)], &defaults());
-    let f = find(&sliver, "launch-bound").expect("150 of 151 kernels are short");
+    let f = find(&sliver, FindingRule::LaunchBound).expect("150 of 151 kernels are short");
     staked(f, 300 * US, 100 * MS + 300 * US);
     assert_eq!(f.severity, Severity::Low);
     let text = render_text(&sliver, false);
@@ -177,7 +183,7 @@ fn pageable_copies_checkpoints_and_pauses() {
         b.finish(0)
     };
     let (pageable, pinned) = (report(vec![copy(true)], &defaults()), report(vec![copy(false)], &defaults()));
-    let f = truth("pageable-copies", &pageable, &pinned);
+    let f = truth(FindingRule::PageableCopies, &pageable, &pinned);
     // 2 ms of copying in a 100 ms span: 2%, low.
     staked(f, 2 * MS, 100 * MS);
 
@@ -191,8 +197,8 @@ fn pageable_copies_checkpoints_and_pauses() {
     let checkpoint = report(vec![pause(64 << 20)], &defaults());
     let plain = report(vec![pause(4)], &defaults());
     // The 200 ms pause of a 400 ms span: 50%.
-    staked(truth("checkpoint-pauses", &checkpoint, &plain), 200 * MS, 400 * MS);
-    staked(truth("long-pauses", &plain, &checkpoint), 200 * MS, 400 * MS);
+    staked(truth(FindingRule::CheckpointPauses, &checkpoint, &plain), 200 * MS, 400 * MS);
+    staked(truth(FindingRule::LongPauses, &plain, &checkpoint), 200 * MS, 400 * MS);
 }
 
 /// One rank computing `compute_ms` and waiting `wait_ms` in exposed communication, every
@@ -226,9 +232,9 @@ fn uneven_compute_names_a_cause_only_when_singled_out() {
         ],
         &defaults(),
     );
-    let f = truth("uneven-compute", &single, &even);
+    let f = truth(FindingRule::UnevenCompute, &single, &even);
     assert_eq!(f.title, "Uneven compute: rank 3 gpu 0 computes longest and its peers wait for it");
-    assert_eq!(f.values["singled_out"], 1.0);
+    assert_eq!(f.values[Value::SingledOut], 1.0);
     // 10 rounds × 2 ms over the median, of 4 ranks' spans (10 rounds: 9 × 20 ms + the last).
     let spans: u64 = single.ranks.iter().map(|r| r.devices[0].span_ns).sum();
     staked(f, 10 * 2 * MS, spans);
@@ -244,11 +250,11 @@ fn uneven_compute_names_a_cause_only_when_singled_out() {
         ],
         &defaults(),
     );
-    let f = find(&unclear, "uneven-compute").expect("22.5% above the median");
+    let f = find(&unclear, FindingRule::UnevenCompute).expect("22.5% above the median");
     assert_eq!(f.title, "Uneven compute: rank 3 gpu 0 computed the most (cause: unclear)");
-    assert_eq!(f.values["singled_out"], 0.0);
-    assert_eq!(f.values["excess_ns"], (10 * 2_250 * US) as f64);
-    assert_eq!(f.values["lead_over_next_ns"], (10 * 250 * US) as f64);
+    assert_eq!(f.values[Value::SingledOut], 0.0);
+    assert_eq!(f.values[Value::ExcessNs], (10 * 2_250 * US) as f64);
+    assert_eq!(f.values[Value::LeadOverNextNs], (10 * 250 * US) as f64);
     assert!(
         f.evidence
             .contains("2.500 ms (2.5% of the median) more than the next, rank 2 gpu 0")
@@ -268,8 +274,8 @@ fn startup_and_teardown() {
     let mut b = Builder::new(header_with_window(1, &[0]));
     b.kernel(0, 7, "gemm", 1, 100 * MS, 0);
     let tight = report(vec![b.finish(100 * MS)], &defaults());
-    let f = truth("startup-teardown", &long, &tight);
-    assert_eq!(f.values["time_ns"], (90 * MS - 1) as f64);
+    let f = truth(FindingRule::StartupTeardown, &long, &tight);
+    assert_eq!(f.values[Value::TimeNs], (90 * MS - 1) as f64);
     assert_eq!(f.severity, Severity::Medium, "at most medium: it amortizes over a long job");
 }
 
@@ -296,7 +302,7 @@ fn high_gpu_util_low_mfu_never_rests_on_a_short_capture() {
     b.kernel(0, 7, "gemm", MS, 5 * MS, 0);
     b.kernel(0, 7, "gemm", 5 * MS + 500 * US, 6 * MS, 0);
     let short = report(vec![b.finish(6 * MS)], &opts_7b());
-    let f = truth("high-gpu-util-low-mfu", &long, &short);
+    let f = truth(FindingRule::HighGpuUtilLowMfu, &long, &short);
     // Underfilled: 57 kernels of 70 ms in 60 windows of 1/6 s: the rest is at stake.
     let span = 60 * u.window_ns;
     staked(f, span - 57 * 70 * MS, span);
@@ -354,7 +360,7 @@ fn flops_opts(precision: Option<Precision>) -> Options {
 fn impossible_mfu_is_refused_with_its_likely_cause() {
     let inferred = report(vec![fp8_step()], &flops_opts(None));
     let bf16 = report(vec![fp8_step()], &flops_opts(Some(Precision::Bf16)));
-    let f = truth("impossible-mfu", &bf16, &inferred);
+    let f = truth(FindingRule::ImpossibleMfu, &bf16, &inferred);
     // Against the BF16 peak 989.5: 1500 / 989.5 = 151.6%, refused.
     let p = &bf16.productive;
     assert_eq!(p.mfu, None);
@@ -412,7 +418,7 @@ fn steps_trace(durations: &[u64]) -> TraceFile {
 fn unstable_steps() {
     let steady = report(vec![steps_trace(&[1000; 6])], &defaults());
     let unstable = report(vec![steps_trace(&[1000, 1000, 3000, 1000, 1000, 1000])], &defaults());
-    let f = truth("step-time-unstable", &unstable, &steady);
+    let f = truth(FindingRule::StepTimeUnstable, &unstable, &steady);
     // The GPU windows: the first from its kernel's start (1 ns in), then tiling. The slow
     // step lost 2 ms over the median (1 ms); the span is 8 ms less 1 ns.
     staked(f, 2 * MS, 8 * MS - 1);
@@ -438,11 +444,11 @@ fn failed_runs() {
     };
     let failed = report(vec![run("exit status=1")], &defaults());
     let ok = report(vec![run("exit status=0")], &defaults());
-    let f = truth("failed-run", &failed, &ok);
+    let f = truth(FindingRule::FailedRun, &failed, &ok);
     // All of its window, [0, 10 ms) (the kernel at 0 opens it), is lost: high, whatever
     // the share.
     assert_eq!(f.severity, Severity::High);
-    assert_eq!(f.values["time_ns"], (10 * MS) as f64);
+    assert_eq!(f.values[Value::TimeNs], (10 * MS) as f64);
     assert_eq!(f.title, "Failed run: 10.000 GPU-ms lost");
 }
 
@@ -477,13 +483,13 @@ fn hardware_rules() {
     );
     // The software power cap set the whole time.
     let capped = report(vec![counters(&[("nvml.throttle_reasons", &[4; 11])])], &defaults());
-    let f = truth("gpu-throttled", &capped, &clean);
+    let f = truth(FindingRule::GpuThrottled, &capped, &clean);
     assert_eq!(f.severity, Severity::High, "throttled all of the 1 s span: {:?}", f.values);
     let dram = report(vec![counters(&[("pm.dram_throughput_bp", &[7000; 11])])], &defaults());
-    let f = truth("memory-bound", &dram, &clean);
+    let f = truth(FindingRule::MemoryBound, &dram, &clean);
     assert_eq!(f.severity, Severity::Info, "a reading, not a loss of time");
     let xid = report(vec![counters(&[("nvml.xid", &[79])])], &defaults());
-    let f = truth("gpu-errors", &xid, &clean);
+    let f = truth(FindingRule::GpuErrors, &xid, &clean);
     assert_eq!(f.severity, Severity::High);
 }
 
@@ -500,11 +506,11 @@ fn lossy_and_empty_traces() {
     .unwrap();
     let lossy = report(vec![b.finish(0)], &defaults());
     let d = report(vec![dense()], &defaults());
-    assert_eq!(truth("lossy-trace", &lossy, &d).severity, Severity::High);
+    assert_eq!(truth(FindingRule::LossyTrace, &lossy, &d).severity, Severity::High);
     let mut b = Builder::new(Header::default());
     b.api("cudaMalloc", 0, 10, 1);
     let empty = report(vec![b.finish(0)], &defaults());
-    assert_eq!(truth("no-gpu-activity", &empty, &d).severity, Severity::Info);
+    assert_eq!(truth(FindingRule::NoGpuActivity, &empty, &d).severity, Severity::Info);
 }
 
 /// Issue #42 item 2: the GPU work of a step runs past its CPU window. Step 1's range

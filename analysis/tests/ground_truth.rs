@@ -2,6 +2,7 @@
 
 use gputrace_analysis::*;
 use gputrace_format::*;
+use gputrace_text::render_text;
 
 mod util;
 use util::*;
@@ -326,7 +327,7 @@ fn losses_make_the_report_lossy_up_front() {
     let l = &r.ranks[0].losses;
     assert_eq!(l.lost_records.get("cupti-dropped"), Some(&17));
     assert!(l.trailer_missing);
-    assert_eq!(r.findings[0].rule, "lossy-trace");
+    assert_eq!(r.findings[0].rule, FindingRule::LossyTrace);
     let text = render_text(&r, false);
     assert!(text.lines().nth(1).unwrap().starts_with("WARNING: the trace lost data"), "{text}");
     assert!(text.contains("17 cupti-dropped"));
@@ -405,7 +406,7 @@ fn a_trace_without_gpu_work_still_renders() {
     let r = one(b.finish(100));
     assert_identities(&r);
     assert_eq!(r.totals.active_devices, 0);
-    assert_eq!(r.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), ["no-gpu-activity"]);
+    assert_eq!(r.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), [FindingRule::NoGpuActivity]);
     assert!(render_text(&r, false).contains("No kernel, copy or memset was recorded"));
 }
 

@@ -159,7 +159,7 @@ fn gap_views_weigh_runs_by_their_overlap_with_each_gap() {
         gputrace_analysis::host::folded(&r),
         "rank 0;train (train.py:57);augment (train.py:12) 1\n"
     );
-    let text = gputrace_analysis::render_text(&r, false);
+    let text = gputrace_text::render_text(&r, false);
     assert!(text.contains("host: input-bound"), "{text}");
     assert!(text.contains("host: I/O wait"), "{text}");
 }
@@ -256,6 +256,6 @@ fn a_slow_step_gets_the_host_view_of_its_idle_time() {
     );
     assert_eq!(h.cause, HostCause::Sleep);
     assert_eq!(h.site.as_deref(), Some("wait_for_rank (train.py:9)"));
-    let text = gputrace_analysis::render_text(&r, false);
+    let text = gputrace_text::render_text(&r, false);
     assert!(text.contains("slow step 4 on gpu 0"), "{text}");
 }

@@ -5,6 +5,7 @@
 use gputrace_analysis::*;
 use gputrace_format::*;
 use gputrace_synth::Underfilled;
+use gputrace_text::render_text;
 
 mod util;
 use util::*;
@@ -76,10 +77,10 @@ fn underfilled_gpu_reads_95_percent_busy_with_low_mfu() {
         assert!(p.missing.is_empty(), "{what}: {:?}", p.missing);
     }
     let _ = w;
-    let rules: Vec<&str> = r.findings.iter().map(|f| f.rule).collect();
-    assert!(rules.contains(&"high-gpu-util-low-mfu"), "{rules:?}");
+    let rules: Vec<FindingRule> = r.findings.iter().map(|f| f.rule).collect();
+    assert!(rules.contains(&FindingRule::HighGpuUtilLowMfu), "{rules:?}");
     assert!(
-        !rules.contains(&"step-time-unstable") && !rules.contains(&"failed-run"),
+        !rules.contains(&FindingRule::StepTimeUnstable) && !rules.contains(&FindingRule::FailedRun),
         "{rules:?}"
     );
     let text = render_text(&r, false);
@@ -268,7 +269,11 @@ fn failed_gpu_hours_from_a_run_record() {
     close(p.productive_gpu_hour_rate, 0.0, "productive rate");
     close(p.failed_cost_usd, traced * 3.0, "failed cost");
     assert!(p.cost_per_million_tokens.is_none(), "no successful tokens");
-    let f = r.findings.iter().find(|f| f.rule == "failed-run").expect("failed-run fires");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::FailedRun)
+        .expect("failed-run fires");
     assert_eq!(f.severity, Severity::High);
     // 60 windows of 1/6 s plus 1/3 s of startup: 10.33 GPU-seconds, in the unit that fits
     // (0.0029 GPU-hours would read as nothing), priced at $3 per GPU-hour.
@@ -295,7 +300,7 @@ fn failed_gpu_hours_from_a_killed_trace_and_from_exit_marks() {
         "{}",
         r.productive.outcome_evidence
     );
-    assert!(r.findings.iter().any(|f| f.rule == "failed-run"));
+    assert!(r.findings.iter().any(|f| f.rule == FindingRule::FailedRun));
 
     for (exit, failed) in [
         ("exit status=0", false),

@@ -4,6 +4,7 @@
 use gputrace_analysis::*;
 use gputrace_format::TraceFile;
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_text::render_text;
 
 fn job(cfg: &JobConfig) -> Vec<TraceFile> {
     let sched = schedule(cfg);
@@ -83,7 +84,7 @@ fn the_stall_step_is_host_bound_idle() {
     let pause = r
         .findings
         .iter()
-        .find(|f| f.rule == "long-pauses")
+        .find(|f| f.rule == FindingRule::LongPauses)
         .expect("the stall is a long pause");
     assert!(
         pause.evidence.contains("ProfilerStep#3") && pause.evidence.contains("host-bound"),
@@ -108,9 +109,13 @@ fn the_slow_ranks_peers_wait_in_communication() {
         );
         assert!(d.compute_ns < slow.compute_ns);
     }
-    let f = r.findings.iter().find(|f| f.rule == "uneven-compute").expect("straggler finding");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::UnevenCompute)
+        .expect("straggler finding");
     assert!(f.title.contains("rank 2"), "{}", f.title);
-    assert_eq!(f.values["rank"], 2.0);
+    assert_eq!(f.values[Value::Rank], 2.0);
 }
 
 #[test]
@@ -122,7 +127,9 @@ fn without_a_slow_rank_or_stall_nothing_is_flagged_as_such() {
     };
     let r = analyze(&job(&cfg), &Options::default()).unwrap();
     assert!(
-        r.findings.iter().all(|f| f.rule != "uneven-compute" && f.rule != "long-pauses"),
+        r.findings
+            .iter()
+            .all(|f| f.rule != FindingRule::UnevenCompute && f.rule != FindingRule::LongPauses),
         "{:#?}",
         r.findings
     );
@@ -250,6 +257,10 @@ fn a_straggler_among_two_ranks() {
         ..config()
     };
     let r = analyze(&job(&cfg), &Options::default()).unwrap();
-    let f = r.findings.iter().find(|f| f.rule == "uneven-compute").expect("straggler finding");
-    assert_eq!(f.values["rank"], 1.0);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == FindingRule::UnevenCompute)
+        .expect("straggler finding");
+    assert_eq!(f.values[Value::Rank], 1.0);
 }

@@ -89,13 +89,15 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
                 "unclear" => "Its compute or host idle is raised but other ranks' are close or higher: compare the ranks' per-step compute and host idle (gputrace compare's per-rank table) before blaming its GPU or host.",
                 _ => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
             };
-            let mut values = std::collections::BTreeMap::new();
-            values.insert("rank".to_string(), f64::from(st.rank));
-            values.insert("wait_imposed_ns".to_string(), st.wait_imposed_ns as f64);
-            values.insert("share_of_waiting".to_string(), st.score);
-            values.insert("arrived_last".to_string(), st.arrived_last as f64);
+            use gputrace_analysis::Value;
+            let values = gputrace_analysis::Values::from([
+                (Value::Rank, f64::from(st.rank)),
+                (Value::WaitImposedNs, st.wait_imposed_ns as f64),
+                (Value::ShareOfWaiting, st.score),
+                (Value::ArrivedLast, st.arrived_last as f64),
+            ]);
             gputrace_analysis::Finding {
-                rule: "stragglers",
+                rule: gputrace_analysis::FindingRule::Stragglers,
                 severity: gputrace_analysis::Severity::High,
                 title: format!("Rank {} is the straggler: the others wait for it (cause: {})", st.rank, st.cause),
                 evidence: format!(

@@ -159,10 +159,10 @@ pub fn diff_scaling(a: &Report, b: &Report) -> Option<Scaling> {
     }
     let mut stragglers = Vec::new();
     for (run, r) in [("A", a), ("B", b)] {
-        for f in r.findings.iter().filter(|f| f.rule == "stragglers") {
+        for f in r.findings.iter().filter(|f| f.rule == gputrace_analysis::FindingRule::Stragglers) {
             stragglers.push(Straggler {
                 run,
-                rank: f.values.get("rank").map(|&v| v as u32),
+                rank: f.values.get(gputrace_analysis::Value::Rank).map(|v| v as u32),
                 title: f.title.clone(),
             });
         }

@@ -161,12 +161,12 @@ fn the_lost_time_splits_by_category_and_names_the_stragglers() {
     b.productive.tokens = Some(2000);
     b.productive.tokens_per_s = Some(2000.0 / 125e-6);
     b.findings.push(Finding {
-        rule: "stragglers",
+        rule: gputrace_analysis::FindingRule::Stragglers,
         severity: Severity::High,
         title: "Rank 1 is the straggler".into(),
         evidence: String::new(),
         next_step: String::new(),
-        values: [("rank".to_string(), 1.0)].into_iter().collect(),
+        values: [(gputrace_analysis::Value::Rank, 1.0)].into(),
     });
     let s = diff_scaling(&a, &b).unwrap();
     assert!(close(s.efficiency, 0.8), "{s:?}");

@@ -104,7 +104,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, CliError> {
     let c = match compare_summaries(sums, &starts, &Options::default()) {
         Ok(c) => c,
         Err(_) if servers.is_some() => return print_servers_only(args, servers.as_ref()),
-        Err(e) => return Err(CliError::Analysis(e.to_string())),
+        Err(e) => return Err(e.into()),
     };
     if let Some(path) = &args.heatmap {
         std::fs::write(path, heatmap_svg(&c)).map_err(CliError::io(path))?;

@@ -171,7 +171,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
             &viewer_export::Filter::default(),
             &mut buf,
         )
-        .map_err(|e| CliError::Analysis(format!("{}: {e}", pftrace.display())))?;
+        .map_err(|source| CliError::Export {
+            path: pftrace.clone(),
+            source,
+        })?;
         std::io::Write::flush(&mut buf).map_err(CliError::io(&pftrace))
     })?;
     // The report of the job, so a first run shows the answer.
@@ -186,14 +189,17 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         },
         ..Default::default()
     };
-    let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
+    let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|source| CliError::AnalysisFor {
+        what: "analysing the demo job",
+        source,
+    })?;
     let comparison = super::report::comparison(&report, &traces, &opts.classifier);
     if let Some(Ok(c)) = &comparison {
         super::report::add_stragglers(&mut report, c);
     }
     let color = !args.json && crate::color::enabled(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     w(&mut out, String::new())?;
-    let text = gputrace_analysis::render_text(&report, color);
+    let text = gputrace_text::render_text(&report, color);
     if brief {
         // The title and the headline, then what the findings say.
         for line in text.lines().take(2) {
@@ -218,8 +224,10 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
     crate::cmd::report::write_html(&html, &report, comparison.as_ref(), inputs)?;
     // And which rank the others wait for.
     if traces.len() >= 2 && !brief {
-        let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default())
-            .map_err(|e| CliError::Analysis(format!("comparing the demo ranks: {e}")))?;
+        let c = gputrace_compare::compare(&traces, &gputrace_compare::Options::default()).map_err(|source| CliError::CompareFor {
+            what: "comparing the demo ranks",
+            source,
+        })?;
         w(&mut out, "\ngputrace compare: the ranks side by side".into())?;
         out.write_all(gputrace_compare::render_text(&c).as_bytes())
             .map_err(CliError::Output)?;

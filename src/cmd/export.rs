@@ -139,7 +139,7 @@ fn mb(bytes: u64) -> String {
 /// mapping's disagreement with the estimate.
 fn aligned_job(traces: &[TraceFile]) -> Result<Job<'_>, CliError> {
     let c = gputrace_compare::compare(traces, &gputrace_compare::Options::default())
-        .map_err(|e| CliError::Analysis(format!("--align: {e}")))?;
+        .map_err(|source| CliError::CompareFor { what: "--align", source })?;
     let rank_of = |i: usize, t: &TraceFile| t.header().rank.rank.map_or(i as u32, |r| r.0);
     let reference = traces
         .iter()
@@ -437,8 +437,10 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         },
         ..Default::default()
     };
-    let report =
-        gputrace_analysis::analyze(traces, &opts).map_err(|e| CliError::Analysis(format!("breakdown for the parquet export: {e}")))?;
+    let report = gputrace_analysis::analyze(traces, &opts).map_err(|source| CliError::AnalysisFor {
+        what: "breakdown for the parquet export",
+        source,
+    })?;
     let sources: Vec<_> = (0..traces.len())
         .map(|i| gputrace_columnar::RankSource {
             trace: &traces[i],
@@ -461,7 +463,7 @@ fn export_parquet(args: &ExportArgs, files: &[PathBuf], traces: &[TraceFile], jo
         ranks: &sources,
         report: Some(&report),
     };
-    let stats = gputrace_columnar::export(out, &export_job).map_err(|e| CliError::Analysis(e.to_string()))?;
+    let stats = gputrace_columnar::export(out, &export_job)?;
     let secs = started.elapsed().as_secs_f64();
     let tables: Vec<String> = gputrace_columnar::TABLES
         .iter()

@@ -4,9 +4,8 @@
 
 use crate::error::CliError;
 use crate::inputs;
-use gputrace_analysis::{
-    analyze, render_text, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
-};
+use gputrace_analysis::{analyze, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
+use gputrace_text::render_text;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -202,13 +201,14 @@ pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrac
         .filter(|s| s.cause == "gpu")
         .map(|s| f64::from(s.rank))
         .collect();
-    report
-        .findings
-        .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
+    report.findings.retain(|f| {
+        !(f.rule == gputrace_analysis::FindingRule::UnevenCompute
+            && f.values.get(gputrace_analysis::Value::Rank).is_some_and(|r| gpu_bound.contains(&r)))
+    });
     let price = report.cost.map(|c| c.usd_per_gpu_hour);
     for mut f in gputrace_compare::straggler_findings(c) {
         // The time at stake: the wait it imposed on the others.
-        let wait = f.values.get("wait_imposed_ns").map_or(0, |&w| w as u64);
+        let wait = f.values.get(gputrace_analysis::Value::WaitImposedNs).map_or(0, |w| w as u64);
         gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
         report.findings.push(f);
     }

@@ -1,9 +1,11 @@
-//! The human-readable report. The caller decides on color (a terminal,
-//! `NO_COLOR`); this module only formats.
+//! The human-readable `gputrace report`: aligned tables of where each GPU's time went,
+//! then the findings. The caller decides on color (a terminal, `NO_COLOR`); this crate
+//! only formats a finished [`Report`] (the HTML page is `gputrace-html`, the JSON the
+//! report's own serialization).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
-use crate::collectives::{counts_text, human_bytes};
-use crate::report::*;
-use crate::Productive;
+use gputrace_analysis::*;
 use gputrace_format::Nanos;
 use std::fmt::Write;
 
@@ -78,6 +80,42 @@ fn duty_line(rank: u32, d: &DutyCycle) -> String {
 pub fn render_text(r: &Report, color: bool) -> String {
     let st = Style { color };
     let mut o = String::new();
+    render_title(&mut o, r, &st);
+    render_hta_banner(&mut o, r, &st);
+    render_breakdown(&mut o, r, &st);
+    gputrace_analysis::activity_view::render_text(&mut o, r, color);
+    // A serving job gets its serving section instead of training steps.
+    if r.serving.is_empty() {
+        render_productive(&mut o, r, &st);
+    } else {
+        gputrace_analysis::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
+    }
+    render_hardware(&mut o, r, &st);
+    render_gaps(&mut o, r, &st);
+    if let Some(host) = gputrace_analysis::host::render_section(r) {
+        let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
+    }
+    if r.serving.is_empty() {
+        render_steps(&mut o, r, &st);
+    }
+    render_top_kernels(&mut o, r, &st);
+    render_copies(&mut o, r, &st);
+    render_collectives(&mut o, r, &st);
+    render_comm_libraries(&mut o, r, &st);
+    render_classification(&mut o, r, &st);
+    render_losses(&mut o, r, &st);
+    render_profiler_overhead(&mut o, r, &st);
+    render_graph_level(&mut o, r, &st);
+    render_not_imported(&mut o, r);
+    render_findings(&mut o, r, &st);
+    render_cost(&mut o, r, &st);
+    // Names are escaped where they are written; this catches any other text
+    // from a trace, keeping the layout and (on a terminal) our own colours.
+    gputrace_format::text::escape_output(&o, color).into_owned()
+}
+
+/// The title, the loss warning, the job's headline and the duty-cycle banners.
+fn render_title(o: &mut String, r: &Report, st: &Style) {
     // A GPU counts when it ran something, not when a header lists it.
     let devices = r.totals.active_devices;
     let listed: usize = r.ranks.iter().map(|rk| rk.devices.len()).sum();
@@ -122,6 +160,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "{}", st.paint("1;33", &duty_line(rk.rank, d)));
         }
     }
+}
+
+/// In HTA-compatible mode: what it changed, job-wide and per rank.
+fn render_hta_banner(o: &mut String, r: &Report, st: &Style) {
     if let Some(h) = &r.hta_compat {
         let _ = writeln!(
             o,
@@ -170,7 +212,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "  rank {}: {}", rk.rank, parts.join("; "));
         }
     }
+}
 
+/// Where the GPU time went: per device, all devices, and the causes of idle.
+fn render_breakdown(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(
         o,
         "\n{}",
@@ -242,16 +287,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             ns(t.teardown_idle_ns)
         );
     }
+}
 
-    crate::activity_view::render_text(&mut o, r, color);
-    // A serving job gets its serving section instead of training steps.
-    if r.serving.is_empty() {
-        render_productive(&mut o, r, &st);
-    } else {
-        crate::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
-    }
-    render_hardware(&mut o, r, &st);
-
+/// The longest idle gaps over all devices.
+fn render_gaps(o: &mut String, r: &Report, st: &Style) {
     let mut gaps: Vec<(u32, u32, &GapReport)> = r
         .ranks
         .iter()
@@ -288,17 +327,14 @@ pub fn render_text(r: &Report, color: bool) -> String {
                 if cpu.is_empty() { "-".to_string() } else { cpu.join(", ") }
             );
             if let Some(h) = &g.host {
-                let _ = writeln!(o, "{:>13}host: {}", "", crate::host::view_line(h));
+                let _ = writeln!(o, "{:>13}host: {}", "", gputrace_analysis::host::view_line(h));
             }
         }
     }
+}
 
-    if let Some(host) = crate::host::render_section(r) {
-        let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
-    }
-    if r.serving.is_empty() {
-        render_steps(&mut o, r, &st);
-    }
+/// The kernels with the most time, summed over ranks.
+fn render_top_kernels(o: &mut String, r: &Report, st: &Style) {
     if !r.top_kernels.is_empty() {
         let _ = writeln!(o, "\n{}", st.heading("Top kernels (summed over ranks)"));
         let _ = writeln!(
@@ -314,7 +350,7 @@ pub fn render_text(r: &Report, color: bool) -> String {
                 100.0 * k.share,
                 k.count,
                 ns(k.mean_ns),
-                if k.category == crate::Category::Communication {
+                if k.category == gputrace_analysis::Category::Communication {
                     "comm"
                 } else {
                     "comp"
@@ -323,6 +359,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             );
         }
     }
+}
+
+/// Copies and memsets by kind.
+fn render_copies(o: &mut String, r: &Report, st: &Style) {
     if !r.copies.is_empty() {
         let _ = writeln!(o, "\n{}", st.heading("Copies and memsets"));
         let _ = writeln!(
@@ -343,9 +383,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             );
         }
     }
-    render_collectives(&mut o, r, &st);
-    render_comm_libraries(&mut o, r, &st);
-    render_classification(&mut o, r, &st);
+}
+
+/// What each lossy rank lost.
+fn render_losses(o: &mut String, r: &Report, st: &Style) {
     if r.lossy {
         let _ = writeln!(o, "\n{}", st.heading("Losses"));
         for rk in r.ranks.iter().filter(|rk| rk.losses.any()) {
@@ -365,7 +406,11 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
         }
     }
-    let cost = |rk: &crate::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
+}
+
+/// CUPTI's own overhead records and the profiler's cost, per rank.
+fn render_profiler_overhead(o: &mut String, r: &Report, st: &Style) {
+    let cost = |rk: &gputrace_analysis::RankReport| rk.capture_levers.as_ref().and_then(|l| l.profiler_cost.clone());
     if r.ranks.iter().any(|rk| !rk.profiler_overhead.is_empty() || cost(rk).is_some()) {
         let _ = writeln!(o, "\n{}", st.heading("Profiler overhead (CUPTI's own records)"));
         for rk in r.ranks.iter().filter(|rk| !rk.profiler_overhead.is_empty()) {
@@ -392,6 +437,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             }
         }
     }
+}
+
+/// Ranks whose CUDA graphs were recorded as whole launches, and what that gives up.
+fn render_graph_level(o: &mut String, r: &Report, st: &Style) {
     let graph_level: Vec<_> = r
         .ranks
         .iter()
@@ -403,6 +452,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             let _ = writeln!(o, "rank {rank}: {}", l.gives_up[0]);
         }
     }
+}
+
+/// How many input entries the import left out.
+fn render_not_imported(o: &mut String, r: &Report) {
     let not_imported: u64 = r.ranks.iter().flat_map(|rk| rk.losses.not_imported.values()).sum();
     if not_imported > 0 {
         let _ = writeln!(
@@ -410,6 +463,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
             "\n{not_imported} input entries were outside the timeline model and not imported (Python frames, metadata, ...; see the JSON)."
         );
     }
+}
+
+/// Every finding: severity, title, evidence, the time at stake and the next step.
+fn render_findings(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(o, "\n{}", st.heading("Findings"));
     if r.findings.is_empty() {
         let _ = writeln!(o, "no rule fired: no large idle, exposed communication or transfer problem found");
@@ -424,6 +481,10 @@ pub fn render_text(r: &Report, color: bool) -> String {
         }
         let _ = writeln!(o, "       next:     {}", one_line(&f.next_step));
     }
+}
+
+/// The job's cost at the GPU-hour price given.
+fn render_cost(o: &mut String, r: &Report, st: &Style) {
     if let Some(c) = &r.cost {
         let _ = writeln!(o, "\n{}", st.heading(&format!("Cost at ${:.2} per GPU-hour", c.usd_per_gpu_hour)));
         let _ = writeln!(
@@ -432,20 +493,17 @@ pub fn render_text(r: &Report, color: bool) -> String {
             c.span_usd, c.idle_usd, c.exposed_communication_usd, c.exposed_transfer_usd, c.startup_teardown_usd, c.not_compute_usd
         );
     }
-    // Names are escaped where they are written; this catches any other text
-    // from a trace, keeping the layout and (on a terminal) our own colours.
-    gputrace_format::text::escape_output(&o, color).into_owned()
 }
 
 /// A finding's time at stake in words: `12.300 ms of GPU time (4.5%), $0.0123`.
 fn stake_line(f: &Finding) -> Option<String> {
-    let time = *f.values.get("time_ns")?;
+    let time = f.values.get(Value::TimeNs)?;
     let mut s = format!("{} of GPU time", ns(time.round() as u64));
-    if let Some(share) = f.values.get("share_of_gpu_time") {
+    if let Some(share) = f.values.get(Value::ShareOfGpuTime) {
         let _ = write!(s, " ({:.1}%)", 100.0 * share);
     }
-    if let Some(usd) = f.values.get("cost_usd") {
-        let _ = write!(s, ", {}", crate::units::usd(*usd));
+    if let Some(usd) = f.values.get(Value::CostUsd) {
+        let _ = write!(s, ", {}", gputrace_analysis::units::usd(usd));
     }
     Some(s)
 }
@@ -476,7 +534,7 @@ const MAX_EXPOSED_ROWS: usize = 16;
 /// communication by operation. Nothing without collective records.
 /// The `hardware` sections: what the GPUs' own counters said, one row per device.
 fn render_hardware(o: &mut String, r: &Report, st: &Style) {
-    let rows: Vec<(u32, u32, &crate::hardware::HardwareReport)> = r
+    let rows: Vec<(u32, u32, &gputrace_analysis::hardware::HardwareReport)> = r
         .ranks
         .iter()
         .flat_map(|rk| {
@@ -916,7 +974,7 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
         .iter()
         .flat_map(|rk| &rk.devices)
         .find_map(|d| d.steps_inferred_from.as_deref());
-    let marks = r.productive.step_source == crate::StepSource::StepMarks;
+    let marks = r.productive.step_source == gputrace_analysis::StepSource::StepMarks;
     let source = match inferred {
         _ if marks => "gputrace step marks, each ends a step".to_string(),
         Some(anchor) => format!("no ProfilerStep ranges: inferred from the runs of {}", truncate(anchor, 60)),
@@ -964,27 +1022,13 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
     }
 }
 
-/// `18.2 k`, `3.4 M`: three significant-ish digits with an SI prefix.
-pub fn si(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.1} G", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} M", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} k", v / 1e3)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 /// The short form of a missing field's hint: up to its first parenthesis.
 fn short_hint<'a>(p: &'a Productive, field: &str) -> &'a str {
     p.missing.get(field).map_or("", |h| h.split(" (").next().unwrap_or(h))
 }
 
 /// The report's first line after the title: the dashboard number next to the productive ones.
-pub(crate) fn headline(p: &Productive) -> String {
+fn headline(p: &Productive) -> String {
     let mut parts = vec![
         match (p.gpu_util_nvml_pct, p.gpu_util_windows) {
             (Some(u), _) => format!("GPU-Util (as nvidia-smi) {u:.0}%"),
@@ -1033,10 +1077,10 @@ const MAX_PRODUCTIVE_ROWS: usize = 16;
 fn render_productive(o: &mut String, r: &Report, st: &Style) {
     let p = &r.productive;
     let source = match p.step_source {
-        crate::StepSource::StepMarks => "gputrace step marks",
-        crate::StepSource::ProfilerStep => "ProfilerStep ranges",
-        crate::StepSource::Inferred => "inferred from the kernel pattern",
-        crate::StepSource::None => "none found",
+        gputrace_analysis::StepSource::StepMarks => "gputrace step marks",
+        gputrace_analysis::StepSource::ProfilerStep => "ProfilerStep ranges",
+        gputrace_analysis::StepSource::Inferred => "inferred from the kernel pattern",
+        gputrace_analysis::StepSource::None => "none found",
     };
     let _ = writeln!(
         o,
@@ -1078,13 +1122,13 @@ fn render_productive(o: &mut String, r: &Report, st: &Style) {
     }
     let mut hours = format!(
         "GPU time: {} traced, {} in completed steps of processes that succeeded",
-        crate::units::gpu_time(p.gpu_hours),
-        crate::units::gpu_time(p.productive_gpu_hours)
+        gputrace_analysis::units::gpu_time(p.gpu_hours),
+        gputrace_analysis::units::gpu_time(p.productive_gpu_hours)
     );
     if let Some(rate) = p.productive_gpu_hour_rate {
         let _ = write!(hours, " ({:.1}%)", 100.0 * rate);
     }
-    let _ = write!(hours, ", {} failed", crate::units::gpu_time(p.failed_gpu_hours));
+    let _ = write!(hours, ", {} failed", gputrace_analysis::units::gpu_time(p.failed_gpu_hours));
     if let Some(c) = p.cost_usd {
         let _ = write!(hours, "; cost ${c:.4}");
     }
