@@ -2,7 +2,12 @@
 //! each GPU's time went (stacked bars, sortable), the steps with the slow ones
 //! marked, the findings, top kernels, copies, collectives with bus bandwidth
 //! and, for a multi-rank job, `gputrace compare`'s straggler view (a lateness
-//! heatmap and the waiting each rank imposed).
+//! heatmap and the waiting each rank imposed); with host samples, flame graphs
+//! of the host's Python stacks weighted by GPU-idle time.
+//!
+//! The page is written with `maud` templates (`html!`), which escape every
+//! value they are given; strings from a trace go through `EscText`, the one
+//! escaper of the page, which also escapes `/`.
 //!
 //! The page is written from the very structs that `report --json` and
 //! `compare --json` serialize ([`Report`], [`Comparison`]), and every number
@@ -45,6 +50,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod flame;
 mod num;
 mod sections;
 mod serving;
@@ -110,6 +116,8 @@ pub struct Html {
     pub timeline_sample_rows: usize,
     /// Step boundaries drawn per timeline row (every k-th beyond).
     pub max_timeline_steps: usize,
+    /// Host flame graphs: ranks drawn, and slow steps drawn (the slowest).
+    pub max_flame_graphs: usize,
 }
 
 impl Default for Html {
@@ -123,6 +131,7 @@ impl Default for Html {
             max_timeline_rows: 256,
             timeline_sample_rows: 64,
             max_timeline_steps: 100,
+            max_flame_graphs: 8,
         }
     }
 }
@@ -229,6 +238,7 @@ impl Html {
                     (self.hardware_summary(r))
                     (self.hardware(r))
                     (self.gaps(r))
+                    (self.flame_graphs(r))
                     (self.steps(r, page.comparison))
                     (self.findings(r))
                     (self.kernels(r))
