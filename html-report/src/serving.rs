@@ -69,7 +69,7 @@ fn server(r: &ServingReport) -> Markup {
                     tbody {
                         @for l in &r.latency {
                             tr {
-                                td { (esc_text(&l.name)) }
+                                td { (esc_text(l.name)) }
                                 td { (l.count) }
                                 td { (secs(l.p50)) }
                                 td { (secs(l.p95)) }
