@@ -216,6 +216,17 @@ fn each_idle_gap_names_the_python_function_and_its_cpu_state() {
     let share: f64 = attr("data-share").parse().unwrap();
     assert!((share - nap as f64 / all as f64).abs() < 1e-3, "{share} vs {nap}/{all}");
     assert!(attr("title").contains(" of GPU idle, "), "{load}");
+    // In the browser at 900 px, dark: no frame's text past its box, no sideways scroll.
+    if !common::chromium::chromium_absent() {
+        use common::chromium::{chromium, layout_result, page_copy_with, LAYOUT_CHECK};
+        let run = chromium(
+            &["--window-size=900,1000", "--force-dark-mode", "--dump-dom"],
+            &page_copy_with(&page, LAYOUT_CHECK),
+        );
+        let v = layout_result(&text(&run.stdout), "the flame graph page at 900 px");
+        assert_eq!(v["overflow"], serde_json::json!([]), "text past its box: {v}");
+        assert_eq!(v["page_scroll"], false, "{v}");
+    }
 
     // info counts the samples.
     let info = Command::new(env!("CARGO_BIN_EXE_gputrace"))
