@@ -178,11 +178,11 @@ fn ratio(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// A note under a capped table: `{shown} of {total} {what}`, and where the rest is.
-fn shown_note(shown: usize, total: usize, what: &str) -> Markup {
+/// A note under a capped table: `{shown} of {total} {what}. {every} is in` the JSON.
+fn shown_note(shown: usize, total: usize, what: &str, every: &str) -> Markup {
     html! {
         @if shown < total {
-            p.note { (shown) " of " (total) " " (what) ". Every one is in " code { "gputrace report --json" } "." }
+            p.note { (shown) " of " (total) " " (what) ". " (every) " is in " code { "gputrace report --json" } "." }
         }
     }
 }
@@ -456,7 +456,7 @@ impl Html {
                     }
                 }
             } }
-            (shown_note(rows.len(), total, "GPUs shown: those with the lowest compute share"))
+            (shown_note(rows.len(), total, "GPUs shown: those with the lowest compute share", "Every GPU"))
         }
     }
 

@@ -116,7 +116,7 @@ impl Html {
                     tr.all { td { "job" } (cells("productive.", p)) }
                 }
             } }
-            (shown_note(shown.len(), r.ranks.len(), "ranks shown: those with the lowest compute share"))
+            (shown_note(shown.len(), r.ranks.len(), "ranks shown: those with the lowest compute share", "Every rank"))
             @if !sources.is_empty() {
                 p.note {
                     @for (i, (what, s)) in sources.iter().enumerate() {
@@ -152,7 +152,7 @@ impl Html {
                     }
                 }
             } }
-            (shown_note(rows.len(), total, "GPUs with counters shown: those with the lowest SM clock"))
+            (shown_note(rows.len(), total, "GPUs with counters shown: those with the lowest SM clock", "Every one"))
         }
     }
 
