@@ -19,6 +19,9 @@ use maud::{html, Markup};
 const MIN_SHARE: f64 = 0.002;
 /// Rows drawn; deeper frames are cut, and the graph says so.
 const MAX_DEPTH: usize = 40;
+/// Boxes drawn per graph (the widest; the graph says so), which keeps a page of many ranks
+/// with many distinct stacks small.
+const MAX_BOXES: usize = 400;
 
 /// A frame of the merged stacks and the time spent in it and below it.
 #[derive(Default)]
@@ -57,9 +60,21 @@ struct Placed<'a> {
     frame: &'a Frame,
 }
 
-/// Every frame wide enough to draw, parents before children.
-fn place<'a>(root: &'a Frame, cut: &mut bool) -> Vec<Placed<'a>> {
-    let min = (root.ns as f64 * MIN_SHARE).ceil() as u64;
+/// What [`place`] left out.
+#[derive(Default)]
+struct Cut {
+    /// Frames deeper than [`MAX_DEPTH`].
+    deep: bool,
+    /// Boxes wide enough to draw, when more than [`MAX_BOXES`].
+    boxes: Option<usize>,
+}
+
+/// Every frame wide enough to draw, at most [`MAX_BOXES`] (the widest), parents before
+/// children. Keeping the widest keeps every kept box's parent: a child is at most as wide as
+/// its parent, and of two as wide the parent is higher, so it sorts first.
+fn place(root: &Frame) -> (Vec<Placed<'_>>, Cut) {
+    let min = ((root.ns as f64 * MIN_SHARE).ceil() as u64).max(1);
+    let mut cut = Cut::default();
     let mut out = Vec::new();
     let mut todo = vec![Placed {
         depth: 0,
@@ -69,7 +84,7 @@ fn place<'a>(root: &'a Frame, cut: &mut bool) -> Vec<Placed<'a>> {
     while let Some(p) = todo.pop() {
         let mut at = p.at;
         for c in &p.frame.children {
-            if c.ns >= min.max(1) {
+            if c.ns >= min {
                 if p.depth + 1 < MAX_DEPTH {
                     todo.push(Placed {
                         depth: p.depth + 1,
@@ -77,14 +92,20 @@ fn place<'a>(root: &'a Frame, cut: &mut bool) -> Vec<Placed<'a>> {
                         frame: c,
                     });
                 } else {
-                    *cut = true;
+                    cut.deep = true;
                 }
             }
             at += c.ns;
         }
         out.push(p);
     }
-    out
+    if out.len() > MAX_BOXES {
+        cut.boxes = Some(out.len());
+        out.sort_by_key(|p| (std::cmp::Reverse(p.frame.ns), p.depth, p.at));
+        out.truncate(MAX_BOXES);
+        out.sort_by_key(|p| (p.depth, p.at));
+    }
+    (out, cut)
 }
 
 /// The function of a `function (file:line)` frame: what its box shows (the whole frame is
@@ -93,10 +114,10 @@ fn function_of(frame: &str) -> &str {
     frame.rsplit_once(" (").map_or(frame, |(f, _)| f)
 }
 
-/// The graph of `root` (its `name` is the caption of the top row).
-fn graph(root: &Frame) -> Markup {
-    let mut cut = false;
-    let placed = place(root, &mut cut);
+/// The graph of `root` (its `name` is the caption of the top row); `of` names the time the
+/// widths share (`GPU idle`).
+fn graph(root: &Frame, of: &str) -> Markup {
+    let (placed, cut) = place(root);
     let depth = placed.iter().map(|p| p.depth).max().unwrap_or(0) + 1;
     let whole = root.ns.max(1) as f64;
     html! {
@@ -105,14 +126,17 @@ fn graph(root: &Frame) -> Markup {
                 @let share = p.frame.ns as f64 / whole;
                 div.fg-f.{ "fg" (hue(&p.frame.name, p.depth)) }
                     style={ "top:" (p.depth * 18) "px;left:" (format!("{:.3}", 100.0 * p.at as f64 / whole)) "%;width:" (format!("{:.3}", 100.0 * share)) "%" }
-                    title={ (esc_text(&p.frame.name)) "\n" (ns(p.frame.ns)) " of GPU idle, " (format!("{:.1}", 100.0 * share)) "%" }
+                    title={ (esc_text(&p.frame.name)) "\n" (ns(p.frame.ns)) " of " (of) ", " (format!("{:.1}", 100.0 * share)) "%" }
                     data-frame=(esc_text(&p.frame.name)) data-ns=(p.frame.ns) data-share=(format!("{share:.4}")) {
                     (esc_text(function_of(&p.frame.name)))
                 }
             }
         }
-        @if cut {
+        @if cut.deep {
             p.note { "Stacks deeper than " (MAX_DEPTH) " frames are cut at that depth." }
+        }
+        @if let Some(n) = cut.boxes {
+            p.note { "The " (MAX_BOXES) " widest of " (n) " boxes are drawn; every stack is in " code { "gputrace report --folded" } "." }
         }
     }
 }
@@ -216,9 +240,9 @@ impl Html {
     fn rank_flame(&self, r: &Report, ri: usize) -> Markup {
         let rk = &r.ranks[ri];
         let h = rk.host.as_ref().expect("ranks with host samples");
-        let (view, what, field) = match &h.gpu_idle {
-            Some(v) => (v, "GPU idle", "gpu_idle"),
-            None => (&h.wall, "the whole run (no GPU activity)", "wall"),
+        let (view, what, of, field) = match &h.gpu_idle {
+            Some(v) => (v, "GPU idle", "GPU idle", "gpu_idle"),
+            None => (&h.wall, "the whole run (no GPU activity)", "wall time", "wall"),
         };
         let mut root = Frame {
             name: format!("rank {}: all sampled {what}", rk.rank),
@@ -238,7 +262,7 @@ impl Html {
                     " sampled of " (Num::u(key("window_ns"), view.window_ns, Fmt::Ns).span()) " " (what)
                     "; " (view.cause.name())
                 }
-                (graph(&root))
+                (graph(&root, of))
             }
         }
     }
@@ -257,8 +281,36 @@ impl Html {
                     (Num::u(key("host.sampled_ns"), v.sampled_ns, Fmt::Ns).span()) " sampled; "
                     (v.cause.name())
                 }
-                (graph(&step_root(v)))
+                (graph(&step_root(v), "GPU idle"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_graph_of_many_stacks_draws_the_widest_boxes_and_says_so() {
+        let mut root = Frame::default();
+        // 300 stacks `main;a{i};b{i}` of weight 1000 + i: each leaf about 0.3% of the whole,
+        // wider than MIN_SHARE; 602 boxes with the root and `main`.
+        let names: Vec<(String, String)> = (0..300).map(|i| (format!("a{i} (x.py:{i})"), format!("b{i} (y.py:{i})"))).collect();
+        for (i, (a, b)) in names.iter().enumerate() {
+            root.add(&["main (x.py:1)", a, b], 1000 + i as u64);
+        }
+        let (placed, cut) = place(&root);
+        assert_eq!(cut.boxes, Some(602));
+        assert_eq!(placed.len(), MAX_BOXES);
+        assert_eq!((placed[0].depth, placed[1].depth), (0, 1), "the root and main are kept");
+        // The 199 widest stacks, each with both its frames: no box without its parent.
+        assert!(placed[2..].iter().all(|p| p.frame.ns >= 1000 + 300 - 199), "the widest");
+        for p in placed.iter().filter(|p| p.depth == 3) {
+            let parent = format!("a{}", &p.frame.name[1..]).replace("y.py", "x.py");
+            assert!(placed.iter().any(|q| q.depth == 2 && q.frame.name == parent), "{}", p.frame.name);
+        }
+        let html = graph(&root, "GPU idle").into_string();
+        assert!(html.contains("The 400 widest of 602 boxes are drawn"));
     }
 }
