@@ -183,6 +183,51 @@ fn each_idle_gap_names_the_python_function_and_its_cpu_state() {
         .sum();
     assert!(nap > 400_000, "load_batch holds most of the first 800 ms gap:\n{folded}");
 
+    // The page's flame graph draws the same stacks: load_batch's box is as wide as its
+    // share of the folded weight.
+    let page = dir.path().join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("report")
+        .arg(dir.path().join("traces"))
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let rank_graph = html
+        .split("<div class=\"flame\" data-rank=\"0\">")
+        .nth(1)
+        .expect("the rank's flame graph")
+        .split("<div class=\"flame\"")
+        .next()
+        .unwrap();
+    let load = rank_graph
+        .split("<div class=\"fg-f")
+        .find(|b| b.contains("data-frame=\"load_batch (job.py:"))
+        .unwrap_or_else(|| panic!("no load_batch box:\n{rank_graph}"));
+    let attr = |name: &str| load.split(&format!("{name}=\"")).nth(1).unwrap().split('"').next().unwrap();
+    let all: u64 = folded
+        .lines()
+        .filter(|l| l.starts_with("rank 0;"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(attr("data-ns").parse::<u64>().unwrap(), nap * 1000, "{load}");
+    let share: f64 = attr("data-share").parse().unwrap();
+    assert!((share - nap as f64 / all as f64).abs() < 1e-3, "{share} vs {nap}/{all}");
+    assert!(attr("title").contains(" of GPU idle, "), "{load}");
+    // In the browser at 900 px, dark: no frame's text past its box, no sideways scroll.
+    if !common::chromium::chromium_absent() {
+        use common::chromium::{chromium, layout_result, page_copy_with, LAYOUT_CHECK};
+        let run = chromium(
+            &["--window-size=900,1000", "--force-dark-mode", "--dump-dom"],
+            &page_copy_with(&page, LAYOUT_CHECK),
+        );
+        let v = layout_result(&text(&run.stdout), "the flame graph page at 900 px");
+        assert_eq!(v["overflow"], serde_json::json!([]), "text past its box: {v}");
+        assert_eq!(v["page_scroll"], false, "{v}");
+    }
+
     // info counts the samples.
     let info = Command::new(env!("CARGO_BIN_EXE_gputrace"))
         .args(["info", "--json"])

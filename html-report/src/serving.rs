@@ -1,21 +1,25 @@
 //! The page's serving section (docs/serving.md): one block per server, self-contained
 //! (its own table and inline SVG; nothing else on the page depends on it).
 
-use super::esc;
+use crate::esc_text;
 use gputrace_analysis::serving::{Point, Quantile, ServingReport};
 use gputrace_analysis::Report;
-use std::fmt::Write;
+use maud::{html, Markup};
 
-fn secs(q: Option<Quantile>) -> String {
-    match q {
-        None => "–".into(),
-        Some(q) if q.above_highest_bucket => format!("&gt;{:.4} s", q.seconds),
-        Some(q) => format!("{:.4} s", q.seconds),
+fn secs(q: Option<Quantile>) -> Markup {
+    html! {
+        @match q {
+            None => "–",
+            Some(q) => {
+                @if q.above_highest_bucket { ">" }
+                (format!("{:.4} s", q.seconds))
+            }
+        }
     }
 }
 
 /// Running and waiting requests over the window as an inline SVG (two lines).
-fn gauges_svg(points: &[Point]) -> String {
+fn gauges_svg(points: &[Point]) -> Markup {
     const W: f64 = 240.0;
     const H: f64 = 40.0;
     let max = points
@@ -26,111 +30,102 @@ fn gauges_svg(points: &[Point]) -> String {
         .unwrap_or(0)
         .max(1) as f64;
     let end = points.last().map_or(1, |p| p.offset_ns).max(1) as f64;
-    let line = |pick: fn(&Point) -> Option<u64>, class: &str| {
+    let line = |pick: fn(&Point) -> Option<u64>| {
         let pts: Vec<String> = points
             .iter()
             .filter_map(|p| pick(p).map(|v| format!("{:.1},{:.1}", p.offset_ns as f64 / end * W, H - 1.0 - v as f64 / max * (H - 2.0))))
             .collect();
-        format!("<polyline class=\"{class}\" fill=\"none\" points=\"{}\"/>", pts.join(" "))
+        pts.join(" ")
     };
-    format!(
-        "<svg class=\"serving-gauges\" viewBox=\"0 0 240 40\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"running and waiting requests over time\" \
-         style=\"width:240px;height:40px\">{}{}</svg>",
-        line(|p| p.running, "running\" stroke=\"#2b7bb9"),
-        line(|p| p.waiting, "waiting\" stroke=\"#d9534f")
-    )
+    html! {
+        svg.serving-gauges viewBox="0 0 240 40" preserveAspectRatio="none" role="img"
+            aria-label="running and waiting requests over time" style="width:240px;height:40px" {
+            polyline.running stroke="#2b7bb9" fill="none" points=(line(|p| p.running)) {}
+            polyline.waiting stroke="#d9534f" fill="none" points=(line(|p| p.waiting)) {}
+        }
+    }
 }
 
-fn server(o: &mut String, r: &ServingReport) {
-    let _ = writeln!(
-        o,
-        "<section class=\"serving\"><h2>Serving: {} at {}</h2><p class=\"mute\">window {:.3} s, {} scrapes{}</p>",
-        esc(if r.engine.is_empty() { "timeline" } else { &r.engine }),
-        esc(if r.url.is_empty() { "(no server metrics)" } else { &r.url }),
-        r.window_ns as f64 / 1e9,
-        r.scrapes,
-        if r.scrapes_failed > 0 {
-            format!(", <b>{} failed</b>", r.scrapes_failed)
-        } else {
-            String::new()
+fn server(r: &ServingReport) -> Markup {
+    html! {
+        section.serving {
+            h2 {
+                "Serving: " (esc_text(if r.engine.is_empty() { "timeline" } else { &r.engine }))
+                " at " (esc_text(if r.url.is_empty() { "(no server metrics)" } else { &r.url }))
+            }
+            p.mute {
+                "window " (format!("{:.3}", r.window_ns as f64 / 1e9)) " s, " (r.scrapes) " scrapes"
+                @if r.scrapes_failed > 0 { ", " b { (r.scrapes_failed) " failed" } }
+            }
+            @if r.scrapes > 0 {
+                p {
+                    "requests: " (r.requests.completed) " completed (" (format!("{:.2}", r.requests.completed_per_s)) "/s), "
+                    (r.requests.failed) " failed (error rate " (format!("{:.2}", 100.0 * r.requests.error_rate)) "%) · tokens: "
+                    (r.tokens.prompt) " prompt (" (format!("{:.1}", r.tokens.prompt_per_s)) "/s input), "
+                    (r.tokens.generation) " generated (" (format!("{:.1}", r.tokens.generation_per_s)) "/s output)"
+                }
+                div.scroll { table {
+                    thead { tr { th {} th { "count" } th { "p50" } th { "p95" } th { "p99" } th { "p99 bucket" } } }
+                    tbody {
+                        @for l in &r.latency {
+                            tr {
+                                td { (esc_text(l.name)) }
+                                td { (l.count) }
+                                td { (secs(l.p50)) }
+                                td { (secs(l.p95)) }
+                                td { (secs(l.p99)) }
+                                td {
+                                    @match l.p99 {
+                                        Some(q) => { (q.bucket_lower) "–" (q.bucket_upper) " s" }
+                                        None => "–",
+                                    }
+                                }
+                            }
+                        }
+                    }
+                } }
+                @if !r.timeline.is_empty() {
+                    p {
+                        (gauges_svg(&r.timeline)) " running (blue) and waiting (red) requests over the window; KV-cache up to "
+                        @match r.kv_cache_usage {
+                            Some(g) => (format!("{:.1}%", 100.0 * g.max)),
+                            None => "–",
+                        }
+                    }
+                }
+            }
+            @if let Some(i) = &r.iterations {
+                p {
+                    "iterations: " (i.count) " (" (format!("{:.1}", i.per_s)) "/s per GPU); bubble before an iteration p50 "
+                    (format!("{:.2}", i.bubble.p50_ns as f64 / 1e6)) " ms, p95 "
+                    (format!("{:.2}", i.bubble.p95_ns as f64 / 1e6)) " ms, max "
+                    (format!("{:.2}", i.bubble.max_ns as f64 / 1e6)) " ms"
+                }
+            }
+            @if let Some(g) = &r.gpu_time {
+                @let pct = |v: u64| format!("{:.1}", 100.0 * v as f64 / g.window_gpu_ns.max(1) as f64);
+                p {
+                    "GPU time: serving work " (pct(g.serving_work_ns)) "%, bubbles while requests waited (waste) "
+                    (pct(g.waste_bubbles_ns)) "%, idle with nothing to serve (headroom) " (pct(g.headroom_idle_ns)) "%"
+                }
+            }
+            @if let Some(c) = &r.cost {
+                @let usd = |v: Option<f64>| v.map_or("–".into(), |v| format!("${v:.4}"));
+                p {
+                    "cost: " (usd(c.usd_per_m_output_tokens)) " per million output tokens, "
+                    (usd(c.usd_per_m_input_tokens)) " per million input tokens"
+                }
+            }
         }
-    );
-    if r.scrapes > 0 {
-        let _ = writeln!(
-            o,
-            "<p>requests: {} completed ({:.2}/s), {} failed (error rate {:.2}%) · tokens: {} prompt ({:.1}/s input), {} generated ({:.1}/s output)</p>",
-            r.requests.completed,
-            r.requests.completed_per_s,
-            r.requests.failed,
-            100.0 * r.requests.error_rate,
-            r.tokens.prompt,
-            r.tokens.prompt_per_s,
-            r.tokens.generation,
-            r.tokens.generation_per_s
-        );
-        o.push_str(
-            "<table><thead><tr><th></th><th>count</th><th>p50</th><th>p95</th><th>p99</th><th>p99 bucket</th></tr></thead><tbody>\n",
-        );
-        for l in &r.latency {
-            let bucket = l.p99.map_or("–".into(), |q| format!("{}–{} s", q.bucket_lower, q.bucket_upper));
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                l.name,
-                l.count,
-                secs(l.p50),
-                secs(l.p95),
-                secs(l.p99),
-                bucket
-            );
-        }
-        o.push_str("</tbody></table>\n");
-        if !r.timeline.is_empty() {
-            let _ = writeln!(
-                o,
-                "<p>{} running (blue) and waiting (red) requests over the window; KV-cache up to {}</p>",
-                gauges_svg(&r.timeline),
-                r.kv_cache_usage.map_or("–".into(), |g| format!("{:.1}%", 100.0 * g.max))
-            );
-        }
     }
-    if let Some(i) = &r.iterations {
-        let _ = writeln!(
-            o,
-            "<p>iterations: {} ({:.1}/s per GPU); bubble before an iteration p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms</p>",
-            i.count,
-            i.per_s,
-            i.bubble.p50_ns as f64 / 1e6,
-            i.bubble.p95_ns as f64 / 1e6,
-            i.bubble.max_ns as f64 / 1e6
-        );
-    }
-    if let Some(g) = &r.gpu_time {
-        let pct = |v: u64| 100.0 * v as f64 / g.window_gpu_ns.max(1) as f64;
-        let _ = writeln!(
-            o,
-            "<p>GPU time: serving work {:.1}%, bubbles while requests waited (waste) {:.1}%, idle with nothing to serve (headroom) {:.1}%</p>",
-            pct(g.serving_work_ns),
-            pct(g.waste_bubbles_ns),
-            pct(g.headroom_idle_ns)
-        );
-    }
-    if let Some(c) = &r.cost {
-        let usd = |v: Option<f64>| v.map_or("–".into(), |v| format!("${v:.4}"));
-        let _ = writeln!(
-            o,
-            "<p>cost: {} per million output tokens, {} per million input tokens</p>",
-            usd(c.usd_per_m_output_tokens),
-            usd(c.usd_per_m_input_tokens)
-        );
-    }
-    o.push_str("</section>\n");
 }
 
 /// The serving section of every server in the report (nothing for a training job).
-pub(crate) fn section(o: &mut String, r: &Report) {
-    for s in &r.serving {
-        server(o, s);
+pub(crate) fn section(r: &Report) -> Markup {
+    html! {
+        @for s in &r.serving {
+            (server(s))
+        }
     }
 }
 
@@ -142,9 +137,7 @@ mod tests {
     #[test]
     fn a_server_gets_its_section_and_a_training_job_none() {
         let mut r = Report::from_ranks(Vec::new(), &gputrace_analysis::Options::default());
-        let mut o = String::new();
-        section(&mut o, &r);
-        assert!(o.is_empty());
+        assert!(section(&r).into_string().is_empty());
         r.serving.push(ServingReport {
             engine: "vllm".into(),
             url: "http://127.0.0.1:8000/metrics?a=<b>".into(),
@@ -173,7 +166,7 @@ mod tests {
             ],
             ..ServingReport::default()
         });
-        section(&mut o, &r);
+        let o = section(&r).into_string();
         assert!(o.contains("100 completed") && o.contains("25600 generated"), "{o}");
         assert!(o.contains("?a=&lt;b&gt;"), "escaped: {o}");
         assert!(o.contains("<polyline class=\"waiting\""), "{o}");

@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod chromium;
 pub mod skip;
 pub use skip::skip;
 
