@@ -573,8 +573,11 @@ fn finish<W: Write>(
     }
     let mut counted = writer.finish(trailer).map_err(write_err)?;
     if let Some(host) = host {
-        let chunks = gputrace_format::host::encode_chunks(&host, 1 << 20, 3).map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
-        counted.write_all(&chunks).map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
+        let chunks =
+            gputrace_format::host::encode_chunks(&host, 1 << 20, 3).map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
+        counted
+            .write_all(&chunks)
+            .map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
     }
     summary.output_bytes = counted.count;
     Ok((summary, counted))

@@ -14,7 +14,7 @@
 //! [`ThreadState::Other`], their CPU time 0, and the chunk's `hz` 0, which
 //! marks stacks traced, not sampled (`docs/host.md`). Every thread is
 //! given the trace's pid (a Kineto trace is one process); the thread whose
-//! tid is its event's pid is the main thread.
+//! tid is that pid is the main thread.
 //!
 //! Memory is bounded: at most [`MAX_SPANS`] spans are kept, in file order;
 //! those past it are counted and written as a loss record.
@@ -132,23 +132,21 @@ impl PythonSpans {
         if self.spans.is_empty() {
             return None;
         }
-        // Threads by their trace-side identity: the main thread's tid is the pid.
+        // Threads by tid: the main thread's is the pid (Kineto writes some
+        // helper threads, e.g. tqdm's monitor, as pid 0 tid 0).
         let mut threads: Vec<HostThread> = Vec::new();
         let thread_of: Vec<u32> = self
             .threads
             .iter()
-            .map(|&(event_pid, tid)| {
-                let tid = if event_pid == Some(tid) { pid } else { tid };
-                match threads.iter().position(|t| t.tid == tid) {
-                    Some(i) => i as u32,
-                    None => {
-                        threads.push(HostThread {
-                            pid,
-                            tid,
-                            name: String::new(),
-                        });
-                        threads.len() as u32 - 1
-                    }
+            .map(|&(_, tid)| match threads.iter().position(|t| t.tid == tid) {
+                Some(i) => i as u32,
+                None => {
+                    threads.push(HostThread {
+                        pid,
+                        tid,
+                        name: String::new(),
+                    });
+                    threads.len() as u32 - 1
                 }
             })
             .collect();
@@ -266,9 +264,18 @@ mod tests {
 
     #[test]
     fn frame_names_split_into_function_file_and_line() {
-        assert_eq!(split_frame("torch/nn/modules/module.py(1501): _call_impl"), ("_call_impl", "torch/nn/modules/module.py", 1501));
-        assert_eq!(split_frame("<frozen abc>(117): __instancecheck__"), ("__instancecheck__", "<frozen abc>", 117));
-        assert_eq!(split_frame("<built-in function isinstance>"), ("<built-in function isinstance>", "", 0));
+        assert_eq!(
+            split_frame("torch/nn/modules/module.py(1501): _call_impl"),
+            ("_call_impl", "torch/nn/modules/module.py", 1501)
+        );
+        assert_eq!(
+            split_frame("<frozen abc>(117): __instancecheck__"),
+            ("__instancecheck__", "<frozen abc>", 117)
+        );
+        assert_eq!(
+            split_frame("<built-in function isinstance>"),
+            ("<built-in function isinstance>", "", 0)
+        );
         assert_eq!(
             frame_name("<built-in method view of Tensor object at 0x7fdc681d0910>"),
             "<built-in method view of Tensor object>"
