@@ -518,6 +518,25 @@ pub(crate) fn attach(file: &TraceFile, report: &mut crate::RankReport, idle: &[V
     Ok(())
 }
 
+/// The host view of `file` over `windows` (any order, overlaps counted
+/// once), e.g. the time a rank was late to its collectives (`compare`);
+/// `None` when the trace has no host samples.
+pub fn view_over(file: &TraceFile, windows: &[(u64, u64)]) -> crate::Result<Option<HostView>> {
+    let Some(j) = Joiner::new(file)? else { return Ok(None) };
+    let mut sorted: Vec<(u64, u64)> = windows.iter().copied().filter(|(a, b)| b > a).collect();
+    sorted.sort_unstable();
+    let mut disjoint: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+    for (a, b) in sorted {
+        match disjoint.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => disjoint.push((a, b)),
+        }
+    }
+    let mut acc = Acc::default();
+    j.accumulate(&disjoint, |_| 0, std::slice::from_mut(&mut acc));
+    Ok(Some(j.view(acc)))
+}
+
 /// A step is slow at this many times the median step of its device.
 pub const SLOW_STEP_FACTOR: f64 = 1.5;
 
@@ -566,7 +585,7 @@ fn cpus(cpu_ns: u64, window_ns: u64) -> String {
 
 /// One line on what the host did in a view: cause, main thread states,
 /// CPU use, and where the main thread was.
-pub(crate) fn view_line(v: &HostView) -> String {
+pub fn view_line(v: &HostView) -> String {
     if v.cause == HostCause::Unsampled {
         return format!(
             "not sampled ({} of {} sampled)",
