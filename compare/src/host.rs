@@ -9,7 +9,7 @@
 //! with `with_stack=True`) give the host view of `gputrace report`: the
 //! cause, the main thread's state and CPU, and the code site.
 
-use crate::{CollKey, Comparison, CompareError, RankSummary};
+use crate::{CollKey, CompareError, Comparison, RankSummary};
 use gputrace_format::TraceFile;
 use std::collections::HashMap;
 
@@ -38,7 +38,9 @@ impl<'t> Starts<'t> {
 /// and say it in its `why` (which the text and the findings print).
 pub(crate) fn explain(c: &mut Comparison, starts: &Starts<'_>) -> Result<(), CompareError> {
     for st in c.stragglers.iter_mut().filter(|s| s.cause == "host") {
-        let Some((own, trace)) = starts.by_rank.get(&st.rank) else { continue };
+        let Some((own, trace)) = starts.by_rank.get(&st.rank) else {
+            continue;
+        };
         let windows: Vec<(u64, u64)> = c
             .collectives
             .iter()
@@ -56,7 +58,9 @@ pub(crate) fn explain(c: &mut Comparison, starts: &Starts<'_>) -> Result<(), Com
         if windows.is_empty() {
             continue;
         }
-        let Some(view) = gputrace_analysis::host::view_over(trace, &windows)? else { continue };
+        let Some(view) = gputrace_analysis::host::view_over(trace, &windows)? else {
+            continue;
+        };
         st.why.push_str(&format!(
             "; while it was late ({} over {} collectives) its host was {}",
             gputrace_format::Nanos(view.window_ns),

@@ -116,7 +116,11 @@ fn a_host_straggler_gets_the_host_view_of_the_waits_it_imposed() {
     let waited: u64 = windows.iter().map(|(a, b)| b - a).sum();
     let first = late.events().map(|e| e.unwrap().start().0).min().unwrap();
     let last = late.events().map(|e| e.unwrap().end().0).max().unwrap();
-    assert!(last - first > 2 * waited, "the rest of the run ({} ns) must outweigh the waits ({waited} ns)", last - first);
+    assert!(
+        last - first > 2 * waited,
+        "the rest of the run ({} ns) must outweigh the waits ({waited} ns)",
+        last - first
+    );
 
     let mut with = bytes.clone();
     with[LATE as usize] = with_samples(bytes[LATE as usize].clone(), late.header().pid, &windows, (first, last));
@@ -127,6 +131,10 @@ fn a_host_straggler_gets_the_host_view_of_the_waits_it_imposed() {
     assert_eq!(view.main_running_ns, waited, "running exactly in the waits");
     assert_eq!(view.stacks[0].frames, ["late_work (train.py:7)"]);
     assert_eq!(view.cause, gputrace_analysis::host::HostCause::HostCompute);
-    assert!(st.why.contains("its host was host compute") && st.why.contains("late_work"), "{}", st.why);
+    assert!(
+        st.why.contains("its host was host compute") && st.why.contains("late_work"),
+        "{}",
+        st.why
+    );
     assert!(gputrace_compare::render_text(&c).contains("late_work"));
 }
