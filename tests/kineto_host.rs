@@ -145,3 +145,92 @@ fn frames_named_for_the_longest_idle_gaps_were_active_in_them() {
     assert!(gaps_checked >= 10, "only {gaps_checked} gaps had a stack to check");
     println!("{} traces, {gaps_checked} gaps checked", paths.len());
 }
+
+/// The Chrome and Perfetto exports of such a trace carry its host stacks:
+/// a track per sampled thread, a leaf slice per run (its state and
+/// arguments) under slices of its frames, nesting; the Perfetto file
+/// decodes with the official schema where the PyPI `perfetto` package is.
+#[test]
+fn exports_carry_the_host_stacks_on_thread_tracks() {
+    use viewer_export::{ChromeJson, Exporter, Filter, Job, Perfetto, HOST_SAMPLES_TID_BASE};
+    let path = Path::new(TRACES).join("AMD-AGI_TraceLens@171dd74/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz");
+    if !path.is_file() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but {} is absent",
+            path.display()
+        );
+        common::skip(&format!("{} is absent", path.display()));
+        return;
+    }
+    let trace = gputrace_kineto::to_trace(&path).unwrap();
+    let samples = trace.host_samples().unwrap().unwrap();
+    let mut json = Vec::new();
+    ChromeJson::default()
+        .export(&Job::new([&trace]), &Filter::default(), &mut json)
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let host: Vec<&serde_json::Value> = events.iter().filter(|e| e["cat"] == "host_sample").collect();
+    let leaves: Vec<&&serde_json::Value> = host.iter().filter(|e| e["args"]["state"].is_string()).collect();
+    // The export's window is the trace's span; runs outside it are left out.
+    let (lo, hi) = trace.time_span().unwrap();
+    let inside = samples.runs.iter().filter(|r| r.end.0 > lo.0 && r.start.0 < hi.0).count();
+    assert!(inside > 1000);
+    assert_eq!(leaves.len(), inside, "a leaf slice per run in the window");
+    assert!(leaves.iter().all(|e| e["args"]["state"] == "traced"));
+    assert!(host.iter().all(|e| e["tid"].as_u64().unwrap() >= HOST_SAMPLES_TID_BASE));
+    // Per track, slices nest: each starts inside the one open around it or after it ends.
+    let us = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
+    let mut by_tid: std::collections::BTreeMap<u64, Vec<(i64, i64)>> = Default::default();
+    for e in &host {
+        by_tid
+            .entry(e["tid"].as_u64().unwrap())
+            .or_default()
+            .push((us(&e["ts"]), us(&e["ts"]) + us(&e["dur"])));
+    }
+    for spans in by_tid.values_mut() {
+        spans.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+        let mut open: Vec<i64> = Vec::new();
+        for &(s, e) in spans.iter() {
+            while open.last().is_some_and(|&end| end <= s) {
+                open.pop();
+            }
+            if let Some(&end) = open.last() {
+                assert!(e <= end + 1, "a slice {s}..{e} crosses the end of its parent at {end}");
+            }
+            open.push(e);
+        }
+    }
+    assert!(
+        host.iter().any(|e| e["name"] == "forward (modeling_bert.py:1306)"),
+        "frames are named as the report names them"
+    );
+
+    let mut pf = Vec::new();
+    Perfetto::default()
+        .export(&Job::new([&trace]), &Filter::default(), &mut pf)
+        .unwrap();
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"])
+        .output();
+    if !matches!(&probe, Ok(o) if o.status.success()) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but python3 with `perfetto` is missing"
+        );
+        common::skip("python3 with the PyPI `perfetto` package not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bert.pftrace");
+    std::fs::write(&file, &pf).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/viewer-export/tests/check_perfetto.py");
+    let out = std::process::Command::new("python3").arg(script).arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        pf.windows(b"host samples".len()).any(|w| w == b"host samples"),
+        "the host samples tracks are described"
+    );
+}
