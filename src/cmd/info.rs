@@ -229,6 +229,7 @@ fn write_host_samples(out: &mut impl Write, h: &HostSamplesInfo) -> std::io::Res
             "host_samples_cap" => "samples past the sampler's memory cap",
             "python_read" => "Python stack reads that raced the process (those samples have no stack)",
             "python_attach" => "processes whose Python stacks could not be read",
+            "frame_table_cap" => "thread samples without their stack: the frame table was full",
             _ => "samples",
         };
         writeln!(out, "  LOSSES        host samples {cause}: {} {what}", thousands(*n))?;
