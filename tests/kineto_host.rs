@@ -166,9 +166,7 @@ fn exports_carry_the_host_stacks_on_thread_tracks() {
     let trace = gputrace_kineto::to_trace(&path).unwrap();
     let samples = trace.host_samples().unwrap().unwrap();
     let mut json = Vec::new();
-    ChromeJson::default()
-        .export(&Job::new([&trace]), &Filter::default(), &mut json)
-        .unwrap();
+    ChromeJson.export(&Job::new([&trace]), &Filter::default(), &mut json).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
     let host: Vec<&serde_json::Value> = events.iter().filter(|e| e["cat"] == "host_sample").collect();
