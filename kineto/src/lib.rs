@@ -520,7 +520,7 @@ fn finish<W: Write>(
             },
         );
     }
-    let host = python.into_samples(pid, shift, &mut writer);
+    let host = python.into_samples(pid, shift, &mut |s| writer.intern(s));
     // One loss record per kind of unmapped entry, so nothing disappears
     // silently. They are dated at the earliest mapped event, so that they
     // never widen the trace's time span (CPU-only entries such as the
@@ -669,8 +669,12 @@ fn map_element<S: Sink>(
         Ok(Mapped::Flow) => tally.flows += 1,
         Ok(Mapped::Unmapped(detail)) => tally.lose(detail, || mapper.start_of(ev)),
         Ok(Mapped::Category) if ev.cat.as_deref() == Some("python_function") && ev.ph.as_deref() == Some("X") => {
-            if let Err(what) = tally.python.take(mapper, ev) {
-                return problem(tally, strict, format!("python_function event: {what}"), here.at(start));
+            let read = mapper
+                .times(ev)
+                .and_then(|t| Ok((t, map::id_of(ev.pid, "pid")?, map::id_of(ev.tid, "tid")?)));
+            match read {
+                Ok((times, pid, tid)) => tally.python.take(times, pid, tid.unwrap_or(0), ev.name.as_deref().unwrap_or("")),
+                Err(what) => return problem(tally, strict, format!("python_function event: {what}"), here.at(start)),
             }
         }
         Ok(Mapped::Category) => tally.lose_category(ev.cat.as_deref().unwrap_or(""), ev.ph.as_deref().unwrap_or(""), || {

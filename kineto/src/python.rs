@@ -19,9 +19,8 @@
 //! Memory is bounded: at most [`MAX_SPANS`] spans are kept, in file order;
 //! those past it are counted and written as a loss record.
 
-use crate::map::{Interner, Mapper, Problem};
 use gputrace_format::host::{HostFrame, HostRun, HostSamples, HostThread, ThreadState};
-use gputrace_format::Nanos;
+use gputrace_format::{Nanos, StringId};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -57,17 +56,15 @@ pub(crate) struct PythonSpans {
 }
 
 impl PythonSpans {
-    /// Take one `python_function` event; `Err` if its times or ids are unreadable.
-    pub(crate) fn take(&mut self, mapper: &Mapper, ev: &crate::event::RawEvent<'_>) -> Result<(), Problem> {
-        let (start, end) = mapper.times(ev)?;
-        let pid = crate::map::id_of(ev.pid, "pid")?;
-        let tid = crate::map::id_of(ev.tid, "tid")?.unwrap_or(0);
+    /// Take one `python_function` event: its times (as the mapper gives
+    /// them), ids and name.
+    pub(crate) fn take(&mut self, (start, end): (Nanos, Nanos), pid: Option<u32>, tid: u32, name: &str) {
         self.taken += 1;
         if self.spans.len() >= MAX_SPANS {
             self.over_cap += 1;
-            return Ok(());
+            return;
         }
-        let frame = self.name_id(&frame_name(ev.name.as_deref().unwrap_or("")));
+        let frame = self.name_id(&frame_name(name));
         let thread = match self.threads.iter().position(|&t| t == (pid, tid)) {
             Some(i) => i as u32,
             None => {
@@ -81,7 +78,6 @@ impl PythonSpans {
             thread,
             frame,
         });
-        Ok(())
     }
 
     fn name_id(&mut self, name: &str) -> u32 {
@@ -128,7 +124,7 @@ impl PythonSpans {
     /// by `shift` ns, frame and file names interned in `strings`; `None`
     /// without spans. Spans that do not nest in the one open around them
     /// (which Kineto does not write) are cut at its end.
-    pub(crate) fn into_samples(self, pid: u32, shift: i64, strings: &mut dyn Interner) -> Option<HostSamples> {
+    pub(crate) fn into_samples(self, pid: u32, shift: i64, intern: &mut dyn FnMut(&str) -> StringId) -> Option<HostSamples> {
         if self.spans.is_empty() {
             return None;
         }
@@ -204,8 +200,8 @@ impl PythonSpans {
                 let f = *frame_of[s.frame as usize].get_or_insert_with(|| {
                     let (function, file, line) = split_frame(&self.names[s.frame as usize]);
                     frames.push(HostFrame {
-                        function: strings.intern(function),
-                        file: strings.intern(file),
+                        function: intern(function),
+                        file: intern(file),
                         line,
                     });
                     frames.len() as u32 - 1

@@ -6,8 +6,7 @@
 //! arguments carry the run's CPU time and sample count.
 
 use crate::error::Result;
-use crate::job::{apply_shift, Plan};
-use crate::walk::{Input, Visitor};
+use crate::job::apply_shift;
 use gputrace_format::host::{HostSamples, ThreadState};
 use gputrace_format::TraceFile;
 
@@ -32,15 +31,12 @@ pub(crate) struct HostTrack {
     pub slices: Vec<HostSlice>,
 }
 
-/// Hand the input's host samples, shifted by `shift` and clipped to the
-/// plan's window, to `visitor` (nothing without samples).
-pub(crate) fn visit<V: Visitor>(input: &Input<'_>, trace: &TraceFile, shift: i64, plan: &Plan, visitor: &mut V) -> Result<()> {
-    let Some(samples) = trace.host_samples()? else { return Ok(()) };
-    let tracks = tracks(trace, &samples, shift, (plan.from, plan.to));
-    if !tracks.is_empty() {
-        visitor.host_samples(input, &tracks)?;
-    }
-    Ok(())
+/// The input's host samples as tracks, shifted by `shift` and clipped to
+/// the window `from..to`; `None` without samples in it.
+pub(crate) fn tracks_in(trace: &TraceFile, shift: i64, window: (u64, u64)) -> Result<Option<Vec<HostTrack>>> {
+    let Some(samples) = trace.host_samples()? else { return Ok(None) };
+    let tracks = tracks(trace, &samples, shift, window);
+    Ok((!tracks.is_empty()).then_some(tracks))
 }
 
 /// The tracks of `samples` in the window `from..to` (common time line).

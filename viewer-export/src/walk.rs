@@ -1107,7 +1107,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
         if !series.is_empty() {
             w.visitor.counters(&input, &series)?;
         }
-        crate::host::visit(&input, trace, shift, plan, w.visitor)?;
+        crate::host::tracks_in(trace, shift, (plan.from, plan.to))?.map_or(Ok(()), |t| w.visitor.host_samples(&input, &t))?;
         stats = w.stats;
     }
     Ok(stats)
