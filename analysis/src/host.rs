@@ -35,8 +35,16 @@ pub enum HostCause {
     /// loop is almost never in disk wait.
     IoWait,
     /// The main thread slept, and no loader worker was busy (a sleep, a
-    /// lock, a queue or socket waiting on something else).
+    /// lock, a queue or socket waiting on something else); or, whatever the
+    /// state, its stack was in `time.sleep` half the time or more.
     Sleep,
+    /// The main thread's stack was in the garbage collector (`gc.collect`,
+    /// a `<gc>` frame) half the time or more.
+    Gc,
+    /// Python stacks without thread state or CPU time (a Kineto trace
+    /// recorded with `with_stack=True`), and nothing in them says more:
+    /// the site and stacks say where the main thread was.
+    StacksOnly,
     /// Too little of the window was sampled to say.
     #[default]
     Unsampled,
@@ -50,6 +58,8 @@ impl HostCause {
             HostCause::HostCompute => "host compute",
             HostCause::IoWait => "I/O wait",
             HostCause::Sleep => "sleep/wait",
+            HostCause::Gc => "GC",
+            HostCause::StacksOnly => "Python stacks only",
             HostCause::Unsampled => "not sampled",
         }
     }
@@ -93,6 +103,10 @@ pub struct HostView {
     pub site_share: f64,
     /// The main thread's Python stacks by time in the window, most first.
     pub stacks: Vec<WeightedStack>,
+    /// Whether thread states and CPU time were sampled; false for Python
+    /// stacks traced by Kineto (`python_function` events), whose states
+    /// are `other` and CPU times 0.
+    pub thread_state: bool,
 }
 
 /// A Python stack and the idle time it covers.
@@ -309,6 +323,7 @@ impl<'a> Joiner<'a> {
         };
         let mut view = HostView {
             cause: HostCause::Unsampled,
+            thread_state: self.samples.hz > 0,
             window_ns: acc.window,
             sampled_ns: sampled,
             main_running_ns: acc.state[ThreadState::Running as usize],
@@ -332,8 +347,14 @@ impl<'a> Joiner<'a> {
                 })
                 .collect(),
         };
-        let in_loader = self.top_function(&stacks).is_some_and(|(s, _)| self.stack_in_data_loader(s - 1));
-        view.cause = cause(&view, in_loader);
+        let top = self.top_function(&stacks);
+        let in_loader = top.is_some_and(|(s, _)| self.stack_in_data_loader(s - 1));
+        // The stack names the cause when its heaviest innermost function
+        // covers half the sampled time or more.
+        let stack_says = top
+            .filter(|&(_, t)| sampled > 0 && t * 2 >= sampled)
+            .and_then(|(s, _)| self.stack_cause(s - 1));
+        view.cause = cause(&view, in_loader, stack_says);
         view
     }
 
@@ -371,8 +392,20 @@ impl<'a> Joiner<'a> {
     fn frame_name(&self, f: u32) -> String {
         let fr = self.samples.frames[f as usize];
         let file = self.file.name(fr.file);
+        if file.is_empty() {
+            // A builtin (Kineto names C functions without a file).
+            return self.file.name(fr.function).to_string();
+        }
         let base = file.rsplit('/').next().unwrap_or(&file);
         format!("{} ({base}:{})", self.file.name(fr.function), fr.line)
+    }
+
+    /// What the innermost frame of stack `s` proves on its own: the
+    /// garbage collector or a sleep.
+    fn stack_cause(&self, s: u32) -> Option<HostCause> {
+        let &inner = self.samples.stacks[s as usize].first()?;
+        let f = self.samples.frames[inner as usize];
+        stack_cause(&self.file.name(f.function), &self.file.name(f.file))
     }
 
     /// The innermost frame of stack `s + 1`, and the innermost frame of the
@@ -398,14 +431,39 @@ impl<'a> Joiner<'a> {
     }
 }
 
-/// What the samples of `v` prove, from the main thread's states (see [`HostCause`]).
-fn cause(v: &HostView, in_loader: bool) -> HostCause {
+/// What an innermost frame proves on its own: CPython's collector
+/// (`gc.collect` as Kineto names it, a `<gc>` frame as samplers that show
+/// the collector name it) or a sleep (`time.sleep`).
+fn stack_cause(function: &str, file: &str) -> Option<HostCause> {
+    let is = |name: &str, module: &str| {
+        function == format!("<built-in function {name}>") || (function == name && (file == module || file == format!("<{module}>")))
+    };
+    if function == "<gc>" || function == "gc.collect" || is("collect", "gc") {
+        Some(HostCause::Gc)
+    } else if function == "time.sleep" || is("sleep", "time") {
+        Some(HostCause::Sleep)
+    } else {
+        None
+    }
+}
+
+/// What the samples of `v` prove, from the main thread's states and what
+/// its stack says (see [`HostCause`]).
+fn cause(v: &HostView, in_loader: bool, stack_says: Option<HostCause>) -> HostCause {
     if v.window_ns == 0 || v.sampled_ns * 2 < v.window_ns {
         return HostCause::Unsampled;
     }
     let share = |t: u64| t as f64 / v.sampled_ns as f64;
     if share(v.main_disk_wait_ns) >= 0.2 {
         HostCause::IoWait
+    } else if let Some(c) = stack_says {
+        c
+    } else if !v.thread_state {
+        if in_loader {
+            HostCause::InputBound
+        } else {
+            HostCause::StacksOnly
+        }
     } else if in_loader || (share(v.main_running_ns) < 0.5 && v.workers_cpu_ns * 2 >= v.sampled_ns) {
         // Waiting in the loader, or asleep while the workers used at least
         // half a CPU on average.
@@ -458,6 +516,25 @@ pub(crate) fn attach(file: &TraceFile, report: &mut crate::RankReport, idle: &[V
         }
     }
     Ok(())
+}
+
+/// The host view of `file` over `windows` (any order, overlaps counted
+/// once), e.g. the time a rank was late to its collectives (`compare`);
+/// `None` when the trace has no host samples.
+pub fn view_over(file: &TraceFile, windows: &[(u64, u64)]) -> crate::Result<Option<HostView>> {
+    let Some(j) = Joiner::new(file)? else { return Ok(None) };
+    let mut sorted: Vec<(u64, u64)> = windows.iter().copied().filter(|(a, b)| b > a).collect();
+    sorted.sort_unstable();
+    let mut disjoint: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+    for (a, b) in sorted {
+        match disjoint.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => disjoint.push((a, b)),
+        }
+    }
+    let mut acc = Acc::default();
+    j.accumulate(&disjoint, |_| 0, std::slice::from_mut(&mut acc));
+    Ok(Some(j.view(acc)))
 }
 
 /// A step is slow at this many times the median step of its device.
@@ -517,6 +594,17 @@ pub fn view_line(v: &HostView) -> String {
         );
     }
     let s = v.sampled_ns;
+    if !v.thread_state {
+        // Traced stacks: no states or CPU time to show.
+        let mut line = match v.cause {
+            HostCause::StacksOnly => "Python stacks only (no thread state)".to_string(),
+            c => format!("{} (from Python stacks only, no thread state)", c.name()),
+        };
+        if let Some(site) = &v.site {
+            line.push_str(&format!("; in {site} {:.0}%", 100.0 * v.site_share));
+        }
+        return line;
+    }
     let mut line = format!(
         "{}: main thread running {}, sleeping {}, disk wait {}; CPU main {}, other threads {}",
         v.cause.name(),
@@ -551,13 +639,16 @@ pub fn render_section(r: &crate::Report) -> Option<String> {
             Some(v) => ("GPU idle", v),
             None => ("the whole run (no GPU activity)", &h.wall),
         };
+        let what_samples = if h.hz == 0 {
+            format!("{} Python stack intervals from Kineto python_function events", h.samples)
+        } else {
+            format!("{} samples at {} Hz", h.samples, h.hz)
+        };
         let _ = writeln!(
             o,
-            "rank {} pid {}: {} samples at {} Hz of {} threads in {} process(es){}",
+            "rank {} pid {}: {what_samples} of {} threads in {} process(es){}",
             rk.rank,
             rk.pid,
-            h.samples,
-            h.hz,
             h.threads,
             h.processes,
             if h.lost > 0 {
@@ -600,7 +691,8 @@ pub fn render_section(r: &crate::Report) -> Option<String> {
                 } else {
                     inner.join(" ← ")
                 };
-                let _ = writeln!(o, "  {:>6}  {:<9}  {shown}", pct(st.idle_ns, v.sampled_ns), st.state.name());
+                let state = if v.thread_state { st.state.name() } else { "traced" };
+                let _ = writeln!(o, "  {:>6}  {:<9}  {shown}", pct(st.idle_ns, v.sampled_ns), state);
             }
         }
     }
@@ -652,6 +744,14 @@ pub(crate) fn findings(r: &crate::Report) -> Vec<crate::Finding> {
         HostCause::Sleep => {
             "The main thread sleeps with nothing else busy: a sleep, a lock, a barrier, a queue or a socket. The named frame is \
              where it waits; look for what it waits on (another rank, a server, a timer)."
+        }
+        HostCause::Gc => {
+            "The main thread collects garbage while the GPU waits: gc.freeze() after setup, gc.disable() in the loop and \
+             gc.collect() at step boundaries the GPU does not wait on, fewer Python objects per step."
+        }
+        HostCause::StacksOnly => {
+            "The trace has the main thread's Python stacks but not its CPU state: the named frame is where it was while the \
+             GPU waited. Record under `gputrace run` (host samples) to tell computing, waiting on input and sleeping apart."
         }
         HostCause::Unsampled => "",
     };

@@ -259,3 +259,79 @@ fn a_slow_step_gets_the_host_view_of_its_idle_time() {
     let text = gputrace_text::render_text(&r, false);
     assert!(text.contains("slow step 4 on gpu 0"), "{text}");
 }
+
+/// One idle gap [100, 1100) with the main thread in `inner` (file `file`)
+/// from 100 to 900 and in `train` after; `hz` 0 marks stacks traced by
+/// Kineto (state `other`, no CPU time).
+fn one_gap(inner: &str, file: &str, hz: u32, state: ThreadState) -> gputrace_analysis::host::HostView {
+    let header = Header {
+        pid: PID,
+        ..Header::default()
+    };
+    let mut w = TraceWriter::new(Vec::new(), &header, WriterOptions::default()).unwrap();
+    kernel(&mut w, 0, 100);
+    kernel(&mut w, 1100, 1200);
+    let mut bytes = w.finish(Trailer::default()).unwrap();
+    let first = TraceFile::from_bytes("g.gtrace", bytes.clone()).unwrap().string_count();
+    bytes.extend(encode_strings_chunk(first, &[inner, file, "train", "train.py"]));
+    let s = |i: usize| StringId((first + i) as u32);
+    let samples = HostSamples {
+        hz,
+        threads: vec![HostThread {
+            pid: PID,
+            tid: PID,
+            name: String::new(),
+        }],
+        frames: vec![
+            HostFrame {
+                function: s(0),
+                file: s(1),
+                line: 0,
+            },
+            HostFrame {
+                function: s(2),
+                file: s(3),
+                line: 9,
+            },
+        ],
+        stacks: vec![vec![0, 1], vec![1]],
+        runs: [(100, 900, 0), (900, 1100, 1)]
+            .into_iter()
+            .map(|(a, b, stack)| HostRun {
+                start: Nanos(a),
+                end: Nanos(b),
+                thread: 0,
+                state,
+                cpu_ns: if hz == 0 { 0 } else { b - a },
+                stack: Some(stack),
+                samples: 1,
+            })
+            .collect(),
+        losses: Default::default(),
+    };
+    bytes.extend(encode_chunks(&samples, 100, 1).unwrap());
+    let t = TraceFile::from_bytes("g.gtrace", bytes).unwrap();
+    let r = analyze(&[t], &Options::default()).unwrap();
+    r.ranks[0].devices[0].longest_gaps[0].host.clone().unwrap()
+}
+
+#[test]
+fn the_stack_names_gc_and_sleep_and_traced_stacks_say_they_have_no_state() {
+    // Kineto names C functions without a file.
+    let gc = one_gap("<built-in function collect>", "", 0, ThreadState::Other);
+    assert_eq!(gc.cause, HostCause::Gc);
+    assert!(!gc.thread_state);
+    assert_eq!(gc.site.as_deref(), Some("<built-in function collect>"));
+    // Sampled: the collector's frame outweighs the running state.
+    assert_eq!(one_gap("<gc>", "", 100, ThreadState::Running).cause, HostCause::Gc);
+    assert_eq!(one_gap("collect", "gc", 100, ThreadState::Running).cause, HostCause::Gc);
+    assert_eq!(
+        one_gap("<built-in function sleep>", "", 0, ThreadState::Other).cause,
+        HostCause::Sleep
+    );
+    // Nothing in the stack says more: traced stacks only, sampled states decide.
+    let plain = one_gap("step", "model.py", 0, ThreadState::Other);
+    assert_eq!(plain.cause, HostCause::StacksOnly);
+    assert_eq!(plain.stacks[0].frames, ["train (train.py:9)", "step (model.py:0)"]);
+    assert_eq!(one_gap("step", "model.py", 100, ThreadState::Running).cause, HostCause::HostCompute);
+}

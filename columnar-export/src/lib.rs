@@ -20,6 +20,7 @@ mod events;
 mod job_id;
 mod publish;
 mod runs;
+mod samples;
 mod schema;
 mod serving;
 mod writer;
@@ -28,7 +29,7 @@ pub use events::{DAMAGED, UNFINISHED};
 pub use job_id::{JobId, JobIdSource, RUN_ID_KEY};
 pub use schema::{
     ColumnType, Partitioning, Table, API_CALLS, BREAKDOWN, COLLECTIVES, COUNTERS, GPU_ACTIVITIES, JOB_KEYS, LOSSES, MARKERS, RANK_KEYS,
-    RUNS, TABLES,
+    RUNS, SAMPLES, TABLES,
 };
 pub use schema::{REQUESTS, SERVING};
 pub use writer::Value;
@@ -137,6 +138,7 @@ pub fn export(dir: &Path, job: &ExportJob<'_>) -> Result<ColumnarStats, Columnar
     for src in job.ranks {
         paths.extend(events::write_rank(staging.root(), job, src, &mut stats)?);
         paths.extend(serving::write_rank(staging.root(), job, src, &mut stats, serving_tables())?);
+        paths.push(samples::write_samples(staging.root(), job, src, &mut stats)?);
     }
     if let Some(report) = job.report {
         paths.extend(write_breakdown(staging.root(), job, report, &mut stats)?);

@@ -219,6 +219,30 @@ pub const BREAKDOWN: Table = Table {
     ],
 };
 
+/// Host samples (`gputrace run`'s sampler, or Python stacks imported from a
+/// Kineto trace): one row per run of consecutive samples of a thread with
+/// the same state and stack (`samples` says how many; `docs/host.md`).
+pub const SAMPLES: Table = Table {
+    name: "samples",
+    partitioning: Partitioning::JobRank,
+    columns: &[
+        ("time_ns", I),
+        ("end_ns", I),
+        ("samples", I),
+        ("thread_pid", I),
+        ("tid", I),
+        ("thread_name", S),
+        ("main_thread", B),
+        ("state", S),
+        ("cpu_ns", I),
+        ("stack_id", OI),
+        ("stack", S),
+        ("function", S),
+        ("file", S),
+        ("line", I),
+    ],
+};
+
 /// One row per job: what its GPU-hours bought (`report --json`'s
 /// `productive`), so the fleet's numbers are one query over many jobs.
 pub const RUNS: Table = Table {
@@ -255,7 +279,7 @@ pub const RUNS: Table = Table {
 /// Every table, in the order they are written and published.
 /// `runs` is last: published after every other table, a job's `runs` row
 /// means all its tables are in place.
-pub const TABLES: [&Table; 10] = [
+pub const TABLES: [&Table; 11] = [
     &GPU_ACTIVITIES,
     &API_CALLS,
     &COLLECTIVES,
@@ -265,6 +289,7 @@ pub const TABLES: [&Table; 10] = [
     &SERVING,
     &REQUESTS,
     &BREAKDOWN,
+    &SAMPLES,
     &RUNS,
 ];
 

@@ -88,7 +88,10 @@ fn every_event_once_in_row_groups_with_version_and_shift() {
     let dir = tempfile::tempdir().unwrap();
     let id = job_id(&sources);
     let stats = export(dir.path(), &exported(&id, "j", &sources)).unwrap();
-    assert_eq!(stats.files, 12, "6 event tables × 2 ranks (no breakdown without a report)");
+    assert_eq!(
+        stats.files, 14,
+        "6 event tables and samples × 2 ranks (no breakdown without a report)"
+    );
     let events: u64 = traces.iter().map(|t| t.events().count() as u64).sum();
     assert_eq!(stats.events, events);
     assert_eq!(stats.rows.iter().sum::<u64>(), events, "{:?}", stats.rows);
@@ -171,7 +174,7 @@ fn jobs_are_partitions_and_reexport_replaces_only_its_own() {
     expect.sort();
     assert_eq!(partitions(dir.path(), "gpu_activities"), expect);
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(entries.len(), 6, "the tables and no staging directory: {entries:?}");
+    assert_eq!(entries.len(), 7, "the tables and no staging directory: {entries:?}");
 }
 
 #[test]

@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod heatmap;
+mod host;
 mod serving;
 mod summary;
 
@@ -135,14 +136,19 @@ pub fn compare_report(
     let by_file: HashMap<String, &TraceFile> = traces.iter().map(|t| (t.path().display().to_string(), t)).collect();
     let mut sums = Vec::with_capacity(report.ranks.len());
     let mut start_realtime = Vec::with_capacity(report.ranks.len());
+    let mut used = Vec::with_capacity(report.ranks.len());
     for r in &report.ranks {
         let Some(t) = by_file.get(&r.file) else {
             continue;
         };
         sums.push(summarize_report(t, r.clone(), classifier)?);
         start_realtime.push(t.header().start_clock.realtime_ns);
+        used.push(*t);
     }
-    compare_summaries(sums, &start_realtime, opts)
+    let starts = host::Starts::of(&sums, &used);
+    let mut c = compare_summaries(sums, &start_realtime, opts)?;
+    host::explain(&mut c, &starts)?;
+    Ok(c)
 }
 
 /// Settings.
@@ -221,6 +227,10 @@ pub struct Straggler {
     /// Its GPU's counters show it throttled or clocked below its peers (see
     /// [`RankRow::gpu_slowed`]).
     pub gpu_slowed: bool,
+    /// For a `host` cause, what its host did while it was late (its host
+    /// samples over the waits it imposed; see `host.rs`); null without samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<gputrace_analysis::host::HostView>,
 }
 
 /// Per-rank numbers.
@@ -445,7 +455,10 @@ pub fn compare(traces: &[TraceFile], opts: &Options) -> Result<Comparison, Compa
         sums.push(summarize(t, i as u32)?);
     }
     let headers: Vec<_> = traces.iter().map(|t| t.header().start_clock.realtime_ns).collect();
-    compare_summaries(sums, &headers, opts)
+    let starts = host::Starts::of(&sums, &traces.iter().collect::<Vec<_>>());
+    let mut c = compare_summaries(sums, &headers, opts)?;
+    host::explain(&mut c, &starts)?;
+    Ok(c)
 }
 
 /// Compare rank summaries (see [`summarize`]); `start_realtime` are the
@@ -819,6 +832,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             cause: cause.into(),
             why,
             gpu_slowed: ranks[r].gpu_slowed,
+            host: None,
         });
     }
     stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));

@@ -31,26 +31,33 @@ impl PythonReader {
     }
 
     /// The stack of each Python thread with a known OS thread id, interned:
-    /// tid → stack. A process with one Python thread whose OS id is unknown
+    /// tid → stack; and how many threads' stacks the full interner left
+    /// out. A process with one Python thread whose OS id is unknown
     /// (Python before 3.11) gives it the main thread (`pid`).
-    pub(crate) fn read(&mut self, pid: u32, intern: &mut Interner) -> Result<HashMap<u32, u32>, String> {
+    pub(crate) fn read(&mut self, pid: u32, intern: &mut Interner) -> Result<(HashMap<u32, u32>, u64), String> {
         let traces = self.spy.get_stack_traces().map_err(|e| chain(&e))?;
         let single = traces.len() == 1;
         let mut out = HashMap::with_capacity(traces.len());
+        let mut left_out = 0;
         for t in traces {
             let tid = match t.os_thread_id {
                 Some(id) => id as u32,
                 None if single => pid,
                 None => continue,
             };
-            let frames: Vec<u32> = t
+            let frames: Option<Vec<u32>> = t
                 .frames
                 .iter()
                 .map(|f| intern.frame(&f.name, &f.filename, f.line.max(0) as u32))
                 .collect();
-            out.insert(tid, intern.stack(frames));
+            match frames.and_then(|f| intern.stack(f)) {
+                Some(stack) => {
+                    out.insert(tid, stack);
+                }
+                None => left_out += 1,
+            }
         }
-        Ok(out)
+        Ok((out, left_out))
     }
 }
 

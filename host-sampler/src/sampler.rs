@@ -359,7 +359,12 @@ impl State {
             return None;
         };
         match reader.read(pid, &mut self.intern) {
-            Ok(s) => Some(s),
+            Ok((s, left_out)) => {
+                if left_out > 0 {
+                    *p.record.losses.entry("frame_table_cap".into()).or_insert(0) += left_out;
+                }
+                Some(s)
+            }
             Err(_) => {
                 // A read racing the process (a frame freed under the
                 // non-blocking reader, or the process exiting): this

@@ -47,6 +47,7 @@ mod map;
 mod meta;
 pub mod number;
 mod parallel;
+mod python;
 mod salvage;
 mod scan;
 mod skeleton;
@@ -114,6 +115,10 @@ pub struct ImportSummary {
     pub events: BTreeMap<String, u64>,
     /// `ac2g` flow endpoints; their links are carried by correlation ids.
     pub flows: u64,
+    /// `python_function` events (a trace recorded with `with_stack=True`)
+    /// kept as host stacks (a host samples chunk: `docs/host.md`); those
+    /// past the importer's cap are in `unmapped`.
+    pub python_calls: u64,
     /// Entries that could not be mapped, by detail (each written as one `Loss` event).
     pub unmapped: BTreeMap<String, u64>,
     /// The input was cut off mid-write and read up to its last complete trace event:
@@ -374,7 +379,7 @@ fn one_pass(input: &Input, opts: &ImportOptions) -> Result<Result<(Vec<u8>, Impo
     }
     meta.pid = tally.host_pid.unwrap_or(0);
     let source_name = source_name(path);
-    let (mut summary, written) = match finish(input, sink.writer, tally, summary, &source_name) {
+    let (mut summary, written) = match finish(input, sink.writer, tally, summary, &source_name, (meta.pid, shift)) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
@@ -407,7 +412,7 @@ fn two_passes<W: Write>(input: &Input, out: W, opts: &ImportOptions) -> Result<I
     });
     result.map_err(|f| f.with_path(path.to_path_buf()))?;
     summary.json_bytes = sc.offset();
-    finish(input, writer, tally, summary, &source_name).map(|(summary, _)| summary)
+    finish(input, writer, tally, summary, &source_name, (meta.pid, 0)).map(|(summary, _)| summary)
 }
 
 /// The file's name, for the header and the trailer.
@@ -487,19 +492,35 @@ fn trace_events<R: Read, S: Sink>(
     }
 }
 
-/// Write the loss records and the trailer; what was done, and the output.
+/// Write the loss records, the trailer and the host stacks of the
+/// `python_function` events (after the trailer, as `gputrace run` appends
+/// its host samples; `retime` copies them as they are, so their times are
+/// moved by `shift` here, for the process `pid`); what was done, and the output.
 fn finish<W: Write>(
     input: &Input,
     mut writer: TraceWriter<CountingWriter<W>>,
     mut tally: Tally,
     mut summary: ImportSummary,
     source_name: &str,
+    (pid, shift): (u32, i64),
 ) -> Result<(ImportSummary, CountingWriter<W>), KinetoError> {
     let path = input.path;
     let write_err = |source| KinetoError::Write {
         path: path.to_path_buf(),
         source,
     };
+    let python = std::mem::take(&mut tally.python);
+    summary.python_calls = python.taken - python.over_cap;
+    if python.over_cap > 0 {
+        tally.losses().insert(
+            python::OVER_CAP.to_string(),
+            map::LossBucket {
+                count: python.over_cap,
+                first_time: Nanos::ZERO,
+            },
+        );
+    }
+    let host = python.into_samples(pid, shift, &mut |s| writer.intern(s));
     // One loss record per kind of unmapped entry, so nothing disappears
     // silently. They are dated at the earliest mapped event, so that they
     // never widen the trace's time span (CPU-only entries such as the
@@ -550,7 +571,14 @@ fn finish<W: Write>(
     if let Some(what) = &summary.truncated {
         trailer.extra.insert("import.truncated".into(), what.clone());
     }
-    let counted = writer.finish(trailer).map_err(write_err)?;
+    let mut counted = writer.finish(trailer).map_err(write_err)?;
+    if let Some(host) = host {
+        let chunks =
+            gputrace_format::host::encode_chunks(&host, 1 << 20, 3).map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
+        counted
+            .write_all(&chunks)
+            .map_err(|e| write_err(gputrace_format::FormatError::Write(e)))?;
+    }
     summary.output_bytes = counted.count;
     Ok((summary, counted))
 }
@@ -640,6 +668,15 @@ fn map_element<S: Sink>(
         }
         Ok(Mapped::Flow) => tally.flows += 1,
         Ok(Mapped::Unmapped(detail)) => tally.lose(detail, || mapper.start_of(ev)),
+        Ok(Mapped::Category) if ev.cat.as_deref() == Some("python_function") && ev.ph.as_deref() == Some("X") => {
+            let read = mapper
+                .times(ev)
+                .and_then(|t| Ok((t, map::id_of(ev.pid, "pid")?, map::id_of(ev.tid, "tid")?)));
+            match read {
+                Ok((times, pid, tid)) => tally.python.take(times, pid, tid.unwrap_or(0), ev.name.as_deref().unwrap_or("")),
+                Err(what) => return problem(tally, strict, format!("python_function event: {what}"), here.at(start)),
+            }
+        }
         Ok(Mapped::Category) => tally.lose_category(ev.cat.as_deref().unwrap_or(""), ev.ph.as_deref().unwrap_or(""), || {
             mapper.start_of(ev)
         }),

@@ -43,6 +43,8 @@ pub(crate) struct Tally {
     /// The pid of the first CPU-side entry (operator, annotation, CUDA
     /// call) in file order: the profiled process.
     pub host_pid: Option<u32>,
+    /// `python_function` events, which become host stacks.
+    pub python: crate::python::PythonSpans,
     /// Entries of the unmapped categories seen, counted by (category,
     /// phase) and moved into `losses` by [`Tally::settle`]: most entries
     /// of a trace are of these, so each is counted without making or
@@ -87,6 +89,7 @@ impl Tally {
     pub(crate) fn absorb(&mut self, mut later: Tally) {
         self.settle();
         later.settle();
+        self.python.absorb(std::mem::take(&mut later.python));
         for (detail, b) in later.losses {
             let mine = self.losses.entry(detail).or_insert(LossBucket {
                 count: 0,
@@ -370,7 +373,7 @@ impl Mapper {
     }
 
     /// Absolute start and end in ns: `base + ts`, `start + dur`.
-    fn times(&self, ev: &RawEvent<'_>) -> Result<(Nanos, Nanos), Problem> {
+    pub(crate) fn times(&self, ev: &RawEvent<'_>) -> Result<(Nanos, Nanos), Problem> {
         let ts = ev.ts.ok_or_else(|| "event without \"ts\"".to_string())?;
         let ts_ns = scaled_integer(ts.get(), 3).ok_or_else(|| format!("\"ts\" is not a number: {}", short(ts.get())))?;
         let dur_ns = match ev.dur {
@@ -534,7 +537,7 @@ fn u32_arg(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
 
 /// A pid or tid: a number, a numeric string (`"25738"`), or a label ending
 /// in a number (`"stream 7"`). Labels without a number (`"Spans"`) give `None`.
-fn id_of(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
+pub(crate) fn id_of(v: Option<Raw<'_>>, field: &str) -> Result<Option<u32>, Problem> {
     let Some(v) = v else { return Ok(None) };
     let text = v.get();
     if text.starts_with('"') {

@@ -111,9 +111,10 @@ fn every_way_through_a_large_synthetic_trace_gives_the_same_bytes() {
     assert_eq!(s.flows, count(&[3]));
     // CPU operators and annotations are markers.
     assert_eq!(s.events["marker"], count(&[1, 8]));
-    // Python frames, memory instants, the bare numbers and the kernel with
-    // a string ts are counted as unmapped, not dropped.
-    assert_eq!(s.unmapped_total(), count(&[4, 6, 9, 10]), "{:?}", s.unmapped);
+    // Python frames become host stacks; memory instants, the bare numbers
+    // and the kernel with a string ts are counted as unmapped, not dropped.
+    assert_eq!(s.python_calls, count(&[6]));
+    assert_eq!(s.unmapped_total(), count(&[4, 9, 10]), "{:?}", s.unmapped);
 
     // Gzipped: inflated on a thread of its own, same result.
     let gz = dir.path().join("big.json.gz");

@@ -121,7 +121,8 @@ fn every_shared_trace_imports_with_matching_counts() {
                 kind.name()
             );
         }
-        // Every element is accounted for: mapped, a flow, or in a loss record.
+        // Every element is accounted for: mapped, a flow, a Python call
+        // (host stacks), or in a loss record.
         let mapped: u64 = summary
             .events
             .iter()
@@ -129,7 +130,7 @@ fn every_shared_trace_imports_with_matching_counts() {
             .map(|(_, v)| v)
             .sum();
         assert_eq!(
-            mapped + summary.flows + summary.unmapped_total(),
+            mapped + summary.flows + summary.python_calls + summary.unmapped_total(),
             summary.trace_events,
             "{}",
             path.display()

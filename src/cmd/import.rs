@@ -125,13 +125,18 @@ fn describe(s: &ImportSummary) -> String {
     let n = |k: &str| s.events.get(k).copied().unwrap_or(0);
     let ratio = |from: u64| from as f64 / s.output_bytes.max(1) as f64;
     format!(
-        "{} kernels, {} copies, {} memsets, {} API calls, {} markers, {} collectives; {} of {} entries not in the model (Python frames, metadata, ...: recorded as losses); {} -> {} bytes, {:.1}x smaller ({:.1}x smaller than the JSON text)",
+        "{} kernels, {} copies, {} memsets, {} API calls, {} markers, {} collectives{}; {} of {} entries not in the model (CPU instants, metadata, ...: recorded as losses); {} -> {} bytes, {:.1}x smaller ({:.1}x smaller than the JSON text)",
         n("kernel"),
         n("memcpy"),
         n("memset"),
         n("api"),
         n("marker"),
         n("collective"),
+        if s.python_calls > 0 {
+            format!(", {} Python calls (host stacks)", s.python_calls)
+        } else {
+            String::new()
+        },
         s.unmapped_total(),
         s.trace_events,
         s.input_bytes,

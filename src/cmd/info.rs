@@ -209,11 +209,16 @@ fn write_host_samples(out: &mut impl Write, h: &HostSamplesInfo) -> std::io::Res
     let span = h
         .span_ns
         .map_or(String::new(), |(a, b)| format!(" over {}", Nanos(b.saturating_sub(a))));
+    // hz 0: stacks traced by Kineto (`python_function` events), one run per interval.
+    let rate = if h.hz == 0 {
+        " traced (Kineto python_function)".to_string()
+    } else {
+        format!(" at {} Hz", h.hz)
+    };
     writeln!(
         out,
-        "  host samples  {} at {} Hz{span}: {} threads in {} process(es), {} Python stacks ({} runs)",
+        "  host samples  {}{rate}{span}: {} threads in {} process(es), {} Python stacks ({} runs)",
         thousands(h.samples),
-        h.hz,
         h.threads,
         h.processes,
         h.python_stacks,
@@ -224,6 +229,7 @@ fn write_host_samples(out: &mut impl Write, h: &HostSamplesInfo) -> std::io::Res
             "host_samples_cap" => "samples past the sampler's memory cap",
             "python_read" => "Python stack reads that raced the process (those samples have no stack)",
             "python_attach" => "processes whose Python stacks could not be read",
+            "frame_table_cap" => "thread samples without their stack: the frame table was full",
             _ => "samples",
         };
         writeln!(out, "  LOSSES        host samples {cause}: {} {what}", thousands(*n))?;

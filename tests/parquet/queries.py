@@ -11,7 +11,7 @@ against `gputrace report --json` and `gputrace info --json`.
 import json
 import sys
 
-TABLES = ["gpu_activities", "api_calls", "collectives", "markers", "losses", "counters", "breakdown", "runs"]
+TABLES = ["gpu_activities", "api_calls", "collectives", "markers", "losses", "counters", "breakdown", "samples", "runs"]
 
 QUERIES = {
     "breakdown": """

@@ -121,7 +121,9 @@ pub struct HostRun {
 /// What the JSON meta of a host samples chunk holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostMeta {
-    /// Sampling rate asked for, per second.
+    /// Sampling rate asked for, per second; 0 for stacks traced rather
+    /// than sampled (a Kineto import's `python_function` calls: one run per
+    /// interval between call boundaries, state `Other`, CPU time 0).
     pub hz: u32,
     /// The threads the runs refer to.
     pub threads: Vec<HostThread>,

@@ -47,6 +47,9 @@ pub const COMM_TID_BASE: u64 = 2_000_000;
 /// The `i`-th track of a communication library's kernels (one per library and
 /// stream) of a rank uses `LIBRARY_TID_BASE + i`.
 pub const LIBRARY_TID_BASE: u64 = 3_000_000;
+/// The `i`-th host samples track of a rank (one per sampled thread) uses
+/// `HOST_SAMPLES_TID_BASE + i`, above every Linux tid (2^22).
+pub const HOST_SAMPLES_TID_BASE: u64 = 5_000_000;
 /// With several ranks in one file, GPU `d` of the input at position `i` gets
 /// pid `MERGED_GPU_PID_BASE + 1000 × i + d` (Linux pids stay below 2^22).
 pub const MERGED_GPU_PID_BASE: u64 = 1_000_000_000;
@@ -847,6 +850,36 @@ impl<W: Write> Visitor for JsonWriter<W> {
                 b.extend_from_slice(b",\"args\":{\"value\":");
                 put_f64(b, v as f64 * scale);
                 b.extend_from_slice(b"}}");
+                self.out.maybe_flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn host_samples(&mut self, input: &Input<'_>, tracks: &[crate::host::HostTrack]) -> Result<()> {
+        let pid = self.inputs[input.ordinal].host_pid;
+        for (i, t) in tracks.iter().enumerate() {
+            let tid = HOST_SAMPLES_TID_BASE + i as u64;
+            self.metadata(b"thread_name", pid, Some(tid), b"name", &t.name);
+            self.metadata(b"thread_sort_index", pid, Some(tid), b"sort_index", &tid.to_string());
+            for s in &t.slices {
+                self.open(b"X", b"host_sample");
+                let b = &mut self.out.buf;
+                b.extend_from_slice(b",\"name\":");
+                put_json_str(b, &s.name);
+                self.pid_tid_ts(pid, tid, s.start);
+                self.dur(s.start, s.end);
+                let b = &mut self.out.buf;
+                if let Some((state, cpu_ns, samples)) = s.run {
+                    b.extend_from_slice(b",\"args\":{\"state\":");
+                    put_json_str(b, state);
+                    b.extend_from_slice(b",\"cpu ns\":");
+                    put_u64(b, cpu_ns);
+                    b.extend_from_slice(b",\"samples\":");
+                    put_u64(b, u64::from(samples));
+                    b.push(b'}');
+                }
+                b.push(b'}');
                 self.out.maybe_flush()?;
             }
         }

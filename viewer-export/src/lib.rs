@@ -44,13 +44,16 @@
 
 mod chrome;
 mod error;
+mod host;
 mod job;
 mod out;
 mod perfetto;
 mod proto;
 mod walk;
 
-pub use chrome::{ChromeJson, CLASH_PID_BASE, COMM_TID_BASE, MERGED_GPU_PID_BASE, SYNC_TID_BASE, UNKNOWN_STREAM_TID};
+pub use chrome::{
+    ChromeJson, CLASH_PID_BASE, COMM_TID_BASE, HOST_SAMPLES_TID_BASE, MERGED_GPU_PID_BASE, SYNC_TID_BASE, UNKNOWN_STREAM_TID,
+};
 pub use error::{ExportError, Result};
 pub use job::{EventCounts, Filter, Job, Plan, RankInput};
 pub use perfetto::{Perfetto, SEQUENCE_ID};

@@ -371,6 +371,8 @@ enum TrackKey {
     Counter(usize, DeviceId, usize),
     /// The input's `n`-th counter series (NVML), under its GPU.
     Series(usize, DeviceId, usize),
+    /// The input's `n`-th host samples track (one per sampled thread).
+    HostSamples(usize, usize),
 }
 
 fn lane_key(ordinal: usize, lane: Lane) -> TrackKey {
@@ -1142,6 +1144,58 @@ impl<W: Write> Visitor for ProtoWriter<W> {
                 double(b, E_DOUBLE_COUNTER_VALUE, v as f64 * scale);
                 end(b, te);
                 end_wide(b, p);
+                self.out.maybe_flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn host_samples(&mut self, input: &Input<'_>, tracks: &[crate::host::HostTrack]) -> Result<()> {
+        // A run's state, CPU time and samples under the annotation names `kind`, `value` and `count`.
+        let arg = |name: &str| ARG_NAMES.iter().position(|n| *n == name).expect("an argument name") as u64 + 1;
+        let (kind, value, count) = (arg("kind"), arg("value"), arg("count"));
+        let proc_uuid = self
+            .uuid(TrackKey::Process(input.ordinal))
+            .expect("process described in begin_input");
+        for (k, t) in tracks.iter().enumerate() {
+            let track = self.descriptor(TrackKey::HostSamples(input.ordinal, k), |b| {
+                uint(b, 5, proc_uuid);
+                bytes(b, 2, t.name.as_bytes());
+                uint(b, 12, 3000 + k as u64); // after the counters
+                uint(b, 15, 2); // SIBLING_MERGE_BEHAVIOR_NONE
+            });
+            for (at, slice) in crate::host::begin_end(&t.slices) {
+                let name = slice.map(|s| self.name_iid_label(&s.name));
+                let b = &mut self.out.buf;
+                let p = begin_wide(b, PKT);
+                uint_time(b, P_TIMESTAMP, at);
+                uint(b, P_SEQ_ID, SEQUENCE_ID);
+                uint(b, P_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                let te = begin(b, P_TRACK_EVENT);
+                uint(b, E_TRACK_UUID, track);
+                match (slice, name) {
+                    (Some(s), Some(name)) => {
+                        uint(b, E_TYPE, TYPE_SLICE_BEGIN);
+                        uint(b, E_NAME_IID, name);
+                        if let Some((state, cpu_ns, samples)) = s.run {
+                            // DebugAnnotation: name_iid (1), uint_value (3), string_value (6).
+                            let d = begin(b, E_DEBUG);
+                            uint(b, 1, kind);
+                            bytes(b, 6, state.as_bytes());
+                            end(b, d);
+                            for (iid, v) in [(value, cpu_ns), (count, u64::from(samples))] {
+                                let d = begin(b, E_DEBUG);
+                                uint(b, 1, iid);
+                                uint(b, 3, v);
+                                end(b, d);
+                            }
+                        }
+                    }
+                    _ => uint(b, E_TYPE, TYPE_SLICE_END),
+                }
+                end(b, te);
+                self.write_new_names();
+                end_wide(&mut self.out.buf, p);
                 self.out.maybe_flush()?;
             }
         }

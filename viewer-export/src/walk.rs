@@ -272,6 +272,11 @@ pub(crate) trait Visitor {
     fn counters(&mut self, _input: &Input<'_>, _series: &[CounterSeries]) -> Result<()> {
         Ok(())
     }
+    /// The input's host samples, one track per sampled thread, clipped to
+    /// the window, after its counters (see `host.rs`).
+    fn host_samples(&mut self, _input: &Input<'_>, _tracks: &[crate::host::HostTrack]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// How a counter series is drawn: its track's label, unit and the factor
@@ -1103,6 +1108,7 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
         if !series.is_empty() {
             w.visitor.counters(&input, &series)?;
         }
+        crate::host::tracks_in(trace, shift, (plan.from, plan.to))?.map_or(Ok(()), |t| w.visitor.host_samples(&input, &t))?;
         stats = w.stats;
     }
     Ok(stats)
