@@ -93,6 +93,26 @@ impl From<gputrace_analysis::AnalysisError> for CliError {
     }
 }
 
+/// Each input error becomes the CLI error of the same cause, so that its hint applies.
+impl From<gputrace_inputs::InputError> for CliError {
+    fn from(e: gputrace_inputs::InputError) -> CliError {
+        use gputrace_inputs::InputError as I;
+        match e {
+            I::Format(f) => CliError::Format(f),
+            I::Kineto(k) => CliError::Kineto(k),
+            I::Io { path, source } => CliError::Io { path, source },
+            I::NoTraces(path) => CliError::NoTraces(path),
+            I::BadRunRecord { path, reason } => CliError::BadRunRecord { path, reason },
+            I::BadThreads { value } => CliError::BadEnv {
+                name: gputrace_inputs::THREADS_ENV,
+                value,
+                what: I::THREADS_EXPECTED,
+            },
+            other => CliError::Analysis(other.to_string()),
+        }
+    }
+}
+
 impl CliError {
     /// A one-line suggestion for a known cause.
     pub fn hint(&self) -> Option<&'static str> {
