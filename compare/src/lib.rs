@@ -31,7 +31,7 @@
 //!     .collect();
 //! let c = compare(&traces, &Options::default()).unwrap();
 //! assert_eq!(c.stragglers[0].rank, 1);
-//! assert_eq!(c.stragglers[0].cause, "gpu");
+//! assert_eq!(c.stragglers[0].cause, gputrace_compare::Cause::Gpu);
 //! ```
 #![deny(missing_docs)]
 
@@ -80,12 +80,12 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
     c.stragglers
         .iter()
         .map(|st| {
-            let next = match st.cause.as_str() {
-                "gpu" => "Its GPU computes longer before each collective: compare its kernels and clocks with a peer (a slower or throttled GPU, or more work: sequence lengths, data shards, expert load).",
-                "host" => "Its CPU launches late: look at that rank's input pipeline and host-side work between steps (data loading, logging, garbage collection).",
-                "network" => "It arrives late without computing more or launching later: check its links (NVLink/PCIe/NIC), placement and topology.",
-                "unclear" => "Its compute or host idle is raised but other ranks' are close or higher: compare the ranks' per-step compute and host idle (gputrace compare's per-rank table) before blaming its GPU or host.",
-                _ => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
+            let next = match st.cause {
+                Cause::Gpu => "Its GPU computes longer before each collective: compare its kernels and clocks with a peer (a slower or throttled GPU, or more work: sequence lengths, data shards, expert load).",
+                Cause::Host => "Its CPU launches late: look at that rank's input pipeline and host-side work between steps (data loading, logging, garbage collection).",
+                Cause::Network => "It arrives late without computing more or launching later: check its links (NVLink/PCIe/NIC), placement and topology.",
+                Cause::Unclear => "Its compute or host idle is raised but other ranks' are close or higher: compare the ranks' per-step compute and host idle (gputrace compare's per-rank table) before blaming its GPU or host.",
+                Cause::Unknown => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
             };
             let mut values = std::collections::BTreeMap::new();
             values.insert("rank".to_string(), f64::from(st.rank));
@@ -117,6 +117,55 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
             }
         })
         .collect()
+}
+
+/// The comparison of a multi-rank report's ranks, as `gputrace compare` makes it
+/// (reusing the report's analysis, with the default [`Options`]), or why it cannot be
+/// made; `None` for a report of one rank.
+pub fn report_comparison(
+    report: &gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+) -> Option<Result<Comparison, CompareError>> {
+    (report.ranks.len() >= 2).then(|| compare_report(report, traces, classifier, &Options::default()))
+}
+
+/// [`report_comparison`], and when it could be made, its stragglers added to the report's
+/// findings ([`add_stragglers`]): a multi-rank report as `gputrace report` gives it.
+pub fn with_stragglers(
+    report: &mut gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+) -> Option<Result<Comparison, CompareError>> {
+    let comparison = report_comparison(report, traces, classifier);
+    if let Some(Ok(c)) = &comparison {
+        add_stragglers(report, c);
+    }
+    comparison
+}
+
+/// Add the `stragglers` findings of comparison `c` ([`straggler_findings`]) to `report`,
+/// each with the time at stake (the wait it imposed on the others), and keep the
+/// findings sorted by severity.
+pub fn add_stragglers(report: &mut gputrace_analysis::Report, c: &Comparison) {
+    // A straggler whose cause is its GPU's longer compute already says what
+    // "uneven compute" would say of the same rank.
+    let gpu_bound: Vec<f64> = c
+        .stragglers
+        .iter()
+        .filter(|s| s.cause == Cause::Gpu)
+        .map(|s| f64::from(s.rank))
+        .collect();
+    report
+        .findings
+        .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
+    let price = report.cost.map(|c| c.usd_per_gpu_hour);
+    for mut f in straggler_findings(c) {
+        let wait = f.values.get("wait_imposed_ns").map_or(0, |&w| w as u64);
+        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
+        report.findings.push(f);
+    }
+    report.findings.sort_by_key(|f| f.severity);
 }
 
 /// The comparison of `report`'s ranks (the traces it was made from, in any order:
@@ -197,6 +246,42 @@ pub struct Clock {
 /// Residuals up to this are never called poor (timer and launch jitter).
 pub const POOR_ALIGNMENT_FLOOR_NS: u64 = 50_000;
 
+/// Why a straggler arrives late. Serialized as its [`Cause::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cause {
+    /// Its GPU computes longer than its peers'.
+    Gpu,
+    /// Its GPU waits longer for its host to launch work.
+    Host,
+    /// Neither: it arrives late without computing more or launching later.
+    Network,
+    /// Its compute or host idle is raised without singling it out (the evidence says by
+    /// how much).
+    Unclear,
+    /// The collectives have no GPU times, so the cause cannot be told.
+    Unknown,
+}
+
+impl Cause {
+    /// The name in JSON and text: `gpu`, `host`, `network`, `unclear`, `unknown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Gpu => "gpu",
+            Cause::Host => "host",
+            Cause::Network => "network",
+            Cause::Unclear => "unclear",
+            Cause::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One straggler.
 #[derive(Clone, Debug, Serialize)]
 pub struct Straggler {
@@ -208,10 +293,8 @@ pub struct Straggler {
     pub wait_imposed_ns: u64,
     /// Collectives it arrived last at.
     pub arrived_last: u64,
-    /// `gpu`, `host`, `network`, `unclear` (its compute or host idle is raised without
-    /// singling it out: the evidence says by how much), or `unknown` when the collectives
-    /// have no GPU times.
-    pub cause: String,
+    /// Why it arrives late.
+    pub cause: Cause,
     /// The evidence, in words.
     pub why: String,
     /// Its GPU's counters show it throttled or clocked below its peers (see
@@ -379,7 +462,7 @@ fn straggler_cause(
     ranks: &[RankRow],
     n_steps: f64,
     opts: &Options,
-) -> (&'static str, String) {
+) -> (Cause, String) {
     let ms = |ns: f64| ns / 1e6;
     let peers_c = median_u64(peers.iter().map(|&p| compute[p]).collect());
     let peers_h = median_u64(peers.iter().map(|&p| host[p]).collect());
@@ -412,14 +495,17 @@ fn straggler_cause(
         if ranks[r].gpu_slowed {
             why.push_str(&format!(", and {}", ranks[r].gpu_slowed_why));
         }
-        ("gpu", why)
+        (Cause::Gpu, why)
     } else if host_raised && lead_h_step >= 0.5 * lateness {
-        ("host", format!("{host_words}: data loading or Python on that host"))
+        (Cause::Host, format!("{host_words}: data loading or Python on that host"))
     } else if gpu_raised || host_raised {
-        ("unclear", format!("the evidence does not single it out: {gpu_words}; {host_words}"))
+        (
+            Cause::Unclear,
+            format!("the evidence does not single it out: {gpu_words}; {host_words}"),
+        )
     } else {
         (
-            "network",
+            Cause::Network,
             format!("neither its GPU work nor its host explains it ({gpu_words}; {host_words}): look at its network path (NIC, switch, topology)"),
         )
     }
@@ -801,7 +887,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             straggler_cause(r, &peers, &compute, &host, &ranks, n_steps, opts)
         } else {
             (
-                "unknown",
+                Cause::Unknown,
                 "only the times the ranks called NCCL are known (no GPU times): it called NCCL late; trace with CUPTI to tell \
                  GPU, host and network apart"
                     .to_string(),
@@ -812,7 +898,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             score,
             wait_imposed_ns: imposed[r],
             arrived_last: arrived_last[r],
-            cause: cause.into(),
+            cause,
             why,
             gpu_slowed: ranks[r].gpu_slowed,
         });
@@ -967,7 +1053,7 @@ mod cause_tests {
     }
 
     /// Rank 0 is the straggler, 1 ms late per collective, over 10 steps.
-    fn cause(compute: &[u64], host: &[u64]) -> (&'static str, String) {
+    fn cause(compute: &[u64], host: &[u64]) -> (Cause, String) {
         let n = compute.len();
         let ranks: Vec<RankRow> = (0..n as u32).map(|r| row(r, if r == 0 { 1_000_000 } else { 0 })).collect();
         let peers: Vec<usize> = (1..n).collect();
@@ -980,7 +1066,7 @@ mod cause_tests {
     fn gpu_when_its_compute_leads_every_peer() {
         // 10% over the peers' median 100 ms, 8% (of it) over the next: singled out.
         let (c, why) = cause(&[110 * MS, 100 * MS, 100 * MS, 102 * MS], &[0; 4]);
-        assert_eq!(c, "gpu");
+        assert_eq!(c, Cause::Gpu);
         assert!(
             why.contains("10.0% longer than its peers' (median), 8.0% of that median more than the next rank's (rank 3)"),
             "{why}"
@@ -992,7 +1078,7 @@ mod cause_tests {
         // 8 ms per step more host idle than the median (0) and 6 ms more than the next
         // rank's, against 1 ms of lateness: half of it twice over.
         let (c, why) = cause(&[100 * MS; 4], &[80 * MS, 0, 20 * MS, 0]);
-        assert_eq!(c, "host", "{why}");
+        assert_eq!(c, Cause::Host, "{why}");
         assert!(
             why.contains("8.00 ms per step more than its peers' (median) and 6.00 ms per step more than the next rank's (rank 2)"),
             "{why}"
@@ -1004,18 +1090,18 @@ mod cause_tests {
         // The issue's 8-rank DLRM case: its host idle is raised over the peers' median (0),
         // but two peers' exceed it.
         let (c, why) = cause(&[100 * MS; 8], &[80 * MS, 90 * MS, 95 * MS, 0, 0, 0, 0, 0]);
-        assert_eq!(c, "unclear", "{why}");
+        assert_eq!(c, Cause::Unclear, "{why}");
         assert!(why.starts_with("the evidence does not single it out"), "{why}");
         assert!(why.contains("-1.50 ms per step more than the next rank's (rank 2)"), "{why}");
         // Compute 10% over the median but only 1% over the next rank.
         let (c, _) = cause(&[110 * MS, 100 * MS, 109 * MS, 100 * MS], &[0; 4]);
-        assert_eq!(c, "unclear");
+        assert_eq!(c, Cause::Unclear);
     }
 
     #[test]
     fn network_when_neither_is_raised() {
         let (c, why) = cause(&[100 * MS; 4], &[0; 4]);
-        assert_eq!(c, "network");
+        assert_eq!(c, Cause::Network);
         assert!(why.starts_with("neither its GPU work nor its host explains it"), "{why}");
     }
 }

@@ -138,8 +138,8 @@ fn per_gpu(total: u64, gpus: u64) -> u64 {
 /// Diff `a` (baseline) against `b`. Kernels come from each report's
 /// `top_kernels`, so analyse both with a `top_kernels` large enough to list
 /// every kernel name. The scaling section's stragglers are the reports'
-/// `stragglers` findings (the CLI adds them to multi-rank reports, as
-/// `gputrace report` does).
+/// `stragglers` findings: make each multi-rank report with
+/// `gputrace_compare::with_stragglers`, as `gputrace report` does.
 pub fn diff(a: &Report, b: &Report) -> Diff {
     let (ga, gb) = (a.totals.active_devices, b.totals.active_devices);
     let (ta, tb) = (&a.totals, &b.totals);

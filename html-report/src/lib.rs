@@ -1149,7 +1149,7 @@ impl Html {
                 Num::u(key("arrived_last"), s.arrived_last, Fmt::Num).span(),
                 Num::u(key("wait_imposed_ns"), s.wait_imposed_ns, Fmt::Ns).span(),
                 Num::f(key("score"), Some(s.score), Fmt::Frac).span(),
-                esc(&s.cause),
+                esc(s.cause.name()),
                 esc(&s.why)
             );
         }

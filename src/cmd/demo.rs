@@ -187,10 +187,7 @@ pub fn run(args: &DemoArgs) -> Result<ExitCode, CliError> {
         ..Default::default()
     };
     let mut report = gputrace_analysis::analyze(&traces, &opts).map_err(|e| CliError::Analysis(format!("analysing the demo job: {e}")))?;
-    let comparison = super::report::comparison(&report, &traces, &opts.classifier);
-    if let Some(Ok(c)) = &comparison {
-        super::report::add_stragglers(&mut report, c);
-    }
+    let comparison = gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier);
     let color = !args.json && crate::color::enabled(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     w(&mut out, String::new())?;
     let text = gputrace_analysis::render_text(&report, color);

@@ -63,9 +63,7 @@ fn analyse(path: &PathBuf) -> Result<gputrace_analysis::Report, CliError> {
         other => CliError::from(other),
     })?;
     // The scaling section names each run's stragglers, as `gputrace report` does.
-    if let Some(Ok(c)) = super::report::comparison(&report, &traces, &opts.classifier) {
-        super::report::add_stragglers(&mut report, &c);
-    }
+    gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier);
     Ok(report)
 }
 

@@ -179,42 +179,6 @@ pub(crate) fn parse_price(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The comparison of a multi-rank job's ranks, as `gputrace compare` makes it (reusing
-/// the report's analysis), or why it cannot be made; `None` for one rank.
-pub(crate) fn comparison(
-    report: &gputrace_analysis::Report,
-    traces: &[gputrace_format::TraceFile],
-    classifier: &gputrace_analysis::Classifier,
-) -> Option<Result<gputrace_compare::Comparison, String>> {
-    (report.ranks.len() >= 2).then(|| {
-        gputrace_compare::compare_report(report, traces, classifier, &gputrace_compare::Options::default()).map_err(|e| e.to_string())
-    })
-}
-
-/// Add the `stragglers` findings of comparison `c`: the ranks the others wait for, as
-/// `gputrace compare` names them.
-pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrace_compare::Comparison) {
-    // A straggler whose cause is its GPU's longer compute already says what
-    // "uneven compute" would say of the same rank.
-    let gpu_bound: Vec<f64> = c
-        .stragglers
-        .iter()
-        .filter(|s| s.cause == "gpu")
-        .map(|s| f64::from(s.rank))
-        .collect();
-    report
-        .findings
-        .retain(|f| !(f.rule == "uneven-compute" && f.values.get("rank").is_some_and(|r| gpu_bound.contains(r))));
-    let price = report.cost.map(|c| c.usd_per_gpu_hour);
-    for mut f in gputrace_compare::straggler_findings(c) {
-        // The time at stake: the wait it imposed on the others.
-        let wait = f.values.get("wait_imposed_ns").map_or(0, |&w| w as u64);
-        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
-        report.findings.push(f);
-    }
-    report.findings.sort_by_key(|f| f.severity);
-}
-
 /// Run `gputrace report`.
 pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
@@ -243,10 +207,11 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         let gpu: Vec<&gputrace_format::TraceFile> = traces.iter().filter(|t| !gputrace_analysis::serving::is_serving_trace(t)).collect();
         report.serving.extend(gputrace_analysis::serving::timeline_serving(&gpu));
     }
-    let comparison = comparison(&report, &traces, &opts.classifier);
-    if let (None, Some(Ok(c))) = (opts.hta, &comparison) {
-        add_stragglers(&mut report, c);
-    }
+    // HTA's numbers are HTA's: no findings of gputrace's own are added to them.
+    let comparison = match opts.hta {
+        None => gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier),
+        Some(_) => gputrace_compare::report_comparison(&report, &traces, &opts.classifier),
+    };
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.html {
         let inputs: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
@@ -275,18 +240,19 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Write `report` as an HTML page to `path` (through a temporary file), with the ranks'
-/// comparison ([`comparison`]; when it could not be made, the page says why). Returns
+/// comparison ([`gputrace_compare::report_comparison`]; when it could not be made, the page
+/// says why). Returns
 /// the page's size in bytes.
 pub fn write_html(
     path: &std::path::Path,
     report: &gputrace_analysis::Report,
-    comparison: Option<&Result<gputrace_compare::Comparison, String>>,
+    comparison: Option<&Result<gputrace_compare::Comparison, gputrace_compare::CompareError>>,
     inputs: Vec<String>,
 ) -> Result<usize, CliError> {
     let page = gputrace_html::Page {
         report,
         comparison: comparison.and_then(|c| c.as_ref().ok()),
-        comparison_note: comparison.and_then(|c| c.as_ref().err().cloned()),
+        comparison_note: comparison.and_then(|c| c.as_ref().err().map(ToString::to_string)),
         inputs,
     };
     let html = gputrace_html::Html::default().render(&page);
