@@ -34,6 +34,7 @@
 //! assert_eq!(c.stragglers[0].cause, gputrace_compare::Cause::Gpu);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod heatmap;
 mod summary;

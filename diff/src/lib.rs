@@ -12,6 +12,7 @@
 //! communicator name or by operation and ranks, with NCCL-tests bus
 //! bandwidth) and, when A and B ran on different GPU counts, [`scaling`]
 //! (the scaling efficiency and what ate the difference).
+#![forbid(unsafe_code)]
 
 pub mod collectives;
 pub mod scaling;

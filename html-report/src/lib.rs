@@ -42,6 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod serving;
 use gputrace_analysis::{activity_view, Category, DeviceReport, Productive, Report, Severity, StepReport};
