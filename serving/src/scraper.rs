@@ -199,7 +199,7 @@ fn scrape(st: &mut State, url: &Url) {
             } else {
                 st.out.failed_at_end += 1;
             }
-            st.out.last_error = Some(e);
+            st.out.last_error = Some(e.to_string());
         }
     }
 }
@@ -208,11 +208,22 @@ fn ns(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// GET, parse, and keep the engine families; any failure in words.
-fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), String> {
-    let page = http::get(url, timeout).map_err(|e| e.to_string())?;
+/// Why one scrape failed.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// The GET failed.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The page has none of an engine's metric families.
+    #[error("the page has no vllm: or sglang: metrics")]
+    NoEngine,
+}
+
+/// GET, parse, and keep the engine families.
+fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), FetchError> {
+    let page = http::get(url, timeout)?;
     let (samples, _bad) = expo::parse(&page, families::is_engine_sample);
-    families::snapshot(&samples).ok_or_else(|| "the page has no vllm: or sglang: metrics".to_string())
+    families::snapshot(&samples).ok_or(FetchError::NoEngine)
 }
 
 /// Probe the tree's listeners not yet ruled out; the first with an engine's families is the endpoint.

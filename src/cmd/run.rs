@@ -175,7 +175,7 @@ pub enum ServingMetrics {
     Off,
 }
 
-fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, String> {
+fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, gputrace_serving::http::UrlError> {
     if s == "off" {
         return Ok(ServingMetrics::Off);
     }
