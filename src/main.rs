@@ -5,6 +5,7 @@ mod agent;
 mod cli;
 mod cmd;
 mod color;
+mod duration;
 mod error;
 mod host;
 mod inputs;
