@@ -13,6 +13,7 @@ mod live;
 mod out_dir;
 mod python;
 mod say;
+mod values;
 
 use std::process::ExitCode;
 

@@ -5,6 +5,7 @@
 //! rings become traces if it failed and are deleted if it exited 0.
 
 use crate::duration::DurationError;
+use crate::values::ValueError;
 use gputrace_format::flight;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -26,14 +27,14 @@ pub fn parse_window(s: &str) -> Result<Duration, DurationError> {
 }
 
 /// Parse a slow-step factor (`3`, `2.5`): a number of at least 1.5.
-pub fn parse_factor(s: &str) -> Result<f64, String> {
+pub fn parse_factor(s: &str) -> Result<f64, ValueError> {
     let f: f64 = s
         .trim()
         .trim_end_matches('x')
         .parse()
-        .map_err(|_| format!("{s:?} is not a number (write e.g. 3 or 2.5)"))?;
+        .map_err(|_| ValueError::NotFactor(s.to_string()))?;
     if !f.is_finite() || f < 1.5 {
-        return Err(format!("{s:?}: the factor must be at least 1.5"));
+        return Err(ValueError::SmallFactor(s.to_string()));
     }
     Ok(f)
 }

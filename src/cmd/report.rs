@@ -4,6 +4,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
+use crate::values::ValueError;
 use gputrace_analysis::{
     analyze, render_text, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS,
 };
@@ -131,7 +132,7 @@ impl ReportArgs {
 }
 
 /// A positive count with an optional suffix: `7e9`, `7B`, `350M`, `1.5k`, `2T`.
-pub fn parse_count(s: &str) -> Result<f64, String> {
+pub fn parse_count(s: &str) -> Result<f64, ValueError> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() && !t.ends_with(['e', 'E']) => {
@@ -140,7 +141,12 @@ pub fn parse_count(s: &str) -> Result<f64, String> {
                 'm' => 1e6,
                 'b' | 'g' => 1e9,
                 't' => 1e12,
-                _ => return Err(format!("`{s}`: unknown suffix `{c}` (k, M, B or G, T)")),
+                _ => {
+                    return Err(ValueError::UnknownSuffix {
+                        given: s.to_string(),
+                        suffix: c,
+                    })
+                }
             };
             (&t[..i], m)
         }
@@ -148,16 +154,16 @@ pub fn parse_count(s: &str) -> Result<f64, String> {
     };
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
-        _ => Err(format!("`{s}` is not a positive number (e.g. 7e9 or 7B)")),
+        _ => Err(ValueError::NotPositive(s.to_string())),
     }
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::parse(s).ok_or_else(|| format!("`{s}`: expected bf16, fp16, fp8 or tf32"))
+fn parse_precision(s: &str) -> Result<Precision, ValueError> {
+    Precision::parse(s).ok_or_else(|| ValueError::Precision(s.to_string()))
 }
 
 /// Seconds (e.g. 0.1667, 1/6, 1) to whole nanoseconds, at least 1 µs.
-fn parse_window(s: &str) -> Result<u64, String> {
+fn parse_window(s: &str) -> Result<u64, ValueError> {
     let v = match s.split_once('/') {
         Some((a, b)) => match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
             (Ok(a), Ok(b)) if b != 0.0 => a / b,
@@ -168,14 +174,14 @@ fn parse_window(s: &str) -> Result<u64, String> {
     if v.is_finite() && (1e-6..=3600.0).contains(&v) {
         Ok((v * 1e9).round() as u64)
     } else {
-        Err(format!("`{s}` is not a window in seconds between 1e-6 and 3600 (e.g. 1/6 or 1)"))
+        Err(ValueError::Window(s.to_string()))
     }
 }
 
-pub(crate) fn parse_price(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_price(s: &str) -> Result<f64, ValueError> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a price (a number of US dollars, e.g. 2.50)")),
+        _ => Err(ValueError::Price(s.to_string())),
     }
 }
 

@@ -159,10 +159,13 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+fn parse_seconds(s: &str) -> Result<f64, crate::values::ValueError> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.1..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0.1 and 3600")),
+        _ => Err(crate::values::ValueError::Seconds {
+            given: s.to_string(),
+            least: "0.1",
+        }),
     }
 }
 
@@ -182,10 +185,13 @@ fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, gputrace_serving::ht
     gputrace_serving::http::Url::parse(s).map(ServingMetrics::Url)
 }
 
-fn parse_linger(s: &str) -> Result<f64, String> {
+fn parse_linger(s: &str) -> Result<f64, crate::values::ValueError> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
+        _ => Err(crate::values::ValueError::Seconds {
+            given: s.to_string(),
+            least: "0",
+        }),
     }
 }
 
