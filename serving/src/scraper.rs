@@ -306,7 +306,7 @@ fn write(st: &mut State, t: u64, snap: &Snapshot) {
                 st.writer = Some(w);
             }
             Err(e) => {
-                st.out.write_error = Some(e);
+                st.out.write_error = Some(e.to_string());
                 return;
             }
         }
@@ -333,7 +333,26 @@ fn write(st: &mut State, t: u64, snap: &Snapshot) {
     }
 }
 
-fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWriter<File>), String> {
+/// Why the series file could not be started; each names the file.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    /// The file could not be created.
+    #[error("{}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its header could not be written.
+    #[error("{}: {source}", path.display())]
+    Header {
+        path: PathBuf,
+        #[source]
+        source: gputrace_format::FormatError,
+    },
+}
+
+fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWriter<File>), OpenError> {
     let mut h = cfg.header.clone();
     h.producer = Producer::Launcher;
     h.pid = std::process::id();
@@ -349,8 +368,14 @@ fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWr
     // Created without following a link planted under this name (a link is refused).
     let file = gputrace_format::outdir::OutDir::open(&cfg.out_dir)
         .and_then(|dir| dir.create(&name))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let w = TraceWriter::new(file, &h, WriterOptions::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| OpenError::Create {
+            path: path.clone(),
+            source,
+        })?;
+    let w = TraceWriter::new(file, &h, WriterOptions::default()).map_err(|source| OpenError::Header {
+        path: path.clone(),
+        source,
+    })?;
     Ok((path, w))
 }
 
