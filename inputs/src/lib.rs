@@ -333,7 +333,7 @@ mod tests {
         let names: Vec<_> = got.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["a.gtrace", "b.gtrace"]);
         let missing = dir.path().join("missing");
-        let e = expand(&[missing.clone()]).unwrap_err();
+        let e = expand(std::slice::from_ref(&missing)).unwrap_err();
         assert!(matches!(&e, InputError::Io { path, .. } if *path == missing), "{e}");
     }
 }
