@@ -53,6 +53,9 @@ pub enum CliError {
     /// An analysis could not be made from the inputs.
     #[error(transparent)]
     Analysis(gputrace_analysis::AnalysisError),
+    /// The inputs could not be opened (a cause without a variant of its own here).
+    #[error(transparent)]
+    Input(gputrace_inputs::InputError),
     /// The analysis another output needs (`what`) could not be made.
     #[error("{what}: {source}")]
     AnalysisFor {
@@ -122,6 +125,26 @@ impl From<gputrace_analysis::AnalysisError> for CliError {
         match e {
             gputrace_analysis::AnalysisError::Format(f) => CliError::Format(f),
             other => CliError::Analysis(other),
+        }
+    }
+}
+
+/// Each input error becomes the CLI error of the same cause, so that its hint applies.
+impl From<gputrace_inputs::InputError> for CliError {
+    fn from(e: gputrace_inputs::InputError) -> CliError {
+        use gputrace_inputs::InputError as I;
+        match e {
+            I::Format(f) => CliError::Format(f),
+            I::Kineto(k) => CliError::Kineto(k),
+            I::Io { path, source } => CliError::Io { path, source },
+            I::NoTraces(path) => CliError::NoTraces(path),
+            I::BadRunRecord { path, reason } => CliError::BadRunRecord { path, reason },
+            I::BadThreads { value } => CliError::BadEnv {
+                name: gputrace_inputs::THREADS_ENV,
+                value,
+                what: I::THREADS_EXPECTED,
+            },
+            other => CliError::Input(other),
         }
     }
 }

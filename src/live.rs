@@ -208,7 +208,7 @@ impl Shared {
     }
 
     /// The exposition of this run's traces (none yet: empty).
-    fn analyse(&self, files: &[PathBuf]) -> Result<Exposition, String> {
+    fn analyse(&self, files: &[PathBuf]) -> Result<Exposition, gputrace_analysis::AnalysisError> {
         let mut traces = Vec::new();
         for f in files {
             // A file being created may not have its header yet: next time.
@@ -225,7 +225,7 @@ impl Shared {
             threads: 1,
             ..Options::default()
         };
-        let report = analyze(&traces, &opts).map_err(|e| e.to_string())?;
+        let report = analyze(&traces, &opts)?;
         let metrics = gputrace_metrics::Options {
             job: self.opts.job.clone(),
         };

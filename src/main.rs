@@ -5,6 +5,7 @@ mod agent;
 mod cli;
 mod cmd;
 mod color;
+mod duration;
 mod error;
 mod host;
 mod inputs;
@@ -12,6 +13,7 @@ mod live;
 mod out_dir;
 mod python;
 mod say;
+mod values;
 
 use std::process::ExitCode;
 

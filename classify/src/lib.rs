@@ -15,6 +15,7 @@
 //! - Copies between two GPUs (CUPTI's peer kind, or different source and
 //!   destination devices) are communication; every other copy and every
 //!   memset is transfer. No rule changes that.
+#![forbid(unsafe_code)]
 
 use gputrace_format::{CopyKind, Memcpy};
 use serde::{Deserialize, Serialize};

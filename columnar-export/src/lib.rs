@@ -15,6 +15,7 @@
 //! encoded and every column is zstd compressed. The schema is versioned
 //! ([`SCHEMA_VERSION`], also in each file's key-value metadata under
 //! `gputrace.schema_version`) and documented in `docs/parquet.md`.
+#![forbid(unsafe_code)]
 
 mod events;
 mod job_id;

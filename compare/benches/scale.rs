@@ -82,7 +82,7 @@ fn main() {
         cmp,
         read + cmp,
         c.stragglers.first().map_or(u32::MAX, |s| s.rank),
-        c.stragglers.first().map_or("none", |s| s.cause.as_str()),
+        c.stragglers.first().map_or("none", |s| s.cause.name()),
         peak_rss_mb(),
         rss_before
     );

@@ -37,7 +37,7 @@ impl<'t> Starts<'t> {
 /// Give each `host`-caused straggler of `c` the host view of its lateness,
 /// and say it in its `why` (which the text and the findings print).
 pub(crate) fn explain(c: &mut Comparison, starts: &Starts<'_>) -> Result<(), CompareError> {
-    for st in c.stragglers.iter_mut().filter(|s| s.cause == "host") {
+    for st in c.stragglers.iter_mut().filter(|s| s.cause == crate::Cause::Host) {
         let Some((own, trace)) = starts.by_rank.get(&st.rank) else {
             continue;
         };

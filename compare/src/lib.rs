@@ -31,9 +31,10 @@
 //!     .collect();
 //! let c = compare(&traces, &Options::default()).unwrap();
 //! assert_eq!(c.stragglers[0].rank, 1);
-//! assert_eq!(c.stragglers[0].cause, "gpu");
+//! assert_eq!(c.stragglers[0].cause, gputrace_compare::Cause::Gpu);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod heatmap;
 mod host;
@@ -44,6 +45,7 @@ pub use heatmap::heatmap_svg;
 pub use serving::{compare_servers, render_servers, ServerComparison, ServerRow};
 pub use summary::{is_comm_kernel, op_from_kernel, summarize, summarize_report, summarize_with, CollKey, CollRec, RankSummary, StepStat};
 
+use gputrace_analysis::{FindingRule, Value};
 use gputrace_format::{FormatError, TraceFile};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -83,12 +85,12 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
     c.stragglers
         .iter()
         .map(|st| {
-            let next = match st.cause.as_str() {
-                "gpu" => "Its GPU computes longer before each collective: compare its kernels and clocks with a peer (a slower or throttled GPU, or more work: sequence lengths, data shards, expert load).",
-                "host" => "Its CPU launches late: look at that rank's input pipeline and host-side work between steps (data loading, logging, garbage collection).",
-                "network" => "It arrives late without computing more or launching later: check its links (NVLink/PCIe/NIC), placement and topology.",
-                "unclear" => "Its compute or host idle is raised but other ranks' are close or higher: compare the ranks' per-step compute and host idle (gputrace compare's per-rank table) before blaming its GPU or host.",
-                _ => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
+            let next = match st.cause {
+                Cause::Gpu => "Its GPU computes longer before each collective: compare its kernels and clocks with a peer (a slower or throttled GPU, or more work: sequence lengths, data shards, expert load).",
+                Cause::Host => "Its CPU launches late: look at that rank's input pipeline and host-side work between steps (data loading, logging, garbage collection).",
+                Cause::Network => "It arrives late without computing more or launching later: check its links (NVLink/PCIe/NIC), placement and topology.",
+                Cause::Unclear => "Its compute or host idle is raised but other ranks' are close or higher: compare the ranks' per-step compute and host idle (gputrace compare's per-rank table) before blaming its GPU or host.",
+                Cause::Unknown => "The collectives carry no GPU times: trace with CUPTI as well (no other profiler holding it) to tell the cause.",
             };
             use gputrace_analysis::Value;
             let values = gputrace_analysis::Values::from([
@@ -122,6 +124,55 @@ pub fn straggler_findings(c: &Comparison) -> Vec<gputrace_analysis::Finding> {
             }
         })
         .collect()
+}
+
+/// The comparison of a multi-rank report's ranks, as `gputrace compare` makes it
+/// (reusing the report's analysis, with the default [`Options`]), or why it cannot be
+/// made; `None` for a report of one rank.
+pub fn report_comparison(
+    report: &gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+) -> Option<Result<Comparison, CompareError>> {
+    (report.ranks.len() >= 2).then(|| compare_report(report, traces, classifier, &Options::default()))
+}
+
+/// [`report_comparison`], and when it could be made, its stragglers added to the report's
+/// findings ([`add_stragglers`]): a multi-rank report as `gputrace report` gives it.
+pub fn with_stragglers(
+    report: &mut gputrace_analysis::Report,
+    traces: &[TraceFile],
+    classifier: &gputrace_analysis::Classifier,
+) -> Option<Result<Comparison, CompareError>> {
+    let comparison = report_comparison(report, traces, classifier);
+    if let Some(Ok(c)) = &comparison {
+        add_stragglers(report, c);
+    }
+    comparison
+}
+
+/// Add the `stragglers` findings of comparison `c` ([`straggler_findings`]) to `report`,
+/// each with the time at stake (the wait it imposed on the others), and keep the
+/// findings sorted by severity.
+pub fn add_stragglers(report: &mut gputrace_analysis::Report, c: &Comparison) {
+    // A straggler whose cause is its GPU's longer compute already says what
+    // "uneven compute" would say of the same rank.
+    let gpu_bound: Vec<f64> = c
+        .stragglers
+        .iter()
+        .filter(|s| s.cause == Cause::Gpu)
+        .map(|s| f64::from(s.rank))
+        .collect();
+    report
+        .findings
+        .retain(|f| !(f.rule == FindingRule::UnevenCompute && f.values.get(Value::Rank).is_some_and(|r| gpu_bound.contains(&r))));
+    let price = report.cost.map(|c| c.usd_per_gpu_hour);
+    for mut f in straggler_findings(c) {
+        let wait = f.values.get(Value::WaitImposedNs).map_or(0, |w| w as u64);
+        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
+        report.findings.push(f);
+    }
+    report.findings.sort_by_key(|f| f.severity);
 }
 
 /// The comparison of `report`'s ranks (the traces it was made from, in any order:
@@ -207,6 +258,42 @@ pub struct Clock {
 /// Residuals up to this are never called poor (timer and launch jitter).
 pub const POOR_ALIGNMENT_FLOOR_NS: u64 = 50_000;
 
+/// Why a straggler arrives late. Serialized as its [`Cause::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cause {
+    /// Its GPU computes longer than its peers'.
+    Gpu,
+    /// Its GPU waits longer for its host to launch work.
+    Host,
+    /// Neither: it arrives late without computing more or launching later.
+    Network,
+    /// Its compute or host idle is raised without singling it out (the evidence says by
+    /// how much).
+    Unclear,
+    /// The collectives have no GPU times, so the cause cannot be told.
+    Unknown,
+}
+
+impl Cause {
+    /// The name in JSON and text: `gpu`, `host`, `network`, `unclear`, `unknown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Gpu => "gpu",
+            Cause::Host => "host",
+            Cause::Network => "network",
+            Cause::Unclear => "unclear",
+            Cause::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One straggler.
 #[derive(Clone, Debug, Serialize)]
 pub struct Straggler {
@@ -218,10 +305,8 @@ pub struct Straggler {
     pub wait_imposed_ns: u64,
     /// Collectives it arrived last at.
     pub arrived_last: u64,
-    /// `gpu`, `host`, `network`, `unclear` (its compute or host idle is raised without
-    /// singling it out: the evidence says by how much), or `unknown` when the collectives
-    /// have no GPU times.
-    pub cause: String,
+    /// Why it arrives late.
+    pub cause: Cause,
     /// The evidence, in words.
     pub why: String,
     /// Its GPU's counters show it throttled or clocked below its peers (see
@@ -393,7 +478,7 @@ fn straggler_cause(
     ranks: &[RankRow],
     n_steps: f64,
     opts: &Options,
-) -> (&'static str, String) {
+) -> (Cause, String) {
     let ms = |ns: f64| ns / 1e6;
     let peers_c = median_u64(peers.iter().map(|&p| compute[p]).collect());
     let peers_h = median_u64(peers.iter().map(|&p| host[p]).collect());
@@ -426,14 +511,17 @@ fn straggler_cause(
         if ranks[r].gpu_slowed {
             why.push_str(&format!(", and {}", ranks[r].gpu_slowed_why));
         }
-        ("gpu", why)
+        (Cause::Gpu, why)
     } else if host_raised && lead_h_step >= 0.5 * lateness {
-        ("host", format!("{host_words}: data loading or Python on that host"))
+        (Cause::Host, format!("{host_words}: data loading or Python on that host"))
     } else if gpu_raised || host_raised {
-        ("unclear", format!("the evidence does not single it out: {gpu_words}; {host_words}"))
+        (
+            Cause::Unclear,
+            format!("the evidence does not single it out: {gpu_words}; {host_words}"),
+        )
     } else {
         (
-            "network",
+            Cause::Network,
             format!("neither its GPU work nor its host explains it ({gpu_words}; {host_words}): look at its network path (NIC, switch, topology)"),
         )
     }
@@ -463,50 +551,11 @@ pub fn compare(traces: &[TraceFile], opts: &Options) -> Result<Comparison, Compa
 
 /// Compare rank summaries (see [`summarize`]); `start_realtime` are the
 /// header wall clocks in the same order (for the starting estimate).
-pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opts: &Options) -> Result<Comparison, CompareError> {
-    if sums.len() < 2 {
-        return Err(CompareError::TooFewRanks(sums.len()));
-    }
-    let mut order: Vec<usize> = (0..sums.len()).collect();
-    order.sort_by_key(|&i| sums[i].rank);
-    sums = order.iter().map(|&i| sums[i].clone()).collect();
-    let starts: Vec<u64> = order.iter().map(|&i| start_realtime.get(i).copied().unwrap_or(0)).collect();
-    for w in sums.windows(2) {
-        if w[0].rank == w[1].rank {
-            return Err(CompareError::DuplicateRank {
-                rank: w[0].rank,
-                first: w[0].path.clone(),
-                second: w[1].path.clone(),
-            });
-        }
-    }
-    let n = sums.len();
+pub fn compare_summaries(sums: Vec<RankSummary>, start_realtime: &[u64], opts: &Options) -> Result<Comparison, CompareError> {
+    let (sums, starts) = by_rank(sums, start_realtime)?;
     let exact = sums.iter().all(|s| s.exact_keys);
-    let mut warnings = Vec::new();
     // First: every number below describes only what these traces recorded.
-    for s in &sums {
-        if let Some(what) = &s.losses {
-            warnings.push(format!(
-                "rank {} ({}) lost data, its numbers describe what was recorded: {what}",
-                s.rank, s.path
-            ));
-        }
-    }
-    if !exact && sums.iter().any(|s| s.exact_keys) {
-        warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
-    }
-    let mut ordered: BTreeMap<&str, u64> = BTreeMap::new();
-    for s in &sums {
-        for (library, n) in &s.ordered_by_stream {
-            let e = ordered.entry(library.as_str()).or_insert(0);
-            *e = (*e).max(*n);
-        }
-    }
-    for (library, n) in ordered {
-        warnings.push(format!(
-            "{library}: up to {n} communication kernels per rank carry no collective identity and were matched across ranks by their order within their stream (a rank that ran a different number, or on another stream, does not line up)"
-        ));
-    }
+    let mut warnings = input_warnings(&sums, exact);
     // Collectives recorded by the NCCL plugin but not linked to their kernels
     // (NCCL-only traces: CUPTI held by another profiler; NCCL < 2.28) have
     // only the time the rank called NCCL (start = end).
@@ -518,6 +567,102 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
                 .into(),
         );
     }
+    let (matched, unmatched) = match_collectives(&sums, exact, &mut warnings)?;
+    let (clock, offsets) = align_clocks(&sums, &matched, &starts, exact, &mut warnings);
+    let mut walked = walk_collectives(&sums, &matched, &offsets);
+    let mut ranks = rank_rows(&sums, &walked, matched.len());
+    mark_slowed_gpus(&mut ranks, &sums, opts, &mut warnings);
+    let mut stragglers = find_stragglers(&sums, &ranks, &walked, gpu_timed, opts);
+    stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));
+    // Mean lateness per cell: a rank that is late at most collectives of a step stands
+    // out from one that was late once.
+    for row in &mut walked.lateness {
+        for (v, &k) in row.iter_mut().zip(&walked.per_column) {
+            *v /= k.max(1);
+        }
+    }
+    let lateness_ranks = sums.iter().map(|s| s.rank).collect();
+    let tokens_per_s = gputrace_analysis::productive::job_rate(sums.iter().map(|s| s.productive.tokens_per_s));
+    ranks.sort_by(|a, b| b.wait_imposed_ns.cmp(&a.wait_imposed_ns).then(a.rank.cmp(&b.rank)));
+    let mut rows = walked.rows;
+    rows.sort_by_key(|r| std::cmp::Reverse(r.imposed_ns));
+    rows.truncate(100);
+    Ok(Comparison {
+        stragglers,
+        clock,
+        ranks,
+        matching: if exact { "exact".into() } else { "order".into() },
+        matched: matched.len(),
+        unmatched,
+        warnings,
+        collectives: rows,
+        lateness: walked.lateness,
+        lateness_ranks,
+        tokens_per_s,
+    })
+}
+
+/// The summaries sorted by rank, with their header wall clocks (`start_realtime`, in
+/// the summaries' given order; 0 where missing) in the same order. At least two ranks,
+/// each once.
+fn by_rank(sums: Vec<RankSummary>, start_realtime: &[u64]) -> Result<(Vec<RankSummary>, Vec<u64>), CompareError> {
+    if sums.len() < 2 {
+        return Err(CompareError::TooFewRanks(sums.len()));
+    }
+    let mut order: Vec<usize> = (0..sums.len()).collect();
+    order.sort_by_key(|&i| sums[i].rank);
+    let starts: Vec<u64> = order.iter().map(|&i| start_realtime.get(i).copied().unwrap_or(0)).collect();
+    let sums: Vec<RankSummary> = order.iter().map(|&i| sums[i].clone()).collect();
+    for w in sums.windows(2) {
+        if w[0].rank == w[1].rank {
+            return Err(CompareError::DuplicateRank {
+                rank: w[0].rank,
+                first: w[0].path.clone(),
+                second: w[1].path.clone(),
+            });
+        }
+    }
+    Ok((sums, starts))
+}
+
+/// What the inputs themselves limit: ranks that lost data, identities on some ranks
+/// only, and communication kernels matched by their order in a stream.
+fn input_warnings(sums: &[RankSummary], exact: bool) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for s in sums {
+        if let Some(what) = &s.losses {
+            warnings.push(format!(
+                "rank {} ({}) lost data, its numbers describe what was recorded: {what}",
+                s.rank, s.path
+            ));
+        }
+    }
+    if !exact && sums.iter().any(|s| s.exact_keys) {
+        warnings.push("some ranks carry NCCL collective identities and some do not: matched by kernel order".into());
+    }
+    let mut ordered: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in sums {
+        for (library, n) in &s.ordered_by_stream {
+            let e = ordered.entry(library.as_str()).or_insert(0);
+            *e = (*e).max(*n);
+        }
+    }
+    for (library, n) in ordered {
+        warnings.push(format!(
+            "{library}: up to {n} communication kernels per rank carry no collective identity and were matched across ranks by their order within their stream (a rank that ran a different number, or on another stream, does not line up)"
+        ));
+    }
+    warnings
+}
+
+/// A collective found on every rank: its key, and its record's index on each rank.
+type Matched = (CollKey, Vec<usize>);
+
+/// The collectives found on every rank (by exact key, or by operation and order when
+/// not `exact`), in the reference rank's start order, and how many keys were seen on
+/// some ranks only.
+fn match_collectives(sums: &[RankSummary], exact: bool, warnings: &mut Vec<String>) -> Result<(Vec<Matched>, usize), CompareError> {
+    let n = sums.len();
     // key -> per-rank record index
     let mut table: HashMap<CollKey, Vec<Option<usize>>> = HashMap::new();
     for (r, s) in sums.iter().enumerate() {
@@ -533,7 +678,7 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             }
         }
     }
-    let mut matched: Vec<(CollKey, Vec<usize>)> = table
+    let mut matched: Vec<Matched> = table
         .iter()
         .filter(|(_, v)| v.iter().all(Option::is_some))
         .map(|(k, v)| (k.clone(), v.iter().map(|x| x.unwrap_or(0)).collect()))
@@ -554,8 +699,14 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             ));
         }
     }
+    Ok((matched, unmatched))
+}
 
-    // Clock offsets from end times.
+/// Each rank's clock offset to the reference (rank 0 of `sums`) from the matched
+/// collectives' end times, with the residual, the drift and the alignment's quality
+/// (a warning when poor). Returns the clock and the offsets in `sums` order.
+fn align_clocks(sums: &[RankSummary], matched: &[Matched], starts: &[u64], exact: bool, warnings: &mut Vec<String>) -> (Clock, Vec<i64>) {
+    let n = sums.len();
     let mut clock = Clock {
         reference_rank: sums[0].rank,
         ..Default::default()
@@ -621,7 +772,33 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             }
         ));
     }
+    (clock, offsets)
+}
 
+/// What the walk over the matched collectives sums per rank (in `sums` order), per
+/// heatmap column and per step of the reference rank.
+struct Walked {
+    /// Summed lateness (arrival after the earliest rank) per rank per column, ns.
+    lateness: Vec<Vec<u64>>,
+    /// Collectives per column.
+    per_column: Vec<u64>,
+    arrived_last: Vec<u64>,
+    imposed: Vec<u64>,
+    waited: Vec<u64>,
+    /// Summed arrival after the median arrival (negative: early), ns.
+    late_sum: Vec<i128>,
+    transfer: Vec<u64>,
+    /// Waiting and transfer per rank per reference step (empty without steps).
+    step_wait: Vec<Vec<u64>>,
+    step_xfer: Vec<Vec<u64>>,
+    /// One row per matched collective, in `matched` order.
+    rows: Vec<CollectiveRow>,
+}
+
+/// Walk the matched collectives on the aligned clocks: who arrived last, the wait it
+/// imposed, each rank's waiting, lateness and transfer, per step or heatmap column.
+fn walk_collectives(sums: &[RankSummary], matched: &[Matched], offsets: &[i64]) -> Walked {
+    let n = sums.len();
     // Steps on the reference rank, for the heatmap columns.
     let ref_steps: Vec<(u64, u64)> = sums[0].steps.iter().map(|s| (s.start, s.end)).collect();
     let step_of = |t: u64| -> usize {
@@ -643,16 +820,18 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             step_of(t)
         }
     };
-    let mut lateness = vec![vec![0u64; columns.max(1)]; n];
-    let mut per_column = vec![0u64; columns.max(1)];
-    let mut arrived_last = vec![0u64; n];
-    let mut imposed = vec![0u64; n];
-    let mut waited = vec![0u64; n];
-    let mut late_sum = vec![0i128; n];
-    let mut transfer = vec![0u64; n];
-    let mut step_wait = vec![vec![0u64; ref_steps.len()]; n];
-    let mut step_xfer = vec![vec![0u64; ref_steps.len()]; n];
-    let mut rows = Vec::with_capacity(matched.len());
+    let mut w = Walked {
+        lateness: vec![vec![0u64; columns.max(1)]; n],
+        per_column: vec![0u64; columns.max(1)],
+        arrived_last: vec![0u64; n],
+        imposed: vec![0u64; n],
+        waited: vec![0u64; n],
+        late_sum: vec![0i128; n],
+        transfer: vec![0u64; n],
+        step_wait: vec![vec![0u64; ref_steps.len()]; n],
+        step_xfer: vec![vec![0u64; ref_steps.len()]; n],
+        rows: Vec::with_capacity(matched.len()),
+    };
     for (k, (key, idx)) in matched.iter().enumerate() {
         let arr: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].start as i64 - offsets[r]).collect();
         let ends: Vec<i64> = (0..n).map(|r| sums[r].collectives[idx[r]].end as i64 - offsets[r]).collect();
@@ -670,32 +849,23 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         let mut sorted = arr.clone();
         let median = median_i64(&mut sorted);
         let xfer = ends.iter().map(|e| (e - latest).max(0) as u64).min().unwrap_or(0);
-        arrived_last[last] += 1;
-        imposed[last] += (latest - second).max(0) as u64;
+        w.arrived_last[last] += 1;
+        w.imposed[last] += (latest - second).max(0) as u64;
         let col = col_of(k, sums[0].collectives[idx[0]].start).min(columns.saturating_sub(1));
-        per_column[col] += 1;
+        w.per_column[col] += 1;
         for r in 0..n {
-            waited[r] += (latest - arr[r]).max(0) as u64;
-            late_sum[r] += (arr[r] - median) as i128;
-            transfer[r] += (ends[r] - latest).max(0) as u64;
+            w.waited[r] += (latest - arr[r]).max(0) as u64;
+            w.late_sum[r] += (arr[r] - median) as i128;
+            w.transfer[r] += (ends[r] - latest).max(0) as u64;
             let l = (arr[r] - earliest).max(0) as u64;
-            lateness[r][col] += l;
+            w.lateness[r][col] += l;
             if !ref_steps.is_empty() {
-                step_wait[r][col] += (latest - arr[r]).max(0) as u64;
-                step_xfer[r][col] += (ends[r] - latest).max(0) as u64;
+                w.step_wait[r][col] += (latest - arr[r]).max(0) as u64;
+                w.step_xfer[r][col] += (ends[r] - latest).max(0) as u64;
             }
         }
         let c0 = &sums[0].collectives[idx[0]];
-        let nr = if c0.nranks > 0 { c0.nranks as f64 } else { n as f64 };
-        let bus = (c0.bytes > 0 && xfer > 0).then(|| {
-            let factor = match key.op.as_str() {
-                "AllReduce" => 2.0 * (nr - 1.0) / nr,
-                "AllGather" | "ReduceScatter" => (nr - 1.0) / nr,
-                _ => 1.0,
-            };
-            c0.bytes as f64 * factor / xfer as f64
-        });
-        rows.push(CollectiveRow {
+        w.rows.push(CollectiveRow {
             comm: key.comm,
             op: key.op.clone(),
             seq: key.seq,
@@ -704,58 +874,79 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             imposed_ns: (latest - second).max(0) as u64,
             transfer_ns: xfer,
             bytes: c0.bytes,
-            bus_gbps: bus,
+            bus_gbps: bus_gbps(&key.op, c0, n, xfer),
             step: col,
         });
     }
+    w
+}
 
-    // Per-rank rows and causes.
-    let total_imposed: u64 = imposed.iter().sum();
-    let compute: Vec<u64> = sums.iter().map(|s| s.total.compute_ns).collect();
-    let host: Vec<u64> = sums.iter().map(|s| s.total.host_idle_ns).collect();
-    let mut ranks: Vec<RankRow> = (0..n)
-        .map(|r| RankRow {
-            rank: sums[r].rank,
-            host: sums[r].host.clone(),
-            path: sums[r].path.clone(),
-            arrived_last: arrived_last[r],
-            wait_imposed_ns: imposed[r],
-            waited_ns: waited[r],
-            mean_lateness_ns: (late_sum[r] / matched.len() as i128) as i64,
-            transfer_ns: transfer[r],
-            compute_ns: compute[r],
-            host_idle_ns: host[r],
-            step_count: sums[r].productive.steps,
-            step_time_p50_s: sums[r].productive.step_time_p50_s,
-            tokens_per_s: sums[r].productive.tokens_per_s,
-            outcome: sums[r].productive.outcome.clone(),
-            sm_clock_mean_mhz: sums[r].hardware.as_ref().and_then(|h| h.sm_clock_mean_mhz),
-            throttled_share: sums[r]
+/// Bus bandwidth of collective `c` (as the reference rank recorded it, in a job of `n`
+/// ranks when it does not say) transferring for `xfer_ns`, GB/s; `None` without bytes
+/// or transfer time.
+fn bus_gbps(op: &str, c: &CollRec, n: usize, xfer_ns: u64) -> Option<f64> {
+    let nr = if c.nranks > 0 { c.nranks as f64 } else { n as f64 };
+    (c.bytes > 0 && xfer_ns > 0).then(|| {
+        let factor = match op {
+            "AllReduce" => 2.0 * (nr - 1.0) / nr,
+            "AllGather" | "ReduceScatter" => (nr - 1.0) / nr,
+            _ => 1.0,
+        };
+        c.bytes as f64 * factor / xfer_ns as f64
+    })
+}
+
+/// One row per rank (in `sums` order) from its summary and the walk over `matched`
+/// collectives; `gpu_slowed` is left for [`mark_slowed_gpus`].
+fn rank_rows(sums: &[RankSummary], w: &Walked, matched: usize) -> Vec<RankRow> {
+    sums.iter()
+        .enumerate()
+        .map(|(r, s)| RankRow {
+            rank: s.rank,
+            host: s.host.clone(),
+            path: s.path.clone(),
+            arrived_last: w.arrived_last[r],
+            wait_imposed_ns: w.imposed[r],
+            waited_ns: w.waited[r],
+            mean_lateness_ns: (w.late_sum[r] / matched as i128) as i64,
+            transfer_ns: w.transfer[r],
+            compute_ns: s.total.compute_ns,
+            host_idle_ns: s.total.host_idle_ns,
+            step_count: s.productive.steps,
+            step_time_p50_s: s.productive.step_time_p50_s,
+            tokens_per_s: s.productive.tokens_per_s,
+            outcome: s.productive.outcome.clone(),
+            sm_clock_mean_mhz: s.hardware.as_ref().and_then(|h| h.sm_clock_mean_mhz),
+            throttled_share: s
                 .hardware
                 .as_ref()
                 .filter(|h| h.throttle_sampled_ns > 0)
                 .map(|h| h.throttled_share()),
             gpu_slowed: false,
             gpu_slowed_why: String::new(),
-            steps: sums[r]
+            steps: s
                 .steps
                 .iter()
                 .enumerate()
-                .map(|(i, s)| StepRow {
-                    step_ns: s.end - s.start,
-                    compute_ns: s.compute_ns,
-                    host_idle_ns: s.host_idle_ns,
-                    latency_idle_ns: s.latency_idle_ns,
-                    sync_idle_ns: s.sync_idle_ns,
-                    waited_ns: step_wait[r].get(i).copied().unwrap_or(0),
-                    transfer_ns: step_xfer[r].get(i).copied().unwrap_or(0),
+                .map(|(i, st)| StepRow {
+                    step_ns: st.end - st.start,
+                    compute_ns: st.compute_ns,
+                    host_idle_ns: st.host_idle_ns,
+                    latency_idle_ns: st.latency_idle_ns,
+                    sync_idle_ns: st.sync_idle_ns,
+                    waited_ns: w.step_wait[r].get(i).copied().unwrap_or(0),
+                    transfer_ns: w.step_xfer[r].get(i).copied().unwrap_or(0),
                 })
                 .collect(),
         })
-        .collect();
-    // Throttled or slower-clocked GPUs, from the ranks' own counters.
+        .collect()
+}
+
+/// Mark the ranks whose GPU was throttled or clocked below its peers', from the ranks'
+/// own counters, with a warning for each.
+fn mark_slowed_gpus(ranks: &mut [RankRow], sums: &[RankSummary], opts: &Options, warnings: &mut Vec<String>) {
     let clocks: Vec<f64> = ranks.iter().filter_map(|r| r.sm_clock_mean_mhz).collect();
-    for r in 0..n {
+    for r in 0..ranks.len() {
         let mut why = Vec::new();
         if let Some(share) = ranks[r].throttled_share.filter(|&s| s >= opts.throttled_share) {
             let reasons = sums[r].hardware.as_ref().map_or(String::new(), |h| {
@@ -793,6 +984,16 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
             warnings.push(format!("rank {}: {} (NVML counters)", ranks[r].rank, ranks[r].gpu_slowed_why));
         }
     }
+}
+
+/// The ranks that impose a disproportionate share of the waiting (see
+/// [`Options::straggler_factor`], [`Options::min_imposed_share`]), each with its cause
+/// ([`straggler_cause`]; [`Cause::Unknown`] without GPU times), in rank order.
+fn find_stragglers(sums: &[RankSummary], ranks: &[RankRow], w: &Walked, gpu_timed: bool, opts: &Options) -> Vec<Straggler> {
+    let n = sums.len();
+    let total_imposed: u64 = w.imposed.iter().sum();
+    let compute: Vec<u64> = sums.iter().map(|s| s.total.compute_ns).collect();
+    let host: Vec<u64> = sums.iter().map(|s| s.total.host_idle_ns).collect();
     // The job's span on the reference clock, and its steps.
     let span = {
         let c = &sums[0].collectives;
@@ -806,19 +1007,20 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
     let mut stragglers = Vec::new();
     for r in 0..n {
         let score = if total_imposed > 0 {
-            imposed[r] as f64 / total_imposed as f64
+            w.imposed[r] as f64 / total_imposed as f64
         } else {
             0.0
         };
-        if total_imposed == 0 || score * (n as f64) < opts.straggler_factor || (imposed[r] as f64) < opts.min_imposed_share * span as f64 {
+        if total_imposed == 0 || score * (n as f64) < opts.straggler_factor || (w.imposed[r] as f64) < opts.min_imposed_share * span as f64
+        {
             continue;
         }
         let peers: Vec<usize> = (0..n).filter(|&p| p != r).collect();
         let (cause, why) = if gpu_timed {
-            straggler_cause(r, &peers, &compute, &host, &ranks, n_steps, opts)
+            straggler_cause(r, &peers, &compute, &host, ranks, n_steps, opts)
         } else {
             (
-                "unknown",
+                Cause::Unknown,
                 "only the times the ranks called NCCL are known (no GPU times): it called NCCL late; trace with CUPTI to tell \
                  GPU, host and network apart"
                     .to_string(),
@@ -827,40 +1029,15 @@ pub fn compare_summaries(mut sums: Vec<RankSummary>, start_realtime: &[u64], opt
         stragglers.push(Straggler {
             rank: sums[r].rank,
             score,
-            wait_imposed_ns: imposed[r],
-            arrived_last: arrived_last[r],
-            cause: cause.into(),
+            wait_imposed_ns: w.imposed[r],
+            arrived_last: w.arrived_last[r],
+            cause,
             why,
             gpu_slowed: ranks[r].gpu_slowed,
             host: None,
         });
     }
-    stragglers.sort_by(|a, b| b.score.total_cmp(&a.score));
-    // Mean lateness per cell: a rank that is late at most collectives of a step stands
-    // out from one that was late once.
-    for row in &mut lateness {
-        for (v, &k) in row.iter_mut().zip(&per_column) {
-            *v /= k.max(1);
-        }
-    }
-    let lateness_ranks = sums.iter().map(|s| s.rank).collect();
-    let tokens_per_s = gputrace_analysis::productive::job_rate(sums.iter().map(|s| s.productive.tokens_per_s));
-    ranks.sort_by(|a, b| b.wait_imposed_ns.cmp(&a.wait_imposed_ns).then(a.rank.cmp(&b.rank)));
-    rows.sort_by_key(|r| std::cmp::Reverse(r.imposed_ns));
-    rows.truncate(100);
-    Ok(Comparison {
-        stragglers,
-        clock,
-        ranks,
-        matching: if exact { "exact".into() } else { "order".into() },
-        matched: matched.len(),
-        unmatched,
-        warnings,
-        collectives: rows,
-        lateness,
-        lateness_ranks,
-        tokens_per_s,
-    })
+    stragglers
 }
 
 /// The comparison as text: findings first, then the rank table.
@@ -985,7 +1162,7 @@ mod cause_tests {
     }
 
     /// Rank 0 is the straggler, 1 ms late per collective, over 10 steps.
-    fn cause(compute: &[u64], host: &[u64]) -> (&'static str, String) {
+    fn cause(compute: &[u64], host: &[u64]) -> (Cause, String) {
         let n = compute.len();
         let ranks: Vec<RankRow> = (0..n as u32).map(|r| row(r, if r == 0 { 1_000_000 } else { 0 })).collect();
         let peers: Vec<usize> = (1..n).collect();
@@ -998,7 +1175,7 @@ mod cause_tests {
     fn gpu_when_its_compute_leads_every_peer() {
         // 10% over the peers' median 100 ms, 8% (of it) over the next: singled out.
         let (c, why) = cause(&[110 * MS, 100 * MS, 100 * MS, 102 * MS], &[0; 4]);
-        assert_eq!(c, "gpu");
+        assert_eq!(c, Cause::Gpu);
         assert!(
             why.contains("10.0% longer than its peers' (median), 8.0% of that median more than the next rank's (rank 3)"),
             "{why}"
@@ -1010,7 +1187,7 @@ mod cause_tests {
         // 8 ms per step more host idle than the median (0) and 6 ms more than the next
         // rank's, against 1 ms of lateness: half of it twice over.
         let (c, why) = cause(&[100 * MS; 4], &[80 * MS, 0, 20 * MS, 0]);
-        assert_eq!(c, "host", "{why}");
+        assert_eq!(c, Cause::Host, "{why}");
         assert!(
             why.contains("8.00 ms per step more than its peers' (median) and 6.00 ms per step more than the next rank's (rank 2)"),
             "{why}"
@@ -1022,18 +1199,18 @@ mod cause_tests {
         // The issue's 8-rank DLRM case: its host idle is raised over the peers' median (0),
         // but two peers' exceed it.
         let (c, why) = cause(&[100 * MS; 8], &[80 * MS, 90 * MS, 95 * MS, 0, 0, 0, 0, 0]);
-        assert_eq!(c, "unclear", "{why}");
+        assert_eq!(c, Cause::Unclear, "{why}");
         assert!(why.starts_with("the evidence does not single it out"), "{why}");
         assert!(why.contains("-1.50 ms per step more than the next rank's (rank 2)"), "{why}");
         // Compute 10% over the median but only 1% over the next rank.
         let (c, _) = cause(&[110 * MS, 100 * MS, 109 * MS, 100 * MS], &[0; 4]);
-        assert_eq!(c, "unclear");
+        assert_eq!(c, Cause::Unclear);
     }
 
     #[test]
     fn network_when_neither_is_raised() {
         let (c, why) = cause(&[100 * MS; 4], &[0; 4]);
-        assert_eq!(c, "network");
+        assert_eq!(c, Cause::Network);
         assert!(why.starts_with("neither its GPU work nor its host explains it"), "{why}");
     }
 }

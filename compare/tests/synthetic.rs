@@ -1,7 +1,7 @@
 //! Ground truth from synthetic jobs: the right straggler and cause, and
 //! clock offsets recovered to within a microsecond despite skew of seconds.
 
-use gputrace_compare::{compare, heatmap_svg, render_text, CompareError, Options};
+use gputrace_compare::{compare, heatmap_svg, render_text, Cause, CompareError, Options};
 use gputrace_format::TraceFile;
 use gputrace_synth::{schedule, write_rank, JobConfig};
 
@@ -55,7 +55,7 @@ fn slow_gpu_rank_is_found_with_cause_gpu() {
         assert_eq!(c.matched, (cfg.steps * cfg.buckets) as usize);
         assert_eq!(c.stragglers.len(), 1, "{:?}", c.stragglers);
         assert_eq!(c.stragglers[0].rank, slow);
-        assert_eq!(c.stragglers[0].cause, "gpu", "{}", c.stragglers[0].why);
+        assert_eq!(c.stragglers[0].cause, Cause::Gpu, "{}", c.stragglers[0].why);
         assert_eq!(c.ranks[0].rank, slow, "table sorted by lateness");
         check_offsets(&c, &truth);
         assert!(render_text(&c).contains(&format!("STRAGGLER rank {slow}")));
@@ -72,7 +72,7 @@ fn late_host_rank_is_found_with_cause_host() {
     let c = compare(&traces, &Options::default()).unwrap();
     assert_eq!(c.stragglers.len(), 1, "{:?}", c.stragglers);
     assert_eq!(c.stragglers[0].rank, 3);
-    assert_eq!(c.stragglers[0].cause, "host", "{}", c.stragglers[0].why);
+    assert_eq!(c.stragglers[0].cause, Cause::Host, "{}", c.stragglers[0].why);
     check_offsets(&c, &truth);
 }
 
@@ -86,7 +86,7 @@ fn slow_network_rank_is_found_with_cause_network() {
     let c = compare(&traces, &Options::default()).unwrap();
     assert_eq!(c.stragglers.len(), 1, "{:?}", c.stragglers);
     assert_eq!(c.stragglers[0].rank, 6);
-    assert_eq!(c.stragglers[0].cause, "network", "{}", c.stragglers[0].why);
+    assert_eq!(c.stragglers[0].cause, Cause::Network, "{}", c.stragglers[0].why);
     check_offsets(&c, &truth);
 }
 
@@ -223,7 +223,7 @@ fn collectives_without_gpu_times_name_the_late_rank_but_no_cause() {
     assert_eq!(c.matching, "exact");
     assert!(c.warnings.iter().any(|w| w.contains("no GPU times")), "{:?}", c.warnings);
     let s = c.stragglers.first().expect("the late rank is a straggler");
-    assert_eq!((s.rank, s.cause.as_str()), (1, "unknown"), "{}", render_text(&c));
+    assert_eq!((s.rank, s.cause), (1, Cause::Unknown), "{}", render_text(&c));
 }
 
 /// DeepEP's dispatch and combine kernels carry no collective identity: they are matched
@@ -274,4 +274,35 @@ fn non_nccl_collectives_match_by_order_within_their_stream() {
         .all(|r| r.op.starts_with("DeepEP ") && r.op.ends_with("(stream 20)")));
     let s = c.stragglers.first().expect("rank 1 is late at every fifth dispatch");
     assert_eq!(s.rank, 1, "{}", render_text(&c));
+}
+
+/// A library caller gets the report's straggler findings from `with_stragglers`, as
+/// `gputrace report` shows them, and the JSON names the cause as before.
+#[test]
+fn report_with_stragglers_names_the_slow_rank() {
+    let cfg = JobConfig {
+        slow_rank: Some(2),
+        ..base()
+    };
+    let (traces, _) = job(&cfg);
+    let opts = gputrace_analysis::Options::default();
+    let mut report = gputrace_analysis::analyze(&traces, &opts).unwrap();
+    assert!(report.findings.iter().all(|f| f.rule != gputrace_analysis::FindingRule::Stragglers));
+    let c = gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier)
+        .expect("eight ranks")
+        .unwrap();
+    assert_eq!((c.stragglers[0].rank, c.stragglers[0].cause), (2, Cause::Gpu));
+    let f: Vec<_> = report.findings.iter().filter(|f| f.rule == gputrace_analysis::FindingRule::Stragglers).collect();
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].title.starts_with("Rank 2 is the straggler") && f[0].title.ends_with("(cause: gpu)"),
+        "{}",
+        f[0].title
+    );
+    assert!(
+        serde_json::to_string(&c.stragglers[0]).unwrap().contains(r#""cause":"gpu""#),
+        "the cause serializes by its name"
+    );
+    let one = gputrace_analysis::analyze(&traces[..1], &opts).unwrap();
+    assert!(gputrace_compare::report_comparison(&one, &traces[..1], &opts.classifier).is_none());
 }

@@ -12,6 +12,7 @@
 //! communicator name or by operation and ranks, with NCCL-tests bus
 //! bandwidth) and, when A and B ran on different GPU counts, [`scaling`]
 //! (the scaling efficiency and what ate the difference).
+#![forbid(unsafe_code)]
 
 pub mod collectives;
 pub mod scaling;
@@ -139,8 +140,8 @@ fn per_gpu(total: u64, gpus: u64) -> u64 {
 /// Diff `a` (baseline) against `b`. Kernels come from each report's
 /// `top_kernels`, so analyse both with a `top_kernels` large enough to list
 /// every kernel name. The scaling section's stragglers are the reports'
-/// `stragglers` findings (the CLI adds them to multi-rank reports, as
-/// `gputrace report` does).
+/// `stragglers` findings: make each multi-rank report with
+/// `gputrace_compare::with_stragglers`, as `gputrace report` does.
 pub fn diff(a: &Report, b: &Report) -> Diff {
     let (ga, gb) = (a.totals.active_devices, b.totals.active_devices);
     let (ta, tb) = (&a.totals, &b.totals);

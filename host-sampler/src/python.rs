@@ -16,7 +16,7 @@ pub(crate) const RETRIES_NS: [u64; 4] = [100_000_000, 300_000_000, 1_000_000_000
 
 impl PythonReader {
     /// Attach (reads the interpreter's layout; does not stop the process).
-    pub(crate) fn attach(pid: u32) -> Result<PythonReader, String> {
+    pub(crate) fn attach(pid: u32) -> Result<PythonReader, PySpyError> {
         let config = Config {
             blocking: LockingStrategy::NonBlocking,
             native: false,
@@ -24,9 +24,9 @@ impl PythonReader {
             lineno: LineNo::LastInstruction,
             ..Config::default()
         };
-        let mut spy = PythonSpy::new(pid as py_spy::Pid, &config).map_err(|e| chain(&e))?;
+        let mut spy = PythonSpy::new(pid as py_spy::Pid, &config).map_err(PySpyError)?;
         // A first read proves the layout (as py-spy's own retry does).
-        spy.get_stack_traces().map_err(|e| chain(&e))?;
+        spy.get_stack_traces().map_err(PySpyError)?;
         Ok(PythonReader { spy })
     }
 
@@ -34,8 +34,8 @@ impl PythonReader {
     /// tid → stack; and how many threads' stacks the full interner left
     /// out. A process with one Python thread whose OS id is unknown
     /// (Python before 3.11) gives it the main thread (`pid`).
-    pub(crate) fn read(&mut self, pid: u32, intern: &mut Interner) -> Result<(HashMap<u32, u32>, u64), String> {
-        let traces = self.spy.get_stack_traces().map_err(|e| chain(&e))?;
+    pub(crate) fn read(&mut self, pid: u32, intern: &mut Interner) -> Result<(HashMap<u32, u32>, u64), PySpyError> {
+        let traces = self.spy.get_stack_traces().map_err(PySpyError)?;
         let single = traces.len() == 1;
         let mut out = HashMap::with_capacity(traces.len());
         let mut left_out = 0;
@@ -61,12 +61,18 @@ impl PythonReader {
     }
 }
 
-/// An error and its causes on one line (py-spy's errors are chains).
-fn chain(e: &anyhow::Error) -> String {
-    let mut s = e.to_string();
-    for c in e.chain().skip(1) {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+/// An error of py-spy; shown with its causes on one line (py-spy's errors are chains).
+#[derive(Debug)]
+pub(crate) struct PySpyError(anyhow::Error);
+
+impl std::fmt::Display for PySpyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        for c in self.0.chain().skip(1) {
+            write!(f, ": {c}")?;
+        }
+        Ok(())
     }
-    s
 }
+
+impl std::error::Error for PySpyError {}

@@ -112,7 +112,7 @@ enum Python {
     /// An attach is running on its own thread (it reads the interpreter's
     /// binaries, which can take a while: sampling goes on meanwhile).
     Attaching {
-        result: std::sync::mpsc::Receiver<Result<PythonReader, String>>,
+        result: std::sync::mpsc::Receiver<Result<PythonReader, crate::python::PySpyError>>,
         tries: usize,
     },
     Attached(Box<PythonReader>),
@@ -346,7 +346,7 @@ impl State {
                         eprintln!(
                             "gputrace: host samples: no Python stacks for pid {pid} ({}): {e}{}; its threads' CPU state is still sampled",
                             proc::comm(pid, pid),
-                            permission_hint(&e)
+                            permission_hint(&e.to_string())
                         );
                         *p.record.losses.entry("python_attach".into()).or_insert(0) += 1;
                     }

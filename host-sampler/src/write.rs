@@ -80,16 +80,16 @@ pub fn into_traces(rec: &Recording, target: &Target<'_>) -> Written {
     }
     for (owner, procs) in groups {
         let result = match traces.get(&owner) {
-            Some(path) if !crate::proc::has_exited(owner) => Err(format!(
-                "{}: process {owner} is still running, its trace may still grow; its host samples were not added",
-                path.display()
-            )),
+            Some(path) if !crate::proc::has_exited(owner) => Err(SamplesError::StillRunning {
+                path: path.clone(),
+                pid: owner,
+            }),
             Some(path) => append(path, rec, &procs).map(|n| (path.clone(), n)),
             None => new_trace(rec, &procs, target),
         };
         match result {
             Ok((path, (samples, lost))) => out.traces.push((path, samples, lost)),
-            Err(e) => out.problems.push(e),
+            Err(e) => out.problems.push(e.to_string()),
         }
     }
     out
@@ -200,19 +200,50 @@ fn build(rec: &Recording, procs: &[&ProcessRecord], first_string: usize, clock: 
     (s, names)
 }
 
+/// Why a trace did not get its host samples.
+#[derive(Debug, thiserror::Error)]
+enum SamplesError {
+    /// The process that writes the trace has not exited.
+    #[error("{}: process {pid} is still running, its trace may still grow; its host samples were not added", path.display())]
+    StillRunning { path: PathBuf, pid: u32 },
+    /// Appending to the trace failed.
+    #[error("{}: host samples not added: {why}", path.display())]
+    NotAdded { path: PathBuf, why: WriteFailure },
+    /// A trace of the samples alone could not be written.
+    #[error("{}: host samples not written: {why}", path.display())]
+    NotWritten { path: PathBuf, why: WriteFailure },
+    /// Nothing to write.
+    #[error("no host samples were taken (the job ended before the first sample)")]
+    NoneTaken,
+}
+
+/// What went wrong writing samples.
+#[derive(Debug, thiserror::Error)]
+enum WriteFailure {
+    #[error(transparent)]
+    Format(#[from] gputrace_format::FormatError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("the trace is damaged at its end")]
+    Damaged,
+}
+
 /// Append the samples of `procs` to the finished trace at `path`:
 /// (samples, lost).
-fn append(path: &Path, rec: &Recording, procs: &[&ProcessRecord]) -> Result<(u64, u64), String> {
-    let fail = |e: &dyn std::fmt::Display| format!("{}: host samples not added: {e}", path.display());
+fn append(path: &Path, rec: &Recording, procs: &[&ProcessRecord]) -> Result<(u64, u64), SamplesError> {
+    let fail = |why: WriteFailure| SamplesError::NotAdded {
+        path: path.to_path_buf(),
+        why,
+    };
     let (header, strings) = {
-        let t = TraceFile::open(path).map_err(|e| fail(&e))?;
+        let t = TraceFile::open(path).map_err(|e| fail(e.into()))?;
         if t.damage().is_some() {
-            return Err(fail(&"the trace is damaged at its end"));
+            return Err(fail(WriteFailure::Damaged));
         }
         (t.header().clone(), t.string_count())
     };
     let (samples, names) = build(rec, procs, strings, to_trace_clock(&header));
-    let bytes = chunks(&samples, strings, &names).map_err(|e| fail(&e))?;
+    let bytes = chunks(&samples, strings, &names).map_err(|e| fail(e.into()))?;
     let mut f = {
         use std::os::unix::fs::OpenOptionsExt;
         // Never through a link put in the trace's place since it was read.
@@ -220,17 +251,17 @@ fn append(path: &Path, rec: &Recording, procs: &[&ProcessRecord]) -> Result<(u64
             .append(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| fail(&e))?
+            .map_err(|e| fail(e.into()))?
     };
-    f.write_all(&bytes).and_then(|_| f.sync_data()).map_err(|e| fail(&e))?;
+    f.write_all(&bytes).and_then(|_| f.sync_data()).map_err(|e| fail(e.into()))?;
     Ok((samples.sample_count(), samples.lost()))
 }
 
 /// A new trace for a job with none: the samples alone, in `CLOCK_REALTIME`.
-fn new_trace(rec: &Recording, procs: &[&ProcessRecord], target: &Target<'_>) -> Result<(PathBuf, (u64, u64)), String> {
+fn new_trace(rec: &Recording, procs: &[&ProcessRecord], target: &Target<'_>) -> Result<(PathBuf, (u64, u64)), SamplesError> {
     let samples_taken: usize = procs.iter().map(|p| p.runs.len() + p.losses.len()).sum();
     if samples_taken == 0 {
-        return Err("no host samples were taken (the job ended before the first sample)".into());
+        return Err(SamplesError::NoneTaken);
     }
     let mut header = Header {
         producer: Producer::Agent,
@@ -244,21 +275,21 @@ fn new_trace(rec: &Recording, procs: &[&ProcessRecord], target: &Target<'_>) -> 
     };
     header.extra.insert("host.samples_only".into(), "1".into());
     let path = free_path(target.dir, target.hostname, target.root);
-    let fail = |e: &dyn std::fmt::Display| format!("{}: host samples not written: {e}", path.display());
+    let fail = |why: WriteFailure| SamplesError::NotWritten { path: path.clone(), why };
     let trailer = Trailer {
         end_clock: ClockPair::now(),
         ..Trailer::default()
     };
     let mut bytes = TraceWriter::new(Vec::new(), &header, WriterOptions::default())
         .and_then(|w| w.finish(trailer))
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| fail(e.into()))?;
     let (samples, names) = build(rec, procs, 1, to_trace_clock(&header));
-    bytes.extend(chunks(&samples, 1, &names).map_err(|e| fail(&e))?);
+    bytes.extend(chunks(&samples, 1, &names).map_err(|e| fail(e.into()))?);
     // Through `<name>.partial`, neither name written through a link.
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     gputrace_format::outdir::OutDir::open(target.dir)
         .and_then(|dir| dir.write_replacing(&name, &bytes))
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| fail(e.into()))?;
     Ok((path, (samples.sample_count(), samples.lost())))
 }
 

@@ -40,7 +40,7 @@ impl Html {
                         ": arrived last at " (Num::u(key("arrived_last"), s.arrived_last, Fmt::Num).span())
                         " collectives and made the others wait " (Num::u(key("wait_imposed_ns"), s.wait_imposed_ns, Fmt::Ns).span())
                         " in all (" (Num::f(key("score"), Some(s.score), Fmt::Frac).span()) " of all waiting); cause: "
-                        b { (esc_text(&s.cause)) }
+                        b { (esc_text(s.cause.name())) }
                     }
                     p { (esc_text(&s.why)) }
                 }

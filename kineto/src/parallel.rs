@@ -110,22 +110,13 @@ struct Run {
     stop: Stop,
 }
 
-/// A window's bytes, lent to the parsing threads: see [`Windows::window`]
-/// for why no worker reads them after the window.
-#[derive(Clone, Copy)]
-struct Lent {
-    ptr: *const u8,
-    len: usize,
-}
-
-// Safety: the bytes are only read, and only while the lending thread waits
-// for the workers' answers (see `Windows::window`).
-unsafe impl Send for Lent {}
-unsafe impl Sync for Lent {}
-
 /// The parts of one window, shared by the threads that parse it.
 struct Parts {
-    buf: Lent,
+    /// The workers' copy of the window's bytes (the scanner's buffer is
+    /// refilled and traded while they parse; one copy per window is a
+    /// memcpy against a parse of the same bytes). Taken back for the next
+    /// window once every worker has answered ([`Windows::copy`]).
+    buf: Vec<u8>,
     /// Stream offset of the bytes' first byte.
     base: u64,
     here: Here,
@@ -139,7 +130,8 @@ struct Parts {
 
 impl Parts {
     /// Take parts until none is left, parsing each into scratch from
-    /// `spare`, and add them to `out`. `buf` is the lent bytes.
+    /// `spare`, and add them to `out`. `buf` holds the window's bytes
+    /// (the scanner's, or the same in [`Self::buf`]).
     fn take(&self, buf: &[u8], mapper: &Mapper, spare: &mut Vec<Held>, out: &mut Vec<Part>) {
         loop {
             let index = self.next.fetch_add(1, Ordering::Relaxed);
@@ -205,14 +197,13 @@ impl Worker {
                 if let Some(cpu) = avoid {
                     keep_off(cpu);
                 }
-                for mut job in job_rx {
-                    let lent = job.parts.buf;
-                    // Safety: see `Windows::window`: the bytes stay valid
-                    // and unchanged until the answer is received.
-                    let buf = unsafe { std::slice::from_raw_parts(lent.ptr, lent.len) };
+                for Job { parts: shared, mut spare } in job_rx {
                     let mut parts = Vec::new();
-                    job.parts.take(buf, &mapper, &mut job.spare, &mut parts);
-                    if done_tx.send(Done { parts, spare: job.spare }).is_err() {
+                    shared.take(&shared.buf, &mapper, &mut spare, &mut parts);
+                    // Released before answering, so that the window's copy
+                    // is the lending thread's alone once it has every answer.
+                    drop(shared);
+                    if done_tx.send(Done { parts, spare }).is_err() {
                         return;
                     }
                 }
@@ -236,34 +227,22 @@ impl Drop for Worker {
     }
 }
 
-/// The jobs of one window: lends its bytes to the workers and, when
-/// dropped, waits for every answer still due, so that no worker reads the
-/// bytes after they are released, whatever way the window ends. It
-/// borrows the bytes for as long as it lives, so they cannot be released
-/// (the scanner given back) before.
-struct Answers<'w, 'b> {
+/// The jobs of one window: when dropped, waits for every answer still
+/// due, so that whatever way the window ends (an error, a panic in this
+/// thread) no answer of it is left to be taken for the next window.
+struct Answers<'w> {
     workers: &'w [Worker],
     /// Jobs sent (to `workers[..sent]`) and answers taken, in order.
     sent: usize,
     taken: usize,
-    bytes: &'b [u8],
 }
 
-impl<'w, 'b> Answers<'w, 'b> {
-    fn new(workers: &'w [Worker], bytes: &'b [u8]) -> Self {
+impl<'w> Answers<'w> {
+    fn new(workers: &'w [Worker]) -> Self {
         Answers {
             workers,
             sent: 0,
             taken: 0,
-            bytes,
-        }
-    }
-
-    /// The lent bytes, for [`Parts::buf`].
-    fn lent(&self) -> Lent {
-        Lent {
-            ptr: self.bytes.as_ptr(),
-            len: self.bytes.len(),
         }
     }
 
@@ -285,7 +264,7 @@ impl<'w, 'b> Answers<'w, 'b> {
     }
 }
 
-impl Drop for Answers<'_, '_> {
+impl Drop for Answers<'_> {
     fn drop(&mut self) {
         while self.taken < self.sent {
             let _ = self.next();
@@ -308,6 +287,8 @@ pub(crate) struct Windows {
     parsed: Vec<Part>,
     /// The next window's size (0 before the first; see [`first_window`]).
     next_size: usize,
+    /// The buffer of the last window's copy ([`Parts::buf`]), reused.
+    copy: Vec<u8>,
 }
 
 impl Windows {
@@ -373,14 +354,12 @@ impl Windows {
             return Ok(0);
         }
         let count = starts.len();
-        // Safety of lending `buf`: `answers` borrows it for as long as it
-        // lives, and waits (when dropped, at the latest) for every answer
-        // due; a worker reads the bytes only between taking a job and
-        // answering it (or dying, which closes its channel). So no worker
-        // reads them once this function has released them.
-        let mut answers = Answers::new(&self.workers, buf);
+        let mut answers = Answers::new(&self.workers);
+        let mut copy = std::mem::take(&mut self.copy);
+        copy.clear();
+        copy.extend_from_slice(buf);
         let parts = Arc::new(Parts {
-            buf: answers.lent(),
+            buf: copy,
             base,
             here,
             starts,
@@ -413,6 +392,9 @@ impl Windows {
             self.spare.extend(done.spare);
         }
         drop(answers);
+        if let Ok(done) = Arc::try_unwrap(parts) {
+            self.copy = done.buf;
+        }
         let error = refill.into_error();
         if let Err(f) = drained {
             // The import stops here (or starts again from the file).
@@ -647,13 +629,11 @@ mod tests {
         assert_eq!(first_window(window_size(big, 1)) >> 10, 128);
     }
 
-    /// The one `unsafe` use of lent bytes (`Lent`, read by the workers
-    /// through a raw slice) is sound only because dropping [`Answers`]
-    /// waits for every answer still due: a window that ends early (an
-    /// error, a panic in this thread) must not release its bytes while a
-    /// worker reads them. Drop the answers without taking any, then check
-    /// that no answer arrives afterwards (each was consumed by the drop,
-    /// so every worker was done with the bytes before they were freed).
+    /// Dropping [`Answers`] waits for every answer still due: a window
+    /// that ends early (an error, a panic in this thread) must not leave
+    /// an answer of its own to be taken as the next window's. Drop the
+    /// answers without taking any, then check that no answer arrives
+    /// afterwards (each was consumed by the drop).
     #[test]
     fn dropping_the_answers_waits_for_every_worker_still_reading() {
         let mapper = || Mapper { base_ns: 0, rank: None };
@@ -673,9 +653,9 @@ mod tests {
         bytes.pop();
         bytes.push(b']');
         {
-            let mut answers = Answers::new(&workers, &bytes);
+            let mut answers = Answers::new(&workers);
             let parts = Arc::new(Parts {
-                buf: answers.lent(),
+                buf: bytes.clone(),
                 base: 0,
                 here: scanner.here(),
                 starts,
@@ -693,7 +673,7 @@ mod tests {
         for w in &workers {
             assert!(
                 w.done.recv_timeout(std::time::Duration::from_millis(300)).is_err(),
-                "a worker answered after its window's bytes were released"
+                "a worker answered after its window's answers were dropped"
             );
         }
     }

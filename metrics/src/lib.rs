@@ -6,6 +6,7 @@
 //! [`serve`] is the small HTTP endpoint that serves whatever exposition it is handed. Every
 //! time is in seconds (`_seconds_total`), from the report's integer nanoseconds; the names,
 //! labels and what each family means are listed in `docs/always-on.md`.
+#![forbid(unsafe_code)]
 
 pub mod exposition;
 pub mod serve;

@@ -90,17 +90,38 @@ impl Default for Limits {
     }
 }
 
+/// Why a listen address was refused; each names the text given.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListenAddrError {
+    /// The host resolves, but to no address.
+    #[error("`{0}` resolves to no address")]
+    NoAddress(String),
+    /// Neither a port nor a host and port that resolves.
+    #[error("`{given}` is not PORT, :PORT or HOST:PORT ({source})")]
+    Unresolved {
+        /// The text given.
+        given: String,
+        /// Why it did not resolve.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Parse a listen address: `PORT` or `:PORT` is loopback (`127.0.0.1:PORT`); `HOST:PORT`
 /// (`0.0.0.0:9400`, `[::1]:9400`, `localhost:9400`) is taken as given.
-pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, ListenAddrError> {
     let t = s.trim();
     let port_only = t.strip_prefix(':').unwrap_or(t);
     if let Ok(port) = port_only.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     match t.to_socket_addrs() {
-        Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{s}` resolves to no address")),
-        Err(e) => Err(format!("`{s}` is not PORT, :PORT or HOST:PORT ({e})")),
+        Ok(mut addrs) => addrs.next().ok_or_else(|| ListenAddrError::NoAddress(s.to_string())),
+        Err(source) => Err(ListenAddrError::Unresolved {
+            given: s.to_string(),
+            source,
+        }),
     }
 }
 

@@ -25,18 +25,39 @@ impl std::fmt::Display for Url {
     }
 }
 
+/// Why a URL was refused; each names the URL given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// Not `http://` (no TLS: scrapes are of this machine or its network).
+    #[error("`{0}`: only http:// URLs are supported")]
+    NotHttp(String),
+    /// An IPv6 host without its closing bracket.
+    #[error("`{0}`: unclosed `[`")]
+    UnclosedBracket(String),
+    /// No host before the port or path.
+    #[error("`{0}`: no host")]
+    NoHost(String),
+    /// The port is not a number from 0 to 65535.
+    #[error("`{url}`: `{port}` is not a port")]
+    BadPort {
+        /// The URL given.
+        url: String,
+        /// Its port as written.
+        port: String,
+    },
+}
+
 impl Url {
     /// Parse `http://host[:port][/path]`; a missing path is `/metrics`.
-    pub fn parse(s: &str) -> Result<Url, String> {
-        let rest = s
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("`{s}`: only http:// URLs are supported"))?;
+    pub fn parse(s: &str) -> Result<Url, UrlError> {
+        let rest = s.strip_prefix("http://").ok_or_else(|| UrlError::NotHttp(s.to_string()))?;
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/metrics"),
         };
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or_else(|| format!("`{s}`: unclosed `[`"))?;
+            let (h, after) = v6.split_once(']').ok_or_else(|| UrlError::UnclosedBracket(s.to_string()))?;
             (format!("[{h}]"), after.strip_prefix(':'))
         } else {
             match authority.rsplit_once(':') {
@@ -45,10 +66,13 @@ impl Url {
             }
         };
         if host.is_empty() || host == "[]" {
-            return Err(format!("`{s}`: no host"));
+            return Err(UrlError::NoHost(s.to_string()));
         }
         let port = match port {
-            Some(p) => p.parse::<u16>().map_err(|_| format!("`{s}`: `{p}` is not a port"))?,
+            Some(p) => p.parse::<u16>().map_err(|_| UrlError::BadPort {
+                url: s.to_string(),
+                port: p.to_string(),
+            })?,
             None => 80,
         };
         Ok(Url {

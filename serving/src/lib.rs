@@ -22,6 +22,7 @@
 //! assert_eq!(snap.get("serving.generation_tokens"), Some(1500));
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod discover;
 pub mod expo;

@@ -199,7 +199,7 @@ fn scrape(st: &mut State, url: &Url) {
             } else {
                 st.out.failed_at_end += 1;
             }
-            st.out.last_error = Some(e);
+            st.out.last_error = Some(e.to_string());
         }
     }
 }
@@ -208,11 +208,22 @@ fn ns(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// GET, parse, and keep the engine families; any failure in words.
-fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), String> {
-    let page = http::get(url, timeout).map_err(|e| e.to_string())?;
+/// Why one scrape failed.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// The GET failed.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The page has none of an engine's metric families.
+    #[error("the page has no vllm: or sglang: metrics")]
+    NoEngine,
+}
+
+/// GET, parse, and keep the engine families.
+fn fetch(url: &Url, timeout: Duration) -> Result<(Engine, Snapshot), FetchError> {
+    let page = http::get(url, timeout)?;
     let (samples, _bad) = expo::parse(&page, families::is_engine_sample);
-    families::snapshot(&samples).ok_or_else(|| "the page has no vllm: or sglang: metrics".to_string())
+    families::snapshot(&samples).ok_or(FetchError::NoEngine)
 }
 
 /// Probe the tree's listeners not yet ruled out; the first with an engine's families is the endpoint.
@@ -295,7 +306,7 @@ fn write(st: &mut State, t: u64, snap: &Snapshot) {
                 st.writer = Some(w);
             }
             Err(e) => {
-                st.out.write_error = Some(e);
+                st.out.write_error = Some(e.to_string());
                 return;
             }
         }
@@ -322,7 +333,26 @@ fn write(st: &mut State, t: u64, snap: &Snapshot) {
     }
 }
 
-fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWriter<File>), String> {
+/// Why the series file could not be started; each names the file.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    /// The file could not be created.
+    #[error("{}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its header could not be written.
+    #[error("{}: {source}", path.display())]
+    Header {
+        path: PathBuf,
+        #[source]
+        source: gputrace_format::FormatError,
+    },
+}
+
+fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWriter<File>), OpenError> {
     let mut h = cfg.header.clone();
     h.producer = Producer::Launcher;
     h.pid = std::process::id();
@@ -338,8 +368,14 @@ fn open(cfg: &Config, found: Option<&(Url, Engine)>) -> Result<(PathBuf, TraceWr
     // Created without following a link planted under this name (a link is refused).
     let file = gputrace_format::outdir::OutDir::open(&cfg.out_dir)
         .and_then(|dir| dir.create(&name))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let w = TraceWriter::new(file, &h, WriterOptions::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| OpenError::Create {
+            path: path.clone(),
+            source,
+        })?;
+    let w = TraceWriter::new(file, &h, WriterOptions::default()).map_err(|source| OpenError::Header {
+        path: path.clone(),
+        source,
+    })?;
     Ok((path, w))
 }
 

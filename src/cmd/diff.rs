@@ -36,16 +36,17 @@ pub struct DiffArgs {
     pub top: usize,
 }
 
-fn parse_pct(s: &str) -> Result<f64, String> {
+fn parse_pct(s: &str) -> Result<f64, crate::values::ValueError> {
+    use crate::values::ValueError;
     let v: f64 = s
         .trim()
         .trim_end_matches('%')
         .parse()
-        .map_err(|_| format!("{s:?} is not a percentage: write e.g. 5%"))?;
+        .map_err(|_| ValueError::NotPercent(s.to_string()))?;
     if v.is_finite() && v >= 0.0 {
         Ok(v)
     } else {
-        Err(format!("{s:?}: the percentage must be 0 or more"))
+        Err(ValueError::NegativePercent(s.to_string()))
     }
 }
 
@@ -63,9 +64,7 @@ fn analyse(path: &PathBuf) -> Result<gputrace_analysis::Report, CliError> {
         other => CliError::from(other),
     })?;
     // The scaling section names each run's stragglers, as `gputrace report` does.
-    if let Some(Ok(c)) = super::report::comparison(&report, &traces, &opts.classifier) {
-        super::report::add_stragglers(&mut report, &c);
-    }
+    gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier);
     Ok(report)
 }
 

@@ -3,6 +3,7 @@
 //! TensorBoard, HTA or TraceLens. Inputs are gputrace files or Kineto
 //! traces (converted in memory by `inputs::open`).
 
+use crate::duration::DurationError;
 use crate::error::CliError;
 use crate::inputs;
 use gputrace_format::{DeviceId, LossSource, Nanos, Rank, TraceFile};
@@ -81,37 +82,15 @@ pub struct ExportArgs {
 
 /// Parse `1.5s`, `200ms`, `30us`, `30µs`, `100ns` or a plain number of ns,
 /// exactly (no floating point).
-pub fn parse_duration(s: &str) -> Result<Nanos, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let scale: u64 = match unit.trim() {
-        "" | "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        other => return Err(format!("unknown unit {other:?}: use ns, us, ms or s")),
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if int.is_empty() && frac.is_empty() {
-        return Err(format!("{s:?} is not a duration: write e.g. 1.5s, 200ms or 1000 (ns)"));
+pub fn parse_duration(s: &str) -> Result<Nanos, DurationError> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse().map(Nanos).map_err(|_| DurationError::TooLong(t.to_string()));
     }
-    let bad = |_| format!("{s:?} is not a duration");
-    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(bad)? };
-    let mut ns = int.checked_mul(scale).ok_or("duration too large")?;
-    let mut place = scale;
-    for d in frac.chars() {
-        let d = d.to_digit(10).ok_or_else(|| format!("{s:?} is not a duration"))? as u64;
-        place /= 10;
-        if place == 0 {
-            if d != 0 {
-                return Err(format!("{s:?} is finer than a nanosecond"));
-            }
-            continue;
-        }
-        ns = ns.checked_add(d * place).ok_or("duration too large")?;
-    }
-    Ok(Nanos(ns))
+    let d = crate::duration::parse(t, crate::duration::NS_TO_S)?;
+    u64::try_from(d.as_nanos())
+        .map(Nanos)
+        .map_err(|_| DurationError::TooLong(t.to_string()))
 }
 
 fn export_error<'a>(out: &'a Path, inputs: &'a [PathBuf]) -> impl FnOnce(ExportError) -> CliError + 'a {

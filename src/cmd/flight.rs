@@ -4,6 +4,8 @@
 //! process for a snapshot through the trigger file; when the job ends, its
 //! rings become traces if it failed and are deleted if it exited 0.
 
+use crate::duration::DurationError;
+use crate::values::ValueError;
 use gputrace_format::flight;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -12,36 +14,27 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-/// Parse a flight recorder duration (`60s`, `5m`, `1500ms`); at least 10 ms.
-pub fn parse_window(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let d = match t
-        .strip_suffix('m')
-        .filter(|n| !n.ends_with('m') && !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-    {
-        Some(mins) => Duration::from_secs(mins.parse::<u64>().map_err(|e| e.to_string())?.saturating_mul(60)),
-        None => {
-            if t.chars().all(|c| c.is_ascii_digit()) {
-                return Err(format!("{t:?} has no unit: write e.g. 60s, 5m or 1500ms"));
-            }
-            Duration::from_nanos(super::export::parse_duration(t)?.0)
-        }
-    };
+/// Parse a flight recorder duration (`60s`, `5m`, `1500ms`, `1.5s`); at least 10 ms.
+pub fn parse_window(s: &str) -> Result<Duration, DurationError> {
+    let d = crate::duration::parse(s, crate::duration::MS_TO_MIN)?;
     if d < Duration::from_millis(10) {
-        return Err(format!("{t:?} is too short: at least 10ms"));
+        return Err(DurationError::TooShort {
+            given: s.trim().to_string(),
+            least: "10ms",
+        });
     }
     Ok(d)
 }
 
 /// Parse a slow-step factor (`3`, `2.5`): a number of at least 1.5.
-pub fn parse_factor(s: &str) -> Result<f64, String> {
+pub fn parse_factor(s: &str) -> Result<f64, ValueError> {
     let f: f64 = s
         .trim()
         .trim_end_matches('x')
         .parse()
-        .map_err(|_| format!("{s:?} is not a number (write e.g. 3 or 2.5)"))?;
+        .map_err(|_| ValueError::NotFactor(s.to_string()))?;
     if !f.is_finite() || f < 1.5 {
-        return Err(format!("{s:?}: the factor must be at least 1.5"));
+        return Err(ValueError::SmallFactor(s.to_string()));
     }
     Ok(f)
 }

@@ -588,28 +588,14 @@ pub fn thousands(v: u64) -> String {
     out
 }
 
-/// ns since the epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+/// ns since the epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC` (milliseconds truncated).
 pub fn utc(ns: u64) -> String {
-    let secs = ns / 1_000_000_000;
-    let ms = (ns / 1_000_000) % 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    let (secs, sub) = (ns / 1_000_000_000, (ns % 1_000_000_000) as u32);
+    // Every u64 of ns (up to the year 2554) is within chrono's range.
+    match i64::try_from(secs).ok().and_then(|s| chrono::DateTime::from_timestamp(s, sub)) {
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
+        None => format!("{ns} ns since the epoch"),
+    }
 }
 
 #[cfg(test)]

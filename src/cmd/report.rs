@@ -4,6 +4,7 @@
 
 use crate::error::CliError;
 use crate::inputs;
+use crate::values::ValueError;
 use gputrace_analysis::{analyze, AnalysisError, HtaCompat, ModelFlops, Options, Precision, ProductiveOptions, DEFAULT_NVML_WINDOW_NS};
 use gputrace_text::render_text;
 use std::io::{IsTerminal, Write};
@@ -130,7 +131,7 @@ impl ReportArgs {
 }
 
 /// A positive count with an optional suffix: `7e9`, `7B`, `350M`, `1.5k`, `2T`.
-pub fn parse_count(s: &str) -> Result<f64, String> {
+pub fn parse_count(s: &str) -> Result<f64, ValueError> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() && !t.ends_with(['e', 'E']) => {
@@ -139,7 +140,12 @@ pub fn parse_count(s: &str) -> Result<f64, String> {
                 'm' => 1e6,
                 'b' | 'g' => 1e9,
                 't' => 1e12,
-                _ => return Err(format!("`{s}`: unknown suffix `{c}` (k, M, B or G, T)")),
+                _ => {
+                    return Err(ValueError::UnknownSuffix {
+                        given: s.to_string(),
+                        suffix: c,
+                    })
+                }
             };
             (&t[..i], m)
         }
@@ -147,16 +153,16 @@ pub fn parse_count(s: &str) -> Result<f64, String> {
     };
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
-        _ => Err(format!("`{s}` is not a positive number (e.g. 7e9 or 7B)")),
+        _ => Err(ValueError::NotPositive(s.to_string())),
     }
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::parse(s).ok_or_else(|| format!("`{s}`: expected bf16, fp16, fp8 or tf32"))
+fn parse_precision(s: &str) -> Result<Precision, ValueError> {
+    Precision::parse(s).ok_or_else(|| ValueError::Precision(s.to_string()))
 }
 
 /// Seconds (e.g. 0.1667, 1/6, 1) to whole nanoseconds, at least 1 µs.
-fn parse_window(s: &str) -> Result<u64, String> {
+fn parse_window(s: &str) -> Result<u64, ValueError> {
     let v = match s.split_once('/') {
         Some((a, b)) => match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
             (Ok(a), Ok(b)) if b != 0.0 => a / b,
@@ -167,52 +173,15 @@ fn parse_window(s: &str) -> Result<u64, String> {
     if v.is_finite() && (1e-6..=3600.0).contains(&v) {
         Ok((v * 1e9).round() as u64)
     } else {
-        Err(format!("`{s}` is not a window in seconds between 1e-6 and 3600 (e.g. 1/6 or 1)"))
+        Err(ValueError::Window(s.to_string()))
     }
 }
 
-pub(crate) fn parse_price(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_price(s: &str) -> Result<f64, ValueError> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a price (a number of US dollars, e.g. 2.50)")),
+        _ => Err(ValueError::Price(s.to_string())),
     }
-}
-
-/// The comparison of a multi-rank job's ranks, as `gputrace compare` makes it (reusing
-/// the report's analysis), or why it cannot be made; `None` for one rank.
-pub(crate) fn comparison(
-    report: &gputrace_analysis::Report,
-    traces: &[gputrace_format::TraceFile],
-    classifier: &gputrace_analysis::Classifier,
-) -> Option<Result<gputrace_compare::Comparison, String>> {
-    (report.ranks.len() >= 2).then(|| {
-        gputrace_compare::compare_report(report, traces, classifier, &gputrace_compare::Options::default()).map_err(|e| e.to_string())
-    })
-}
-
-/// Add the `stragglers` findings of comparison `c`: the ranks the others wait for, as
-/// `gputrace compare` names them.
-pub(crate) fn add_stragglers(report: &mut gputrace_analysis::Report, c: &gputrace_compare::Comparison) {
-    // A straggler whose cause is its GPU's longer compute already says what
-    // "uneven compute" would say of the same rank.
-    let gpu_bound: Vec<f64> = c
-        .stragglers
-        .iter()
-        .filter(|s| s.cause == "gpu")
-        .map(|s| f64::from(s.rank))
-        .collect();
-    report.findings.retain(|f| {
-        !(f.rule == gputrace_analysis::FindingRule::UnevenCompute
-            && f.values.get(gputrace_analysis::Value::Rank).is_some_and(|r| gpu_bound.contains(&r)))
-    });
-    let price = report.cost.map(|c| c.usd_per_gpu_hour);
-    for mut f in gputrace_compare::straggler_findings(c) {
-        // The time at stake: the wait it imposed on the others.
-        let wait = f.values.get(gputrace_analysis::Value::WaitImposedNs).map_or(0, |w| w as u64);
-        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
-        report.findings.push(f);
-    }
-    report.findings.sort_by_key(|f| f.severity);
 }
 
 /// Run `gputrace report`.
@@ -243,10 +212,11 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
         let gpu: Vec<&gputrace_format::TraceFile> = traces.iter().filter(|t| !gputrace_analysis::serving::is_serving_trace(t)).collect();
         report.serving.extend(gputrace_analysis::serving::timeline_serving(&gpu));
     }
-    let comparison = comparison(&report, &traces, &opts.classifier);
-    if let (None, Some(Ok(c))) = (opts.hta, &comparison) {
-        add_stragglers(&mut report, c);
-    }
+    // HTA's numbers are HTA's: no findings of gputrace's own are added to them.
+    let comparison = match opts.hta {
+        None => gputrace_compare::with_stragglers(&mut report, &traces, &opts.classifier),
+        Some(_) => gputrace_compare::report_comparison(&report, &traces, &opts.classifier),
+    };
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.html {
         let inputs: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
@@ -275,18 +245,19 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Write `report` as an HTML page to `path` (through a temporary file), with the ranks'
-/// comparison ([`comparison`]; when it could not be made, the page says why). Returns
+/// comparison ([`gputrace_compare::report_comparison`]; when it could not be made, the page
+/// says why). Returns
 /// the page's size in bytes.
 pub fn write_html(
     path: &std::path::Path,
     report: &gputrace_analysis::Report,
-    comparison: Option<&Result<gputrace_compare::Comparison, String>>,
+    comparison: Option<&Result<gputrace_compare::Comparison, gputrace_compare::CompareError>>,
     inputs: Vec<String>,
 ) -> Result<usize, CliError> {
     let page = gputrace_html::Page {
         report,
         comparison: comparison.and_then(|c| c.as_ref().ok()),
-        comparison_note: comparison.and_then(|c| c.as_ref().err().cloned()),
+        comparison_note: comparison.and_then(|c| c.as_ref().err().map(ToString::to_string)),
         inputs,
     };
     let html = gputrace_html::Html::default().render(&page);

@@ -159,10 +159,13 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+fn parse_seconds(s: &str) -> Result<f64, crate::values::ValueError> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.1..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0.1 and 3600")),
+        _ => Err(crate::values::ValueError::Seconds {
+            given: s.to_string(),
+            least: "0.1",
+        }),
     }
 }
 
@@ -175,17 +178,20 @@ pub enum ServingMetrics {
     Off,
 }
 
-fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, String> {
+fn parse_serving_metrics(s: &str) -> Result<ServingMetrics, gputrace_serving::http::UrlError> {
     if s == "off" {
         return Ok(ServingMetrics::Off);
     }
     gputrace_serving::http::Url::parse(s).map(ServingMetrics::Url)
 }
 
-fn parse_linger(s: &str) -> Result<f64, String> {
+fn parse_linger(s: &str) -> Result<f64, crate::values::ValueError> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not a number of seconds between 0 and 3600")),
+        _ => Err(crate::values::ValueError::Seconds {
+            given: s.to_string(),
+            least: "0",
+        }),
     }
 }
 
@@ -198,30 +204,34 @@ pub struct Duty {
     pub period_ms: u64,
 }
 
-/// `2s/60s`, `500ms/1m`: ON/PERIOD, each a number with a unit (`ms`, `s`, `m`).
-fn parse_duty(v: &str) -> Result<Duty, String> {
-    fn ms(part: &str) -> Result<u64, String> {
-        let part = part.trim();
-        let digits = part.find(|c: char| !c.is_ascii_digit()).unwrap_or(part.len());
-        let (n, unit) = part.split_at(digits);
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("{part:?} is not a duration such as 2s, 500ms or 1m"))?;
-        let scale = match unit {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            _ => return Err(format!("{part:?}: the unit must be ms, s or m")),
-        };
-        n.checked_mul(scale).ok_or_else(|| format!("{part:?} is too long"))
-    }
-    let (on, period) = v.split_once('/').ok_or("expected ON/PERIOD, e.g. 2s/60s")?;
+/// Why a `--duty` schedule was refused.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum DutyError {
+    /// No `/` between the window and the period.
+    #[error("expected ON/PERIOD, e.g. 2s/60s")]
+    NotOnPeriod,
+    /// The window or the period is not a duration in ms, s or m.
+    #[error(transparent)]
+    Duration(#[from] crate::duration::DurationError),
+    /// A window of 0, or not shorter than the period.
+    #[error("the capture window must be longer than 0 and shorter than the period")]
+    WindowNotInPeriod,
+}
+
+/// `2s/60s`, `500ms/1m`, `1.5s/1m`: ON/PERIOD, each a number with a unit (`ms`, `s`,
+/// `m`), in whole milliseconds.
+fn parse_duty(v: &str) -> Result<Duty, DutyError> {
+    let ms = |part: &str| -> Result<u64, DutyError> {
+        let d = crate::duration::parse(part, crate::duration::MS_TO_MIN)?;
+        Ok(crate::duration::whole_ms(d, part)?)
+    };
+    let (on, period) = v.split_once('/').ok_or(DutyError::NotOnPeriod)?;
     let d = Duty {
         on_ms: ms(on)?,
         period_ms: ms(period)?,
     };
     if d.on_ms == 0 || d.on_ms >= d.period_ms {
-        return Err("the capture window must be longer than 0 and shorter than the period".into());
+        return Err(DutyError::WindowNotInPeriod);
     }
     Ok(d)
 }

@@ -18,6 +18,7 @@
 //! random draw comes from a generator seeded by those values, which lets the
 //! collective schedule be computed in a first pass over all ranks and the
 //! files be written one rank at a time in a second.
+#![forbid(unsafe_code)]
 
 use gputrace_format::*;
 use std::io::{self, Write};

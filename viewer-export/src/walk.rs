@@ -546,6 +546,16 @@ struct Innermost {
 }
 
 impl Annotations {
+    fn new() -> Annotations {
+        Annotations {
+            all: Vec::new(),
+            by_lo: Vec::new(),
+            los: Vec::new(),
+            hint: 0,
+            last: None,
+        }
+    }
+
     /// Give the enclosing range of annotation `i` the calls made in `i`
     /// (when `i` closes in the pre-pass: calls are counted in the innermost
     /// open range only).
@@ -777,146 +787,27 @@ fn project_annotations(
 /// Walk `plan` over `job`, feeding `visitor`; measure GPU utilization and
 /// project NVTX ranges onto the GPU as `options` asks.
 pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, options: WalkOptions, visitor: &mut V) -> Result<WalkStats> {
-    let bins = options.bins;
     let mut stats = WalkStats::default();
     // The report's classification, so that the utilization counters agree with it.
     let classifier = job.classifier();
     let libraries = CommLibraries::of(classifier);
     for (ordinal, &index) in plan.inputs.iter().enumerate() {
         let trace = job.inputs()[index].trace;
-        let shift = job.shift(index);
         let input = Input {
             ordinal,
             trace,
             rank: job.rank(index),
         };
-        let in_window = |s: u64, t: u64| in_window(plan, s, t);
-        let chunks = trace.chunks();
-        let local = |t: u64| apply_shift(t, -shift);
-        let (lo, hi) = (local(plan.from), local(plan.to));
-        let overlaps = |c: &EventChunk| {
-            let early_loss = c.kind == EventKind::Loss && filter.from.is_none();
-            (early_loss || (c.t_max.0 >= lo && c.t_min.0 < hi)) && chunk_selected(c, filter)
-        };
-
+        let scope = Scope::new(trace, plan, filter, job.shift(index));
         // Launches in the window, so that GPU work links only to calls that
         // are written too; and, if asked, the NVTX ranges around them.
-        let mut launches = IdSets::new();
-        let mut annotations = Annotations {
-            all: Vec::new(),
-            by_lo: Vec::new(),
-            los: Vec::new(),
-            hint: 0,
-            last: None,
-        };
         // An imported Kineto trace has Kineto's own GPU annotations: they
         // are written as they are, not projected again.
-        if options.gpu_annotations && !crate::is_kineto_import(trace.header()) {
-            for summary in trace.tracks() {
-                if !matches!(summary.track, Track::Thread { .. }) {
-                    continue;
-                }
-                let ids: Vec<usize> = (0..chunks.len())
-                    .filter(|&i| {
-                        chunks[i].track == summary.track
-                            && matches!(chunks[i].kind, EventKind::Api | EventKind::Marker)
-                            && overlaps(&chunks[i])
-                    })
-                    .collect();
-                let mut open: Vec<(u64, usize)> = Vec::new();
-                // Calls and ranges as spans: a call needs only its times and
-                // correlation id, a range its times and name.
-                trace.for_each_span_merged(
-                    ids,
-                    |cursor| {
-                        // Every entry of an API chunk is a call: its indexes are not read.
-                        let calls_only = cursor.chunk().kind == EventKind::Api;
-                        if calls_only {
-                            cursor.skip(false, true);
-                        }
-                        let ranges: Vec<Option<StringId>> = cursor
-                            .templates()
-                            .iter()
-                            .map(|t| match t {
-                                Event::Marker(m)
-                                    if m.kind == MarkerKind::RANGE
-                                        && (options.gpu_step_annotations || !trace.name(m.name).starts_with("ProfilerStep#")) =>
-                                {
-                                    Some(m.name)
-                                }
-                                _ => None,
-                            })
-                            .collect();
-                        (calls_only, ranges)
-                    },
-                    |sp, (calls_only, ranges), _| {
-                        let (s, t) = (apply_shift(sp.start, shift), apply_shift(sp.end, shift));
-                        if !in_window(s, t) {
-                            return;
-                        }
-                        while open.last().is_some_and(|&(end, _)| end <= s) {
-                            if let Some((_, i)) = open.pop() {
-                                annotations.fold_into_parent(i);
-                            }
-                        }
-                        if *calls_only {
-                            let c = sp.corr;
-                            if c != 0 {
-                                launches.insert(LAUNCHES, c);
-                                // The innermost open range only: its
-                                // enclosing ranges get its calls when it
-                                // closes (`fold_into_parent`).
-                                if let Some(&(_, i)) = open.last() {
-                                    let an = &mut annotations.all[i];
-                                    (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
-                                }
-                            }
-                        } else if let (Some(&Some(name)), true) = (ranges.get(sp.attr as usize), annotations.all.len() < MAX_ANNOTATIONS) {
-                            let parent = open.last().map(|o| o.1);
-                            annotations.all.push(Annotation {
-                                name,
-                                lo: u32::MAX,
-                                hi: 0,
-                                calls: 0,
-                                parent,
-                                pure: false,
-                                spans: Vec::new(),
-                            });
-                            open.push((t, annotations.all.len() - 1));
-                        }
-                    },
-                )?;
-                while let Some((_, i)) = open.pop() {
-                    annotations.fold_into_parent(i);
-                }
-            }
-            annotations.finish(&launches);
+        let (launches, annotations) = if options.gpu_annotations && !crate::is_kineto_import(trace.header()) {
+            annotated_launches(&scope, options.gpu_step_annotations)?
         } else {
-            let mut dec = trace.decoder();
-            let mut block = Vec::with_capacity(SPAN_BLOCK);
-            for (i, c) in chunks.iter().enumerate() {
-                if c.kind == EventKind::Api && overlaps(c) {
-                    // A call's times and correlation id: its entry is not read.
-                    let mut cursor = dec.spans(i)?;
-                    cursor.skip(false, true);
-                    loop {
-                        cursor.fill(&mut block)?;
-                        if block.is_empty() {
-                            break;
-                        }
-                        for sp in &block {
-                            if sp.corr != 0 && in_window(apply_shift(sp.start, shift), apply_shift(sp.end, shift)) {
-                                launches.insert(LAUNCHES, sp.corr);
-                            }
-                        }
-                    }
-                    dec.recycle_spans(cursor);
-                }
-            }
-        }
-        let mut kernel_class: Vec<u8> = vec![0; trace.string_count()];
-        // Per name: 0 not looked up yet, 1 no library track, 2 + the library's index.
-        let mut kernel_library: Vec<u16> = vec![0; trace.string_count()];
+            (launches_only(&scope)?, Annotations::new())
+        };
         let mut w = Walker {
             input: &input,
             plan,
@@ -930,188 +821,411 @@ pub(crate) fn walk<V: Visitor>(job: &Job<'_>, filter: &Filter, plan: &Plan, opti
             flow_base: (ordinal as u64) << 32,
             stats,
         };
-
         w.visitor.begin_input(&input)?;
-        // The streams of one GPU are walked together, in start order, so
-        // that its busy time can be measured as a union; every other track
-        // alone.
-        let mut groups: Vec<(Option<DeviceId>, Vec<Track>)> = Vec::new();
-        for summary in trace.tracks() {
-            match (summary.track, groups.last_mut()) {
-                (Track::Gpu { device, .. }, Some((Some(d), tracks))) if *d == device => tracks.push(summary.track),
-                (Track::Gpu { device, .. }, _) => groups.push((Some(device), vec![summary.track])),
-                (track, _) => groups.push((None, vec![track])),
-            }
-        }
-        for (device, tracks) in groups {
-            let chunk_ids: Vec<usize> = (0..chunks.len())
-                .filter(|&i| tracks.contains(&chunks[i].track) && overlaps(&chunks[i]))
-                .collect();
-            if chunk_ids.is_empty() {
-                continue;
-            }
-            w.util = match device {
-                Some(d) if bins > 0 => Some(Utilization::new(d, plan.from, plan.to, bins)),
-                _ => None,
-            };
-            w.on_gpu = device.is_some() && !w.annotations.by_lo.is_empty();
-            let util_on = w.util.is_some();
-            let mut category = |e: &Event| -> Option<u8> {
-                if !util_on {
-                    return None;
-                }
-                let c = match e {
-                    Event::Kernel(k) => {
-                        let class = kernel_class.get_mut(k.name.0 as usize);
-                        let comm = match class {
-                            Some(c) if *c != 0 => *c == 2,
-                            other => {
-                                let comm = classifier.kernel(&trace.name(k.name)) == Category::Communication;
-                                if let Some(c) = other {
-                                    *c = 1 + comm as u8;
-                                }
-                                comm
-                            }
-                        };
-                        if comm {
-                            COMMUNICATION
-                        } else {
-                            COMPUTE
-                        }
-                    }
-                    // As the report counts them: peer copies are communication.
-                    Event::Memcpy(m) if classifier.memcpy(m) == Category::Communication => COMMUNICATION,
-                    Event::Memcpy(_) | Event::Memset(_) => TRANSFER,
-                    _ => return None,
-                };
-                Some(c as u8)
-            };
-            let mut library = |e: &Event| -> Option<u16> {
-                let Event::Kernel(k) = e else { return None };
-                let slot = kernel_library.get_mut(k.name.0 as usize);
-                if let Some(&c) = slot.as_deref() {
-                    if c != 0 {
-                        return c.checked_sub(2);
-                    }
-                }
-                let name = trace.name(k.name);
-                let found = classifier
-                    .rule_for(&name)
-                    .map(|id| classifier.rule(id))
-                    .filter(|r| r.category == Category::Communication)
-                    .and_then(|r| libraries.index(&r.library));
-                if let Some(c) = slot {
-                    *c = found.map_or(1, |i| i + 2);
-                }
-                found
-            };
-            let spans = chunk_ids.iter().all(|&i| chunks[i].kind.has_spans());
-            if spans {
-                // Kernels, copies, memsets, synchronizations, calls and
-                // marks: read as spans, with what the walk needs of each
-                // dictionary entry worked out when its chunk is opened.
-                // Per slot of the merge: the facts and the visitor's state
-                // of each entry of the slot's chunk.
-                let mut tables: Vec<(Vec<Facts>, Vec<V::EntryState>)> = Vec::new();
-                let mut merge = trace.span_merge(chunk_ids);
-                'runs: while let Some(run) = merge.next_run(|slot, cursor| {
-                    // Graph node ids are read only where a writer shows them.
-                    if cursor.templates().iter().any(|t| matches!(t, Event::Kernel(k) if k.graph_id != 0)) {
-                        cursor.read_node_ids();
-                    }
-                    if tables.len() <= slot {
-                        tables.resize_with(slot + 1, Default::default);
-                    }
-                    let (facts, states) = &mut tables[slot];
-                    facts.clear();
-                    facts.extend(
-                        cursor
-                            .templates()
-                            .iter()
-                            .map(|e| Facts::of(e, category(e)).with_library(library(e))),
-                    );
-                    states.clear();
-                    states.resize_with(facts.len().min(ENTRY_STATES), Default::default);
-                })? {
-                    let Some((facts, states)) = tables.get_mut(run.slot) else {
-                        continue;
-                    };
-                    let templates = run.cursor.templates();
-                    for sp in run.spans {
-                        let a = sp.attr as usize;
-                        // Every span's index is in its dictionary (checked by the reader).
-                        let (Some(f), Some(of)) = (facts.get_mut(a), templates.get(a)) else {
-                            continue;
-                        };
-                        let (s, t) = (apply_shift(sp.start, shift), apply_shift(sp.end, shift));
-                        if !w.step(s, t, f, sp.corr, of, Some(sp), states.get_mut(a))? {
-                            break 'runs;
-                        }
-                    }
-                }
-            } else {
-                // The process track: collectives and losses, whole events.
-                let mut events = trace.merge(chunk_ids);
-                while let Some(e) = events.next_event()? {
-                    if let Event::Counter(_) | Event::Request(_) = e {
-                        // Counter samples are not slices: the writers draw
-                        // them as counter tracks of their own, not here.
-                        // Request marks are the serving report's, not drawn.
-                        continue;
-                    }
-                    if let Event::Collective(c) = &e {
-                        if !filter.keeps_device(c.device) {
-                            continue;
-                        }
-                    }
-                    let (mut s, mut t) = (apply_shift(e.start().0, shift), apply_shift(e.end().0, shift));
-                    if let Event::Loss(_) = e {
-                        // A loss of unknown time (0) or before the first event
-                        // stays visible at the start, unless a window was asked for.
-                        if s < plan.from && filter.from.is_none() {
-                            (s, t) = (plan.from, plan.from);
-                        }
-                    }
-                    let mut f = Facts::of(e, category(e));
-                    if !w.step(s, t, &mut f, e.span_correlation(), e, None, None)? {
-                        break;
-                    }
-                }
-            }
-            // Only this group's lanes have open slices.
-            for (i, (_, stack)) in w.lanes.open.iter_mut().enumerate() {
-                while let Some(top) = stack.pop() {
-                    w.visitor.end_slice(&input, LaneId(i as u32), top)?;
-                }
-            }
-            if let Some(u) = w.util.take() {
-                w.visitor.utilization(&input, &u)?;
-            }
-            if let Some(d) = device {
-                w.annotations.settle();
-                project_annotations(&input, &w.annotations, &mut w.lanes, d, w.visitor)?;
-                project_library_spans(&input, &mut w.library_spans, &libraries, &mut w.lanes, w.visitor)?;
-            }
-            if w.stats.truncated {
+        let mut kinds = KernelKinds::new(trace, classifier, &libraries);
+        for (device, tracks) in track_groups(trace) {
+            if !walk_group(&mut w, &scope, &mut kinds, device, &tracks, options.bins)? {
                 return Ok(w.stats);
             }
         }
-        let mut series = trace.counter_series()?;
-        series.retain(|c| filter.keeps_device(c.device));
-        for c in &mut series {
-            for x in &mut c.samples {
-                x.0 = Nanos(apply_shift(x.0 .0, shift));
-            }
-            c.samples.retain(|x| x.0 .0 >= plan.from && x.0 .0 < plan.to);
-        }
-        series.retain(|c| !c.samples.is_empty());
-        if !series.is_empty() {
-            w.visitor.counters(&input, &series)?;
-        }
-        crate::host::tracks_in(trace, shift, (plan.from, plan.to))?.map_or(Ok(()), |t| w.visitor.host_samples(&input, &t))?;
+        write_counters(&mut w, &scope)?;
+        let window = (scope.plan.from, scope.plan.to);
+        crate::host::tracks_in(trace, scope.shift, window)?.map_or(Ok(()), |t| w.visitor.host_samples(&input, &t))?;
         stats = w.stats;
     }
     Ok(stats)
+}
+
+/// One input's part of the walk: its trace, the plan's window, the filter,
+/// and its clock shift onto the common time line.
+struct Scope<'s> {
+    trace: &'s TraceFile,
+    plan: &'s Plan,
+    filter: &'s Filter,
+    shift: i64,
+    /// The window on the input's own clock.
+    lo: u64,
+    hi: u64,
+}
+
+impl<'s> Scope<'s> {
+    fn new(trace: &'s TraceFile, plan: &'s Plan, filter: &'s Filter, shift: i64) -> Scope<'s> {
+        let local = |t: u64| apply_shift(t, -shift);
+        Scope {
+            trace,
+            plan,
+            filter,
+            shift,
+            lo: local(plan.from),
+            hi: local(plan.to),
+        }
+    }
+
+    /// Whether chunk `c` is read: it is selected and overlaps the window (a loss chunk
+    /// always, without a window start).
+    fn overlaps(&self, c: &EventChunk) -> bool {
+        let early_loss = c.kind == EventKind::Loss && self.filter.from.is_none();
+        (early_loss || (c.t_max.0 >= self.lo && c.t_min.0 < self.hi)) && chunk_selected(c, self.filter)
+    }
+
+    /// The chunks of the trace that pass `keep` and [`Self::overlaps`].
+    fn chunk_ids(&self, keep: impl Fn(&EventChunk) -> bool) -> Vec<usize> {
+        let chunks = self.trace.chunks();
+        (0..chunks.len())
+            .filter(|&i| keep(&chunks[i]) && self.overlaps(&chunks[i]))
+            .collect()
+    }
+
+    /// Whether a span `s..t` on the input's clock is written.
+    fn in_window(&self, s: u64, t: u64) -> bool {
+        in_window(self.plan, apply_shift(s, self.shift), apply_shift(t, self.shift))
+    }
+}
+
+/// The launches in the window (every call's correlation id), for inputs whose NVTX
+/// ranges are not projected.
+fn launches_only(scope: &Scope<'_>) -> Result<IdSets> {
+    let mut launches = IdSets::new();
+    let mut dec = scope.trace.decoder();
+    let mut block = Vec::with_capacity(SPAN_BLOCK);
+    for i in scope.chunk_ids(|c| c.kind == EventKind::Api) {
+        // A call's times and correlation id: its entry is not read.
+        let mut cursor = dec.spans(i)?;
+        cursor.skip(false, true);
+        loop {
+            cursor.fill(&mut block)?;
+            if block.is_empty() {
+                break;
+            }
+            for sp in &block {
+                if sp.corr != 0 && scope.in_window(sp.start, sp.end) {
+                    launches.insert(LAUNCHES, sp.corr);
+                }
+            }
+        }
+        dec.recycle_spans(cursor);
+    }
+    Ok(launches)
+}
+
+/// The launches in the window and the NVTX ranges around them (step ranges only with
+/// `steps`), thread by thread: each range with the correlation ids of the calls made
+/// inside it, marked pure when no other thread's calls interleave.
+fn annotated_launches(scope: &Scope<'_>, steps: bool) -> Result<(IdSets, Annotations)> {
+    let trace = scope.trace;
+    let mut launches = IdSets::new();
+    let mut annotations = Annotations::new();
+    for summary in trace.tracks() {
+        if !matches!(summary.track, Track::Thread { .. }) {
+            continue;
+        }
+        let ids = scope.chunk_ids(|c| c.track == summary.track && matches!(c.kind, EventKind::Api | EventKind::Marker));
+        let mut open: Vec<(u64, usize)> = Vec::new();
+        // Calls and ranges as spans: a call needs only its times and
+        // correlation id, a range its times and name.
+        trace.for_each_span_merged(
+            ids,
+            |cursor| {
+                // Every entry of an API chunk is a call: its indexes are not read.
+                let calls_only = cursor.chunk().kind == EventKind::Api;
+                if calls_only {
+                    cursor.skip(false, true);
+                }
+                let ranges: Vec<Option<StringId>> = cursor
+                    .templates()
+                    .iter()
+                    .map(|t| match t {
+                        Event::Marker(m) if m.kind == MarkerKind::RANGE && (steps || !trace.name(m.name).starts_with("ProfilerStep#")) => {
+                            Some(m.name)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (calls_only, ranges)
+            },
+            |sp, (calls_only, ranges), _| {
+                let (s, t) = (apply_shift(sp.start, scope.shift), apply_shift(sp.end, scope.shift));
+                if !in_window(scope.plan, s, t) {
+                    return;
+                }
+                while open.last().is_some_and(|&(end, _)| end <= s) {
+                    if let Some((_, i)) = open.pop() {
+                        annotations.fold_into_parent(i);
+                    }
+                }
+                if *calls_only {
+                    let c = sp.corr;
+                    if c != 0 {
+                        launches.insert(LAUNCHES, c);
+                        // The innermost open range only: its
+                        // enclosing ranges get its calls when it
+                        // closes (`fold_into_parent`).
+                        if let Some(&(_, i)) = open.last() {
+                            let an = &mut annotations.all[i];
+                            (an.lo, an.hi, an.calls) = (an.lo.min(c), an.hi.max(c), an.calls + 1);
+                        }
+                    }
+                } else if let (Some(&Some(name)), true) = (ranges.get(sp.attr as usize), annotations.all.len() < MAX_ANNOTATIONS) {
+                    let parent = open.last().map(|o| o.1);
+                    annotations.all.push(Annotation {
+                        name,
+                        lo: u32::MAX,
+                        hi: 0,
+                        calls: 0,
+                        parent,
+                        pure: false,
+                        spans: Vec::new(),
+                    });
+                    open.push((t, annotations.all.len() - 1));
+                }
+            },
+        )?;
+        while let Some((_, i)) = open.pop() {
+            annotations.fold_into_parent(i);
+        }
+    }
+    annotations.finish(&launches);
+    Ok((launches, annotations))
+}
+
+/// The trace's tracks in the groups the walk takes together: the streams of one GPU
+/// (adjacent in the track list), so that its busy time can be measured as a union;
+/// every other track alone.
+fn track_groups(trace: &TraceFile) -> Vec<(Option<DeviceId>, Vec<Track>)> {
+    let mut groups: Vec<(Option<DeviceId>, Vec<Track>)> = Vec::new();
+    for summary in trace.tracks() {
+        match (summary.track, groups.last_mut()) {
+            (Track::Gpu { device, .. }, Some((Some(d), tracks))) if *d == device => tracks.push(summary.track),
+            (Track::Gpu { device, .. }, _) => groups.push((Some(device), vec![summary.track])),
+            (track, _) => groups.push((None, vec![track])),
+        }
+    }
+    groups
+}
+
+/// What a kernel is, by name, looked up once per name of one input: its utilization
+/// category (as the report classifies it) and the communication library whose track
+/// draws it again.
+struct KernelKinds<'k> {
+    trace: &'k TraceFile,
+    classifier: &'k gputrace_classify::Classifier,
+    libraries: &'k CommLibraries,
+    /// Per name: 0 not looked up yet, 1 compute, 2 communication.
+    class: Vec<u8>,
+    /// Per name: 0 not looked up yet, 1 no library track, 2 + the library's index.
+    library: Vec<u16>,
+    /// Whether the group being walked measures utilization (else no category).
+    measure: bool,
+}
+
+impl<'k> KernelKinds<'k> {
+    fn new(trace: &'k TraceFile, classifier: &'k gputrace_classify::Classifier, libraries: &'k CommLibraries) -> Self {
+        KernelKinds {
+            trace,
+            classifier,
+            libraries,
+            class: vec![0; trace.string_count()],
+            library: vec![0; trace.string_count()],
+            measure: false,
+        }
+    }
+
+    /// The utilization category of GPU work `e` ([`COMPUTE`] .. [`TRANSFER`]) when
+    /// measured.
+    fn category(&mut self, e: &Event) -> Option<u8> {
+        if !self.measure {
+            return None;
+        }
+        let c = match e {
+            Event::Kernel(k) => {
+                let class = self.class.get_mut(k.name.0 as usize);
+                let comm = match class {
+                    Some(c) if *c != 0 => *c == 2,
+                    other => {
+                        let comm = self.classifier.kernel(&self.trace.name(k.name)) == Category::Communication;
+                        if let Some(c) = other {
+                            *c = 1 + comm as u8;
+                        }
+                        comm
+                    }
+                };
+                if comm {
+                    COMMUNICATION
+                } else {
+                    COMPUTE
+                }
+            }
+            // As the report counts them: peer copies are communication.
+            Event::Memcpy(m) if self.classifier.memcpy(m) == Category::Communication => COMMUNICATION,
+            Event::Memcpy(_) | Event::Memset(_) => TRANSFER,
+            _ => return None,
+        };
+        Some(c as u8)
+    }
+
+    /// The communication library ([`CommLibraries`] index) of kernel `e`, if one runs it.
+    fn library(&mut self, e: &Event) -> Option<u16> {
+        let Event::Kernel(k) = e else { return None };
+        let slot = self.library.get_mut(k.name.0 as usize);
+        if let Some(&c) = slot.as_deref() {
+            if c != 0 {
+                return c.checked_sub(2);
+            }
+        }
+        let name = self.trace.name(k.name);
+        let found = self
+            .classifier
+            .rule_for(&name)
+            .map(|id| self.classifier.rule(id))
+            .filter(|r| r.category == Category::Communication)
+            .and_then(|r| self.libraries.index(&r.library));
+        if let Some(c) = slot {
+            *c = found.map_or(1, |i| i + 2);
+        }
+        found
+    }
+}
+
+/// Walk one group of tracks (see [`track_groups`]) of GPU `device` (`None`: not a GPU's
+/// streams): its events in start order, then its open slices closed, its utilization
+/// (in `bins`) and, on a GPU, its NVTX ranges and library tracks. False when the event
+/// budget is spent.
+fn walk_group<V: Visitor>(
+    w: &mut Walker<'_, '_, V>,
+    scope: &Scope<'_>,
+    kinds: &mut KernelKinds<'_>,
+    device: Option<DeviceId>,
+    tracks: &[Track],
+    bins: u32,
+) -> Result<bool> {
+    let chunk_ids = scope.chunk_ids(|c| tracks.contains(&c.track));
+    if chunk_ids.is_empty() {
+        return Ok(true);
+    }
+    w.util = match device {
+        Some(d) if bins > 0 => Some(Utilization::new(d, scope.plan.from, scope.plan.to, bins)),
+        _ => None,
+    };
+    w.on_gpu = device.is_some() && !w.annotations.by_lo.is_empty();
+    kinds.measure = w.util.is_some();
+    let chunks = scope.trace.chunks();
+    if chunk_ids.iter().all(|&i| chunks[i].kind.has_spans()) {
+        walk_spans(w, scope, kinds, chunk_ids)?;
+    } else {
+        walk_events(w, scope, kinds, chunk_ids)?;
+    }
+    // Only this group's lanes have open slices.
+    for (i, (_, stack)) in w.lanes.open.iter_mut().enumerate() {
+        while let Some(top) = stack.pop() {
+            w.visitor.end_slice(w.input, LaneId(i as u32), top)?;
+        }
+    }
+    if let Some(u) = w.util.take() {
+        w.visitor.utilization(w.input, &u)?;
+    }
+    if let Some(d) = device {
+        w.annotations.settle();
+        project_annotations(w.input, &w.annotations, &mut w.lanes, d, w.visitor)?;
+        project_library_spans(w.input, &mut w.library_spans, kinds.libraries, &mut w.lanes, w.visitor)?;
+    }
+    Ok(!w.stats.truncated)
+}
+
+/// Kernels, copies, memsets, synchronizations, calls and marks: read as
+/// spans, with what the walk needs of each dictionary entry worked out when
+/// its chunk is opened.
+fn walk_spans<V: Visitor>(w: &mut Walker<'_, '_, V>, scope: &Scope<'_>, kinds: &mut KernelKinds<'_>, chunk_ids: Vec<usize>) -> Result<()> {
+    // Per slot of the merge: the facts and the visitor's state of each
+    // entry of the slot's chunk.
+    let mut tables: Vec<(Vec<Facts>, Vec<V::EntryState>)> = Vec::new();
+    let mut merge = scope.trace.span_merge(chunk_ids);
+    'runs: while let Some(run) = merge.next_run(|slot, cursor| {
+        // Graph node ids are read only where a writer shows them.
+        if cursor.templates().iter().any(|t| matches!(t, Event::Kernel(k) if k.graph_id != 0)) {
+            cursor.read_node_ids();
+        }
+        if tables.len() <= slot {
+            tables.resize_with(slot + 1, Default::default);
+        }
+        let (facts, states) = &mut tables[slot];
+        facts.clear();
+        facts.extend(
+            cursor
+                .templates()
+                .iter()
+                .map(|e| Facts::of(e, kinds.category(e)).with_library(kinds.library(e))),
+        );
+        states.clear();
+        states.resize_with(facts.len().min(ENTRY_STATES), Default::default);
+    })? {
+        let Some((facts, states)) = tables.get_mut(run.slot) else {
+            continue;
+        };
+        let templates = run.cursor.templates();
+        for sp in run.spans {
+            let a = sp.attr as usize;
+            // Every span's index is in its dictionary (checked by the reader).
+            let (Some(f), Some(of)) = (facts.get_mut(a), templates.get(a)) else {
+                continue;
+            };
+            let (s, t) = (apply_shift(sp.start, scope.shift), apply_shift(sp.end, scope.shift));
+            if !w.step(s, t, f, sp.corr, of, Some(sp), states.get_mut(a))? {
+                break 'runs;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The process track: collectives and losses, read as whole events.
+fn walk_events<V: Visitor>(w: &mut Walker<'_, '_, V>, scope: &Scope<'_>, kinds: &mut KernelKinds<'_>, chunk_ids: Vec<usize>) -> Result<()> {
+    let (plan, filter) = (scope.plan, scope.filter);
+    let mut events = scope.trace.merge(chunk_ids);
+    while let Some(e) = events.next_event()? {
+        if let Event::Counter(_) | Event::Request(_) = e {
+            // Counter samples are not slices: the writers draw
+            // them as counter tracks of their own, not here.
+            // Request marks are the serving report's, not drawn.
+            continue;
+        }
+        if let Event::Collective(c) = &e {
+            if !filter.keeps_device(c.device) {
+                continue;
+            }
+        }
+        let (mut s, mut t) = (apply_shift(e.start().0, scope.shift), apply_shift(e.end().0, scope.shift));
+        if let Event::Loss(_) = e {
+            // A loss of unknown time (0) or before the first event
+            // stays visible at the start, unless a window was asked for.
+            if s < plan.from && filter.from.is_none() {
+                (s, t) = (plan.from, plan.from);
+            }
+        }
+        let mut f = Facts::of(e, kinds.category(e));
+        if !w.step(s, t, &mut f, e.span_correlation(), e, None, None)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The input's counter series (of the devices the filter keeps) in the window, on the
+/// common time line, to the visitor.
+fn write_counters<V: Visitor>(w: &mut Walker<'_, '_, V>, scope: &Scope<'_>) -> Result<()> {
+    let plan = scope.plan;
+    let mut series = scope.trace.counter_series()?;
+    series.retain(|c| scope.filter.keeps_device(c.device));
+    for c in &mut series {
+        for x in &mut c.samples {
+            x.0 = Nanos(apply_shift(x.0 .0, scope.shift));
+        }
+        c.samples.retain(|x| x.0 .0 >= plan.from && x.0 .0 < plan.to);
+    }
+    series.retain(|c| !c.samples.is_empty());
+    if !series.is_empty() {
+        w.visitor.counters(w.input, &series)?;
+    }
+    Ok(())
 }
 
 /// Whether a span `s..t` (on the common time line) is written: it
