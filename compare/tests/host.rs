@@ -92,7 +92,12 @@ fn a_host_straggler_gets_the_host_view_of_the_waits_it_imposed() {
     };
     let plain = compare(&open(&bytes), &Options::default()).unwrap();
     assert_eq!(plain.stragglers[0].rank, LATE);
-    assert_eq!(plain.stragglers[0].cause, gputrace_compare::Cause::Host, "{}", plain.stragglers[0].why);
+    assert_eq!(
+        plain.stragglers[0].cause,
+        gputrace_compare::Cause::Host,
+        "{}",
+        plain.stragglers[0].why
+    );
     assert!(plain.stragglers[0].host.is_none(), "no samples, no host view");
 
     // The late rank's waits on its own clock, worked out here from its collectives.

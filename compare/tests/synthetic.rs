@@ -292,7 +292,11 @@ fn report_with_stragglers_names_the_slow_rank() {
         .expect("eight ranks")
         .unwrap();
     assert_eq!((c.stragglers[0].rank, c.stragglers[0].cause), (2, Cause::Gpu));
-    let f: Vec<_> = report.findings.iter().filter(|f| f.rule == gputrace_analysis::FindingRule::Stragglers).collect();
+    let f: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == gputrace_analysis::FindingRule::Stragglers)
+        .collect();
     assert_eq!(f.len(), 1);
     assert!(
         f[0].title.starts_with("Rank 2 is the straggler") && f[0].title.ends_with("(cause: gpu)"),
