@@ -84,7 +84,7 @@ pub enum CliError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: viewer_export::ExportError,
+        source: gputrace_viewer::ExportError,
     },
     /// Parquet tables could not be written.
     #[error(transparent)]

@@ -152,7 +152,7 @@ fn frames_named_for_the_longest_idle_gaps_were_active_in_them() {
 /// decodes with the official schema where the PyPI `perfetto` package is.
 #[test]
 fn exports_carry_the_host_stacks_on_thread_tracks() {
-    use viewer_export::{ChromeJson, Exporter, Filter, Job, Perfetto, HOST_SAMPLES_TID_BASE};
+    use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto, HOST_SAMPLES_TID_BASE};
     let path = Path::new(TRACES).join("AMD-AGI_TraceLens@171dd74/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz");
     if !path.is_file() {
         assert!(

@@ -1,5 +1,5 @@
-//! The diagnosis table of the seed ("How can you diagnose GPU
-//! underutilization?") as rules over a finished report. Each rule states its
+//! The GPU-underutilization diagnosis table (symptom, likely cause, where to
+//! look) as rules over a finished report. Each rule states its
 //! threshold next to it; `docs/metrics.md` lists them.
 
 use crate::report::*;
@@ -41,7 +41,7 @@ const SYNC_SHARE: f64 = 0.30;
 const STARTUP_SHARE: f64 = 0.20;
 /// GPU-Util (as nvidia-smi) at least this, in percent, is "high" ...
 const HIGH_GPU_UTIL_PCT: f64 = 80.0;
-/// ... and MFU below this is "low" (the 608-job H100 study of the seed averaged 25%) ...
+/// ... and MFU below this is "low" (a published study of 608 H100 jobs averaged 25%) ...
 const LOW_MFU: f64 = 0.30;
 /// ... or, without MFU, compute below this share of the span.
 const LOW_COMPUTE_PCT: f64 = 50.0;

@@ -1,4 +1,4 @@
-//! The productive layer of the seed: what useful work the GPU-hours bought.
+//! The productive layer: what useful work the GPU-hours bought.
 //!
 //! Per rank and for the job: steps and their time, tokens and samples per
 //! second, GPU-Util as nvidia-smi defines it (computed from the timeline),

@@ -1,10 +1,10 @@
-//! Findings of the seed's serving rows (docs/serving.md), from a serving section.
+//! The serving rows of the diagnosis table (docs/serving.md) as findings, from a serving section.
 
 use crate::report::{Finding, Severity};
 use crate::rule::{FindingRule, Value};
 use crate::serving::ServingReport;
 
-/// Findings of the seed's serving rows (docs/serving.md).
+/// The serving rows of the diagnosis table (docs/serving.md) as findings.
 pub(crate) fn serving_findings(r: &ServingReport) -> Vec<Finding> {
     let mut out = Vec::new();
     let mk = |rule: FindingRule, severity, title: String, evidence: String, next: &str, values: &[(Value, f64)]| Finding {

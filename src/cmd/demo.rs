@@ -218,10 +218,10 @@ fn scenario(cfg: &JobConfig) -> String {
 /// The whole job as one Perfetto trace at `pftrace`, every rank on one time line,
 /// with the warning `gputrace export` gives when the viewer cannot load it.
 fn write_pftrace(pftrace: &Path, traces: &[gputrace_format::TraceFile], output: &Path, cfg: &JobConfig) -> Result<(), CliError> {
-    let job = viewer_export::Job::new(traces.iter());
+    let job = gputrace_viewer::Job::new(traces.iter());
     // Warn before writing an export the viewer cannot load, as `gputrace export` does.
-    let everything = viewer_export::Filter::default();
-    if let Ok(est) = viewer_export::estimate(&job, &everything, viewer_export::Format::Perfetto) {
+    let everything = gputrace_viewer::Filter::default();
+    if let Ok(est) = gputrace_viewer::estimate(&job, &everything, gputrace_viewer::Format::Perfetto) {
         if est.exceeds_viewer_limit() {
             eprintln!(
                 "gputrace: warning: {} will be about {:.1} MB ({} events), more than {} loads; writing it anyway. Open a part instead: gputrace export {}/ --rank 0,{} --align -o part.pftrace",
@@ -236,10 +236,10 @@ fn write_pftrace(pftrace: &Path, traces: &[gputrace_format::TraceFile], output: 
     }
     crate::inputs::write_via_temp(pftrace, |file| {
         let mut buf = std::io::BufWriter::new(file);
-        viewer_export::Exporter::export(
-            &viewer_export::Perfetto::default(),
+        gputrace_viewer::Exporter::export(
+            &gputrace_viewer::Perfetto::default(),
             &job,
-            &viewer_export::Filter::default(),
+            &gputrace_viewer::Filter::default(),
             &mut buf,
         )
         .map_err(|source| CliError::Export {

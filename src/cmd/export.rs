@@ -10,7 +10,7 @@ use gputrace_format::{DeviceId, LossSource, Nanos, Rank, TraceFile};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use viewer_export::{estimate, ExportError, ExportStats, Filter, Format, Job};
+use gputrace_viewer::{estimate, ExportError, ExportStats, Filter, Format, Job};
 
 /// Output formats on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -130,7 +130,7 @@ fn aligned_job(traces: &[TraceFile]) -> Result<Job<'_>, CliError> {
         let off = c.clock.offsets_ns.get(&rank_of(i, t)).copied().unwrap_or(0);
         // Header values are the file's: saturate rather than overflow.
         let offset_ns = reference.saturating_sub(t.header().realtime_shift()).saturating_sub(off);
-        job.push(viewer_export::RankInput { trace: t, offset_ns });
+        job.push(gputrace_viewer::RankInput { trace: t, offset_ns });
     }
     eprintln!(
         "gputrace: clocks aligned on {} matched collectives (residual {:.1} µs)",

@@ -1,7 +1,7 @@
 //! Export throughput on a synthetic job: events per second on one core for
 //! Perfetto protobuf and Chrome JSON, and output bytes per event.
 //!
-//! `cargo bench -p viewer-export --bench export` (std::time only, no
+//! `cargo bench -p gputrace-viewer --bench export` (std::time only, no
 //! harness). The job size is set by `EXPORT_BENCH_RANKS` (default 4) and
 //! `EXPORT_BENCH_STEPS` (default 60); each run is repeated
 //! `EXPORT_BENCH_REPS` times (default 5) and the best is reported. Writers
@@ -16,7 +16,7 @@ use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
-use viewer_export::{ChromeJson, Exporter, Filter, Job, Perfetto};
+use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 
 /// A sink that only counts.
 struct Count(u64);

@@ -1,12 +1,12 @@
 //! Write a synthetic job as one Chrome/Kineto JSON per rank and one merged
-//! Perfetto trace: `cargo run -p viewer-export --example export_synth -- DIR
+//! Perfetto trace: `cargo run -p gputrace-viewer --example export_synth -- DIR
 //! [RANKS] [STEPS]`. SYNTHETIC data, not a GPU measurement.
 
 use gputrace_format::{Rank, TraceFile};
 use gputrace_synth::{schedule, write_rank, JobConfig};
 use std::io::BufWriter;
 use std::path::PathBuf;
-use viewer_export::{ChromeJson, Exporter, Filter, Job, Perfetto};
+use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

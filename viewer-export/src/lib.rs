@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use gputrace_format::*;
-//! use viewer_export::{ChromeJson, Exporter, Filter, Job};
+//! use gputrace_viewer::{ChromeJson, Exporter, Filter, Job};
 //!
 //! let mut w = TraceWriter::new(Vec::new(), &Header::default(), WriterOptions::default())?;
 //! let name = w.intern("gemm_kernel");

@@ -7,7 +7,7 @@ use gputrace_format::*;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use viewer_export::*;
+use gputrace_viewer::*;
 
 fn export(traces: &[&TraceFile], filter: &Filter) -> (Value, String, ExportStats) {
     let mut out = Vec::new();

@@ -7,7 +7,7 @@ mod common;
 use gputrace_format::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use viewer_export::*;
+use gputrace_viewer::*;
 
 /// A decoded protobuf field value.
 #[derive(Clone, Debug)]
