@@ -128,8 +128,8 @@ fn main() {
     let (d1, r) = best_of(3, || analyze_file(&traces[0], 0, &opts).expect("analyze"));
     let dev = &r.report.devices[0];
     assert_eq!(
-        dev.compute_ns + dev.exposed_communication_ns + dev.exposed_transfer_ns + dev.idle_ns,
-        dev.span_ns
+        dev.time.compute_ns + dev.time.exposed_communication_ns + dev.time.exposed_transfer_ns + dev.time.idle_ns,
+        dev.time.span_ns
     );
     println!("analysis, 1 file, 1 core: {one:>11} events in {d1:>10.2?}  {}", rate(one, d1));
 

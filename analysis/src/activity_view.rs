@@ -10,9 +10,9 @@ pub fn sums_match(d: &DeviceReport) -> bool {
     let Some(a) = &d.activity else { return true };
     let c = &d.idle_causes;
     let want = [
-        d.compute_ns,
-        d.exposed_communication_ns,
-        d.exposed_transfer_ns,
+        d.time.compute_ns,
+        d.time.exposed_communication_ns,
+        d.time.exposed_transfer_ns,
         c.host_bound_ns,
         c.launch_latency_ns,
         c.synchronization_ns,
@@ -34,10 +34,10 @@ pub struct Selection {
 
 /// Compute share of a device's span (0 without span).
 fn compute_share(d: &DeviceReport) -> f64 {
-    if d.span_ns == 0 {
+    if d.time.span_ns == 0 {
         0.0
     } else {
-        d.compute_ns as f64 / d.span_ns as f64
+        d.time.compute_ns as f64 / d.time.span_ns as f64
     }
 }
 

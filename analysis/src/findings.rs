@@ -160,11 +160,12 @@ fn op_next_step(op: &str) -> &'static str {
 fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Option<Finding> {
     let t = &r.totals;
     let (op, &op_ns) = t
+        .time
         .exposed_communication_by_op_ns
         .iter()
         .filter(|(op, _)| op.as_str() != crate::UNATTRIBUTED && op.as_str() != crate::PEER_COPY)
         .max_by_key(|(op, ns)| (**ns, std::cmp::Reverse(op.as_str())))?;
-    let share = pct(op_ns, t.exposed_communication_ns);
+    let share = pct(op_ns, t.time.exposed_communication_ns);
     if share <= OP_SHARE {
         return None;
     }
@@ -184,7 +185,7 @@ fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Opt
     let mut evidence = format!(
         "{op} is {} of the {} of exposed communication ({:.1}%); exposed communication is {:.1}% of the span",
         Nanos(op_ns),
-        Nanos(t.exposed_communication_ns),
+        Nanos(t.time.exposed_communication_ns),
         100.0 * share,
         100.0 * exposed_share
     );
@@ -211,7 +212,7 @@ fn dominant_operation(r: &Report, exposed_share: f64, price: Option<f64>) -> Opt
         op_next_step(op),
         &values,
     );
-    state_stake(&mut f, op_ns, t.span_ns, price, Some(Severity::High));
+    state_stake(&mut f, op_ns, t.time.span_ns, price, Some(Severity::High));
     Some(f)
 }
 
@@ -226,40 +227,40 @@ fn uneven_compute(devices: &[(u32, &DeviceReport)]) -> Option<(Finding, u64)> {
         return None;
     }
     // Most compute first; ties by (rank, device).
-    active.sort_by_key(|(r, d)| (std::cmp::Reverse(d.compute_ns), *r, d.device));
-    let mut computes: Vec<u64> = active.iter().map(|(_, d)| d.compute_ns).collect();
+    active.sort_by_key(|(r, d)| (std::cmp::Reverse(d.time.compute_ns), *r, d.device));
+    let mut computes: Vec<u64> = active.iter().map(|(_, d)| d.time.compute_ns).collect();
     computes.sort_unstable();
     // The lower median: with two GPUs, the other one.
     let median = computes[(computes.len() - 1) / 2].max(1);
     let (srank, sdev) = active[0];
     let (nrank, next) = active[1];
-    let excess = sdev.compute_ns as f64 / median as f64 - 1.0;
+    let excess = sdev.time.compute_ns as f64 / median as f64 - 1.0;
     if excess < STRAGGLER_EXCESS {
         return None;
     }
-    let excess_ns = sdev.compute_ns.saturating_sub(median);
-    let lead_ns = sdev.compute_ns - next.compute_ns;
+    let excess_ns = sdev.time.compute_ns.saturating_sub(median);
+    let lead_ns = sdev.time.compute_ns - next.time.compute_ns;
     let lead = lead_ns as f64 / median as f64;
     let peers = &active[1..];
-    let least_wait = peers.iter().map(|(_, d)| d.exposed_communication_ns).min().unwrap_or(0);
+    let least_wait = peers.iter().map(|(_, d)| d.time.exposed_communication_ns).min().unwrap_or(0);
     let waited_more = peers
         .iter()
-        .filter(|(_, d)| d.exposed_communication_ns < sdev.exposed_communication_ns)
+        .filter(|(_, d)| d.time.exposed_communication_ns < sdev.time.exposed_communication_ns)
         .count();
-    let singled_out = lead >= SINGLE_OUT_MARGIN && sdev.exposed_communication_ns < least_wait;
+    let singled_out = lead >= SINGLE_OUT_MARGIN && sdev.time.exposed_communication_ns < least_wait;
     let evidence = format!(
         "its compute {} is {:.1}% ({}) above the median {}, {} ({:.1}% of the median) more than the next, rank {nrank} gpu {}; \
          it waited {} in exposed communication, its peers {} to {} ({} of {} waited less)",
-        Nanos(sdev.compute_ns),
+        Nanos(sdev.time.compute_ns),
         100.0 * excess,
         Nanos(excess_ns),
         Nanos(median),
         Nanos(lead_ns),
         100.0 * lead,
         next.device,
-        Nanos(sdev.exposed_communication_ns),
+        Nanos(sdev.time.exposed_communication_ns),
         Nanos(least_wait),
-        Nanos(peers.iter().map(|(_, d)| d.exposed_communication_ns).max().unwrap_or(0)),
+        Nanos(peers.iter().map(|(_, d)| d.time.exposed_communication_ns).max().unwrap_or(0)),
         waited_more,
         peers.len()
     );
@@ -312,7 +313,7 @@ impl Job<'_> {
 
     /// A finding about `time` of the GPU time, its severity from that share.
     fn staked(&self, mut f: Finding, time: u64) -> Finding {
-        state_stake(&mut f, time, self.r.totals.span_ns, self.price, Some(Severity::High));
+        state_stake(&mut f, time, self.r.totals.time.span_ns, self.price, Some(Severity::High));
         f
     }
 }
@@ -351,7 +352,7 @@ pub(crate) fn findings(r: &Report, opts: &Options) -> Vec<Finding> {
     }
     startup_teardown(&job, &mut out);
     productive_findings(r, &mut out, job.price);
-    hardware_findings(&job.devices, &mut out, r.totals.span_ns, job.price);
+    hardware_findings(&job.devices, &mut out, r.totals.time.span_ns, job.price);
     gpu_errors(&job.devices, &mut out);
     out.extend(crate::host::findings(r));
     out.sort_by_key(|f| f.severity);
@@ -408,9 +409,9 @@ fn no_gpu_activity(r: &Report) -> Finding {
 /// one cause.
 fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
     let t = job.totals();
-    let idle_share = pct(t.idle_ns, t.span_ns);
+    let idle_share = pct(t.time.idle_ns, t.time.span_ns);
     let c = &t.idle_causes;
-    if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.idle_ns) >= CAUSE_SHARE {
+    if idle_share >= IDLE_SHARE && pct(c.host_bound_ns, t.time.idle_ns) >= CAUSE_SHARE {
         out.push(job.staked(
             finding(
                 FindingRule::HostBoundIdle,
@@ -418,21 +419,21 @@ fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
                 "The GPU waits for the CPU: idle time is mostly host-bound".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it host-bound (next work launched only after the GPU ran dry)",
-                    Nanos(t.idle_ns),
+                    Nanos(t.time.idle_ns),
                     100.0 * idle_share,
-                    100.0 * pct(c.host_bound_ns, t.idle_ns)
+                    100.0 * pct(c.host_bound_ns, t.time.idle_ns)
                 ),
                 "Look at the input pipeline first (DataLoader num_workers, pin_memory, prefetch_factor, persistent_workers), then Python \
                  overhead between launches (torch.compile, CUDA graphs).",
                 &[
                     (Value::IdleShare, idle_share),
-                    (Value::HostBoundShareOfIdle, pct(c.host_bound_ns, t.idle_ns)),
+                    (Value::HostBoundShareOfIdle, pct(c.host_bound_ns, t.time.idle_ns)),
                 ],
             ),
             c.host_bound_ns,
         ));
     }
-    if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.idle_ns) >= CAUSE_SHARE {
+    if idle_share >= IDLE_SHARE && pct(c.launch_latency_ns, t.time.idle_ns) >= CAUSE_SHARE {
         out.push(job.staked(
             finding(
                 FindingRule::DependencyLatencyIdle,
@@ -440,20 +441,20 @@ fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
                 "Work was queued but the GPU waited: launch latency or cross-stream dependencies".into(),
                 format!(
                     "idle {} = {:.1}% of the span; {:.1}% of it after the next work had been launched",
-                    Nanos(t.idle_ns),
+                    Nanos(t.time.idle_ns),
                     100.0 * idle_share,
-                    100.0 * pct(c.launch_latency_ns, t.idle_ns)
+                    100.0 * pct(c.launch_latency_ns, t.time.idle_ns)
                 ),
                 "Check event waits between streams and collectives that wait for peers; CUDA graphs remove per-launch latency.",
                 &[
                     (Value::IdleShare, idle_share),
-                    (Value::LatencyShareOfIdle, pct(c.launch_latency_ns, t.idle_ns)),
+                    (Value::LatencyShareOfIdle, pct(c.launch_latency_ns, t.time.idle_ns)),
                 ],
             ),
             c.launch_latency_ns,
         ));
     }
-    if pct(t.idle_ns, t.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.idle_ns) >= SYNC_SHARE {
+    if pct(t.time.idle_ns, t.time.span_ns) >= IDLE_SHARE / 2.0 && pct(c.synchronization_ns, t.time.idle_ns) >= SYNC_SHARE {
         out.push(job.staked(
             finding(
                 FindingRule::SynchronizationIdle,
@@ -462,11 +463,11 @@ fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
                 format!(
                     "{} of idle ({:.1}%) is spent with the CPU in a synchronize call",
                     Nanos(c.synchronization_ns),
-                    100.0 * pct(c.synchronization_ns, t.idle_ns)
+                    100.0 * pct(c.synchronization_ns, t.time.idle_ns)
                 ),
                 "Remove host syncs from the step loop (.item(), .cpu(), .tolist(), torch.cuda.synchronize(), printing tensors); log \
                  asynchronously every N steps.",
-                &[(Value::SynchronizationShareOfIdle, pct(c.synchronization_ns, t.idle_ns))],
+                &[(Value::SynchronizationShareOfIdle, pct(c.synchronization_ns, t.time.idle_ns))],
             ),
             c.synchronization_ns,
         ));
@@ -476,7 +477,7 @@ fn idle_findings(job: &Job<'_>, out: &mut Vec<Finding>) {
 /// `exposed-communication`, and `exposed-communication-by-op` when one operation owns it.
 fn exposed_communication(job: &Job<'_>, out: &mut Vec<Finding>) {
     let t = job.totals();
-    let exposed_share = pct(t.exposed_communication_ns, t.span_ns);
+    let exposed_share = pct(t.time.exposed_communication_ns, t.time.span_ns);
     if exposed_share >= EXPOSED_COMM_SHARE {
         out.push(job.staked(
             finding(
@@ -485,16 +486,16 @@ fn exposed_communication(job: &Job<'_>, out: &mut Vec<Finding>) {
                 "Communication is not hidden behind compute".into(),
                 format!(
                     "exposed communication {} = {:.1}% of the span; {:.1}% of all communication ran under compute",
-                    Nanos(t.exposed_communication_ns),
+                    Nanos(t.time.exposed_communication_ns),
                     100.0 * exposed_share,
-                    100.0 * pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns)
+                    100.0 * pct(t.time.communication_ns - t.time.exposed_communication_ns, t.time.communication_ns)
                 ),
                 "Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, FSDP forward and backward prefetch, \
                  fewer and larger collectives. If ranks are uneven (see stragglers), fix the slow rank first: its peers wait inside the \
                  collectives.",
                 &[(Value::ExposedCommunicationShare, exposed_share)],
             ),
-            t.exposed_communication_ns,
+            t.time.exposed_communication_ns,
         ));
     }
 
@@ -515,7 +516,7 @@ fn launch_bound(job: &Job<'_>, out: &mut Vec<Finding>) {
         // the idle right before them (the GPU ran dry waiting for their launch).
         let short_ns: u64 = job.devices.iter().map(|(_, d)| d.short_kernel_ns).sum();
         let launch_idle: u64 = job.devices.iter().map(|(_, d)| d.idle_before_short_kernels_ns).sum();
-        let time = (short_ns + launch_idle).min(t.span_ns);
+        let time = (short_ns + launch_idle).min(t.time.span_ns);
         out.push(job.staked(
             finding(
                 FindingRule::LaunchBound,
@@ -527,9 +528,9 @@ fn launch_bound(job: &Job<'_>, out: &mut Vec<Finding>) {
                     t.kernels,
                     100.0 * short_share,
                     Nanos(short_ns),
-                    100.0 * pct(short_ns, t.span_ns),
+                    100.0 * pct(short_ns, t.time.span_ns),
                     Nanos(launch_idle),
-                    100.0 * pct(launch_idle, t.span_ns)
+                    100.0 * pct(launch_idle, t.time.span_ns)
                 ),
                 "Fuse small kernels (torch.compile), capture the step in CUDA graphs (mode=\"reduce-overhead\"), or give each kernel more work \
                  (larger batch).",
@@ -554,7 +555,7 @@ fn pageable_copies(job: &Job<'_>, out: &mut Vec<Finding>) {
         .iter()
         .filter(|c| c.pageable)
         .fold((0u64, 0u64, 0u64), |a, c| (a.0 + c.bytes, a.1 + c.total_ns, a.2 + c.count));
-    if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.span_ns) >= PAGEABLE_SHARE) {
+    if pageable_count > 0 && (pageable_bytes >= PAGEABLE_BYTES || pct(pageable_ns, t.time.span_ns) >= PAGEABLE_SHARE) {
         out.push(job.staked(finding(
             FindingRule::PageableCopies,
             Severity::Medium,
@@ -754,7 +755,7 @@ fn gpu_throttled(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_n
             .iter()
             .filter_map(|s| {
                 let d = devices.iter().find(|(r, d)| *r == s.2 && d.device == s.3)?.1;
-                Some((d.span_ns as f64 * s.0.max(1.0 - s.1).clamp(0.0, 1.0)) as u64)
+                Some((d.time.span_ns as f64 * s.0.max(1.0 - s.1).clamp(0.0, 1.0)) as u64)
             })
             .sum();
         let mut f = finding(
@@ -833,7 +834,7 @@ fn memory_bound(devices: &[(u32, &DeviceReport)], out: &mut Vec<Finding>, gpu_ns
         let time: u64 = memory
             .iter()
             .filter_map(|m| devices.iter().find(|(r, d)| *r == m.1 && d.device == m.2))
-            .map(|(_, d)| d.span_ns)
+            .map(|(_, d)| d.time.span_ns)
             .sum();
         state_stake(&mut f, time, gpu_ns, price, None);
         out.push(f);
@@ -993,7 +994,7 @@ fn step_time_unstable(r: &Report, out: &mut Vec<Finding>, price: Option<f64>) {
                 "Look at the slow steps (Steps table, longest idle gaps): data-loader stalls, checkpoints, evaluation or logging in the loop, garbage collection, or a straggling rank (gputrace compare).",
                 &[(Value::StepP95OverP50, ratio), (Value::StepTimeCv, cv), (Value::Steps, p.steps as f64)],
             );
-            state_stake(&mut f, slow_step_excess_ns(r), r.totals.span_ns, price, Some(Severity::High));
+            state_stake(&mut f, slow_step_excess_ns(r), r.totals.time.span_ns, price, Some(Severity::High));
             out.push(f);
         }
     }

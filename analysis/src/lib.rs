@@ -325,10 +325,10 @@ impl Report {
             let price = |ns: u64| ns as f64 / 3.6e12 * usd;
             let c = Cost {
                 usd_per_gpu_hour: usd,
-                span_usd: price(totals.span_ns),
-                idle_usd: price(totals.idle_ns),
-                exposed_communication_usd: price(totals.exposed_communication_ns),
-                exposed_transfer_usd: price(totals.exposed_transfer_ns),
+                span_usd: price(totals.time.span_ns),
+                idle_usd: price(totals.time.idle_ns),
+                exposed_communication_usd: price(totals.time.exposed_communication_ns),
+                exposed_transfer_usd: price(totals.time.exposed_transfer_ns),
                 startup_teardown_usd: price(totals.startup_idle_ns + totals.teardown_idle_ns),
                 not_compute_usd: 0.0,
             };

@@ -287,7 +287,7 @@ pub fn rank_steps(r: &RankReport) -> &[StepReport] {
     r.devices
         .iter()
         .filter(|d| d.first_ns.is_some())
-        .max_by_key(|d| d.compute_ns)
+        .max_by_key(|d| d.time.compute_ns)
         .map_or(&[], |d| d.steps.as_slice())
 }
 
@@ -534,8 +534,8 @@ pub(crate) fn rank_productive(
         "--samples-per-step",
     );
     let rate = |n: Option<u64>| n.filter(|_| in_steps_ns > 0).map(|n| n as f64 / in_steps_s);
-    let span: u64 = active.iter().map(|d| d.span_ns).sum();
-    let compute: u64 = active.iter().map(|d| d.compute_ns).sum();
+    let span: u64 = active.iter().map(|d| d.time.span_ns).sum();
+    let compute: u64 = active.iter().map(|d| d.time.compute_ns).sum();
     let busy: u64 = util_busy_ns
         .iter()
         .zip(&r.devices)
@@ -547,7 +547,7 @@ pub(crate) fn rank_productive(
     let window_s = opts.window_ns() as f64 / 1e9;
     let util_windows = active
         .iter()
-        .map(|d| d.span_ns as f64 / opts.window_ns() as f64)
+        .map(|d| d.time.span_ns as f64 / opts.window_ns() as f64)
         .min_by(f64::total_cmp);
     let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
 
@@ -564,7 +564,7 @@ pub(crate) fn rank_productive(
 
     let traced_ns: u64 = active
         .iter()
-        .map(|d| d.process_window.map_or(d.span_ns, |w| w.window_ns.max(d.span_ns)))
+        .map(|d| d.process_window.map_or(d.time.span_ns, |w| w.window_ns.max(d.time.span_ns)))
         .sum();
     let gpu_hours = hours(traced_ns);
     let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);

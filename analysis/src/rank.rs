@@ -496,7 +496,7 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
         dev.longest_gaps.sort_by_key(|g| (std::cmp::Reverse(g.duration_ns), g.start_ns));
         dev.activity = activity_timeline(p, &sync_union);
         debug_assert!(crate::activity_view::sums_match(&dev), "the activity bins sum to the breakdown");
-        debug_assert_eq!(dev.idle_causes.total_ns(), dev.idle_ns, "idle causes tile the idle time");
+        debug_assert_eq!(dev.idle_causes.total_ns(), dev.time.idle_ns, "idle causes tile the idle time");
         // A device the header lists but that ran nothing has no steps: its step
         // windows would be all idle, and every table that sums steps over devices
         // would count it (a rank's trace lists every GPU of its node).
@@ -595,7 +595,7 @@ fn add_hardware(file: &TraceFile, reports: &mut [DeviceReport], util_busy: &[u64
         return Ok(());
     }
     for (dev, busy) in reports.iter_mut().zip(util_busy) {
-        let util = (dev.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.span_ns as f64);
+        let util = (dev.time.span_ns > 0).then(|| 100.0 * *busy as f64 / dev.time.span_ns as f64);
         dev.hardware = crate::hardware::report(&counters, dev.device, dev.first_ns.zip(dev.last_ns), util);
     }
     Ok(())

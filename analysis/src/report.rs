@@ -240,7 +240,7 @@ pub struct DeviceReport {
 /// Where GPU time went: the fields a device and the totals (their sum) share.
 ///
 /// Identity: `compute_ns + exposed_communication_ns + exposed_transfer_ns + idle_ns == span_ns`.
-/// [`DeviceReport`] and [`Totals`] dereference to it, so `d.compute_ns` reads it.
+/// [`DeviceReport::time`] and [`Totals::time`] hold it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TimeSplit {
     /// `last_ns - first_ns` of a device (0 without activity).
@@ -291,36 +291,6 @@ impl TimeSplit {
             }
         }
         self.idle_ns += o.idle_ns;
-    }
-}
-
-/// Reads of the shared time fields (`d.compute_ns`) go to [`DeviceReport::time`].
-impl std::ops::Deref for DeviceReport {
-    type Target = TimeSplit;
-
-    fn deref(&self) -> &TimeSplit {
-        &self.time
-    }
-}
-
-impl std::ops::DerefMut for DeviceReport {
-    fn deref_mut(&mut self) -> &mut TimeSplit {
-        &mut self.time
-    }
-}
-
-/// Reads of the summed time fields (`totals.idle_ns`) go to [`Totals::time`].
-impl std::ops::Deref for Totals {
-    type Target = TimeSplit;
-
-    fn deref(&self) -> &TimeSplit {
-        &self.time
-    }
-}
-
-impl std::ops::DerefMut for Totals {
-    fn deref_mut(&mut self) -> &mut TimeSplit {
-        &mut self.time
     }
 }
 

@@ -87,10 +87,10 @@ fn hand_made() -> TraceFile {
 fn every_number() {
     let r = analyze(&[hand_made()], &Options::default()).unwrap();
     let d0 = &r.ranks[0].devices[0];
-    assert_eq!(d0.span_ns, 5450);
-    assert_eq!(d0.exposed_communication_ns, 1650);
+    assert_eq!(d0.time.span_ns, 5450);
+    assert_eq!(d0.time.exposed_communication_ns, 1650);
     assert_eq!(
-        d0.exposed_communication_by_op_ns,
+        d0.time.exposed_communication_by_op_ns,
         by_op(&[
             ("AllReduce", 500),
             ("AllGather", 300 + 100 + 100),
@@ -103,12 +103,15 @@ fn every_number() {
             ("Broadcast", 0),
         ])
     );
-    assert_eq!(d0.exposed_communication_by_op_ns.values().sum::<u64>(), d0.exposed_communication_ns);
+    assert_eq!(
+        d0.time.exposed_communication_by_op_ns.values().sum::<u64>(),
+        d0.time.exposed_communication_ns
+    );
     let d1 = &r.ranks[0].devices[1];
-    assert_eq!(d1.exposed_communication_by_op_ns, by_op(&[(UNATTRIBUTED, 100)]));
-    assert_eq!(r.totals.exposed_communication_ns, 1750);
-    assert_eq!(r.totals.exposed_communication_by_op_ns["unattributed"], 200);
-    assert_eq!(r.totals.exposed_communication_by_op_ns.values().sum::<u64>(), 1750);
+    assert_eq!(d1.time.exposed_communication_by_op_ns, by_op(&[(UNATTRIBUTED, 100)]));
+    assert_eq!(r.totals.time.exposed_communication_ns, 1750);
+    assert_eq!(r.totals.time.exposed_communication_by_op_ns["unattributed"], 200);
+    assert_eq!(r.totals.time.exposed_communication_by_op_ns.values().sum::<u64>(), 1750);
 
     // The rows, most GPU time first; ties by count, then communicator and operation.
     let order: Vec<(String, &str)> = r.collectives.iter().map(|c| (c.communicator.clone(), c.op.as_str())).collect();
@@ -242,8 +245,8 @@ fn without_collectives_everything_is_unattributed_and_there_is_no_section() {
     b.kernel(0, 7, "gemm", 0, 100, 1).kernel(0, 13, AR, 50, 250, 2);
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
     let d = &r.ranks[0].devices[0];
-    assert_eq!(d.exposed_communication_ns, 150);
-    assert_eq!(d.exposed_communication_by_op_ns, by_op(&[(UNATTRIBUTED, 150)]));
+    assert_eq!(d.time.exposed_communication_ns, 150);
+    assert_eq!(d.time.exposed_communication_by_op_ns, by_op(&[(UNATTRIBUTED, 150)]));
     assert!(r.collectives.is_empty() && r.communicators.is_empty());
     assert!(!render_text(&r, false).contains("Collectives"));
 
@@ -251,7 +254,7 @@ fn without_collectives_everything_is_unattributed_and_there_is_no_section() {
     let mut b = Builder::new(Header::default());
     b.kernel(0, 7, "gemm", 0, 100, 1);
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
-    assert!(r.ranks[0].devices[0].exposed_communication_by_op_ns.is_empty());
+    assert!(r.ranks[0].devices[0].time.exposed_communication_by_op_ns.is_empty());
 }
 
 /// A small deterministic generator (SplitMix64).
@@ -325,14 +328,14 @@ fn exposed_by_op_sums_to_exposed_communication_on_random_timelines() {
                 *expected.get_mut(owner.2.as_ref().unwrap()).unwrap() += 1;
             }
         }
-        assert_eq!(d.exposed_communication_by_op_ns, expected, "seed {seed}");
+        assert_eq!(d.time.exposed_communication_by_op_ns, expected, "seed {seed}");
         assert_eq!(
-            d.exposed_communication_by_op_ns.values().sum::<u64>(),
-            d.exposed_communication_ns,
+            d.time.exposed_communication_by_op_ns.values().sum::<u64>(),
+            d.time.exposed_communication_ns,
             "seed {seed}"
         );
         assert!(
-            d.exposed_communication_ns > 0,
+            d.time.exposed_communication_ns > 0,
             "seed {seed}: the generator should expose communication"
         );
     }
@@ -370,7 +373,7 @@ fn a_dominant_operation_is_a_finding() {
     assert_eq!(r.communicators[0].ranks, [0, 1]);
     assert_eq!(r.communicators[0].collectives, 20);
     for rk in &r.ranks {
-        assert_eq!(rk.devices[0].exposed_communication_by_op_ns, by_op(&[("AllReduce", 40 * MS)]));
+        assert_eq!(rk.devices[0].time.exposed_communication_by_op_ns, by_op(&[("AllReduce", 40 * MS)]));
     }
     let f = r
         .findings
@@ -408,7 +411,7 @@ fn no_finding_when_little_is_exposed() {
         b.collective(0, A, "AllGather", 8, 1 << 20, "RING", "Simple", t + 9 * MS, t + 10 * MS, corr);
     }
     let r = analyze(&[b.finish(0)], &Options::default()).unwrap();
-    assert_eq!(r.totals.exposed_communication_by_op_ns, by_op(&[("AllGather", 5 * MS)]));
+    assert_eq!(r.totals.time.exposed_communication_by_op_ns, by_op(&[("AllGather", 5 * MS)]));
     assert!(
         !r.findings.iter().any(|f| f.rule.as_str().starts_with("exposed-communication")),
         "{:#?}",
@@ -466,10 +469,10 @@ fn synthetic_job_all_reduces() {
     assert_eq!((r.communicators[0].nranks, r.communicators[0].nodes), (4, 1));
     for rk in &r.ranks {
         let d = &rk.devices[0];
-        assert!(d.exposed_communication_ns > 0);
+        assert!(d.time.exposed_communication_ns > 0);
         assert_eq!(
-            d.exposed_communication_by_op_ns,
-            by_op(&[("AllReduce", d.exposed_communication_ns)]),
+            d.time.exposed_communication_by_op_ns,
+            by_op(&[("AllReduce", d.time.exposed_communication_ns)]),
             "rank {}: every NCCL kernel is linked",
             rk.rank
         );
@@ -489,10 +492,10 @@ fn synthetic_job_all_reduces() {
     assert!(plain.collectives.is_empty() && plain.communicators.is_empty());
     for (a, b) in plain.ranks.iter().zip(&r.ranks) {
         let (a, b) = (&a.devices[0], &b.devices[0]);
-        assert_eq!(a.exposed_communication_ns, b.exposed_communication_ns);
+        assert_eq!(a.time.exposed_communication_ns, b.time.exposed_communication_ns);
         assert_eq!(
-            a.exposed_communication_by_op_ns,
-            by_op(&[(UNATTRIBUTED, b.exposed_communication_ns)])
+            a.time.exposed_communication_by_op_ns,
+            by_op(&[(UNATTRIBUTED, b.time.exposed_communication_ns)])
         );
     }
 }

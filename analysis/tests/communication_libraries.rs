@@ -77,7 +77,7 @@ fn job() -> TraceFile {
 }
 
 fn by_library(r: &Report) -> BTreeMap<String, BTreeMap<String, u64>> {
-    r.totals.exposed_communication_by_library_ns.clone()
+    r.totals.time.exposed_communication_by_library_ns.clone()
 }
 
 #[test]
@@ -90,12 +90,12 @@ fn each_library_is_communication_with_its_operation() {
     want.entry("peer copy".into()).or_default().insert("copy".into(), MS);
     assert_eq!(by_library(&r), want);
     let d = &r.ranks[0].devices[0];
-    assert_eq!(d.exposed_communication_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
-    assert_eq!(d.communication_ns, LIBRARY_KERNELS.len() as u64 * 3 * MS / 2 + MS);
+    assert_eq!(d.time.exposed_communication_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
+    assert_eq!(d.time.communication_ns, LIBRARY_KERNELS.len() as u64 * 3 * MS / 2 + MS);
     // at::native::reduce_kernel is compute, not a "reduce" collective.
-    assert_eq!(d.compute_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
+    assert_eq!(d.time.compute_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
     let sum: u64 = by_library(&r).values().flat_map(|ops| ops.values()).sum();
-    assert_eq!(sum, d.exposed_communication_ns);
+    assert_eq!(sum, d.time.exposed_communication_ns);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_rules_file_overrides_the_built_in_table() {
     assert_eq!(lib["DeepEP"]["dispatch"], MS);
     assert_eq!(lib["our reduction"]["all_reduce"], MS);
     let d = &r.ranks[0].devices[0];
-    assert_eq!(d.exposed_communication_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
+    assert_eq!(d.time.exposed_communication_ns, (LIBRARY_KERNELS.len() as u64 + 1) * MS);
 
     let rows = r.classification.as_ref().expect("explain_classes fills the classification");
     assert_eq!(rows.len(), opts.classifier.rules().len() + 1);

@@ -101,7 +101,7 @@ fn exposed_communication() {
         ..Options::default()
     };
     let d = analyze(&[b.finish(0)], &opts).unwrap().ranks.remove(0).devices.remove(0);
-    assert_eq!((d.compute_ns, d.communication_ns), (10, 20));
+    assert_eq!((d.time.compute_ns, d.time.communication_ns), (10, 20));
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn steps_add_up_to_the_breakdown_on_the_hta_pair() {
             assert!(first.start_ns >= first.cpu_start_ns, "{first:?}");
             let c = &d.idle_causes;
             assert!(causes.host_bound_ns <= c.host_bound_ns && causes.launch_latency_ns <= c.launch_latency_ns);
-            assert!(causes.total_ns() <= d.idle_ns);
+            assert!(causes.total_ns() <= d.time.idle_ns);
         }
     }
     // The table's `all` row is the breakdown's line.
@@ -96,7 +96,7 @@ fn steps_add_up_to_the_breakdown_on_the_hta_pair() {
         .find(|l| l.trim_start().starts_with("all "))
         .expect("an all row");
     let t = &r.totals;
-    assert!(all.contains(&format!("{}", gputrace_format::Nanos(t.idle_ns))), "{all}");
+    assert!(all.contains(&format!("{}", gputrace_format::Nanos(t.time.idle_ns))), "{all}");
 }
 
 /// Item 5 on the B200 rank: its GEMMs name FP8 (e4m3) and BF16; the precision is the one

@@ -236,7 +236,7 @@ fn uneven_compute_names_a_cause_only_when_singled_out() {
     assert_eq!(f.title, "Uneven compute: rank 3 gpu 0 computes longest and its peers wait for it");
     assert_eq!(f.values[Value::SingledOut], 1.0);
     // 10 rounds × 2 ms over the median, of 4 ranks' spans (10 rounds: 9 × 20 ms + the last).
-    let spans: u64 = single.ranks.iter().map(|r| r.devices[0].span_ns).sum();
+    let spans: u64 = single.ranks.iter().map(|r| r.devices[0].time.span_ns).sum();
     staked(f, 10 * 2 * MS, spans);
 
     // The DLRM case: the rank that computed most leads the next by 2.5% of the
@@ -547,7 +547,7 @@ fn a_step_is_the_gpu_time_of_the_work_it_launched() {
     assert_eq!(s2.idle_causes.launch_latency_ns, 400);
     // The device's idle: the gap [2600, 3000) and, outside the steps, [3500, 4000)
     // (unattributed: d has no launch). Step idle + outside = the breakdown's idle.
-    assert_eq!(d.idle_ns, 400 + 500);
+    assert_eq!(d.time.idle_ns, 400 + 500);
     assert_eq!(d.idle_causes.unattributed_ns, 500);
     // Tokens per second over the steps' GPU time, 3 µs: not their CPU time (2 µs).
     let p = &r.productive;

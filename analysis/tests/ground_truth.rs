@@ -15,13 +15,13 @@ fn assert_identities(r: &Report) {
     for rk in &r.ranks {
         for d in &rk.devices {
             assert_eq!(
-                d.compute_ns + d.exposed_communication_ns + d.exposed_transfer_ns + d.idle_ns,
-                d.span_ns,
+                d.time.compute_ns + d.time.exposed_communication_ns + d.time.exposed_transfer_ns + d.time.idle_ns,
+                d.time.span_ns,
                 "rank {} gpu {}",
                 rk.rank,
                 d.device
             );
-            assert_eq!(d.idle_causes.total_ns(), d.idle_ns);
+            assert_eq!(d.idle_causes.total_ns(), d.time.idle_ns);
             let o = &d.overlap;
             assert_eq!(
                 o.compute_only_ns
@@ -31,11 +31,11 @@ fn assert_identities(r: &Report) {
                     + o.communication_only_ns
                     + o.communication_transfer_ns
                     + o.transfer_only_ns
-                    + d.idle_ns,
-                d.span_ns
+                    + d.time.idle_ns,
+                d.time.span_ns
             );
             if let Some(w) = d.process_window {
-                assert_eq!(w.startup_idle_ns + d.span_ns + w.teardown_idle_ns, w.traced_ns);
+                assert_eq!(w.startup_idle_ns + d.time.span_ns + w.teardown_idle_ns, w.traced_ns);
                 if rk.duty_cycle.is_none() {
                     assert_eq!(w.traced_ns, w.window_ns);
                 }
@@ -66,12 +66,12 @@ fn overlapping_streams_are_merged() {
     assert_identities(&r);
     let d = &r.ranks[0].devices[0];
     assert_eq!((d.first_ns, d.last_ns), (Some(100), Some(520)));
-    assert_eq!(d.span_ns, 420);
-    assert_eq!(d.compute_ns, 320); // [100, 400) and [500, 520)
-    assert_eq!(d.idle_ns, 100);
+    assert_eq!(d.time.span_ns, 420);
+    assert_eq!(d.time.compute_ns, 320); // [100, 400) and [500, 520)
+    assert_eq!(d.time.idle_ns, 100);
     assert_eq!(d.idle_causes.unattributed_ns, 100, "no API calls in this trace");
     assert_eq!(d.idle_causes.gaps, 1);
-    assert_eq!((d.communication_ns, d.transfer_ns), (0, 0));
+    assert_eq!((d.time.communication_ns, d.time.transfer_ns), (0, 0));
     assert_eq!(d.kernels, 4);
     assert!(d.process_window.is_none(), "no start clock, no window");
     // Kernel statistics are sums of durations, not unions.
@@ -95,13 +95,13 @@ fn nested_overlaps_and_exclusive_attribution() {
     let r = one(b.finish(1600));
     assert_identities(&r);
     let d = &r.ranks[0].devices[0];
-    assert_eq!(d.span_ns, 1600);
-    assert_eq!(d.compute_ns, 1000);
-    assert_eq!(d.communication_ns, 700);
-    assert_eq!(d.transfer_ns, 250);
-    assert_eq!(d.exposed_communication_ns, 300);
-    assert_eq!(d.exposed_transfer_ns, 150);
-    assert_eq!(d.idle_ns, 150); // [1300, 1400) and [1450, 1500)
+    assert_eq!(d.time.span_ns, 1600);
+    assert_eq!(d.time.compute_ns, 1000);
+    assert_eq!(d.time.communication_ns, 700);
+    assert_eq!(d.time.transfer_ns, 250);
+    assert_eq!(d.time.exposed_communication_ns, 300);
+    assert_eq!(d.time.exposed_transfer_ns, 150);
+    assert_eq!(d.time.idle_ns, 150); // [1300, 1400) and [1450, 1500)
     let o = d.overlap;
     assert_eq!(o.compute_only_ns, 600);
     assert_eq!(o.compute_communication_ns, 400);
@@ -141,7 +141,10 @@ fn empty_device_and_process_window() {
     assert_eq!((w.startup_idle_ns, w.teardown_idle_ns), (900, 3000));
     let d1 = &devs[1];
     assert_eq!((d1.device, d1.name.as_str()), (1, "GPU 1"));
-    assert_eq!((d1.first_ns, d1.span_ns, d1.compute_ns, d1.idle_ns, d1.kernels), (None, 0, 0, 0, 0));
+    assert_eq!(
+        (d1.first_ns, d1.time.span_ns, d1.time.compute_ns, d1.time.idle_ns, d1.kernels),
+        (None, 0, 0, 0, 0)
+    );
     let w1 = d1.process_window.unwrap();
     assert_eq!(
         (w1.startup_idle_ns, w1.teardown_idle_ns),
@@ -182,7 +185,7 @@ fn idle_gap_causes() {
     let r = one(gap_trace());
     assert_identities(&r);
     let d = &r.ranks[0].devices[0];
-    assert_eq!((d.span_ns, d.compute_ns, d.idle_ns), (14000, 5000, 9000));
+    assert_eq!((d.time.span_ns, d.time.compute_ns, d.time.idle_ns), (14000, 5000, 9000));
     let c = d.idle_causes;
     assert_eq!(c.gaps, 4);
     assert_eq!(c.host_bound_ns, 3000);
@@ -237,7 +240,7 @@ fn idle_gap_causes() {
     assert_eq!((s0.idle_causes.gaps, s1.idle_causes.gaps), (2, 1));
     // The steps' idle and the unattributed gap [13000, 14000) outside them add up to the
     // device's idle: every nanosecond has a cause.
-    assert_eq!(s0.idle_ns + s1.idle_ns + 1000, d.idle_ns);
+    assert_eq!(s0.idle_ns + s1.idle_ns + 1000, d.time.idle_ns);
 }
 
 #[test]
@@ -277,20 +280,24 @@ fn sweep_matches_painting_every_nanosecond() {
         assert_identities(&r);
         let d = &r.ranks[0].devices[0];
         if !any {
-            assert_eq!(d.span_ns, 0);
+            assert_eq!(d.time.span_ns, 0);
             continue;
         }
         let first = paint.iter().position(|&p| p != 0).unwrap() as u64;
         let last = paint.iter().rposition(|&p| p != 0).unwrap() as u64 + 1;
         let span = &paint[first as usize..last as usize];
         let count = |f: &dyn Fn(u8) -> bool| span.iter().filter(|&&p| f(p)).count() as u64;
-        assert_eq!(d.span_ns, last - first, "round {round}");
-        assert_eq!(d.compute_ns, count(&|p| p & 1 != 0), "round {round}");
-        assert_eq!(d.communication_ns, count(&|p| p & 2 != 0), "round {round}");
-        assert_eq!(d.transfer_ns, count(&|p| p & 4 != 0), "round {round}");
-        assert_eq!(d.exposed_communication_ns, count(&|p| p & 2 != 0 && p & 1 == 0), "round {round}");
-        assert_eq!(d.exposed_transfer_ns, count(&|p| p == 4), "round {round}");
-        assert_eq!(d.idle_ns, count(&|p| p == 0), "round {round}");
+        assert_eq!(d.time.span_ns, last - first, "round {round}");
+        assert_eq!(d.time.compute_ns, count(&|p| p & 1 != 0), "round {round}");
+        assert_eq!(d.time.communication_ns, count(&|p| p & 2 != 0), "round {round}");
+        assert_eq!(d.time.transfer_ns, count(&|p| p & 4 != 0), "round {round}");
+        assert_eq!(
+            d.time.exposed_communication_ns,
+            count(&|p| p & 2 != 0 && p & 1 == 0),
+            "round {round}"
+        );
+        assert_eq!(d.time.exposed_transfer_ns, count(&|p| p == 4), "round {round}");
+        assert_eq!(d.time.idle_ns, count(&|p| p == 0), "round {round}");
         assert_eq!(d.overlap.communication_transfer_ns, count(&|p| p == 6), "round {round}");
     }
 }
@@ -393,9 +400,12 @@ fn devices_are_separate_and_ranks_sorted() {
     let unranked = r.ranks.iter().find(|rk| !rk.rank_from_header).unwrap();
     assert_eq!(unranked.rank, 0);
     let (d0, d1) = (&unranked.devices[0], &unranked.devices[1]);
-    assert_eq!((d0.device, d0.span_ns, d0.compute_ns, d0.idle_ns), (0, 100, 100, 0));
-    assert_eq!((d1.device, d1.span_ns, d1.compute_ns, d1.idle_ns), (1, 250, 130, 120));
-    assert_eq!(r.totals.span_ns, 100 + 250 + 10);
+    assert_eq!((d0.device, d0.time.span_ns, d0.time.compute_ns, d0.time.idle_ns), (0, 100, 100, 0));
+    assert_eq!(
+        (d1.device, d1.time.span_ns, d1.time.compute_ns, d1.time.idle_ns),
+        (1, 250, 130, 120)
+    );
+    assert_eq!(r.totals.time.span_ns, 100 + 250 + 10);
     assert_eq!(r.totals.active_devices, 3);
 }
 
@@ -540,11 +550,11 @@ fn duty_cycled_idle_excludes_the_untraced_gaps() {
     let d = &rk.devices[0];
     assert_eq!((d.first_ns, d.last_ns), (Some(1100), Some(11_800)));
     // Traced span: [1100, 2000) + [11000, 11800).
-    assert_eq!(d.span_ns, 900 + 800);
-    assert_eq!(d.compute_ns, 400 + 200 + 300);
-    assert_eq!(d.exposed_transfer_ns, 100);
+    assert_eq!(d.time.span_ns, 900 + 800);
+    assert_eq!(d.time.compute_ns, 400 + 200 + 300);
+    assert_eq!(d.time.exposed_transfer_ns, 100);
     // Idle: [1600, 2000) and [11200, 11500); never the 9000 ns between windows.
-    assert_eq!(d.idle_ns, 400 + 300);
+    assert_eq!(d.time.idle_ns, 400 + 300);
     assert_eq!(d.idle_causes.gaps, 2, "the gap across the windows is cut to its traced parts");
     assert!(d.longest_gaps.iter().all(|g| g.duration_ns <= 400), "{:?}", d.longest_gaps);
     let w = d.process_window.unwrap();
@@ -577,7 +587,7 @@ fn duty_cycled_idle_excludes_the_untraced_gaps() {
     b.kernel(0, 7, "gemm", 10_900, 11_200, 0).kernel(0, 7, "gemm", 11_500, 11_800, 0);
     let r = one(b.finish(20_000));
     assert!(r.ranks[0].duty_cycle.is_none());
-    assert_eq!(r.ranks[0].devices[0].span_ns, 10_700);
-    assert_eq!(r.ranks[0].devices[0].idle_ns, 9300 + 300);
+    assert_eq!(r.ranks[0].devices[0].time.span_ns, 10_700);
+    assert_eq!(r.ranks[0].devices[0].time.idle_ns, 9300 + 300);
     assert!(!render_text(&r, false).contains("duty-cycled"));
 }

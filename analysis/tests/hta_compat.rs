@@ -86,11 +86,11 @@ fn run(trace: TraceFile, hta: Option<HtaCompat>) -> Report {
     let r = analyze(&[trace], &Options { hta, ..Options::default() }).unwrap();
     let d = &r.ranks[0].devices[0];
     assert_eq!(
-        d.compute_ns + d.exposed_communication_ns + d.exposed_transfer_ns + d.idle_ns,
-        d.span_ns,
+        d.time.compute_ns + d.time.exposed_communication_ns + d.time.exposed_transfer_ns + d.time.idle_ns,
+        d.time.span_ns,
         "the identity holds in every mode"
     );
-    assert_eq!(d.idle_causes.total_ns(), d.idle_ns);
+    assert_eq!(d.idle_causes.total_ns(), d.time.idle_ns);
     r
 }
 
@@ -98,11 +98,11 @@ fn run(trace: TraceFile, hta: Option<HtaCompat>) -> Report {
 fn split(r: &Report) -> (u64, u64, u64, u64, u64) {
     let d = &r.ranks[0].devices[0];
     (
-        d.span_ns,
-        d.compute_ns,
-        d.exposed_communication_ns,
-        d.exposed_transfer_ns,
-        d.idle_ns,
+        d.time.span_ns,
+        d.time.compute_ns,
+        d.time.exposed_communication_ns,
+        d.time.exposed_transfer_ns,
+        d.time.idle_ns,
     )
 }
 

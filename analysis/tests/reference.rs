@@ -154,13 +154,13 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
             continue;
         }
         let field = match metric.as_str() {
-            "gpu_timeline.total_time_us" | "temporal_breakdown.kernel_time(us)" => Field::Ns(|d| d.span_ns),
-            "gpu_timeline.idle_time_us" | "temporal_breakdown.idle_time(us)" => Field::Ns(|d| d.idle_ns),
-            "gpu_timeline.total_comm_time_us" => Field::Ns(|d| d.communication_ns),
-            "temporal_breakdown.compute_time(us)" => Field::Ns(|d| d.compute_ns),
-            "temporal_breakdown.non_compute_time(us)" => Field::Ns(|d| d.span_ns - d.compute_ns - d.idle_ns),
+            "gpu_timeline.total_time_us" | "temporal_breakdown.kernel_time(us)" => Field::Ns(|d| d.time.span_ns),
+            "gpu_timeline.idle_time_us" | "temporal_breakdown.idle_time(us)" => Field::Ns(|d| d.time.idle_ns),
+            "gpu_timeline.total_comm_time_us" => Field::Ns(|d| d.time.communication_ns),
+            "temporal_breakdown.compute_time(us)" => Field::Ns(|d| d.time.compute_ns),
+            "temporal_breakdown.non_compute_time(us)" => Field::Ns(|d| d.time.span_ns - d.time.compute_ns - d.time.idle_ns),
             // HTA: |compute ∩ communication| / |communication| (NaN without communication).
-            "comm_comp_overlap_pctg" => Field::Pct(|d| 100.0 * d.overlap.communication_hidden_ns as f64 / d.communication_ns as f64),
+            "comm_comp_overlap_pctg" => Field::Pct(|d| 100.0 * d.overlap.communication_hidden_ns as f64 / d.time.communication_ns as f64),
             _ => continue,
         };
         let reference: f64 = value.parse().expect("a number");
@@ -224,7 +224,7 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
                             };
                             let rank = analyze_file(&trace, 0, &opts).expect("analyze").report;
                             // Each of these traces has one GPU with work; the header may list more.
-                            let device = rank.devices.iter().max_by_key(|d| d.span_ns).cloned().expect("a device");
+                            let device = rank.devices.iter().max_by_key(|d| d.time.span_ns).cloned().expect("a device");
                             ((path.clone(), mode_name(mode)), (device, rank.hta))
                         })
                         .collect::<Vec<_>>()
@@ -277,8 +277,8 @@ fn span_idle_compute_and_communication_match_hta_and_tracelens() {
             failures.push(format!("{what}: gputrace --hta reports no negative-duration events"));
         }
         assert_eq!(
-            device.compute_ns + device.exposed_communication_ns + device.exposed_transfer_ns + device.idle_ns,
-            device.span_ns
+            device.time.compute_ns + device.time.exposed_communication_ns + device.time.exposed_transfer_ns + device.time.idle_ns,
+            device.time.span_ns
         );
         reproduced.push(format!("{what} (gputrace --hta: {negative} events rounded to −1 µs)"));
     }

@@ -39,15 +39,15 @@ fn identities_hold_on_every_device_and_step() {
         assert!(!rk.losses.any());
         let d = &rk.devices[0];
         assert_eq!(
-            d.compute_ns + d.exposed_communication_ns + d.exposed_transfer_ns + d.idle_ns,
-            d.span_ns
+            d.time.compute_ns + d.time.exposed_communication_ns + d.time.exposed_transfer_ns + d.time.idle_ns,
+            d.time.span_ns
         );
-        assert_eq!(d.idle_causes.total_ns(), d.idle_ns);
-        assert!(d.communication_ns > 0, "ncclDevKernel_* is communication");
-        assert!(d.transfer_ns > 0);
+        assert_eq!(d.idle_causes.total_ns(), d.time.idle_ns);
+        assert!(d.time.communication_ns > 0, "ncclDevKernel_* is communication");
+        assert!(d.time.transfer_ns > 0);
         assert_eq!(d.kernels, cfg.steps as u64 * (cfg.layers as u64 * 18 + 12 + cfg.buckets as u64));
         let w = d.process_window.unwrap();
-        assert_eq!(w.startup_idle_ns + d.span_ns + w.teardown_idle_ns, w.window_ns);
+        assert_eq!(w.startup_idle_ns + d.time.span_ns + w.teardown_idle_ns, w.window_ns);
         assert!(w.startup_idle_ns >= 50_000_000, "the job starts 50 ms after the process");
         assert_eq!(d.steps.len(), cfg.steps as usize);
         for s in &d.steps {
@@ -101,13 +101,13 @@ fn the_slow_ranks_peers_wait_in_communication() {
     for rk in r.ranks.iter().filter(|rk| rk.rank != 2) {
         let d = &rk.devices[0];
         assert!(
-            d.exposed_communication_ns > slow.exposed_communication_ns,
+            d.time.exposed_communication_ns > slow.time.exposed_communication_ns,
             "rank {} exposed comm {} vs slow rank {}",
             rk.rank,
-            d.exposed_communication_ns,
-            slow.exposed_communication_ns
+            d.time.exposed_communication_ns,
+            slow.time.exposed_communication_ns
         );
-        assert!(d.compute_ns < slow.compute_ns);
+        assert!(d.time.compute_ns < slow.time.compute_ns);
     }
     let f = r
         .findings

@@ -185,13 +185,13 @@ fn write_breakdown(root: &Path, job: &ExportJob<'_>, report: &Report, stats: &mu
                 Value::I(pid.into()),
                 Value::I(d.device.into()),
                 Value::S(&d.name),
-                u(d.span_ns),
-                u(d.compute_ns),
-                u(d.communication_ns),
-                u(d.transfer_ns),
-                u(d.exposed_communication_ns),
-                u(d.exposed_transfer_ns),
-                u(d.idle_ns),
+                u(d.time.span_ns),
+                u(d.time.compute_ns),
+                u(d.time.communication_ns),
+                u(d.time.transfer_ns),
+                u(d.time.exposed_communication_ns),
+                u(d.time.exposed_transfer_ns),
+                u(d.time.idle_ns),
             ])?;
         }
         stats.rows[index] += w.finish()?;

@@ -25,7 +25,7 @@ fn wall_ns(report: &Report) -> u64 {
         .iter()
         .flat_map(|r| &r.devices)
         .filter(|d| d.first_ns.is_some())
-        .map(|d| d.process_window.map_or(d.span_ns, |w| w.window_ns.max(d.span_ns)))
+        .map(|d| d.process_window.map_or(d.time.span_ns, |w| w.window_ns.max(d.time.span_ns)))
         .max()
         .unwrap_or(0)
 }

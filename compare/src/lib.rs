@@ -169,7 +169,13 @@ pub fn add_stragglers(report: &mut gputrace_analysis::Report, c: &Comparison) {
     let price = report.cost.map(|c| c.usd_per_gpu_hour);
     for mut f in straggler_findings(c) {
         let wait = f.values.get(Value::WaitImposedNs).map_or(0, |w| w as u64);
-        gputrace_analysis::state_stake(&mut f, wait, report.totals.span_ns, price, Some(gputrace_analysis::Severity::High));
+        gputrace_analysis::state_stake(
+            &mut f,
+            wait,
+            report.totals.time.span_ns,
+            price,
+            Some(gputrace_analysis::Severity::High),
+        );
         report.findings.push(f);
     }
     report.findings.sort_by_key(|f| f.severity);

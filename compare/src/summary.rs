@@ -160,7 +160,7 @@ pub fn summarize_report(
     classifier: &Classifier,
 ) -> Result<RankSummary, gputrace_analysis::AnalysisError> {
     // One GPU per rank is the norm; with several, the busiest one.
-    let dev = report.devices.iter().max_by_key(|d| d.compute_ns);
+    let dev = report.devices.iter().max_by_key(|d| d.time.compute_ns);
     let steps: Vec<StepStat> = dev
         .map(|d| {
             d.steps
@@ -169,7 +169,9 @@ pub fn summarize_report(
                 .collect()
         })
         .unwrap_or_default();
-    let total = dev.map_or_else(StepStat::default, |d| StepStat::from_report(0, 0, d.compute_ns, &d.idle_causes));
+    let total = dev.map_or_else(StepStat::default, |d| {
+        StepStat::from_report(0, 0, d.time.compute_ns, &d.idle_causes)
+    });
     let hardware = dev.and_then(|d| d.hardware.clone());
 
     // Collectives: NCCL's identities when the trace has them, otherwise

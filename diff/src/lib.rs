@@ -146,12 +146,16 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
     let (ga, gb) = (a.totals.active_devices, b.totals.active_devices);
     let (ta, tb) = (&a.totals, &b.totals);
     let cat = |name: &str, x: u64, y: u64| Delta::new(name, per_gpu(x, ga), per_gpu(y, gb));
-    let span = cat("span", ta.span_ns, tb.span_ns);
+    let span = cat("span", ta.time.span_ns, tb.time.span_ns);
     let mut categories = vec![
-        cat("compute", ta.compute_ns, tb.compute_ns),
-        cat("exposed communication", ta.exposed_communication_ns, tb.exposed_communication_ns),
-        cat("exposed transfer", ta.exposed_transfer_ns, tb.exposed_transfer_ns),
-        cat("idle", ta.idle_ns, tb.idle_ns),
+        cat("compute", ta.time.compute_ns, tb.time.compute_ns),
+        cat(
+            "exposed communication",
+            ta.time.exposed_communication_ns,
+            tb.time.exposed_communication_ns,
+        ),
+        cat("exposed transfer", ta.time.exposed_transfer_ns, tb.time.exposed_transfer_ns),
+        cat("idle", ta.time.idle_ns, tb.time.idle_ns),
     ];
     sort_regressions(&mut categories);
     let mut by_name: BTreeMap<&str, (CountTime, CountTime)> = BTreeMap::new();

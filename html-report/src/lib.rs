@@ -412,7 +412,7 @@ impl Html {
         let total = rows.len();
         lowest(&mut rows, self.max_device_rows, |&(ri, di)| {
             let d = &r.ranks[ri].devices[di];
-            ratio(d.compute_ns, d.span_ns)
+            ratio(d.time.compute_ns, d.time.span_ns)
         });
         let t = &r.totals;
         let span = "totals.span_ns";
@@ -435,24 +435,24 @@ impl Html {
                         tr {
                             (rank_gpu_cells(r, ri, di))
                             (td_text(&r.ranks[ri].hostname))
-                            (Num::u(k("span_ns"), d.span_ns, Fmt::Ns).td())
-                            (Num::pct(k("compute_ns"), d.compute_ns, &span, d.span_ns).td())
-                            (Num::pct(k("exposed_communication_ns"), d.exposed_communication_ns, &span, d.span_ns).td())
-                            (Num::pct(k("exposed_transfer_ns"), d.exposed_transfer_ns, &span, d.span_ns).td())
-                            (Num::pct(k("idle_ns"), d.idle_ns, &span, d.span_ns).td())
-                            (Num::pct(k("idle_causes.host_bound_ns"), d.idle_causes.host_bound_ns, &span, d.span_ns).td())
-                            td.b { (bar(parts(d.compute_ns, d.exposed_communication_ns, d.exposed_transfer_ns, d.idle_ns, &d.idle_causes), d.span_ns)) }
+                            (Num::u(k("span_ns"), d.time.span_ns, Fmt::Ns).td())
+                            (Num::pct(k("compute_ns"), d.time.compute_ns, &span, d.time.span_ns).td())
+                            (Num::pct(k("exposed_communication_ns"), d.time.exposed_communication_ns, &span, d.time.span_ns).td())
+                            (Num::pct(k("exposed_transfer_ns"), d.time.exposed_transfer_ns, &span, d.time.span_ns).td())
+                            (Num::pct(k("idle_ns"), d.time.idle_ns, &span, d.time.span_ns).td())
+                            (Num::pct(k("idle_causes.host_bound_ns"), d.idle_causes.host_bound_ns, &span, d.time.span_ns).td())
+                            td.b { (bar(parts(d.time.compute_ns, d.time.exposed_communication_ns, d.time.exposed_transfer_ns, d.time.idle_ns, &d.idle_causes), d.time.span_ns)) }
                         }
                     }
                     tr.all {
                         td { "all" } td {} td {}
-                        (Num::u(span, t.span_ns, Fmt::Ns).td())
-                        (Num::pct("totals.compute_ns", t.compute_ns, span, t.span_ns).td())
-                        (Num::pct("totals.exposed_communication_ns", t.exposed_communication_ns, span, t.span_ns).td())
-                        (Num::pct("totals.exposed_transfer_ns", t.exposed_transfer_ns, span, t.span_ns).td())
-                        (Num::pct("totals.idle_ns", t.idle_ns, span, t.span_ns).td())
-                        (Num::pct("totals.idle_causes.host_bound_ns", t.idle_causes.host_bound_ns, span, t.span_ns).td())
-                        td.b { (bar(parts(t.compute_ns, t.exposed_communication_ns, t.exposed_transfer_ns, t.idle_ns, &t.idle_causes), t.span_ns)) }
+                        (Num::u(span, t.time.span_ns, Fmt::Ns).td())
+                        (Num::pct("totals.compute_ns", t.time.compute_ns, span, t.time.span_ns).td())
+                        (Num::pct("totals.exposed_communication_ns", t.time.exposed_communication_ns, span, t.time.span_ns).td())
+                        (Num::pct("totals.exposed_transfer_ns", t.time.exposed_transfer_ns, span, t.time.span_ns).td())
+                        (Num::pct("totals.idle_ns", t.time.idle_ns, span, t.time.span_ns).td())
+                        (Num::pct("totals.idle_causes.host_bound_ns", t.idle_causes.host_bound_ns, span, t.time.span_ns).td())
+                        td.b { (bar(parts(t.time.compute_ns, t.time.exposed_communication_ns, t.time.exposed_transfer_ns, t.time.idle_ns, &t.idle_causes), t.time.span_ns)) }
                     }
                 }
             } }
@@ -468,7 +468,7 @@ impl Html {
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| !d.steps.is_empty())
-                .max_by_key(|(_, d)| d.compute_ns)
+                .max_by_key(|(_, d)| d.time.compute_ns)
                 .map(|(di, _)| (ri, di))
         };
         let straggler = c.and_then(|c| c.stragglers.first()).map(|s| s.rank);

@@ -334,10 +334,11 @@ impl Html {
     /// Exposed communication of the job by library and operation (`totals`).
     pub(crate) fn comm_libraries(&self, r: &Report) -> Markup {
         let t = &r.totals;
-        if t.exposed_communication_ns == 0 {
+        if t.time.exposed_communication_ns == 0 {
             return html! {};
         }
         let mut rows: Vec<(&str, &str, u64)> = t
+            .time
             .exposed_communication_by_library_ns
             .iter()
             .flat_map(|(lib, ops)| ops.iter().map(move |(op, ns)| (lib.as_str(), op.as_str(), *ns)))
@@ -360,12 +361,12 @@ impl Html {
                             @if path_safe(lib) && path_safe(op) {
                                 @let k = format!("totals.exposed_communication_by_library_ns.{lib}.{op}");
                                 (Num::u(&k, v, Fmt::Ns).td())
-                                (Num::pct(&k, v, all, t.exposed_communication_ns).td())
+                                (Num::pct(&k, v, all, t.time.exposed_communication_ns).td())
                             } @else {
                                 (td_text(&ns(v)))
                                 (td_text("-"))
                             }
-                            td.b { (bar([0, v, 0, 0, 0, 0, 0], t.exposed_communication_ns)) }
+                            td.b { (bar([0, v, 0, 0, 0, 0, 0], t.time.exposed_communication_ns)) }
                         }
                     }
                 }

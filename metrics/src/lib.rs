@@ -180,10 +180,10 @@ pub fn report_exposition(report: &Report, events: &EventCounts, opts: &Options) 
 /// The report's exclusive split of a device's span, by category label.
 fn tiles(d: &DeviceReport) -> [(&'static str, u64); 4] {
     [
-        ("compute", d.compute_ns),
-        ("communication_exposed", d.exposed_communication_ns),
-        ("transfer_exposed", d.exposed_transfer_ns),
-        ("idle", d.idle_ns),
+        ("compute", d.time.compute_ns),
+        ("communication_exposed", d.time.exposed_communication_ns),
+        ("transfer_exposed", d.time.exposed_transfer_ns),
+        ("idle", d.time.idle_ns),
     ]
 }
 
@@ -199,12 +199,12 @@ fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
         Counter,
         "Time from the GPU's first work to its last work in the trace.",
         l,
-        s(d.span_ns),
+        s(d.time.span_ns),
     );
     for (category, ns) in [
-        ("compute", d.compute_ns),
-        ("communication", d.communication_ns),
-        ("transfer", d.transfer_ns),
+        ("compute", d.time.compute_ns),
+        ("communication", d.time.communication_ns),
+        ("transfer", d.time.transfer_ns),
     ] {
         e.add(
             "gputrace_gpu_active_seconds_total",
@@ -229,7 +229,7 @@ fn device(e: &mut Exposition, l: &Labels, d: &DeviceReport) {
             s(ns),
         );
     }
-    for (library, ops) in &d.exposed_communication_by_library_ns {
+    for (library, ops) in &d.time.exposed_communication_by_library_ns {
         for (op, ns) in ops {
             e.add(
                 "gputrace_gpu_exposed_communication_seconds_total",
@@ -345,9 +345,9 @@ mod tests {
         let get = |name: &str, extra: &str| sample(&text, name, &format!("{base}{extra}"));
         assert_eq!(
             get("gputrace_gpu_seconds_total", r#",category="compute""#),
-            Some(d.compute_ns as f64 / 1e9)
+            Some(d.time.compute_ns as f64 / 1e9)
         );
-        assert_eq!(d.compute_ns, 250, "0-100 and 250-400");
+        assert_eq!(d.time.compute_ns, 250, "0-100 and 250-400");
         assert_eq!(
             get("gputrace_gpu_seconds_total", r#",category="communication_exposed""#),
             Some(100e-9),
@@ -417,7 +417,7 @@ mod tests {
             Some(duty.traced_ns as f64 / 1e9)
         );
         assert_eq!(sample(&text, "gputrace_capture_duty_ratio", base), Some(duty.duty_ratio));
-        let compute = report.ranks[0].devices[0].compute_ns as f64 / 1e9;
+        let compute = report.ranks[0].devices[0].time.compute_ns as f64 / 1e9;
         assert_eq!(compute, 1000e-9);
         let extrapolated = sample(
             &text,

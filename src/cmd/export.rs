@@ -7,10 +7,10 @@ use crate::duration::DurationError;
 use crate::error::CliError;
 use crate::inputs;
 use gputrace_format::{DeviceId, LossSource, Nanos, Rank, TraceFile};
+use gputrace_viewer::{estimate, ExportError, ExportStats, Filter, Format, Job};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use gputrace_viewer::{estimate, ExportError, ExportStats, Filter, Format, Job};
 
 /// Output formats on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -239,13 +239,13 @@ fn render_breakdown(o: &mut String, r: &Report, st: &Style) {
                 "{:>5} {:>4}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}",
                 rk.rank,
                 d.device,
-                ns(d.span_ns),
-                pct(d.compute_ns, d.span_ns),
-                pct(d.exposed_communication_ns, d.span_ns),
-                pct(d.exposed_transfer_ns, d.span_ns),
-                pct(d.idle_ns, d.span_ns),
-                pct(d.overlap.communication_hidden_ns, d.communication_ns),
-                pct(d.overlap.transfer_hidden_ns, d.transfer_ns),
+                ns(d.time.span_ns),
+                pct(d.time.compute_ns, d.time.span_ns),
+                pct(d.time.exposed_communication_ns, d.time.span_ns),
+                pct(d.time.exposed_transfer_ns, d.time.span_ns),
+                pct(d.time.idle_ns, d.time.span_ns),
+                pct(d.overlap.communication_hidden_ns, d.time.communication_ns),
+                pct(d.overlap.transfer_hidden_ns, d.time.transfer_ns),
             );
         }
     }
@@ -254,13 +254,13 @@ fn render_breakdown(o: &mut String, r: &Report, st: &Style) {
         o,
         "{:>10}  {:>11}  {:>8}  {:>8}  {:>8}  {:>8}  {:>10}  {:>10}",
         "all",
-        ns(t.span_ns),
-        pct(t.compute_ns, t.span_ns),
-        pct(t.exposed_communication_ns, t.span_ns),
-        pct(t.exposed_transfer_ns, t.span_ns),
-        pct(t.idle_ns, t.span_ns),
-        pct(t.communication_ns - t.exposed_communication_ns, t.communication_ns),
-        pct(t.transfer_ns - t.exposed_transfer_ns, t.transfer_ns),
+        ns(t.time.span_ns),
+        pct(t.time.compute_ns, t.time.span_ns),
+        pct(t.time.exposed_communication_ns, t.time.span_ns),
+        pct(t.time.exposed_transfer_ns, t.time.span_ns),
+        pct(t.time.idle_ns, t.time.span_ns),
+        pct(t.time.communication_ns - t.time.exposed_communication_ns, t.time.communication_ns),
+        pct(t.time.transfer_ns - t.time.exposed_transfer_ns, t.time.transfer_ns),
     );
     if without_work > 0 {
         let _ = writeln!(
@@ -272,12 +272,12 @@ fn render_breakdown(o: &mut String, r: &Report, st: &Style) {
     let _ = writeln!(
         o,
         "idle {} in {} gaps: host-bound {}, launch/dependency latency {}, synchronization {}, unattributed {}",
-        ns(t.idle_ns),
+        ns(t.time.idle_ns),
         c.gaps,
-        pct(c.host_bound_ns, t.idle_ns),
-        pct(c.launch_latency_ns, t.idle_ns),
-        pct(c.synchronization_ns, t.idle_ns),
-        pct(c.unattributed_ns, t.idle_ns)
+        pct(c.host_bound_ns, t.time.idle_ns),
+        pct(c.launch_latency_ns, t.time.idle_ns),
+        pct(c.synchronization_ns, t.time.idle_ns),
+        pct(c.unattributed_ns, t.time.idle_ns)
     );
     if t.startup_idle_ns + t.teardown_idle_ns > 0 {
         let _ = writeln!(
@@ -708,10 +708,10 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
     }
 
     let t = &r.totals;
-    if t.exposed_communication_ns == 0 {
+    if t.time.exposed_communication_ns == 0 {
         return;
     }
-    let mut ops: Vec<(&String, &u64)> = t.exposed_communication_by_op_ns.iter().collect();
+    let mut ops: Vec<(&String, &u64)> = t.time.exposed_communication_by_op_ns.iter().collect();
     ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let widths: Vec<usize> = ops.iter().map(|(op, _)| op.chars().count().clamp(17, 24)).collect();
     let _ = writeln!(
@@ -736,7 +736,7 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
         .ranks
         .iter()
         .flat_map(|rk| rk.devices.iter().map(move |d| (rk.rank, d)))
-        .filter(|(_, d)| d.exposed_communication_ns > 0)
+        .filter(|(_, d)| d.time.exposed_communication_ns > 0)
         .collect();
     if devices.len() <= MAX_EXPOSED_ROWS {
         for (rank, d) in &devices {
@@ -745,8 +745,8 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
                 "{}",
                 row(
                     format!("{:>5} {:>4}", rank, d.device),
-                    d.exposed_communication_ns,
-                    &d.exposed_communication_by_op_ns
+                    d.time.exposed_communication_ns,
+                    &d.time.exposed_communication_by_op_ns
                 )
             );
         }
@@ -756,8 +756,8 @@ fn render_collectives(o: &mut String, r: &Report, st: &Style) {
         "{}",
         row(
             format!("{:>10}", "all"),
-            t.exposed_communication_ns,
-            &t.exposed_communication_by_op_ns
+            t.time.exposed_communication_ns,
+            &t.time.exposed_communication_by_op_ns
         )
     );
     if devices.len() > MAX_EXPOSED_ROWS {
@@ -772,10 +772,11 @@ const MAX_LIBRARY_ROWS: usize = 12;
 /// decided, whether or not a collective record names it).
 fn render_comm_libraries(o: &mut String, r: &Report, st: &Style) {
     let t = &r.totals;
-    if t.exposed_communication_ns == 0 {
+    if t.time.exposed_communication_ns == 0 {
         return;
     }
     let mut rows: Vec<(&str, &str, u64)> = t
+        .time
         .exposed_communication_by_library_ns
         .iter()
         .flat_map(|(lib, ops)| ops.iter().map(move |(op, ns)| (lib.as_str(), op.as_str(), *ns)))
@@ -796,7 +797,7 @@ fn render_comm_libraries(o: &mut String, r: &Report, st: &Style) {
             truncate(lib, 32),
             truncate(op, 16),
             ns(*v),
-            pct(*v, t.exposed_communication_ns)
+            pct(*v, t.time.exposed_communication_ns)
         );
     }
     if rows.len() > MAX_LIBRARY_ROWS {
@@ -931,11 +932,11 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
             mine.add_step(s);
         }
         all.add(
-            d.span_ns,
-            d.compute_ns,
-            d.exposed_communication_ns,
-            d.exposed_transfer_ns,
-            d.idle_ns,
+            d.time.span_ns,
+            d.time.compute_ns,
+            d.time.exposed_communication_ns,
+            d.time.exposed_transfer_ns,
+            d.time.idle_ns,
             &d.idle_causes,
         );
         // The device's remainder: its span less its steps' windows (disjoint, within it).
@@ -943,11 +944,11 @@ fn render_steps(o: &mut String, r: &Report, st: &Style) {
         let c = &d.idle_causes;
         let m = &mine.causes;
         outside.add(
-            sub(d.span_ns, mine.gpu),
-            sub(d.compute_ns, mine.compute),
-            sub(d.exposed_communication_ns, mine.exposed_communication),
-            sub(d.exposed_transfer_ns, mine.exposed_transfer),
-            sub(d.idle_ns, mine.idle),
+            sub(d.time.span_ns, mine.gpu),
+            sub(d.time.compute_ns, mine.compute),
+            sub(d.time.exposed_communication_ns, mine.exposed_communication),
+            sub(d.time.exposed_transfer_ns, mine.exposed_transfer),
+            sub(d.time.idle_ns, mine.idle),
             &IdleCauses {
                 host_bound_ns: sub(c.host_bound_ns, m.host_bound_ns),
                 launch_latency_ns: sub(c.launch_latency_ns, m.launch_latency_ns),

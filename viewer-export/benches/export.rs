@@ -14,9 +14,9 @@
 
 use gputrace_format::*;
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
-use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 
 /// A sink that only counts.
 struct Count(u64);

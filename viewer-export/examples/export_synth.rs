@@ -4,9 +4,9 @@
 
 use gputrace_format::{Rank, TraceFile};
 use gputrace_synth::{schedule, write_rank, JobConfig};
+use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 use std::io::BufWriter;
 use std::path::PathBuf;
-use gputrace_viewer::{ChromeJson, Exporter, Filter, Job, Perfetto};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

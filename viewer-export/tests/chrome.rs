@@ -4,10 +4,10 @@
 mod common;
 
 use gputrace_format::*;
+use gputrace_viewer::*;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use gputrace_viewer::*;
 
 fn export(traces: &[&TraceFile], filter: &Filter) -> (Value, String, ExportStats) {
     let mut out = Vec::new();

@@ -5,9 +5,9 @@
 mod common;
 
 use gputrace_format::*;
+use gputrace_viewer::*;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use gputrace_viewer::*;
 
 /// A decoded protobuf field value.
 #[derive(Clone, Debug)]
