@@ -124,7 +124,9 @@ fn graph(root: &Frame, of: &str) -> Markup {
         div.fg style={ "height:" (depth * 18) "px" } {
             @for p in &placed {
                 @let share = p.frame.ns as f64 / whole;
-                div.fg-f.{ "fg" (hue(&p.frame.name, p.depth)) }
+                // A box under 1% of the graph (under its padding at any page
+                // width the page allows) has none, so it ends where its width does.
+                div.fg-f.{ "fg" (hue(&p.frame.name, p.depth)) }.fg-n[share < 0.01]
                     style={ "top:" (p.depth * 18) "px;left:" (format!("{:.3}", 100.0 * p.at as f64 / whole)) "%;width:" (format!("{:.3}", 100.0 * share)) "%" }
                     title={ (esc_text(&p.frame.name)) "\n" (ns(p.frame.ns)) " of " (of) ", " (format!("{:.1}", 100.0 * share)) "%" }
                     data-frame=(esc_text(&p.frame.name)) data-ns=(p.frame.ns) data-share=(format!("{share:.4}")) {

@@ -26,7 +26,7 @@ svg.hm text{fill:var(--fg);font-size:11px}svg.hm text.ax{text-anchor:middle;fill
 .tl-l{flex:none;width:170px;font-size:11px;color:var(--mute);white-space:nowrap;overflow:hidden;text-overflow:ellipsis;text-align:right}
 .tl canvas{flex:1 1 auto;min-width:0;width:100%;height:14px;display:block;background:var(--card)}.tl canvas.tl-x{height:30px;background:none}
 .tl.tall .tl-row{height:26px}.tl.tall canvas{height:24px}.tl.dense .tl-row{height:9px}.tl.dense canvas{height:8px}.tl.dense .tl-l{font-size:8px;line-height:9px}
-.fg{position:relative;width:100%;margin:4px 0 12px;background:var(--card)}.fg-f{position:absolute;height:17px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;font-size:11px;line-height:17px;padding:0 3px;color:#1d1f23;box-shadow:inset -1px 0 var(--bg)}
+.fg{position:relative;width:100%;margin:4px 0 12px;background:var(--card)}.fg-f{position:absolute;box-sizing:border-box;height:17px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;font-size:11px;line-height:17px;padding:0 3px;color:#1d1f23;box-shadow:inset -1px 0 var(--bg)}.fg-f.fg-n{padding:0}
 .fg0{background:#c4c8ce}.fg1{background:#f2a65a}.fg2{background:#e8c468}.fg3{background:#ef8a62}.fg4{background:#d9b38c}.fg5{background:#f4cf7c}.flame>p{margin:8px 0 2px}
 .tip{position:fixed;z-index:5;pointer-events:none;background:var(--bg);color:var(--fg);border:1px solid var(--line);border-radius:6px;padding:6px 8px;font-size:12px;white-space:pre;box-shadow:0 2px 8px rgba(0,0,0,.2)}
 "#;
