@@ -164,9 +164,13 @@ mod tests {
         let f = ThreadFiles::open(pid, tid).expect("own thread");
         let mut buf = [0u8; 1024];
         let a = f.read(&mut buf).unwrap();
+        // Spin until /proc shows 10 ms more CPU (its unit is a clock tick);
+        // on a loaded machine that takes longer than 10 ms of wall time.
         let spin = std::time::Instant::now();
-        while spin.elapsed() < std::time::Duration::from_millis(30) {}
-        let b = f.read(&mut buf).unwrap();
+        let mut b = f.read(&mut buf).unwrap();
+        while b.cpu_ns < a.cpu_ns + 10_000_000 && spin.elapsed() < std::time::Duration::from_secs(10) {
+            b = f.read(&mut buf).unwrap();
+        }
         assert_eq!(b.state, ThreadState::Running, "a thread reading its own stat is on a CPU");
         assert!(b.cpu_ns >= a.cpu_ns + 10_000_000, "{a:?} {b:?}");
         assert!(tasks(pid).contains(&tid));

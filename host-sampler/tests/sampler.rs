@@ -35,9 +35,11 @@ fn python_sleep_and_burn_are_told_apart() {
         eprintln!("skipped: no python3");
         return;
     };
+    // `burn` spins until it has used 0.6 s of CPU (not of wall time), so a
+    // loaded machine slows it down without starving it below the assertion.
     let script = "import time\n\
                   def nap():\n    time.sleep(0.6)\n\
-                  def burn():\n    t = time.time()\n    while time.time() - t < 0.6:\n        pass\n\
+                  def burn():\n    t = time.process_time()\n    while time.process_time() - t < 0.6:\n        pass\n\
                   nap()\nburn()\n";
     let mut child = Command::new(py).arg("-c").arg(script).spawn().unwrap();
     let sampler = Sampler::start(child.id(), SamplerConfig::default()).unwrap();
