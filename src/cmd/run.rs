@@ -531,10 +531,15 @@ fn run_record(command: &[OsString], started: SystemTime, status: Option<&std::pr
     }
 }
 
-/// [`write_run_record`], a failure being one `gputrace:` line.
+/// [`write_run_record`], a failure being one `gputrace:` line for the whole
+/// run (the record is written up to four times: at the start, when sampling
+/// starts, at the end, when the samples are written).
 fn write_record(dir: &Path, record: &RunRecord) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(e) = write_run_record(dir, record) {
-        eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
+        }
     }
 }
 
