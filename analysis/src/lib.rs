@@ -37,7 +37,7 @@
 //! let trace = TraceFile::from_bytes("doc.gtrace", w.finish(Trailer::default())?)?;
 //!
 //! let report = analyze(&[trace], &Options::default())?;
-//! let d = &report.ranks[0].devices[0];
+//! let d = &report.ranks[0].devices[0].time;
 //! assert_eq!((d.span_ns, d.compute_ns, d.exposed_communication_ns, d.idle_ns), (250, 150, 50, 50));
 //! assert_eq!(d.compute_ns + d.exposed_communication_ns + d.exposed_transfer_ns + d.idle_ns, d.span_ns);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
