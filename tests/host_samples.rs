@@ -392,3 +392,113 @@ cuda.fakecuda_work(60000)
         "waits in the DataLoader: {frames:?}"
     );
 }
+
+#[test]
+fn a_launcher_killed_before_writing_its_samples_leaves_a_counted_loss() {
+    use std::os::unix::process::CommandExt;
+    let Some(py) = python() else { return };
+    agent_lib();
+    let dbl = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let job = "import ctypes, sys, time\ncuda = ctypes.CDLL(sys.argv[1])\nassert cuda.cuInit(0) == 0\n\
+               cuda.fakecuda_work(60000)\ntime.sleep(60)\n";
+    std::fs::write(dir.path().join("killed.py"), job).unwrap();
+    std::fs::write(dir.path().join("scenario"), "version 13.0\ndevice\nkernels 3 1000000 100000\n").unwrap();
+    let traces = dir.path().join("traces");
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["run", "--flush-ms", "50", "-o"])
+        .arg(&traces)
+        .arg("--")
+        .arg(&py)
+        .arg(dir.path().join("killed.py"))
+        .arg(dbl.join("libcuda.so.1"))
+        .env("FAKE_CUPTI_SCENARIO", dir.path().join("scenario"))
+        .env("GPUTRACE_CUPTI", dbl.join("cupti13/libcupti.so.13"))
+        .env("GPUTRACE_AGENT", agent_lib())
+        .env_remove("RANK")
+        .env_remove("PYTHONPATH")
+        .stderr(std::process::Stdio::null())
+        // Its own process group, so launcher and job die together.
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = launcher.id() as i32;
+    // Until the trace holds the kernels (the sampler started with the job, before them).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let names: Vec<String> = std::fs::read_dir(&traces)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let kernels = names.iter().filter(|n| n.ends_with(".gtrace")).any(|n| {
+            gputrace_format::TraceFile::open(traces.join(n))
+                .is_ok_and(|t| t.event_counts().get(&gputrace_format::EventKind::Kernel).copied().unwrap_or(0) >= 3)
+        });
+        if kernels {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no trace with kernels in {}: {names:?}",
+            traces.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Safety: kill(2) on the process group this test made.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let _ = launcher.wait();
+
+    let expected = "host samples expected (100 Hz) but none written: the launcher ended before writing them";
+    let info = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("info")
+        .arg(&traces)
+        .output()
+        .unwrap();
+    assert!(info.status.success(), "{}", text(&info.stderr));
+    assert!(
+        text(&info.stdout).contains(&format!("LOSSES        {expected}")),
+        "{}",
+        text(&info.stdout)
+    );
+    let info = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["info", "--json"])
+        .arg(&traces)
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["files"][0]["host_samples_unwritten"]["hz"], 100, "{info}");
+
+    let r = report_json(dir.path());
+    let loss = &r["ranks"][0]["losses"]["host_samples_unwritten"];
+    assert_eq!(loss["hz"], 100, "{}", r["ranks"][0]["losses"]);
+    assert_eq!(loss["what"], expected);
+    assert!(loss["run_record"].as_str().unwrap().contains("/gputrace-run."), "{loss}");
+    assert_eq!(r["lossy"], true);
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("report")
+        .arg(&traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let losses = text(&out.stdout);
+    let line = losses
+        .lines()
+        .find(|l| l.starts_with("rank 0:") && l.contains("no trailer"))
+        .unwrap_or_else(|| panic!("{losses}"));
+    assert!(line.contains(expected), "{line}");
+
+    // A run whose launcher wrote its samples owes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_job(dir.path(), &py, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let r = report_json(dir.path());
+    assert!(
+        r["ranks"][0]["losses"].get("host_samples_unwritten").is_none(),
+        "{}",
+        r["ranks"][0]["losses"]
+    );
+}

@@ -271,6 +271,8 @@ fn request_marks_give_exact_per_request_numbers() {
     );
 
     parquet_requests_table_agrees(&traces, m);
+    metrics_carry_the_marks(&traces, m);
+    page_carries_the_marks(&traces, &v);
 
     // The text says which numbers are exact and where they come from.
     let report = Command::new(env!("CARGO_BIN_EXE_gputrace"))
@@ -289,6 +291,168 @@ fn request_marks_give_exact_per_request_numbers() {
     assert!(t.contains("1 failed") && t.contains("1 unfinished"), "{t}");
     let ttft_line = t.lines().find(|l| l.starts_with("ttft ")).unwrap_or_else(|| panic!("{t}"));
     assert_eq!(ttft_line.split_whitespace().nth(1), Some("11"), "{ttft_line}");
+}
+
+/// `promtool`, or `None` (a skip; under `CI=true` a failure).
+fn promtool() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("promtool")).find(|p| p.is_file()));
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but promtool is not installed"
+        );
+        common::skip("`promtool` is not installed (apt-get install prometheus)");
+    }
+    found
+}
+
+/// The value of the one sample of family `name` whose labels include every one of `labels`.
+fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<f64> = exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| {
+            let (ls, v) = rest.rsplit_once("} ")?;
+            labels
+                .iter()
+                .all(|(k, val)| ls.split(',').any(|p| p == format!("{k}=\"{val}\"")))
+                .then(|| v.parse::<f64>().unwrap())
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {labels:?} in\n{exposition}");
+    found[0]
+}
+
+/// `gputrace metrics`: promtool-clean, and the `gputrace_serving_marks_*` families
+/// equal `report --json`'s request marks exactly.
+fn metrics_carry_the_marks(traces: &std::path::Path, m: &Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .arg("metrics")
+        .arg(traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let e = text(&out.stdout);
+    if let Some(promtool) = promtool() {
+        let mut check = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut check.stdin.take().unwrap(), e.as_bytes()).unwrap();
+        let r = check.wait_with_output().unwrap();
+        assert!(r.status.success(), "promtool check metrics: {}{}", text(&r.stdout), text(&r.stderr));
+    }
+    let f = |v: &Value| v.as_f64().unwrap();
+    for outcome in ["completed", "failed"] {
+        assert_eq!(
+            sample(&e, "gputrace_serving_marks_requests_total", &[("outcome", outcome)]),
+            f(&m["requests"][outcome])
+        );
+    }
+    assert_eq!(sample(&e, "gputrace_serving_marks_requests_unfinished", &[]), f(&m["unfinished"]));
+    for kind in ["prompt", "generation"] {
+        assert_eq!(
+            sample(&e, "gputrace_serving_marks_tokens_total", &[("kind", kind)]),
+            f(&m["tokens"][kind])
+        );
+    }
+    assert_eq!(sample(&e, "gputrace_serving_marks_window_seconds", &[]), f(&m["window_ns"]) / 1e9);
+    let qs = [("0", "min"), ("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"), ("1", "max")];
+    let latencies = m["latency"].as_array().unwrap();
+    assert_eq!(latencies.len(), 4, "ttft, itl, e2e, queue");
+    for l in latencies {
+        let name = l["name"].as_str().unwrap();
+        for (q, field) in qs {
+            let v = sample(&e, "gputrace_serving_marks_latency_seconds", &[("latency", name), ("q", q)]);
+            assert_eq!(v, f(&l[field]), "{name} q {q}");
+        }
+        assert_eq!(
+            sample(&e, "gputrace_serving_marks_latency_mean_seconds", &[("latency", name)]),
+            f(&l["mean"])
+        );
+        assert_eq!(
+            sample(&e, "gputrace_serving_marks_latency_requests", &[("latency", name)]),
+            f(&l["count"])
+        );
+    }
+    let d = &m["decode_tokens_per_s"];
+    for (q, field) in qs {
+        assert_eq!(
+            sample(&e, "gputrace_serving_marks_decode_tokens_per_second", &[("q", q)]),
+            f(&d[field])
+        );
+    }
+    assert_eq!(
+        sample(&e, "gputrace_serving_marks_decode_mean_tokens_per_second", &[]),
+        f(&d["mean"])
+    );
+}
+
+/// Attribute `name="..."` of a tag's text, unescaped (the page escapes `&<>"'/`).
+fn attr(tag: &str, name: &str) -> Option<String> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let end = start + tag[start..].find('"')?;
+    Some(
+        tag[start..end]
+            .replace("&quot;", "\"")
+            .replace("&#x27;", "'")
+            .replace("&#x2F;", "/")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&"),
+    )
+}
+
+/// `report --html`: the serving block holds every number of the marks, each
+/// element's `data-value` equal to the same path of `report --json`.
+fn page_carries_the_marks(traces: &std::path::Path, report: &Value) {
+    let page = traces.with_file_name("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["report", "--gpu-hour-cost", "2.5", "--html"])
+        .arg(&page)
+        .arg(traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("source: gputrace.request marks"), "the source is named");
+    let mut keys = std::collections::BTreeSet::new();
+    for piece in html.split('<').skip(1) {
+        let tag = &piece[..piece.find('>').unwrap_or(piece.len())];
+        let Some(key) = attr(tag, "data-key").filter(|k| k.starts_with("serving.0.request_marks.")) else {
+            continue;
+        };
+        let value: Value = serde_json::from_str(&attr(tag, "data-value").unwrap()).unwrap();
+        let expected = key
+            .split('.')
+            .try_fold(report, |v, k| match v {
+                Value::Array(a) => a.get(k.parse::<usize>().ok()?),
+                Value::Object(o) => o.get(k),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{key} is not in the JSON"));
+        assert_eq!(expected.as_f64(), value.as_f64(), "{key}: page {value}, JSON {expected}");
+        keys.insert(key);
+    }
+    for stat in ["latency.0", "latency.1", "latency.2", "latency.3", "decode_tokens_per_s"] {
+        for field in ["count", "mean", "p50", "p95", "p99", "min", "max"] {
+            let k = format!("serving.0.request_marks.{stat}.{field}");
+            assert!(keys.contains(&k), "{k} not on the page: {keys:?}");
+        }
+    }
+    for k in [
+        "requests.completed",
+        "requests.failed",
+        "unfinished",
+        "tokens.prompt",
+        "tokens.generation",
+        "window_ns",
+    ] {
+        assert!(keys.contains(&format!("serving.0.request_marks.{k}")), "{k} not on the page");
+    }
 }
 
 /// The Parquet `requests` table: DuckDB's counts, tokens and nearest-rank

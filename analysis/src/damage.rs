@@ -35,6 +35,9 @@ pub fn describe_losses(l: &Losses) -> Option<String> {
     if !lost.is_empty() {
         parts.push(format!("records lost: {}", lost.join(", ")));
     }
+    if let Some(h) = &l.host_samples_unwritten {
+        parts.push(h.what.clone());
+    }
     Some(parts.join("; "))
 }
 

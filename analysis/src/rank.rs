@@ -545,6 +545,8 @@ pub fn analyze_file(file: &TraceFile, fallback_rank: u32, opts: &Options) -> Res
     );
     let idle: Vec<Vec<(u64, u64)>> = passes.iter().map(|p| p.gaps.iter().map(|g| (g.start, g.end)).collect()).collect();
     crate::host::attach(file, &mut report, &idle)?;
+    report.losses.host_samples_unwritten =
+        crate::report::HostSamplesUnwritten::of(header, file.has_host_samples(), &opts.productive.run_records);
     Ok(RankAnalysis {
         report,
         kernels,

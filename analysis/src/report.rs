@@ -635,6 +635,38 @@ pub struct Losses {
     pub damage: Option<String>,
     /// Bytes that could not be read.
     pub damaged_bytes: u64,
+    /// Host samples the run record of this trace's `gputrace run` said were being
+    /// taken and that were never written: its launcher ended before writing them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_samples_unwritten: Option<HostSamplesUnwritten>,
+}
+
+/// Host samples a trace was owed and never got ([`Losses::host_samples_unwritten`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct HostSamplesUnwritten {
+    /// The sampling rate the launcher had on.
+    pub hz: u32,
+    /// The run record that says so.
+    pub run_record: String,
+    /// The loss in words.
+    pub what: String,
+}
+
+impl HostSamplesUnwritten {
+    /// The loss of a trace with no host samples, whose run `records` say were taken at
+    /// some rate and not written; `None` when no record says so.
+    pub fn of(header: &gputrace_format::Header, has_samples: bool, records: &[(String, gputrace_format::RunRecord)]) -> Option<Self> {
+        if has_samples {
+            return None;
+        }
+        records.iter().find_map(|(file, r)| {
+            r.unwritten_host_samples(header).map(|hz| HostSamplesUnwritten {
+                hz,
+                run_record: file.clone(),
+                what: format!("host samples expected ({hz} Hz) but none written: the launcher ended before writing them"),
+            })
+        })
+    }
 }
 
 impl Losses {
@@ -642,6 +674,7 @@ impl Losses {
     pub fn any(&self) -> bool {
         self.trailer_missing
             || self.damage.is_some()
+            || self.host_samples_unwritten.is_some()
             || self.lost_records.values().any(|&n| n > 0)
             || self.trailer_losses.iter().any(|(source, &n)| {
                 n > 0

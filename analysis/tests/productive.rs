@@ -245,6 +245,8 @@ fn record(u: &Underfilled, host: &str, exit_code: Option<i32>, signal: Option<i3
             end_realtime_ns: u.start_ns + u.windows * u.window_ns + 1_000_000_000,
             exit_code,
             signal,
+            run_id: None,
+            host_samples: None,
         },
     )
 }

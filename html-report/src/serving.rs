@@ -2,7 +2,8 @@
 //! (its own table and inline SVG; nothing else on the page depends on it).
 
 use crate::esc_text;
-use gputrace_analysis::serving::{Point, Quantile, ServingReport};
+use crate::num::{Fmt, Num};
+use gputrace_analysis::serving::{ExactStat, Point, Quantile, RequestMarks, ServingReport};
 use gputrace_analysis::Report;
 use maud::{html, Markup};
 
@@ -46,7 +47,68 @@ fn gauges_svg(points: &[Point]) -> Markup {
     }
 }
 
-fn server(r: &ServingReport) -> Markup {
+/// One row of the marks' table: an exact statistic, its cells keyed to `key`
+/// (`serving.S.request_marks.latency.L` or `....decode_tokens_per_s`).
+fn exact_row(key: &str, label: &str, s: &ExactStat, seconds: bool) -> Markup {
+    let cell = |field: &str, v: f64| {
+        let k = format!("{key}.{field}");
+        if seconds {
+            Num::secs(k, Some(v))
+        } else {
+            Num::f(k, Some(v), Fmt::Num)
+        }
+    };
+    html! {
+        tr {
+            td { (esc_text(label)) }
+            (Num::u(format!("{key}.count"), s.count, Fmt::Num).td())
+            (cell("mean", s.mean).td())
+            (cell("p50", s.p50).td())
+            (cell("p95", s.p95).td())
+            (cell("p99", s.p99).td())
+            (cell("min", s.min).td())
+            (cell("max", s.max).td())
+        }
+    }
+}
+
+/// The exact per-request numbers of the `gputrace.request` marks of server `si`.
+fn marks(si: usize, m: &RequestMarks) -> Markup {
+    let k = format!("serving.{si}.request_marks");
+    let n = |field: &str, v: u64| Num::u(format!("{k}.{field}"), v, Fmt::Num).span();
+    let rate = |field: &str, v: f64| Num::f(format!("{k}.{field}"), Some(v), Fmt::Num).span();
+    html! {
+        div.request-marks {
+            p {
+                b { "Requests, exact" } " (source: " (esc_text(m.source)) ", over "
+                (Num::u(format!("{k}.window_ns"), m.window_ns, Fmt::Ns).span()) " from the first mark to the last): "
+                (n("requests.completed", m.requests.completed)) " completed (" (rate("requests.completed_per_s", m.requests.completed_per_s)) "/s), "
+                (n("requests.failed", m.requests.failed)) " failed (" (rate("requests.failed_per_s", m.requests.failed_per_s)) "/s), "
+                (n("unfinished", m.unfinished)) " unfinished · tokens: "
+                (n("tokens.prompt", m.tokens.prompt)) " prompt (" (rate("tokens.prompt_per_s", m.tokens.prompt_per_s)) "/s), "
+                (n("tokens.generation", m.tokens.generation)) " generated (" (rate("tokens.generation_per_s", m.tokens.generation_per_s)) "/s)"
+            }
+            div.scroll { table {
+                thead { tr {
+                    th { "per request" } th { "count" } th { "mean" } th { "p50" } th { "p95" } th { "p99" } th { "min" } th { "max" }
+                } }
+                tbody {
+                    @for (li, l) in m.latency.iter().enumerate() {
+                        (exact_row(&format!("{k}.latency.{li}"), l.name, l, true))
+                    }
+                    @if let Some(d) = &m.decode_tokens_per_s {
+                        (exact_row(&format!("{k}.decode_tokens_per_s"), "decode tok/s", d, false))
+                    }
+                }
+            } }
+            @if m.latency.iter().any(|l| l.name == "itl") {
+                p.mute { "itl: each request's mean ((finish − first token) / (generated − 1)); quantiles are nearest rank over requests." }
+            }
+        }
+    }
+}
+
+fn server(si: usize, r: &ServingReport) -> Markup {
     html! {
         section.serving {
             h2 {
@@ -56,6 +118,12 @@ fn server(r: &ServingReport) -> Markup {
             p.mute {
                 "window " (format!("{:.3}", r.window_ns as f64 / 1e9)) " s, " (r.scrapes) " scrapes"
                 @if r.scrapes_failed > 0 { ", " b { (r.scrapes_failed) " failed" } }
+            }
+            @if let Some(m) = &r.request_marks {
+                (marks(si, m))
+                @if r.scrapes > 0 {
+                    p.mute { "Server metrics (the histograms' estimates; the marks above are exact):" }
+                }
             }
             @if r.scrapes > 0 {
                 p {
@@ -123,8 +191,8 @@ fn server(r: &ServingReport) -> Markup {
 /// The serving section of every server in the report (nothing for a training job).
 pub(crate) fn section(r: &Report) -> Markup {
     html! {
-        @for s in &r.serving {
-            (server(s))
+        @for (si, s) in r.serving.iter().enumerate() {
+            (server(si, s))
         }
     }
 }

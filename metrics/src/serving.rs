@@ -3,7 +3,7 @@
 
 use crate::exposition::{Exposition, Labels, MetricType};
 use crate::Options;
-use gputrace_analysis::serving::ServingReport;
+use gputrace_analysis::serving::{ExactStat, RequestMarks, ServingReport};
 use gputrace_analysis::Report;
 
 fn server_labels(opts: &Options, r: &ServingReport) -> Labels {
@@ -87,6 +87,9 @@ pub fn serving_families(e: &mut Exposition, report: &Report, opts: &Options) {
                 i.bubble.total_ns as f64 / 1e9,
             );
         }
+        if let Some(m) = &r.request_marks {
+            mark_families(e, m, &l);
+        }
         if let Some(g) = &r.gpu_time {
             for (split, ns) in [
                 ("work", g.serving_work_ns),
@@ -103,6 +106,95 @@ pub fn serving_families(e: &mut Exposition, report: &Report, opts: &Options) {
                 );
             }
         }
+    }
+}
+
+/// The quantile labels of an exact statistic: its smallest value is q 0, its
+/// largest q 1 (nearest rank, the same as its p50/p95/p99 are).
+fn quantiles(s: &ExactStat) -> [(&'static str, f64); 5] {
+    [("0", s.min), ("0.5", s.p50), ("0.95", s.p95), ("0.99", s.p99), ("1", s.max)]
+}
+
+/// The exact per-request numbers of `gputrace.request` marks (docs/serving.md),
+/// the same as `report --json`'s `serving[].request_marks`.
+fn mark_families(e: &mut Exposition, m: &RequestMarks, l: &Labels) {
+    use MetricType::{Counter, Gauge};
+    for (outcome, n) in [("completed", m.requests.completed), ("failed", m.requests.failed)] {
+        e.add(
+            "gputrace_serving_marks_requests_total",
+            Counter,
+            "Requests that ended in the window of the gputrace.request marks, by outcome (exact).",
+            &l.with("outcome", outcome),
+            n as f64,
+        );
+    }
+    e.add(
+        "gputrace_serving_marks_requests_unfinished",
+        Gauge,
+        "Requests marked as arrived that had not ended at the last gputrace.request mark.",
+        l,
+        m.unfinished as f64,
+    );
+    for (kind, n) in [("prompt", m.tokens.prompt), ("generation", m.tokens.generation)] {
+        e.add(
+            "gputrace_serving_marks_tokens_total",
+            Counter,
+            "Tokens of the marked requests: prompt (those that arrived) or generation (those that ended).",
+            &l.with("kind", kind),
+            n as f64,
+        );
+    }
+    e.add(
+        "gputrace_serving_marks_window_seconds",
+        Gauge,
+        "The window of the gputrace.request marks: first mark to last.",
+        l,
+        m.window_ns as f64 / 1e9,
+    );
+    for s in &m.latency {
+        let ll = l.with("latency", s.name);
+        for (q, v) in quantiles(s) {
+            e.add(
+                "gputrace_serving_marks_latency_seconds",
+                Gauge,
+                "Exact per-request latency from gputrace.request marks (ttft, itl, e2e, queue) at quantile q \
+                 (nearest rank; q 0 the smallest, q 1 the largest).",
+                &ll.with("q", q),
+                v,
+            );
+        }
+        e.add(
+            "gputrace_serving_marks_latency_mean_seconds",
+            Gauge,
+            "Mean per-request latency from gputrace.request marks (ttft, itl, e2e, queue).",
+            &ll,
+            s.mean,
+        );
+        e.add(
+            "gputrace_serving_marks_latency_requests",
+            Gauge,
+            "Marked requests with a value of this latency (ttft, itl, e2e, queue).",
+            &ll,
+            s.count as f64,
+        );
+    }
+    if let Some(s) = &m.decode_tokens_per_s {
+        for (q, v) in quantiles(s) {
+            e.add(
+                "gputrace_serving_marks_decode_tokens_per_second",
+                Gauge,
+                "Per marked request, output tokens per second after the first, at quantile q (nearest rank).",
+                &l.with("q", q),
+                v,
+            );
+        }
+        e.add(
+            "gputrace_serving_marks_decode_mean_tokens_per_second",
+            Gauge,
+            "Mean over marked requests of their output tokens per second after the first.",
+            l,
+            s.mean,
+        );
     }
 }
 

@@ -123,6 +123,10 @@ pub struct FileInfo {
     /// Host samples (`gputrace run`'s sampler; format 1.4), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_samples: Option<HostSamplesInfo>,
+    /// Host samples the run record beside the trace said were being taken and
+    /// that were never written into it (a loss; docs/host.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_samples_unwritten: Option<gputrace_analysis::HostSamplesUnwritten>,
 }
 
 /// One counter series: its samples summarized.
@@ -302,12 +306,18 @@ pub fn describe(t: &TraceFile) -> Result<FileInfo, CliError> {
         trailer_extra: t.trailer().map(|tr| tr.extra.clone()).unwrap_or_default(),
         stats: None,
         host_samples: host_samples_info(t)?,
+        host_samples_unwritten: None,
     })
 }
 
 /// Run `gputrace info`.
 pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
     let files = inputs::expand(&args.paths)?;
+    // A record that does not parse leaves the traces' own facts to tell.
+    let records = inputs::run_records(&args.paths).unwrap_or_else(|e| {
+        super::say(&format!("gputrace: {e}: host samples the launcher owed are not checked"));
+        Vec::new()
+    });
     let mut infos = Vec::new();
     let mut failed = 0;
     // Text goes through the escaping writer; JSON is written exact.
@@ -315,6 +325,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode, CliError> {
     for f in &files {
         let described = inputs::open_as_imported(f).and_then(|t| {
             let mut i = describe(&t)?;
+            i.host_samples_unwritten = gputrace_analysis::HostSamplesUnwritten::of(t.header(), t.has_host_samples(), &records);
             if args.stats {
                 i.stats = Some(stats(&t)?);
             }
@@ -519,8 +530,13 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         i.threads,
         i.strings
     )?;
+    if let Some(h) = &i.host_samples_unwritten {
+        writeln!(out, "  LOSSES        {} (run record {})", h.what, escape(&h.run_record))?;
+    }
     if i.losses.is_empty() {
-        writeln!(out, "  losses        none recorded")?;
+        if i.host_samples_unwritten.is_none() {
+            writeln!(out, "  losses        none recorded")?;
+        }
     } else {
         for (src, l) in &i.losses {
             if src == LossSource::COUNTER_FAILED.name() {

@@ -6,7 +6,7 @@ use crate::cmd::info::thousands;
 use crate::error::CliError;
 use crate::python::PythonDir;
 use gputrace_format::outdir::OutDir;
-use gputrace_format::{EventKind, RunRecord, TraceFile, RUN_RECORD_FORMAT};
+use gputrace_format::{EventKind, HostSampling, RunRecord, TraceFile, RUN_RECORD_FORMAT};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -388,6 +388,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let run_id = crate::live::new_run_id();
     cmd.env("GPUTRACE_RUN_ID", &run_id);
     let run_id_for_serving = run_id.clone();
+    let run_id_for_record = run_id.clone();
     let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
     if let Some(window) = args.flight_recorder {
         cmd.env("GPUTRACE_FLIGHT_MS", window.as_millis().max(1).to_string());
@@ -404,7 +405,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let started = SystemTime::now();
     // The record is written now and completed when the command ends: a
     // launcher killed meanwhile leaves one that says so.
-    write_record(&out_dir, &run_record(&args.command, started, None));
+    let hz = if args.no_host_samples { 0 } else { args.host_sample_hz };
+    let mut record = run_record(&args.command, started, None);
+    record.run_id = Some(run_id_for_record);
+    write_record(&out_dir, &record);
     let shown = Path::new(program).display().to_string();
     install_forwarding();
     if args.flight_recorder.is_some() {
@@ -416,7 +420,17 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     })?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     let serving = super::serving::start(args, child.id(), &out_dir, &run_id_for_serving);
-    let host = crate::host::start(child.id(), if args.no_host_samples { 0 } else { args.host_sample_hz });
+    let host = crate::host::start(child.id(), hz);
+    if host.is_some() {
+        // Said before any sample is taken: a launcher killed from now on
+        // leaves a record of the samples its traces will not get.
+        record.host_samples = Some(HostSampling {
+            hz,
+            root_pid: child.id(),
+            written: false,
+        });
+        write_record(&out_dir, &record);
+    }
     let status = loop {
         match child.wait() {
             Ok(s) => break s,
@@ -427,7 +441,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     CHILD.store(0, Ordering::Relaxed);
     drop(python);
     super::serving::finish(serving);
-    write_record(&out_dir, &run_record(&args.command, started, Some(&status)));
+    let mut record = RunRecord {
+        run_id: record.run_id,
+        host_samples: record.host_samples,
+        ..run_record(&args.command, started, Some(&status))
+    };
+    write_record(&out_dir, &record);
     let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
@@ -447,6 +466,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             &hostname(),
             args.flight_recorder.is_some(),
         );
+        if let Some(h) = record.host_samples.as_mut() {
+            h.written = true;
+            write_record(&out_dir, &record);
+        }
     }
     let flight = args.flight_recorder.map(|_| end.as_deref());
     summarize(&out_dir, started, flight).map_err(CliError::Output)?;
@@ -503,13 +526,20 @@ fn run_record(command: &[OsString], started: SystemTime, status: Option<&std::pr
         end_realtime_ns: status.map_or(0, |_| ns(SystemTime::now()).max(1)),
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(std::os::unix::process::ExitStatusExt::signal),
+        run_id: None,
+        host_samples: None,
     }
 }
 
-/// [`write_run_record`], a failure being one `gputrace:` line.
+/// [`write_run_record`], a failure being one `gputrace:` line for the whole
+/// run (the record is written up to four times: at the start, when sampling
+/// starts, at the end, when the samples are written).
 fn write_record(dir: &Path, record: &RunRecord) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(e) = write_run_record(dir, record) {
-        eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("gputrace: could not write the run record to {}: {e}", dir.display());
+        }
     }
 }
 

@@ -403,6 +403,9 @@ fn render_losses(o: &mut String, r: &Report, st: &Style) {
             if let Some(d) = &l.damage {
                 parts.push(format!("damaged {d} ({} bytes unread)", l.damaged_bytes));
             }
+            if let Some(h) = &l.host_samples_unwritten {
+                parts.push(format!("{} (run record {})", h.what, h.run_record));
+            }
             let _ = writeln!(o, "rank {}: {}", rk.rank, parts.join("; "));
         }
     }

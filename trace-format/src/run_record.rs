@@ -16,6 +16,9 @@ pub const RUN_RECORD_FORMAT: u32 = 1;
 /// File names of run records start with this and end with `.json`.
 pub const RUN_RECORD_PREFIX: &str = "gputrace-run.";
 
+/// The header key of the run id `gputrace run` gives every trace of one run.
+pub const RUN_ID_KEY: &str = "gputrace.run_id";
+
 /// How the command that `gputrace run` ran ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -37,6 +40,27 @@ pub struct RunRecord {
     pub exit_code: Option<i32>,
     /// Signal that ended the command, if one did.
     pub signal: Option<i32>,
+    /// The run's `gputrace.run_id` (the header key its traces carry); absent
+    /// in records of launchers older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The launcher's host sampling, when it was on (docs/host.md): the
+    /// launcher writes the samples into the traces after the command ends,
+    /// and sets `written` once it has; a record left with `written` false
+    /// says the traces of this run are owed samples they will never get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_samples: Option<HostSampling>,
+}
+
+/// The launcher's host sampling, as its run record states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSampling {
+    /// Samples per second asked for (never 0 here: off is no [`HostSampling`]).
+    pub hz: u32,
+    /// The pid of the command's first process: the root of the sampled tree.
+    pub root_pid: u32,
+    /// The launcher finished writing the samples into the traces.
+    pub written: bool,
 }
 
 impl RunRecord {
@@ -79,6 +103,16 @@ impl RunRecord {
             safe.insert(0, 'h');
         }
         format!("{RUN_RECORD_PREFIX}{safe}.{pid}.json")
+    }
+
+    /// The host samples this record's launcher owed a trace with `header` and
+    /// never wrote: `Some(hz)` when the record is of the trace's run (same host
+    /// and `gputrace.run_id`) and says sampling was on and not written. The
+    /// caller checks that the trace holds no host samples.
+    pub fn unwritten_host_samples(&self, header: &crate::Header) -> Option<u32> {
+        let h = self.host_samples.filter(|h| !h.written)?;
+        let run_id = self.run_id.as_deref()?;
+        (self.host == header.hostname && header.extra.get(RUN_ID_KEY).is_some_and(|id| id == run_id)).then_some(h.hz)
     }
 
     /// Is this file name a run record's?
@@ -124,6 +158,8 @@ mod tests {
             end_realtime_ns: 2,
             exit_code: None,
             signal: Some(9),
+            run_id: None,
+            host_samples: None,
         };
         let back = RunRecord::from_json(&serde_json::to_vec(&r).unwrap()).unwrap();
         assert_eq!(back, r);
@@ -132,5 +168,38 @@ mod tests {
         let newer = serde_json::to_string(&RunRecord { format: 99, ..r }).unwrap();
         assert!(RunRecord::from_json(newer.as_bytes()).unwrap_err().contains("newer"));
         assert!(RunRecord::from_json(b"{}").is_err());
+    }
+
+    #[test]
+    fn unwritten_host_samples_need_the_same_run_and_an_unfinished_write() {
+        let old =
+            br#"{"format":1,"host":"n","pid":1,"command":[],"start_realtime_ns":1,"end_realtime_ns":0,"exit_code":null,"signal":null}"#;
+        let mut r = RunRecord::from_json(old).unwrap();
+        assert_eq!(
+            (r.run_id.as_deref(), r.host_samples),
+            (None, None),
+            "a record without the fields still reads"
+        );
+        let mut h = crate::Header {
+            hostname: "n".into(),
+            ..Default::default()
+        };
+        h.extra.insert(RUN_ID_KEY.into(), "7-1".into());
+        assert_eq!(r.unwritten_host_samples(&h), None);
+        r.run_id = Some("7-1".into());
+        r.host_samples = Some(HostSampling {
+            hz: 100,
+            root_pid: 5,
+            written: false,
+        });
+        assert_eq!(r.unwritten_host_samples(&h), Some(100));
+        h.extra.insert(RUN_ID_KEY.into(), "8-1".into());
+        assert_eq!(r.unwritten_host_samples(&h), None, "another run's trace");
+        h.extra.insert(RUN_ID_KEY.into(), "7-1".into());
+        r.host_samples = Some(HostSampling {
+            written: true,
+            ..r.host_samples.unwrap()
+        });
+        assert_eq!(r.unwritten_host_samples(&h), None, "written");
     }
 }
