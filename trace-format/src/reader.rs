@@ -229,16 +229,16 @@ impl TraceFile {
             };
             let body_start = pstart + c.pos();
             let compressed = frame.flags & FLAG_COMPRESSED != 0;
-            let read_body = |scratch: &mut Vec<u8>| -> std::result::Result<(), String> {
+            let read_body = |scratch: &mut Vec<u8>| -> std::result::Result<(), BodyError> {
                 scratch.clear();
                 let body = &bytes[body_start..pend];
                 if compressed {
-                    *scratch = zstd::bulk::decompress(body, frame.raw_len as usize).map_err(|e| format!("zstd: {e}"))?;
+                    *scratch = zstd::bulk::decompress(body, frame.raw_len as usize).map_err(BodyError::Zstd)?;
                 } else {
                     scratch.extend_from_slice(body);
                 }
                 if scratch.len() != frame.raw_len as usize {
-                    return Err("chunk body length differs from its frame".into());
+                    return Err(BodyError::LengthMismatch);
                 }
                 Ok(())
             };
@@ -248,16 +248,17 @@ impl TraceFile {
                         damage = Some(stop("a second header chunk"));
                         break;
                     }
-                    let parsed = read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Header>(&scratch).map_err(|e| format!("header JSON: {e}")));
+                    let parsed =
+                        read_body(&mut scratch).and_then(|_| serde_json::from_slice::<Header>(&scratch).map_err(BodyError::HeaderJson));
                     match parsed {
                         Ok(h) => header = Some(h),
-                        Err(e) => return Err(corrupt(pos, &e)),
+                        Err(e) => return Err(corrupt(pos, &e.to_string())),
                     }
                 }
                 _ if header.is_none() => return Err(corrupt(pos, "the first chunk is not the header")),
                 Some(ChunkKind::Strings) => {
-                    if let Err(e) = read_body(&mut scratch).and_then(|_| append_strings(&mut strings, &scratch)) {
+                    if let Err(e) = read_body(&mut scratch).and_then(|_| append_strings(&mut strings, &scratch).map_err(BodyError::Strings))
+                    {
                         damage = Some(stop(&format!("string table chunk: {e}")));
                         break;
                     }
@@ -288,7 +289,7 @@ impl TraceFile {
                     }
                 },
                 Some(ChunkKind::Trailer) => {
-                    match read_body(&mut scratch).and_then(|_| serde_json::from_slice::<Trailer>(&scratch).map_err(|e| e.to_string())) {
+                    match read_body(&mut scratch).and_then(|_| serde_json::from_slice::<Trailer>(&scratch).map_err(BodyError::Json)) {
                         Ok(t) => trailer = Some(t),
                         Err(e) => {
                             damage = Some(stop(&format!("trailer: {e}")));
@@ -298,7 +299,7 @@ impl TraceFile {
                 }
                 Some(ChunkKind::Communicators) => {
                     match read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Vec<Communicator>>(&scratch).map_err(|e| e.to_string()))
+                        .and_then(|_| serde_json::from_slice::<Vec<Communicator>>(&scratch).map_err(BodyError::Json))
                     {
                         Ok(list) => {
                             for c in list {
@@ -315,7 +316,7 @@ impl TraceFile {
                 }
                 Some(ChunkKind::CaptureWindows) => {
                     match read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Vec<CaptureWindow>>(&scratch).map_err(|e| e.to_string()))
+                        .and_then(|_| serde_json::from_slice::<Vec<CaptureWindow>>(&scratch).map_err(BodyError::Json))
                     {
                         Ok(list) => capture_windows.extend(list),
                         Err(e) => {
@@ -463,7 +464,7 @@ impl TraceFile {
             } else {
                 body
             };
-            let one = crate::host::decode_chunk(&bytes[h.meta.clone()], body, self.strings.len()).map_err(corrupt)?;
+            let one = crate::host::decode_chunk(&bytes[h.meta.clone()], body, self.strings.len()).map_err(|e| corrupt(e.to_string()))?;
             match &mut all {
                 Some(a) => a.merge(one),
                 None => all = Some(one),
@@ -1306,26 +1307,63 @@ impl Solo {
     }
 }
 
-fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Result<(), String> {
+/// Why a chunk's body could not be read; the caller prefixes the chunk kind.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("zstd: {0}")]
+    Zstd(std::io::Error),
+    #[error("chunk body length differs from its frame")]
+    LengthMismatch,
+    #[error("header JSON: {0}")]
+    HeaderJson(serde_json::Error),
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("{0}")]
+    Strings(StringsError),
+}
+
+/// What is wrong with a string table chunk.
+#[derive(Debug, thiserror::Error)]
+enum StringsError {
+    #[error("truncated")]
+    Truncated,
+    #[error("starts at id {first}, expected {expected}")]
+    WrongStart { first: u64, expected: usize },
+    #[error("more strings than bytes")]
+    MoreStringsThanBytes,
+    #[error("length overflow")]
+    LengthOverflow,
+    #[error("string runs past the chunk")]
+    RunsPast,
+    #[error("string is not UTF-8")]
+    NotUtf8,
+    #[error("trailing bytes")]
+    TrailingBytes,
+}
+
+fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Result<(), StringsError> {
     let mut c = Cursor::new(body);
-    let first = c.varint().ok_or("truncated")?;
-    let n = c.varint().ok_or("truncated")?;
+    let first = c.varint().ok_or(StringsError::Truncated)?;
+    let n = c.varint().ok_or(StringsError::Truncated)?;
     if first != strings.len() as u64 {
-        return Err(format!("starts at id {first}, expected {}", strings.len()));
+        return Err(StringsError::WrongStart {
+            first,
+            expected: strings.len(),
+        });
     }
     if n > c.remaining() as u64 {
-        return Err("more strings than bytes".into());
+        return Err(StringsError::MoreStringsThanBytes);
     }
     for _ in 0..n {
-        let len = c.varint().ok_or("truncated")?;
+        let len = c.varint().ok_or(StringsError::Truncated)?;
         let b = c
-            .bytes(usize::try_from(len).map_err(|_| "length overflow")?)
-            .ok_or("string runs past the chunk")?;
-        let s = std::str::from_utf8(b).map_err(|_| "string is not UTF-8")?;
+            .bytes(usize::try_from(len).map_err(|_| StringsError::LengthOverflow)?)
+            .ok_or(StringsError::RunsPast)?;
+        let s = std::str::from_utf8(b).map_err(|_| StringsError::NotUtf8)?;
         strings.push(s.into());
     }
     if c.remaining() != 0 {
-        return Err("trailing bytes".into());
+        return Err(StringsError::TrailingBytes);
     }
     Ok(())
 }
