@@ -38,8 +38,8 @@
 //!
 //! let report = analyze(&[trace], &Options::default())?;
 //! let d = &report.ranks[0].devices[0];
-//! assert_eq!((d.span_ns, d.compute_ns, d.exposed_communication_ns, d.idle_ns), (250, 150, 50, 50));
-//! assert_eq!(d.compute_ns + d.exposed_communication_ns + d.exposed_transfer_ns + d.idle_ns, d.span_ns);
+//! assert_eq!((d.time.span_ns, d.time.compute_ns, d.time.exposed_communication_ns, d.time.idle_ns), (250, 150, 50, 50));
+//! assert_eq!(d.time.compute_ns + d.time.exposed_communication_ns + d.time.exposed_transfer_ns + d.time.idle_ns, d.time.span_ns);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
