@@ -98,7 +98,8 @@ pub enum CliError {
         /// The record.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: gputrace_format::RunRecordError,
     },
     /// A command-line value that clap accepted but that cannot be used here.
     #[error("{flag}: {what}")]

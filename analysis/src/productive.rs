@@ -499,160 +499,295 @@ pub(crate) fn rank_productive(
 ) -> Productive {
     let (precision, precision_source) = resolve_precision(opts.precision, gemm);
     let active: Vec<&DeviceReport> = r.devices.iter().filter(|d| d.first_ns.is_some()).collect();
-    // Steps of the busiest GPU; a rank that ran nothing on a GPU (a Python job without CUDA)
-    // still has the steps its marks delimit.
-    let device_steps = rank_steps(r);
-    let host_steps = device_steps.is_empty() && marks.source == StepSource::StepMarks;
-    let steps: Vec<(u64, u64)> = if host_steps {
-        marks.windows.clone()
-    } else {
-        device_steps.iter().map(|s| (s.step, s.duration_ns)).collect()
-    };
-    let durations: Vec<u64> = steps.iter().map(|s| s.1).collect();
-    let (p50, p95, cv) = step_stats(&durations);
-    let in_steps_ns: u64 = durations.iter().sum();
-    let in_steps_s = in_steps_ns as f64 / 1e9;
-    let per_step: &[StepMark] = if marks.source == StepSource::StepMarks {
-        &marks.per_step
-    } else {
-        &[]
-    };
-    let (tokens, tokens_source) = counts(
-        per_step,
-        steps.len(),
-        |m| m.tokens,
-        header_count(header, TOKENS_PER_STEP_KEY),
-        opts.tokens_per_step,
-        "--tokens-per-step",
-    );
-    let (samples, samples_source) = counts(
-        per_step,
-        steps.len(),
-        |m| m.samples,
-        header_count(header, SAMPLES_PER_STEP_KEY),
-        opts.samples_per_step,
-        "--samples-per-step",
-    );
-    let rate = |n: Option<u64>| n.filter(|_| in_steps_ns > 0).map(|n| n as f64 / in_steps_s);
-    let span: u64 = active.iter().map(|d| d.time.span_ns).sum();
-    let compute: u64 = active.iter().map(|d| d.time.compute_ns).sum();
-    let busy: u64 = util_busy_ns
-        .iter()
-        .zip(&r.devices)
-        .filter(|(_, d)| d.first_ns.is_some())
-        .map(|(b, _)| *b)
-        .sum();
-    let pct = |x: u64| (span > 0).then(|| 100.0 * x as f64 / span as f64);
-    // The shortest device span in GPU-Util windows: over too few, no GPU-Util.
-    let window_s = opts.window_ns() as f64 / 1e9;
-    let util_windows = active
-        .iter()
-        .map(|d| d.time.span_ns as f64 / opts.window_ns() as f64)
-        .min_by(f64::total_cmp);
-    let util_too_short = util_windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS);
-
-    let model_flops = model_flops(opts.model, tokens, steps.len());
-    let achieved = model_flops.filter(|_| in_steps_ns > 0).map(|f| f / in_steps_s / 1e12);
-    let (peak, peak_source) = peak_tflops(opts.peak_tflops, &active, precision);
-    let raw_mfu = match (achieved, peak) {
-        (Some(a), Some(p)) if p > 0.0 => Some(a / p),
-        _ => None,
-    };
-    // More model FLOPs per second than the peak: refused, with its likely cause.
-    let mfu_refused = raw_mfu.filter(|&m| m > 1.0);
-    let mfu = raw_mfu.filter(|_| mfu_refused.is_none());
-
-    let traced_ns: u64 = active
-        .iter()
-        .map(|d| d.process_window.map_or(d.time.span_ns, |w| w.window_ns.max(d.time.span_ns)))
-        .sum();
-    let gpu_hours = hours(traced_ns);
-    let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);
-    // Each active device's steps are its own GPU windows (disjoint): their time, never
-    // more than the traced time.
-    let all_steps_ns: u64 = active.iter().flat_map(|d| &d.steps).map(|s| s.duration_ns).sum();
-    let productive_ns = if failed { 0 } else { all_steps_ns.min(traced_ns) };
-    let productive_gpu_hours = hours(productive_ns);
-    let failed_gpu_hours = if failed { gpu_hours } else { 0.0 };
-    let cost_usd = usd_per_gpu_hour.map(|p| gpu_hours * p);
-    let good_tokens = tokens.filter(|&t| !failed && t > 0);
-    let cost_per_million_tokens = match (cost_usd, good_tokens) {
-        (Some(c), Some(t)) => Some(c / t as f64 * 1e6),
-        _ => None,
-    };
-
-    let mut missing = BTreeMap::new();
-    if let Some(w) = util_too_short {
-        missing.insert("gpu_util_nvml_pct".to_string(), util_hint(w, window_s));
+    let steps = RankSteps::of(r, marks, header, opts);
+    let util = Utilization::of(r, util_busy_ns, &active, opts);
+    let mfu = MfuEstimate::of(opts, &steps, &active, precision);
+    let hours = GpuHours::of(&active, header, has_trailer, marks, opts, usd_per_gpu_hour, steps.tokens);
+    let missing = missing_inputs(&steps, &util, &mfu, &hours, &active, precision, gemm, opts, usd_per_gpu_hour);
+    let rate = |n: Option<u64>| n.filter(|_| steps.in_steps_ns > 0).map(|n| n as f64 / steps.in_steps_s);
+    let pct = |x: u64| (util.span > 0).then(|| 100.0 * x as f64 / util.span as f64);
+    let failed = hours.failed;
+    Productive {
+        step_source: marks.source,
+        steps: steps.steps.len() as u64,
+        malformed_step_marks: marks.malformed,
+        step_time_p50_s: steps.p50,
+        step_time_p95_s: steps.p95,
+        step_time_cv: steps.cv,
+        time_in_steps_s: steps.in_steps_s,
+        tokens: steps.tokens,
+        tokens_source: steps.tokens_source,
+        samples: steps.samples,
+        samples_source: steps.samples_source,
+        tokens_per_s: rate(steps.tokens),
+        samples_per_s: rate(steps.samples),
+        devices: active.len() as u64,
+        span_ns: util.span,
+        compute_ns: util.compute,
+        gpu_util_busy_ns: util.busy,
+        gpu_util_nvml_pct: if util.too_short.is_some() { None } else { pct(util.busy) },
+        gpu_util_window_s: util.window_s,
+        gpu_util_windows: util.windows,
+        compute_pct: pct(util.compute),
+        model_flops: mfu.model_flops,
+        model_flops_source: opts.model.map(ModelFlops::describe),
+        achieved_tflops: mfu.achieved,
+        peak_tflops: mfu.peak,
+        peak_source: mfu.peak_source,
+        precision,
+        precision_source,
+        mfu: mfu.mfu,
+        mfu_refused: mfu.refused,
+        gpu_hours: hours.gpu_hours,
+        productive_gpu_hours: hours.productive_gpu_hours,
+        productive_gpu_hour_rate: (!steps.steps.is_empty() && hours.gpu_hours > 0.0).then(|| hours.productive_gpu_hours / hours.gpu_hours),
+        failed_gpu_hours: hours.failed_gpu_hours,
+        cost_usd: hours.cost_usd,
+        failed_cost_usd: usd_per_gpu_hour.map(|p| hours.failed_gpu_hours * p),
+        cost_per_million_tokens: hours.cost_per_million_tokens,
+        failed,
+        outcome: if failed { "failed" } else { "succeeded" }.into(),
+        outcome_evidence: hours.evidence,
+        missing,
+        host_steps: if steps.host_steps { steps.steps } else { Vec::new() },
     }
-    if steps.is_empty() {
+}
+
+/// A rank's steps, their time and what they processed.
+struct RankSteps {
+    /// (step, duration ns) of the busiest GPU, or of the step marks when no GPU ran any.
+    steps: Vec<(u64, u64)>,
+    /// The steps are the host's step marks (no GPU ran any).
+    host_steps: bool,
+    p50: Option<f64>,
+    p95: Option<f64>,
+    cv: Option<f64>,
+    in_steps_ns: u64,
+    in_steps_s: f64,
+    tokens: Option<u64>,
+    tokens_source: Option<String>,
+    samples: Option<u64>,
+    samples_source: Option<String>,
+}
+
+impl RankSteps {
+    fn of(r: &RankReport, marks: &RankMarks, header: &Header, opts: &ProductiveOptions) -> RankSteps {
+        // Steps of the busiest GPU; a rank that ran nothing on a GPU (a Python job without CUDA)
+        // still has the steps its marks delimit.
+        let device_steps = rank_steps(r);
+        let host_steps = device_steps.is_empty() && marks.source == StepSource::StepMarks;
+        let steps: Vec<(u64, u64)> = if host_steps {
+            marks.windows.clone()
+        } else {
+            device_steps.iter().map(|s| (s.step, s.duration_ns)).collect()
+        };
+        let durations: Vec<u64> = steps.iter().map(|s| s.1).collect();
+        let (p50, p95, cv) = step_stats(&durations);
+        let in_steps_ns: u64 = durations.iter().sum();
+        let per_step: &[StepMark] = if marks.source == StepSource::StepMarks {
+            &marks.per_step
+        } else {
+            &[]
+        };
+        let (tokens, tokens_source) = counts(
+            per_step,
+            steps.len(),
+            |m| m.tokens,
+            header_count(header, TOKENS_PER_STEP_KEY),
+            opts.tokens_per_step,
+            "--tokens-per-step",
+        );
+        let (samples, samples_source) = counts(
+            per_step,
+            steps.len(),
+            |m| m.samples,
+            header_count(header, SAMPLES_PER_STEP_KEY),
+            opts.samples_per_step,
+            "--samples-per-step",
+        );
+        RankSteps {
+            steps,
+            host_steps,
+            p50,
+            p95,
+            cv,
+            in_steps_ns,
+            in_steps_s: in_steps_ns as f64 / 1e9,
+            tokens,
+            tokens_source,
+            samples,
+            samples_source,
+        }
+    }
+}
+
+/// How busy a rank's active GPUs were: by their kernels and by NVML's GPU-Util.
+struct Utilization {
+    /// Summed span of the active devices, ns.
+    span: u64,
+    /// Summed compute time, ns.
+    compute: u64,
+    /// Summed GPU-Util busy time, ns.
+    busy: u64,
+    /// The GPU-Util window, s.
+    window_s: f64,
+    /// The shortest device span in GPU-Util windows.
+    windows: Option<f64>,
+    /// `windows` when too few for a GPU-Util figure.
+    too_short: Option<f64>,
+}
+
+impl Utilization {
+    fn of(r: &RankReport, util_busy_ns: &[u64], active: &[&DeviceReport], opts: &ProductiveOptions) -> Utilization {
+        let busy: u64 = util_busy_ns
+            .iter()
+            .zip(&r.devices)
+            .filter(|(_, d)| d.first_ns.is_some())
+            .map(|(b, _)| *b)
+            .sum();
+        // The shortest device span in GPU-Util windows: over too few, no GPU-Util.
+        let windows = active
+            .iter()
+            .map(|d| d.time.span_ns as f64 / opts.window_ns() as f64)
+            .min_by(f64::total_cmp);
+        Utilization {
+            span: active.iter().map(|d| d.time.span_ns).sum(),
+            compute: active.iter().map(|d| d.time.compute_ns).sum(),
+            busy,
+            window_s: opts.window_ns() as f64 / 1e9,
+            windows,
+            too_short: windows.filter(|&w| w < MIN_GPU_UTIL_WINDOWS),
+        }
+    }
+}
+
+/// Model FLOPs utilization: achieved model TFLOPS against the devices' peak.
+struct MfuEstimate {
+    model_flops: Option<f64>,
+    /// Achieved model TFLOPS of the rank (all its GPUs).
+    achieved: Option<f64>,
+    peak: Option<f64>,
+    peak_source: Option<String>,
+    /// MFU at most 1.
+    mfu: Option<f64>,
+    /// MFU above 1: impossible, refused.
+    refused: Option<f64>,
+}
+
+impl MfuEstimate {
+    fn of(opts: &ProductiveOptions, steps: &RankSteps, active: &[&DeviceReport], precision: Precision) -> MfuEstimate {
+        let model_flops = model_flops(opts.model, steps.tokens, steps.steps.len());
+        let achieved = model_flops.filter(|_| steps.in_steps_ns > 0).map(|f| f / steps.in_steps_s / 1e12);
+        let (peak, peak_source) = peak_tflops(opts.peak_tflops, active, precision);
+        let raw_mfu = match (achieved, peak) {
+            (Some(a), Some(p)) if p > 0.0 => Some(a / p),
+            _ => None,
+        };
+        // More model FLOPs per second than the peak: refused, with its likely cause.
+        let refused = raw_mfu.filter(|&m| m > 1.0);
+        MfuEstimate {
+            model_flops,
+            achieved,
+            peak,
+            peak_source,
+            mfu: raw_mfu.filter(|_| refused.is_none()),
+            refused,
+        }
+    }
+}
+
+/// GPU hours traced, how many were productive, and what they cost.
+struct GpuHours {
+    gpu_hours: f64,
+    productive_gpu_hours: f64,
+    failed_gpu_hours: f64,
+    failed: bool,
+    /// Why the run counts as failed or succeeded.
+    evidence: String,
+    cost_usd: Option<f64>,
+    cost_per_million_tokens: Option<f64>,
+}
+
+impl GpuHours {
+    fn of(
+        active: &[&DeviceReport],
+        header: &Header,
+        has_trailer: bool,
+        marks: &RankMarks,
+        opts: &ProductiveOptions,
+        usd_per_gpu_hour: Option<f64>,
+        tokens: Option<u64>,
+    ) -> GpuHours {
+        let traced_ns: u64 = active
+            .iter()
+            .map(|d| d.process_window.map_or(d.time.span_ns, |w| w.window_ns.max(d.time.span_ns)))
+            .sum();
+        let gpu_hours = hours(traced_ns);
+        let (failed, evidence) = outcome(header, has_trailer, marks.exit.as_ref(), &opts.run_records);
+        // Each active device's steps are its own GPU windows (disjoint): their time, never
+        // more than the traced time.
+        let all_steps_ns: u64 = active.iter().flat_map(|d| &d.steps).map(|s| s.duration_ns).sum();
+        let productive_ns = if failed { 0 } else { all_steps_ns.min(traced_ns) };
+        let cost_usd = usd_per_gpu_hour.map(|p| gpu_hours * p);
+        let good_tokens = tokens.filter(|&t| !failed && t > 0);
+        let cost_per_million_tokens = match (cost_usd, good_tokens) {
+            (Some(c), Some(t)) => Some(c / t as f64 * 1e6),
+            _ => None,
+        };
+        GpuHours {
+            gpu_hours,
+            productive_gpu_hours: hours(productive_ns),
+            failed_gpu_hours: if failed { gpu_hours } else { 0.0 },
+            failed,
+            evidence,
+            cost_usd,
+            cost_per_million_tokens,
+        }
+    }
+}
+
+/// For each figure that could not be computed, what would give it.
+#[allow(clippy::too_many_arguments)]
+fn missing_inputs(
+    steps: &RankSteps,
+    util: &Utilization,
+    mfu: &MfuEstimate,
+    hours: &GpuHours,
+    active: &[&DeviceReport],
+    precision: Precision,
+    gemm: Option<(Precision, f64)>,
+    opts: &ProductiveOptions,
+    usd_per_gpu_hour: Option<f64>,
+) -> BTreeMap<String, String> {
+    let mut missing = BTreeMap::new();
+    if let Some(w) = util.too_short {
+        missing.insert("gpu_util_nvml_pct".to_string(), util_hint(w, util.window_s));
+    }
+    if steps.steps.is_empty() {
         missing.insert("steps".to_string(), "step marks (gputrace.step) or ProfilerStep ranges".to_string());
     }
-    if tokens.is_none() {
+    if steps.tokens.is_none() {
         missing.insert("tokens_per_s".into(), "--tokens-per-step N (or step marks with tokens=N)".into());
     }
-    if samples.is_none() {
+    if steps.samples.is_none() {
         missing.insert("samples_per_s".into(), "--samples-per-step N (or step marks with samples=N)".into());
     }
-    if let (Some(m), Some(a)) = (mfu_refused, achieved) {
+    if let (Some(m), Some(a)) = (mfu.refused, mfu.achieved) {
         let row = active.first().and_then(|d| device_peak(&d.name));
         let per_gpu = a / active.len().max(1) as f64;
         missing.insert("mfu".into(), impossible_mfu(m, per_gpu, row, precision, gemm, opts.peak_tflops));
-    } else if mfu.is_none() {
-        if let Some(h) = mfu_hint(opts.model, model_flops.is_some(), peak, &active, precision) {
+    } else if mfu.mfu.is_none() {
+        if let Some(h) = mfu_hint(opts.model, mfu.model_flops.is_some(), mfu.peak, active, precision) {
             missing.insert("mfu".into(), h);
         }
     }
-    if cost_per_million_tokens.is_none() {
+    if hours.cost_per_million_tokens.is_none() {
         missing.insert(
             "cost_per_million_tokens".into(),
-            cost_hint(usd_per_gpu_hour.is_none(), tokens.is_none(), failed),
+            cost_hint(usd_per_gpu_hour.is_none(), steps.tokens.is_none(), hours.failed),
         );
     }
-    Productive {
-        step_source: marks.source,
-        steps: steps.len() as u64,
-        malformed_step_marks: marks.malformed,
-        step_time_p50_s: p50,
-        step_time_p95_s: p95,
-        step_time_cv: cv,
-        time_in_steps_s: in_steps_s,
-        tokens,
-        tokens_source,
-        samples,
-        samples_source,
-        tokens_per_s: rate(tokens),
-        samples_per_s: rate(samples),
-        devices: active.len() as u64,
-        span_ns: span,
-        compute_ns: compute,
-        gpu_util_busy_ns: busy,
-        gpu_util_nvml_pct: if util_too_short.is_some() { None } else { pct(busy) },
-        gpu_util_window_s: window_s,
-        gpu_util_windows: util_windows,
-        compute_pct: pct(compute),
-        model_flops,
-        model_flops_source: opts.model.map(ModelFlops::describe),
-        achieved_tflops: achieved,
-        peak_tflops: peak,
-        peak_source,
-        precision,
-        precision_source,
-        mfu,
-        mfu_refused,
-        gpu_hours,
-        productive_gpu_hours,
-        productive_gpu_hour_rate: (!steps.is_empty() && gpu_hours > 0.0).then(|| productive_gpu_hours / gpu_hours),
-        failed_gpu_hours,
-        cost_usd,
-        failed_cost_usd: usd_per_gpu_hour.map(|p| failed_gpu_hours * p),
-        cost_per_million_tokens,
-        failed,
-        outcome: if failed { "failed" } else { "succeeded" }.into(),
-        outcome_evidence: evidence,
-        missing,
-        host_steps: if host_steps { steps.clone() } else { Vec::new() },
-    }
+    missing
 }
 
 /// The model FLOPs of `steps` steps that trained (or served) `tokens` tokens, from what

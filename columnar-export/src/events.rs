@@ -34,9 +34,10 @@ pub(crate) fn write_rank(
         w.push(PartWriter::create(p, t)?);
     }
     let t = src.trace;
-    let s = |id: StringId| t.string(id).unwrap_or("");
-    let at = |n: gputrace_format::Nanos| (n.0 as i64).saturating_add(src.shift_ns);
-    let dur = |a: gputrace_format::Nanos, b: gputrace_format::Nanos| b.0.saturating_sub(a.0) as i64;
+    let rows = Rows {
+        trace: t,
+        shift_ns: src.shift_ns,
+    };
     use Value::{I as VI, S as VS};
     for ev in t.events() {
         let ev = ev.map_err(|source| ColumnarError::Read {
@@ -45,171 +46,10 @@ pub(crate) fn write_rank(
         })?;
         stats.events += 1;
         let head = [VS(job.id.as_str()), VS(job.name), VS(host), VI(rank), VI(pid)];
-        match ev {
-            Event::Kernel(k) => w[0].row(&activity_row(
-                &head,
-                Activity {
-                    kind: "kernel",
-                    device: k.device.0.into(),
-                    context: k.context.0.into(),
-                    stream: k.stream.0.into(),
-                    correlation: k.correlation.0.into(),
-                    name: s(k.name),
-                    start: at(k.start),
-                    end: at(k.end),
-                    duration: dur(k.start, k.end),
-                    launch: [
-                        k.grid[0].into(),
-                        k.grid[1].into(),
-                        k.grid[2].into(),
-                        k.block[0].into(),
-                        k.block[1].into(),
-                        k.block[2].into(),
-                        k.registers.into(),
-                        k.static_shared_mem.into(),
-                        k.dynamic_shared_mem.into(),
-                    ],
-                    graph_id: k.graph_id.into(),
-                    ..Activity::default()
-                },
-            ))?,
-            Event::Memcpy(m) => w[0].row(&activity_row(
-                &head,
-                Activity {
-                    kind: "memcpy",
-                    device: m.device.0.into(),
-                    context: m.context.0.into(),
-                    stream: m.stream.0.into(),
-                    correlation: m.correlation.0.into(),
-                    name: m.kind.name(),
-                    start: at(m.start),
-                    end: at(m.end),
-                    duration: dur(m.start, m.end),
-                    bytes: m.bytes as i64,
-                    copy_kind: m.kind.name(),
-                    ..Activity::default()
-                },
-            ))?,
-            Event::Memset(m) => w[0].row(&activity_row(
-                &head,
-                Activity {
-                    kind: "memset",
-                    device: m.device.0.into(),
-                    context: m.context.0.into(),
-                    stream: m.stream.0.into(),
-                    correlation: m.correlation.0.into(),
-                    name: "memset",
-                    start: at(m.start),
-                    end: at(m.end),
-                    duration: dur(m.start, m.end),
-                    bytes: m.bytes as i64,
-                    ..Activity::default()
-                },
-            ))?,
-            Event::Sync(y) => w[0].row(&activity_row(
-                &head,
-                Activity {
-                    kind: "sync",
-                    device: y.device.0.into(),
-                    context: y.context.0.into(),
-                    stream: y.stream.0.into(),
-                    correlation: y.correlation.0.into(),
-                    name: y.kind.name(),
-                    start: at(y.start),
-                    end: at(y.end),
-                    duration: dur(y.start, y.end),
-                    ..Activity::default()
-                },
-            ))?,
-            // A graph launch recorded at graph level: one activity row for the
-            // whole graph, its nodes not recorded one by one.
-            Event::GraphLaunch(g) => w[0].row(&activity_row(
-                &head,
-                Activity {
-                    kind: "graph_launch",
-                    device: g.device.0.into(),
-                    context: g.context.0.into(),
-                    stream: g.stream.0.into(),
-                    correlation: g.correlation.0.into(),
-                    name: "graph",
-                    start: at(g.start),
-                    end: at(g.end),
-                    duration: dur(g.start, g.end),
-                    graph_id: g.graph_id.into(),
-                    ..Activity::default()
-                },
-            ))?,
-            Event::Api(a) => w[1].row(&concat(
-                &head,
-                &[
-                    VI(a.thread.0.into()),
-                    VI(a.correlation.0.into()),
-                    VS(a.domain.name()),
-                    VI(a.cbid.into()),
-                    VS(s(a.name)),
-                    VI(at(a.start)),
-                    VI(at(a.end)),
-                    VI(dur(a.start, a.end)),
-                    VI(a.return_value.into()),
-                ],
-            ))?,
-            Event::Collective(c) => w[2].row(&concat(
-                &head,
-                &[
-                    VI(c.comm.0 as i64),
-                    VS(s(c.op)),
-                    VI(c.seq as i64),
-                    VI(c.count as i64),
-                    VS(s(c.datatype)),
-                    VI(c.bytes as i64),
-                    VI(c.rank.into()),
-                    VI(c.nranks.into()),
-                    VI(c.root.into()),
-                    VS(s(c.algorithm)),
-                    VS(s(c.protocol)),
-                    VI(c.channels.into()),
-                    VI(c.device.0.into()),
-                    VI(c.stream.0.into()),
-                    VI(c.correlation.0.into()),
-                    VI(at(c.enqueue)),
-                    VI(at(c.start)),
-                    VI(at(c.end)),
-                    VI(dur(c.start, c.end)),
-                ],
-            ))?,
-            Event::Marker(m) => w[3].row(&concat(
-                &head,
-                &[
-                    VI(m.thread.0.into()),
-                    VS(s(m.domain)),
-                    VS(s(m.name)),
-                    VS(m.kind.name()),
-                    VI(at(m.start)),
-                    VI(at(m.end)),
-                    VI(dur(m.start, m.end)),
-                ],
-            ))?,
-            Event::Loss(l) => w[4].row(&concat(
-                &head,
-                &[VI(at(l.time)), VS(l.source.name()), VI(l.count as i64), VS(s(l.detail)), VI(0)],
-            ))?,
-            // Values are unsigned; none real comes near 2^63, and a value that did
-            // would saturate rather than turn negative.
-            Event::Counter(c) => w[5].row(&concat(
-                &head,
-                &[
-                    VI(c.device.0.into()),
-                    VS(s(c.metric)),
-                    VI(at(c.time)),
-                    VI(i64::try_from(c.value).unwrap_or(i64::MAX)),
-                ],
-            ))?,
-            // Request marks are rows of the serving table (serving.rs).
-            Event::Request(_) => {}
-        }
+        rows.write(ev, &head, &mut w)?;
     }
     let head = [VS(job.id.as_str()), VS(job.name), VS(host), VI(rank), VI(pid)];
-    let end = t.time_span().map_or(0, |(_, hi)| at(hi));
+    let end = t.time_span().map_or(0, |(_, hi)| rows.at(hi));
     for (source, count, detail, lost_bytes) in file_losses(t) {
         w[4].row(&concat(&head, &[VI(end), VS(source), VI(count), VS(&detail), VI(lost_bytes)]))?;
     }
@@ -217,6 +57,225 @@ pub(crate) fn write_rank(
         stats.rows[i] += pw.finish()?;
     }
     Ok(paths)
+}
+
+/// Turns a trace's events into rows of the event tables, times shifted onto the job's clock.
+struct Rows<'t> {
+    trace: &'t TraceFile,
+    shift_ns: i64,
+}
+
+impl<'t> Rows<'t> {
+    /// Write `ev` into its table (`w` in [`TABLES`] order) after the `head` columns.
+    #[inline]
+    fn write(&self, ev: Event, head: &[Value<'t>; 5], w: &mut [PartWriter]) -> Result<(), ColumnarError> {
+        match ev {
+            Event::Kernel(k) => w[0].row(&activity_row(head, self.kernel(&k))),
+            Event::Memcpy(m) => w[0].row(&activity_row(head, self.memcpy(&m))),
+            Event::Memset(m) => w[0].row(&activity_row(head, self.memset(&m))),
+            Event::Sync(y) => w[0].row(&activity_row(head, self.sync(&y))),
+            // A graph launch recorded at graph level: one activity row for the
+            // whole graph, its nodes not recorded one by one.
+            Event::GraphLaunch(g) => w[0].row(&activity_row(head, self.graph_launch(&g))),
+            Event::Api(a) => w[1].row(&concat(head, &self.api(&a))),
+            Event::Collective(c) => w[2].row(&concat(head, &self.collective(&c))),
+            Event::Marker(m) => w[3].row(&concat(head, &self.marker(&m))),
+            Event::Loss(l) => w[4].row(&concat(head, &self.loss(&l))),
+            Event::Counter(c) => w[5].row(&concat(head, &self.counter(&c))),
+            // Request marks are rows of the serving table (serving.rs).
+            Event::Request(_) => Ok(()),
+        }
+    }
+
+    #[inline]
+    fn s(&self, id: StringId) -> &'t str {
+        self.trace.string(id).unwrap_or("")
+    }
+
+    #[inline]
+    fn at(&self, n: gputrace_format::Nanos) -> i64 {
+        (n.0 as i64).saturating_add(self.shift_ns)
+    }
+
+    #[inline]
+    fn kernel(&self, k: &gputrace_format::Kernel) -> Activity<'t> {
+        Activity {
+            kind: "kernel",
+            device: k.device.0.into(),
+            context: k.context.0.into(),
+            stream: k.stream.0.into(),
+            correlation: k.correlation.0.into(),
+            name: self.s(k.name),
+            start: self.at(k.start),
+            end: self.at(k.end),
+            duration: dur(k.start, k.end),
+            launch: [
+                k.grid[0].into(),
+                k.grid[1].into(),
+                k.grid[2].into(),
+                k.block[0].into(),
+                k.block[1].into(),
+                k.block[2].into(),
+                k.registers.into(),
+                k.static_shared_mem.into(),
+                k.dynamic_shared_mem.into(),
+            ],
+            graph_id: k.graph_id.into(),
+            ..Activity::default()
+        }
+    }
+
+    #[inline]
+    fn memcpy(&self, m: &gputrace_format::Memcpy) -> Activity<'t> {
+        Activity {
+            kind: "memcpy",
+            device: m.device.0.into(),
+            context: m.context.0.into(),
+            stream: m.stream.0.into(),
+            correlation: m.correlation.0.into(),
+            name: m.kind.name(),
+            start: self.at(m.start),
+            end: self.at(m.end),
+            duration: dur(m.start, m.end),
+            bytes: m.bytes as i64,
+            copy_kind: m.kind.name(),
+            ..Activity::default()
+        }
+    }
+
+    #[inline]
+    fn memset(&self, m: &gputrace_format::Memset) -> Activity<'t> {
+        Activity {
+            kind: "memset",
+            device: m.device.0.into(),
+            context: m.context.0.into(),
+            stream: m.stream.0.into(),
+            correlation: m.correlation.0.into(),
+            name: "memset",
+            start: self.at(m.start),
+            end: self.at(m.end),
+            duration: dur(m.start, m.end),
+            bytes: m.bytes as i64,
+            ..Activity::default()
+        }
+    }
+
+    #[inline]
+    fn sync(&self, y: &gputrace_format::Sync) -> Activity<'t> {
+        Activity {
+            kind: "sync",
+            device: y.device.0.into(),
+            context: y.context.0.into(),
+            stream: y.stream.0.into(),
+            correlation: y.correlation.0.into(),
+            name: y.kind.name(),
+            start: self.at(y.start),
+            end: self.at(y.end),
+            duration: dur(y.start, y.end),
+            ..Activity::default()
+        }
+    }
+
+    #[inline]
+    fn graph_launch(&self, g: &gputrace_format::GraphLaunch) -> Activity<'t> {
+        Activity {
+            kind: "graph_launch",
+            device: g.device.0.into(),
+            context: g.context.0.into(),
+            stream: g.stream.0.into(),
+            correlation: g.correlation.0.into(),
+            name: "graph",
+            start: self.at(g.start),
+            end: self.at(g.end),
+            duration: dur(g.start, g.end),
+            graph_id: g.graph_id.into(),
+            ..Activity::default()
+        }
+    }
+
+    #[inline]
+    fn api(&self, a: &gputrace_format::ApiCall) -> [Value<'t>; 9] {
+        use Value::{I as VI, S as VS};
+        [
+            VI(a.thread.0.into()),
+            VI(a.correlation.0.into()),
+            VS(a.domain.name()),
+            VI(a.cbid.into()),
+            VS(self.s(a.name)),
+            VI(self.at(a.start)),
+            VI(self.at(a.end)),
+            VI(dur(a.start, a.end)),
+            VI(a.return_value.into()),
+        ]
+    }
+
+    #[inline]
+    fn collective(&self, c: &gputrace_format::Collective) -> [Value<'t>; 19] {
+        use Value::{I as VI, S as VS};
+        [
+            VI(c.comm.0 as i64),
+            VS(self.s(c.op)),
+            VI(c.seq as i64),
+            VI(c.count as i64),
+            VS(self.s(c.datatype)),
+            VI(c.bytes as i64),
+            VI(c.rank.into()),
+            VI(c.nranks.into()),
+            VI(c.root.into()),
+            VS(self.s(c.algorithm)),
+            VS(self.s(c.protocol)),
+            VI(c.channels.into()),
+            VI(c.device.0.into()),
+            VI(c.stream.0.into()),
+            VI(c.correlation.0.into()),
+            VI(self.at(c.enqueue)),
+            VI(self.at(c.start)),
+            VI(self.at(c.end)),
+            VI(dur(c.start, c.end)),
+        ]
+    }
+
+    #[inline]
+    fn marker(&self, m: &gputrace_format::Marker) -> [Value<'t>; 7] {
+        use Value::{I as VI, S as VS};
+        [
+            VI(m.thread.0.into()),
+            VS(self.s(m.domain)),
+            VS(self.s(m.name)),
+            VS(m.kind.name()),
+            VI(self.at(m.start)),
+            VI(self.at(m.end)),
+            VI(dur(m.start, m.end)),
+        ]
+    }
+
+    #[inline]
+    fn loss(&self, l: &gputrace_format::Loss) -> [Value<'t>; 5] {
+        use Value::{I as VI, S as VS};
+        [
+            VI(self.at(l.time)),
+            VS(l.source.name()),
+            VI(l.count as i64),
+            VS(self.s(l.detail)),
+            VI(0),
+        ]
+    }
+
+    /// Values are unsigned; none real comes near 2^63, and a value that did
+    /// would saturate rather than turn negative.    #[inline]
+    fn counter(&self, c: &gputrace_format::Counter) -> [Value<'t>; 4] {
+        use Value::{I as VI, S as VS};
+        [
+            VI(c.device.0.into()),
+            VS(self.s(c.metric)),
+            VI(self.at(c.time)),
+            VI(i64::try_from(c.value).unwrap_or(i64::MAX)),
+        ]
+    }
+}
+
+fn dur(a: gputrace_format::Nanos, b: gputrace_format::Nanos) -> i64 {
+    b.0.saturating_sub(a.0) as i64
 }
 
 /// Source names of the rows for what the file itself lost (no loss record

@@ -89,35 +89,125 @@ fn fill(v: u64, max: u64) -> String {
 
 /// Render `h` as a standalone SVG document.
 pub fn render(h: &Heatmap<'_>) -> String {
-    let n_rows = h.values.len();
-    let n_cols = h.values.first().map_or(0, Vec::len);
-    let row_groups = groups(n_rows, MAX_ROWS);
-    let col_groups = groups(n_cols, MAX_COLUMNS);
-    // Each cell: the largest value it covers.
-    let cells: Vec<Vec<u64>> = row_groups
-        .iter()
-        .map(|&(r0, r1)| {
-            col_groups
-                .iter()
-                .map(|&(c0, c1)| {
-                    h.values[r0..r1]
-                        .iter()
-                        .flat_map(|row| row[c0..c1].iter())
-                        .copied()
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect()
-        })
-        .collect();
-    let max = cells.iter().flatten().copied().max().unwrap_or(0);
-    let cell_w = (900 / col_groups.len().max(1)).clamp(2, 40);
-    let cell_h = (640 / row_groups.len().max(1)).clamp(2, 24);
-    let grid_w = col_groups.len().max(1) * cell_w;
-    let grid_h = row_groups.len().max(1) * cell_h;
+    let l = Layout::of(h);
+    let mut s = String::new();
+    write_title(&mut s, &l);
+    write_rows(&mut s, h, &l);
+    write_straggler(&mut s, &l);
+    write_step_axis(&mut s, h, &l);
+    write_legend(&mut s, &l);
+    s.push_str("</svg>");
+    s
+}
 
-    let row_label = |i: usize| -> String {
-        let (r0, r1) = row_groups[i];
+/// Where everything goes: the cells after grouping rows and columns, their size, and the page's.
+struct Layout {
+    /// Rows of ranks (`[start, end)` indices into the heatmap's rows), one per drawn row.
+    row_groups: Vec<(usize, usize)>,
+    /// Columns (`[start, end)`), one per drawn column.
+    col_groups: Vec<(usize, usize)>,
+    /// Each cell: the largest value it covers.
+    cells: Vec<Vec<u64>>,
+    /// The largest cell.
+    max: u64,
+    cell_w: usize,
+    cell_h: usize,
+    grid_w: usize,
+    grid_h: usize,
+    /// The drawn row that holds the straggler.
+    straggler_row: Option<usize>,
+    /// The text after the straggler's row, and its width.
+    marker: Option<String>,
+    marker_w: usize,
+    title: &'static str,
+    subtitle: String,
+    width: usize,
+    height: usize,
+}
+
+impl Layout {
+    fn of(h: &Heatmap<'_>) -> Layout {
+        let n_rows = h.values.len();
+        let n_cols = h.values.first().map_or(0, Vec::len);
+        let row_groups = groups(n_rows, MAX_ROWS);
+        let col_groups = groups(n_cols, MAX_COLUMNS);
+        // Each cell: the largest value it covers.
+        let cells: Vec<Vec<u64>> = row_groups
+            .iter()
+            .map(|&(r0, r1)| {
+                col_groups
+                    .iter()
+                    .map(|&(c0, c1)| {
+                        h.values[r0..r1]
+                            .iter()
+                            .flat_map(|row| row[c0..c1].iter())
+                            .copied()
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .collect()
+            })
+            .collect();
+        let max = cells.iter().flatten().copied().max().unwrap_or(0);
+        let cell_w = (900 / col_groups.len().max(1)).clamp(2, 40);
+        let cell_h = (640 / row_groups.len().max(1)).clamp(2, 24);
+        let grid_w = col_groups.len().max(1) * cell_w;
+        let grid_h = row_groups.len().max(1) * cell_h;
+
+        let straggler_row = h.straggler.and_then(|s| {
+            let pos = h.ranks.iter().position(|&r| r == s)?;
+            row_groups.iter().position(|&(r0, r1)| (r0..r1).contains(&pos))
+        });
+        let col_unit = if col_groups.iter().any(|(a, b)| b - a > 1) {
+            format!("{}s, {} per column", h.column, col_groups[0].1 - col_groups[0].0)
+        } else {
+            format!("{}s", h.column)
+        };
+        let title = "Arrival lateness at collectives, rank × step";
+        let subtitle = format!(
+            "mean lateness behind the earliest rank; {} rank(s) × {} {}{}",
+            n_rows,
+            n_cols,
+            col_unit,
+            if row_groups.iter().any(|(a, b)| b - a > 1) {
+                format!(
+                    "; {} ranks per row, each cell the latest it covers",
+                    row_groups[0].1 - row_groups[0].0
+                )
+            } else {
+                String::new()
+            }
+        );
+        let marker = h.straggler.map(|s| format!("◀ straggler (rank {s})"));
+        let marker_w = marker.as_deref().map_or(0, |m| text_width(m, FONT) + 8);
+        let content_w = LEFT + grid_w + marker_w + 20 + LEGEND_W;
+        let width = content_w
+            .max(10 + text_width(title, TITLE_FONT) + 10)
+            .max(10 + text_width(&subtitle, FONT) + 10);
+        let height = TOP + grid_h + 56;
+
+        Layout {
+            row_groups,
+            col_groups,
+            cells,
+            max,
+            cell_w,
+            cell_h,
+            grid_w,
+            grid_h,
+            straggler_row,
+            marker,
+            marker_w,
+            title,
+            subtitle,
+            width,
+            height,
+        }
+    }
+
+    /// The label of drawn row `i`: its rank, or the first and last it covers.
+    fn row_label(&self, h: &Heatmap<'_>, i: usize) -> String {
+        let (r0, r1) = self.row_groups[i];
         let (a, b) = (
             h.ranks.get(r0).copied().unwrap_or(r0 as u32),
             h.ranks.get(r1 - 1).copied().unwrap_or(r1 as u32 - 1),
@@ -127,40 +217,11 @@ pub fn render(h: &Heatmap<'_>) -> String {
         } else {
             format!("ranks {a}–{b}")
         }
-    };
-    let straggler_row = h.straggler.and_then(|s| {
-        let pos = h.ranks.iter().position(|&r| r == s)?;
-        row_groups.iter().position(|&(r0, r1)| (r0..r1).contains(&pos))
-    });
-    let col_unit = if col_groups.iter().any(|(a, b)| b - a > 1) {
-        format!("{}s, {} per column", h.column, col_groups[0].1 - col_groups[0].0)
-    } else {
-        format!("{}s", h.column)
-    };
-    let title = "Arrival lateness at collectives, rank × step";
-    let subtitle = format!(
-        "mean lateness behind the earliest rank; {} rank(s) × {} {}{}",
-        n_rows,
-        n_cols,
-        col_unit,
-        if row_groups.iter().any(|(a, b)| b - a > 1) {
-            format!(
-                "; {} ranks per row, each cell the latest it covers",
-                row_groups[0].1 - row_groups[0].0
-            )
-        } else {
-            String::new()
-        }
-    );
-    let marker = h.straggler.map(|s| format!("◀ straggler (rank {s})"));
-    let marker_w = marker.as_deref().map_or(0, |m| text_width(m, FONT) + 8);
-    let content_w = LEFT + grid_w + marker_w + 20 + LEGEND_W;
-    let width = content_w
-        .max(10 + text_width(title, TITLE_FONT) + 10)
-        .max(10 + text_width(&subtitle, FONT) + 10);
-    let height = TOP + grid_h + 56;
+    }
+}
 
-    let mut s = String::new();
+fn write_title(s: &mut String, l: &Layout) {
+    let (width, height, title) = (l.width, l.height, l.title);
     let _ = write!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="{FONT}">"#
@@ -171,14 +232,17 @@ pub fn render(h: &Heatmap<'_>) -> String {
         r#"<text x="10" y="18" font-size="{TITLE_FONT}" font-weight="bold">{}</text>"#,
         esc(title)
     );
-    let _ = write!(s, r#"<text x="10" y="34" fill="rgb(68,68,68)">{}</text>"#, esc(&subtitle));
+    let _ = write!(s, r#"<text x="10" y="34" fill="rgb(68,68,68)">{}</text>"#, esc(&l.subtitle));
+}
 
+fn write_rows(s: &mut String, h: &Heatmap<'_>, l: &Layout) {
+    let (cell_w, cell_h, max) = (l.cell_w, l.cell_h, l.max);
     // Row labels: every row when there is room, else about one per 12 px.
     let label_every = (12 / cell_h.max(1)).max(1);
-    for (i, row_cells) in cells.iter().enumerate() {
+    for (i, row_cells) in l.cells.iter().enumerate() {
         let y = TOP + i * cell_h;
-        let straggling = straggler_row == Some(i);
-        let label = row_label(i);
+        let straggling = l.straggler_row == Some(i);
+        let label = l.row_label(h, i);
         if i % label_every == 0 || straggling {
             let weight = if straggling { r#" font-weight="bold""# } else { "" };
             let _ = write!(
@@ -190,7 +254,7 @@ pub fn render(h: &Heatmap<'_>) -> String {
             );
         }
         for (j, &v) in row_cells.iter().enumerate() {
-            let (c0, c1) = col_groups[j];
+            let (c0, c1) = l.col_groups[j];
             let cols = if c1 - c0 == 1 {
                 format!("{} {c0}", h.column)
             } else {
@@ -207,8 +271,12 @@ pub fn render(h: &Heatmap<'_>) -> String {
             );
         }
     }
-    // The straggler: outlined row and a marker after it.
-    if let (Some(i), Some(m)) = (straggler_row, &marker) {
+}
+
+/// The straggler: outlined row and a marker after it.
+fn write_straggler(s: &mut String, l: &Layout) {
+    let (cell_h, grid_w) = (l.cell_h, l.grid_w);
+    if let (Some(i), Some(m)) = (l.straggler_row, &l.marker) {
         let y = TOP + i * cell_h;
         let _ = write!(
             s,
@@ -222,6 +290,10 @@ pub fn render(h: &Heatmap<'_>) -> String {
             esc(m)
         );
     }
+}
+
+fn write_step_axis(s: &mut String, h: &Heatmap<'_>, l: &Layout) {
+    let (cell_w, grid_w, grid_h, col_groups) = (l.cell_w, l.grid_w, l.grid_h, &l.col_groups);
     // Step axis: ticks at the first and last column and about every 80 px.
     let axis_y = TOP + grid_h;
     let tick_every = (80 / cell_w.max(1)).max(1);
@@ -252,6 +324,10 @@ pub fn render(h: &Heatmap<'_>) -> String {
         axis_y + 32,
         esc(h.column)
     );
+}
+
+fn write_legend(s: &mut String, l: &Layout) {
+    let (grid_w, grid_h, marker_w, max) = (l.grid_w, l.grid_h, l.marker_w, l.max);
     // Colour scale in µs.
     let lx = LEFT + grid_w + marker_w + 20;
     let _ = write!(
@@ -273,8 +349,6 @@ pub fn render(h: &Heatmap<'_>) -> String {
         lx + 20,
         TOP + bar_h
     );
-    s.push_str("</svg>");
-    s
 }
 
 #[cfg(test)]

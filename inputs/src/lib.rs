@@ -49,7 +49,8 @@ pub enum InputError {
         /// The record.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: gputrace_format::RunRecordError,
     },
     /// [`THREADS_ENV`] is set to something other than a positive number.
     #[error("{THREADS_ENV}={value:?}: {}", InputError::THREADS_EXPECTED)]

@@ -368,6 +368,19 @@ fn version_str(v: Option<u32>) -> String {
 /// `i` as text. Names from the trace are escaped where they are written (one
 /// line each); the caller's [`SafeWriter`] catches any other control character.
 fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
+    write_process(out, i)?;
+    write_devices(out, i)?;
+    write_communicators(out, i)?;
+    write_series(out, i)?;
+    write_events(out, i)?;
+    write_host_and_skipped(out, i)?;
+    write_stats(out, i)?;
+    writeln!(out, "  integrity     {}", i.integrity)?;
+    writeln!(out)
+}
+
+/// The file, who wrote it, the process it traced, its clocks, CUDA versions and the capture agent's notes.
+fn write_process(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     let h = &i.header;
     writeln!(out, "{}", escape(&i.path))?;
     let producer = match h.producer {
@@ -431,6 +444,12 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
         let label = if n == 0 { "agent" } else { "" };
         writeln!(out, "  {label:<13} {}: {}", escape(k), escape(v))?;
     }
+    Ok(())
+}
+
+/// The GPUs, the time the events span, and the capture windows of a duty-cycled capture.
+fn write_devices(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
+    let h = &i.header;
     for d in &h.devices {
         writeln!(
             out,
@@ -466,6 +485,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             last.end.0
         )?;
     }
+    Ok(())
+}
+
+/// The NCCL communicators.
+fn write_communicators(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     for c in &i.communicators {
         let name = if c.name.is_empty() {
             String::new()
@@ -498,6 +522,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             }
         )?;
     }
+    Ok(())
+}
+
+/// The counter and serving-metric series.
+fn write_series(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     for (n, c) in i.counters.iter().enumerate() {
         let label = if n == 0 { "series" } else { "" };
         let range = if c.metric == metric::THROTTLE_REASONS {
@@ -519,6 +548,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             Nanos(c.span_ns.1.saturating_sub(c.span_ns.0))
         )?;
     }
+    Ok(())
+}
+
+/// Event counts, size, and what was lost.
+fn write_events(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     let kinds: Vec<String> = i.events.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
     writeln!(out, "  events        {} total: {}", thousands(i.events_total), kinds.join(", "))?;
     writeln!(
@@ -557,6 +591,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Host samples and chunks of a newer format.
+fn write_host_and_skipped(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     if let Some(h) = &i.host_samples {
         write_host_samples(out, h)?;
     }
@@ -567,6 +606,11 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             i.skipped_chunks
         )?;
     }
+    Ok(())
+}
+
+/// Kernel, copy and memset totals.
+fn write_stats(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
     if let Some(s) = &i.stats {
         writeln!(
             out,
@@ -587,8 +631,7 @@ fn write_text(out: &mut impl Write, i: &FileInfo) -> std::io::Result<()> {
             )?;
         }
     }
-    writeln!(out, "  integrity     {}", i.integrity)?;
-    writeln!(out)
+    Ok(())
 }
 
 /// `1234567` → `1,234,567`.

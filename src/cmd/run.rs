@@ -274,6 +274,69 @@ fn install_forwarding() {
 
 /// Run `gputrace run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
+    let (agent_path, out_dir) = prepare(args)?;
+    let program = &args.command[0];
+    let mut cmd = Command::new(program);
+    cmd.args(&args.command[1..]);
+    agent_env(&mut cmd, args, &agent_path, &out_dir);
+    // Kept alive until the command ends; removed on drop.
+    let python = python_hooks(&mut cmd, args, &out_dir);
+    source_env(&mut cmd, args, &agent_path);
+    let run_id = crate::live::new_run_id();
+    cmd.env("GPUTRACE_RUN_ID", &run_id);
+    let run_id_for_serving = run_id.clone();
+    let run_id_for_record = run_id.clone();
+    let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
+    flight_env(&mut cmd, args);
+    let started = SystemTime::now();
+    // The record is written now and completed when the command ends: a
+    // launcher killed meanwhile leaves one that says so.
+    let hz = if args.no_host_samples { 0 } else { args.host_sample_hz };
+    let mut record = run_record(&args.command, started, None);
+    record.run_id = Some(run_id_for_record);
+    write_record(&out_dir, &record);
+    let shown = Path::new(program).display().to_string();
+    install_forwarding();
+    if args.flight_recorder.is_some() {
+        super::flight::install_trigger(&out_dir);
+    }
+    let mut child = cmd.spawn().map_err(|source| CliError::Spawn {
+        command: shown.clone(),
+        source,
+    })?;
+    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    let serving = super::serving::start(args, child.id(), &out_dir, &run_id_for_serving);
+    let host = crate::host::start(child.id(), hz);
+    if host.is_some() {
+        // Said before any sample is taken: a launcher killed from now on
+        // leaves a record of the samples its traces will not get.
+        record.host_samples = Some(HostSampling {
+            hz,
+            root_pid: child.id(),
+            written: false,
+        });
+        write_record(&out_dir, &record);
+    }
+    let status = wait(&mut child, shown)?;
+    CHILD.store(0, Ordering::Relaxed);
+    drop(python);
+    super::serving::finish(serving);
+    let mut record = RunRecord {
+        run_id: record.run_id,
+        host_samples: record.host_samples,
+        ..run_record(&args.command, started, Some(&status))
+    };
+    write_record(&out_dir, &record);
+    let code = finish(args, &out_dir, started, &status, child.id(), host, &mut record)?;
+    if let Some(live) = live {
+        live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
+    }
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The agent library and the output directory, both canonical; the directory is
+/// created, checked writable, and cleared of what killed runs left.
+fn prepare(args: &RunArgs) -> Result<(PathBuf, PathBuf), CliError> {
     let search = agent::locate();
     let agent_path = search.found.clone().ok_or_else(|| CliError::AgentMissing {
         searched: search.searched_list(),
@@ -287,17 +350,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     // Rings an earlier run left behind (it was killed) become traces.
     super::flight::recover_left_behind(&out_dir);
 
-    let program = &args.command[0];
-    let mut cmd = Command::new(program);
-    cmd.args(&args.command[1..]);
+    Ok((agent_path, out_dir))
+}
+
+/// Inject the agent (CUDA, NCCL) and pass it the capture settings.
+fn agent_env(cmd: &mut Command, args: &RunArgs, agent_path: &Path, out_dir: &Path) {
     if let Some(old) = std::env::var_os("CUDA_INJECTION64_PATH").filter(|v| !v.is_empty() && v != "none" && Path::new(v) != agent_path) {
         eprintln!(
             "gputrace: replacing CUDA_INJECTION64_PATH={} (CUDA has one injection slot; that tool will not load under gputrace)",
             Path::new(&old).display()
         );
     }
-    cmd.env("CUDA_INJECTION64_PATH", &agent_path);
-    cmd.env("GPUTRACE_OUTPUT", &out_dir);
+    cmd.env("CUDA_INJECTION64_PATH", agent_path);
+    cmd.env("GPUTRACE_OUTPUT", out_dir);
     if let Some(v) = args.buffers {
         cmd.env("GPUTRACE_BUFFERS", v.to_string());
     }
@@ -337,12 +402,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
                 theirs.to_string_lossy()
             ),
             _ => {
-                cmd.env("NCCL_PROFILER_PLUGIN", &agent_path);
+                cmd.env("NCCL_PROFILER_PLUGIN", agent_path);
             }
         }
     }
-    // Kept alive until the command ends; removed on drop.
-    let python = match PythonDir::create(&out_dir, &hostname(), !args.no_python_hooks) {
+}
+
+/// The Python hooks' directory on `PYTHONPATH` (None, said on stderr, when it cannot be written).
+fn python_hooks(cmd: &mut Command, args: &RunArgs, out_dir: &Path) -> Option<PythonDir> {
+    match PythonDir::create(out_dir, &hostname(), !args.no_python_hooks) {
         Ok(dir) => {
             cmd.env("PYTHONPATH", dir.pythonpath(std::env::var_os("PYTHONPATH")));
             Some(dir)
@@ -354,8 +422,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             );
             None
         }
-    };
-    cmd.env("GPUTRACE_AGENT_LIB", &agent_path);
+    }
+}
+
+/// What the agent's other sources need: step sizes, GPU sampling, NVTX.
+fn source_env(cmd: &mut Command, args: &RunArgs, agent_path: &Path) {
+    cmd.env("GPUTRACE_AGENT_LIB", agent_path);
     if let Some(n) = args.tokens_per_step {
         cmd.env("GPUTRACE_TOKENS_PER_STEP", n.to_string());
     }
@@ -381,15 +453,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
                 theirs.to_string_lossy()
             ),
             _ => {
-                cmd.env("NVTX_INJECTION64_PATH", &agent_path);
+                cmd.env("NVTX_INJECTION64_PATH", agent_path);
             }
         }
     }
-    let run_id = crate::live::new_run_id();
-    cmd.env("GPUTRACE_RUN_ID", &run_id);
-    let run_id_for_serving = run_id.clone();
-    let run_id_for_record = run_id.clone();
-    let live = live_options(args)?.map(|opts| crate::live::Live::start(&out_dir, run_id, opts));
+}
+
+/// The flight recorder's settings.
+fn flight_env(cmd: &mut Command, args: &RunArgs) {
     if let Some(window) = args.flight_recorder {
         cmd.env("GPUTRACE_FLIGHT_MS", window.as_millis().max(1).to_string());
         cmd.env("GPUTRACE_FLIGHT_CAP_MB", args.flight_cap_mb.unwrap_or(256).to_string());
@@ -402,81 +473,57 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             None => cmd.env_remove("GPUTRACE_FLIGHT_SLOW_STEP"),
         };
     }
-    let started = SystemTime::now();
-    // The record is written now and completed when the command ends: a
-    // launcher killed meanwhile leaves one that says so.
-    let hz = if args.no_host_samples { 0 } else { args.host_sample_hz };
-    let mut record = run_record(&args.command, started, None);
-    record.run_id = Some(run_id_for_record);
-    write_record(&out_dir, &record);
-    let shown = Path::new(program).display().to_string();
-    install_forwarding();
-    if args.flight_recorder.is_some() {
-        super::flight::install_trigger(&out_dir);
-    }
-    let mut child = cmd.spawn().map_err(|source| CliError::Spawn {
-        command: shown.clone(),
-        source,
-    })?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
-    let serving = super::serving::start(args, child.id(), &out_dir, &run_id_for_serving);
-    let host = crate::host::start(child.id(), hz);
-    if host.is_some() {
-        // Said before any sample is taken: a launcher killed from now on
-        // leaves a record of the samples its traces will not get.
-        record.host_samples = Some(HostSampling {
-            hz,
-            root_pid: child.id(),
-            written: false,
-        });
-        write_record(&out_dir, &record);
-    }
-    let status = loop {
+}
+
+/// Wait for the command, through interrupted waits.
+fn wait(child: &mut std::process::Child, shown: String) -> Result<std::process::ExitStatus, CliError> {
+    loop {
         match child.wait() {
-            Ok(s) => break s,
+            Ok(s) => return Ok(s),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(source) => return Err(CliError::Spawn { command: shown, source }),
         }
-    };
-    CHILD.store(0, Ordering::Relaxed);
-    drop(python);
-    super::serving::finish(serving);
-    let mut record = RunRecord {
-        run_id: record.run_id,
-        host_samples: record.host_samples,
-        ..run_record(&args.command, started, Some(&status))
-    };
-    write_record(&out_dir, &record);
-    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+    }
+}
+
+/// After the command: the flight recorder's and host samples' files, the summary;
+/// returns the exit code to pass on.
+fn finish(
+    args: &RunArgs,
+    out_dir: &Path,
+    started: SystemTime,
+    status: &std::process::ExitStatus,
+    child_id: u32,
+    host: Option<gputrace_host::Sampler>,
+    record: &mut RunRecord,
+) -> Result<i32, CliError> {
+    let code = match (status.code(), std::os::unix::process::ExitStatusExt::signal(status)) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
-    let end = super::flight::end_trigger(&status);
+    let end = super::flight::end_trigger(status);
     if args.flight_recorder.is_some() {
-        super::flight::finish(&out_dir, started, end.as_deref());
+        super::flight::finish(out_dir, started, end.as_deref());
     }
     if let Some(host) = host {
         crate::host::finish(
             host,
-            &out_dir,
+            out_dir,
             started,
-            child.id(),
+            child_id,
             &args.command,
             &hostname(),
             args.flight_recorder.is_some(),
         );
         if let Some(h) = record.host_samples.as_mut() {
             h.written = true;
-            write_record(&out_dir, &record);
+            write_record(out_dir, record);
         }
     }
     let flight = args.flight_recorder.map(|_| end.as_deref());
-    summarize(&out_dir, started, flight).map_err(CliError::Output)?;
-    if let Some(live) = live {
-        live.finish(std::time::Duration::from_secs_f64(args.metrics_linger));
-    }
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    summarize(out_dir, started, flight).map_err(CliError::Output)?;
+    Ok(code)
 }
 
 /// The live metrics' settings, if `--metrics` or `--metrics-textfile` asks for them.

@@ -593,7 +593,6 @@ pub fn rank_header(cfg: &JobConfig, sched: &Schedule, rank: u32) -> Header {
 /// Second pass: write one rank's events through `w`.
 pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W) -> Result<(W, RankStats)> {
     let slots = slots(cfg);
-    let names = kernel_names();
     let header = rank_header(cfg, sched, rank);
     let mut w = TraceWriter::new(out, &header, WriterOptions::default())?;
     if cfg.nccl_metadata {
@@ -607,190 +606,38 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
             created: Nanos(header.start_clock.realtime_ns),
         }])?;
     }
-    let name_ids: Vec<StringId> = names.iter().map(|n| w.intern(n)).collect();
-    let launch = w.intern("cudaLaunchKernel");
-    let memcpy_async = w.intern("cudaMemcpyAsync");
-    let nccl_kernel = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
-    let allreduce = w.intern("AllReduce");
-    let bf16 = w.intern("bf16");
-    let ring = w.intern("RING");
-    let simple = w.intern("Simple");
-    let mark_names = [w.intern("forward"), w.intern("backward"), w.intern("optimizer")];
-    let step_names: Vec<StringId> = (0..cfg.steps).map(|s| w.intern(&format!("ProfilerStep#{s}"))).collect();
-    let gputrace_domain = w.intern("gputrace");
-    let step_mark = cfg.tokens_per_step.map(|n| w.intern(&format!("step tokens={n}")));
-    let device = DeviceId(rank % cfg.gpus_per_node.max(1));
+    let names = RankNames::intern(&mut w, cfg);
     let offset = sched.clock_offsets[rank as usize];
-    let tid = ThreadId(40_000 + rank);
-    let mut corr = 0u32;
-    let mut seq = 0u64;
-    let mut error: Option<FormatError> = None;
-    let mut n_events = 0u64;
-    let mut opened: [u64; 4] = [0; 4];
+    let mut em = RankEmitter {
+        w,
+        cfg,
+        names,
+        rank,
+        device: DeviceId(rank % cfg.gpus_per_node.max(1)),
+        offset,
+        tid: ThreadId(40_000 + rank),
+        corr: 0,
+        seq: 0,
+        error: None,
+        events: 0,
+        opened: [0; 4],
+    };
     let ctx = RankCtx { cfg, slots: &slots, rank };
     for step in 0..cfg.steps {
         let plan = &sched.plans[rank as usize][step as usize];
-        let t = |v: u64| Nanos((v as i64 + offset) as u64);
-        // The runtime call on the main thread that launched GPU work.
-        let api_call = |api: (u64, u64), corr: u32, cbid: u32, name: StringId| {
-            Event::Api(ApiCall {
-                start: t(api.0),
-                end: t(api.1),
-                thread: tid,
-                correlation: CorrelationId(corr),
-                domain: ApiDomain::RUNTIME,
-                cbid,
-                name,
-                return_value: 0,
-            })
-        };
-        let mut sink = |item: Item| {
-            let mut push = |e: Event| {
-                if error.is_none() {
-                    n_events += 1;
-                    if let Err(err) = w.push(e) {
-                        error = Some(err);
-                    }
-                }
-            };
-            match item {
-                Item::Kernel { api, gpu, slot } => {
-                    corr += 1;
-                    push(api_call(api, corr, 211, launch));
-                    push(Event::Kernel(Kernel {
-                        start: t(gpu.0),
-                        end: t(gpu.1),
-                        device,
-                        context: CONTEXT,
-                        stream: COMPUTE_STREAM,
-                        correlation: CorrelationId(corr),
-                        name: name_ids[slot.name_index],
-                        grid: slot.grid,
-                        block: slot.block,
-                        static_shared_mem: 0,
-                        dynamic_shared_mem: slot.shared,
-                        registers: slot.registers,
-                        graph_id: 0,
-                        graph_node_id: 0,
-                    }));
-                }
-                Item::Copy { api, gpu, kind, bytes } => {
-                    corr += 1;
-                    push(api_call(api, corr, 41, memcpy_async));
-                    let (src_kind, dst_kind) = if kind == CopyKind::HTOD {
-                        (MemoryKind::PINNED, MemoryKind::DEVICE)
-                    } else {
-                        (MemoryKind::DEVICE, MemoryKind::PAGEABLE)
-                    };
-                    push(Event::Memcpy(Memcpy {
-                        start: t(gpu.0),
-                        end: t(gpu.1),
-                        device,
-                        context: CONTEXT,
-                        stream: COMPUTE_STREAM,
-                        correlation: CorrelationId(corr),
-                        kind,
-                        bytes,
-                        src_kind,
-                        dst_kind,
-                        src_device: device,
-                        dst_device: device,
-                    }));
-                }
-                Item::AllReduce { api, gpu } => {
-                    corr += 1;
-                    seq += 1;
-                    push(api_call(api, corr, 211, launch));
-                    push(Event::Kernel(Kernel {
-                        start: t(gpu.0),
-                        end: t(gpu.1),
-                        device,
-                        context: CONTEXT,
-                        stream: NCCL_STREAM,
-                        correlation: CorrelationId(corr),
-                        name: nccl_kernel,
-                        grid: [16, 1, 1],
-                        block: [640, 1, 1],
-                        static_shared_mem: 0,
-                        dynamic_shared_mem: 4096,
-                        registers: 96,
-                        graph_id: 0,
-                        graph_node_id: 0,
-                    }));
-                    if cfg.nccl_metadata {
-                        push(Event::Collective(Collective {
-                            start: t(gpu.0),
-                            end: t(gpu.1),
-                            enqueue: t(api.0),
-                            comm: CommId(0x00c0_ffee_d00d_0001),
-                            op: allreduce,
-                            seq,
-                            count: cfg.bucket_bytes / 2,
-                            datatype: bf16,
-                            bytes: cfg.bucket_bytes,
-                            rank,
-                            nranks: cfg.ranks,
-                            root: -1,
-                            algorithm: ring,
-                            protocol: simple,
-                            channels: 16,
-                            device,
-                            stream: NCCL_STREAM,
-                            correlation: CorrelationId(corr),
-                        }));
-                    }
-                }
-                Item::Sync { span } => {
-                    push(Event::Sync(Sync {
-                        start: t(span.0),
-                        end: t(span.1),
-                        device,
-                        context: CONTEXT,
-                        stream: COMPUTE_STREAM,
-                        correlation: CorrelationId(corr),
-                        kind: SyncKind::STREAM_SYNCHRONIZE,
-                        cuda_event: 0,
-                    }));
-                }
-                Item::StepMark(at) => {
-                    if let Some(name) = step_mark {
-                        push(Event::Marker(Marker {
-                            start: t(at),
-                            end: t(at),
-                            thread: tid,
-                            name,
-                            domain: gputrace_domain,
-                            kind: MarkerKind::INSTANT,
-                            color: 0,
-                        }));
-                    }
-                }
-                Item::MarkerStart(m, at) => opened[m as usize] = at,
-                Item::MarkerEnd(m, at) => {
-                    let name = match m {
-                        MarkNo::Step => step_names[step as usize],
-                        MarkNo::Forward => mark_names[0],
-                        MarkNo::Backward => mark_names[1],
-                        MarkNo::Optimizer => mark_names[2],
-                    };
-                    push(Event::Marker(Marker {
-                        start: t(opened[m as usize]),
-                        end: t(at),
-                        thread: tid,
-                        name,
-                        domain: StringId::EMPTY,
-                        kind: MarkerKind::RANGE,
-                        color: 0,
-                    }));
-                }
-            }
-        };
+        let mut sink = |item: Item| em.item(step, item);
         let (_, host, gpu) = ctx.compute_phase(step, plan.step_start, &mut sink);
         ctx.finish_phase(step, plan, host, gpu, &mut sink);
-        if let Some(e) = error.take() {
+        if let Some(e) = em.error.take() {
             return Err(e);
         }
     }
+    let RankEmitter {
+        mut w,
+        device,
+        events: mut n_events,
+        ..
+    } = em;
     let end = sched.plans[rank as usize].last().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
     if cfg.gpu_counters {
         let start = sched.plans[rank as usize].first().map_or(cfg.start_realtime_ns, |p| p.step_start) as i64 + offset;
@@ -809,6 +656,265 @@ pub fn write_rank<W: Write>(cfg: &JobConfig, sched: &Schedule, rank: u32, out: W
     let bytes = w.bytes_written();
     let out = w.finish(trailer)?;
     Ok((out, RankStats { events: n_events, bytes }))
+}
+
+/// The strings a rank's events name, interned in its writer (in this order, which
+/// fixes their ids).
+struct RankNames {
+    kernels: Vec<StringId>,
+    launch: StringId,
+    memcpy_async: StringId,
+    nccl_kernel: StringId,
+    allreduce: StringId,
+    bf16: StringId,
+    ring: StringId,
+    simple: StringId,
+    /// forward, backward, optimizer.
+    marks: [StringId; 3],
+    /// `ProfilerStep#N` of each step.
+    steps: Vec<StringId>,
+    gputrace_domain: StringId,
+    /// The step mark's text, when steps carry a token count.
+    step_mark: Option<StringId>,
+}
+
+impl RankNames {
+    fn intern<W: Write>(w: &mut TraceWriter<W>, cfg: &JobConfig) -> RankNames {
+        let kernels = kernel_names().iter().map(|n| w.intern(n)).collect();
+        let launch = w.intern("cudaLaunchKernel");
+        let memcpy_async = w.intern("cudaMemcpyAsync");
+        let nccl_kernel = w.intern("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+        let allreduce = w.intern("AllReduce");
+        let bf16 = w.intern("bf16");
+        let ring = w.intern("RING");
+        let simple = w.intern("Simple");
+        let marks = [w.intern("forward"), w.intern("backward"), w.intern("optimizer")];
+        let steps = (0..cfg.steps).map(|s| w.intern(&format!("ProfilerStep#{s}"))).collect();
+        let gputrace_domain = w.intern("gputrace");
+        let step_mark = cfg.tokens_per_step.map(|n| w.intern(&format!("step tokens={n}")));
+        RankNames {
+            kernels,
+            launch,
+            memcpy_async,
+            nccl_kernel,
+            allreduce,
+            bf16,
+            ring,
+            simple,
+            marks,
+            steps,
+            gputrace_domain,
+            step_mark,
+        }
+    }
+}
+
+/// Turns a rank's simulated items into events: the runtime call that launched
+/// each GPU operation, the operation, and the markers around them.
+struct RankEmitter<'a, W: Write> {
+    w: TraceWriter<W>,
+    cfg: &'a JobConfig,
+    names: RankNames,
+    rank: u32,
+    device: DeviceId,
+    /// This rank's clock offset, ns.
+    offset: i64,
+    /// The main thread, which makes every runtime call.
+    tid: ThreadId,
+    /// The last correlation id given out.
+    corr: u32,
+    /// The last collective sequence number given out.
+    seq: u64,
+    /// The first write error; once set, nothing more is written.
+    error: Option<FormatError>,
+    events: u64,
+    /// Start of the open range of each [`MarkNo`].
+    opened: [u64; 4],
+}
+
+impl<W: Write> RankEmitter<'_, W> {
+    /// A schedule time on this rank's clock.
+    #[inline]
+    fn t(&self, v: u64) -> Nanos {
+        Nanos((v as i64 + self.offset) as u64)
+    }
+
+    #[inline]
+    fn push(&mut self, e: Event) {
+        if self.error.is_none() {
+            self.events += 1;
+            if let Err(err) = self.w.push(e) {
+                self.error = Some(err);
+            }
+        }
+    }
+
+    /// The runtime call on the main thread that launched GPU work, under the current correlation id.
+    #[inline]
+    fn api_call(&self, api: (u64, u64), cbid: u32, name: StringId) -> Event {
+        Event::Api(ApiCall {
+            start: self.t(api.0),
+            end: self.t(api.1),
+            thread: self.tid,
+            correlation: CorrelationId(self.corr),
+            domain: ApiDomain::RUNTIME,
+            cbid,
+            name,
+            return_value: 0,
+        })
+    }
+
+    #[inline]
+    fn item(&mut self, step: u32, item: Item) {
+        match item {
+            Item::Kernel { api, gpu, slot } => self.kernel(api, gpu, &slot),
+            Item::Copy { api, gpu, kind, bytes } => self.copy(api, gpu, kind, bytes),
+            Item::AllReduce { api, gpu } => self.all_reduce(api, gpu),
+            Item::Sync { span } => {
+                let e = Event::Sync(Sync {
+                    start: self.t(span.0),
+                    end: self.t(span.1),
+                    device: self.device,
+                    context: CONTEXT,
+                    stream: COMPUTE_STREAM,
+                    correlation: CorrelationId(self.corr),
+                    kind: SyncKind::STREAM_SYNCHRONIZE,
+                    cuda_event: 0,
+                });
+                self.push(e);
+            }
+            Item::StepMark(at) => {
+                if let Some(name) = self.names.step_mark {
+                    let e = Event::Marker(Marker {
+                        start: self.t(at),
+                        end: self.t(at),
+                        thread: self.tid,
+                        name,
+                        domain: self.names.gputrace_domain,
+                        kind: MarkerKind::INSTANT,
+                        color: 0,
+                    });
+                    self.push(e);
+                }
+            }
+            Item::MarkerStart(m, at) => self.opened[m as usize] = at,
+            Item::MarkerEnd(m, at) => {
+                let name = match m {
+                    MarkNo::Step => self.names.steps[step as usize],
+                    MarkNo::Forward => self.names.marks[0],
+                    MarkNo::Backward => self.names.marks[1],
+                    MarkNo::Optimizer => self.names.marks[2],
+                };
+                let e = Event::Marker(Marker {
+                    start: self.t(self.opened[m as usize]),
+                    end: self.t(at),
+                    thread: self.tid,
+                    name,
+                    domain: StringId::EMPTY,
+                    kind: MarkerKind::RANGE,
+                    color: 0,
+                });
+                self.push(e);
+            }
+        }
+    }
+
+    #[inline]
+    fn kernel(&mut self, api: (u64, u64), gpu: (u64, u64), slot: &Slot) {
+        self.corr += 1;
+        self.push(self.api_call(api, 211, self.names.launch));
+        let e = Event::Kernel(Kernel {
+            start: self.t(gpu.0),
+            end: self.t(gpu.1),
+            device: self.device,
+            context: CONTEXT,
+            stream: COMPUTE_STREAM,
+            correlation: CorrelationId(self.corr),
+            name: self.names.kernels[slot.name_index],
+            grid: slot.grid,
+            block: slot.block,
+            static_shared_mem: 0,
+            dynamic_shared_mem: slot.shared,
+            registers: slot.registers,
+            graph_id: 0,
+            graph_node_id: 0,
+        });
+        self.push(e);
+    }
+
+    #[inline]
+    fn copy(&mut self, api: (u64, u64), gpu: (u64, u64), kind: CopyKind, bytes: u64) {
+        self.corr += 1;
+        self.push(self.api_call(api, 41, self.names.memcpy_async));
+        let (src_kind, dst_kind) = if kind == CopyKind::HTOD {
+            (MemoryKind::PINNED, MemoryKind::DEVICE)
+        } else {
+            (MemoryKind::DEVICE, MemoryKind::PAGEABLE)
+        };
+        let e = Event::Memcpy(Memcpy {
+            start: self.t(gpu.0),
+            end: self.t(gpu.1),
+            device: self.device,
+            context: CONTEXT,
+            stream: COMPUTE_STREAM,
+            correlation: CorrelationId(self.corr),
+            kind,
+            bytes,
+            src_kind,
+            dst_kind,
+            src_device: self.device,
+            dst_device: self.device,
+        });
+        self.push(e);
+    }
+
+    /// The NCCL kernel, and the collective NCCL's plugin reports for it.
+    #[inline]
+    fn all_reduce(&mut self, api: (u64, u64), gpu: (u64, u64)) {
+        self.corr += 1;
+        self.seq += 1;
+        self.push(self.api_call(api, 211, self.names.launch));
+        let e = Event::Kernel(Kernel {
+            start: self.t(gpu.0),
+            end: self.t(gpu.1),
+            device: self.device,
+            context: CONTEXT,
+            stream: NCCL_STREAM,
+            correlation: CorrelationId(self.corr),
+            name: self.names.nccl_kernel,
+            grid: [16, 1, 1],
+            block: [640, 1, 1],
+            static_shared_mem: 0,
+            dynamic_shared_mem: 4096,
+            registers: 96,
+            graph_id: 0,
+            graph_node_id: 0,
+        });
+        self.push(e);
+        if self.cfg.nccl_metadata {
+            let e = Event::Collective(Collective {
+                start: self.t(gpu.0),
+                end: self.t(gpu.1),
+                enqueue: self.t(api.0),
+                comm: CommId(0x00c0_ffee_d00d_0001),
+                op: self.names.allreduce,
+                seq: self.seq,
+                count: self.cfg.bucket_bytes / 2,
+                datatype: self.names.bf16,
+                bytes: self.cfg.bucket_bytes,
+                rank: self.rank,
+                nranks: self.cfg.ranks,
+                root: -1,
+                algorithm: self.names.ring,
+                protocol: self.names.simple,
+                channels: 16,
+                device: self.device,
+                stream: NCCL_STREAM,
+                correlation: CorrelationId(self.corr),
+            });
+            self.push(e);
+        }
+    }
 }
 
 /// The SM clock's maximum the synthetic GPUs report, MHz (an H100 SXM's).

@@ -299,32 +299,65 @@ fn encode_body(samples: &HostSamples, runs: &[HostRun]) -> Vec<u8> {
     b
 }
 
+/// What is wrong with a host samples chunk (the reader adds file and offset).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HostChunkError {
+    #[error("host samples meta: {0}")]
+    Meta(serde_json::Error),
+    #[error("host samples: truncated")]
+    Truncated,
+    #[error("host samples: a count larger than the chunk")]
+    CountTooLarge,
+    #[error("host samples: a frame names a string the table does not have")]
+    UnknownString,
+    #[error("host samples: truncated frame")]
+    TruncatedFrame,
+    #[error("host samples: truncated stack")]
+    TruncatedStack,
+    #[error("host samples: a stack names a frame the chunk does not have")]
+    UnknownFrame,
+    #[error("host samples: truncated run")]
+    TruncatedRun,
+    #[error("host samples: time overflow")]
+    TimeOverflow,
+    #[error("host samples: a run names a thread the chunk does not have")]
+    UnknownThread,
+    #[error("host samples: unknown thread state")]
+    UnknownState,
+    #[error("host samples: a run names a stack the chunk does not have")]
+    UnknownStack,
+    #[error("host samples: sample count overflow")]
+    SampleCountOverflow,
+    #[error("host samples: trailing bytes")]
+    TrailingBytes,
+}
+
 /// Decode one chunk: its JSON `meta` and decompressed `body`. The error
 /// says what is wrong.
-pub(crate) fn decode_chunk(meta: &[u8], body: &[u8], strings: usize) -> Result<HostSamples, String> {
-    let meta: HostMeta = serde_json::from_slice(meta).map_err(|e| format!("host samples meta: {e}"))?;
+pub(crate) fn decode_chunk(meta: &[u8], body: &[u8], strings: usize) -> Result<HostSamples, HostChunkError> {
+    use HostChunkError as E;
+    let meta: HostMeta = serde_json::from_slice(meta).map_err(E::Meta)?;
     let mut c = Cursor::new(body);
-    let bad = |what: &str| format!("host samples: {what}");
-    let count = |c: &mut Cursor<'_>, each: usize| -> Result<usize, String> {
-        let n = c.varint().ok_or_else(|| bad("truncated"))?;
+    let count = |c: &mut Cursor<'_>, each: usize| -> Result<usize, HostChunkError> {
+        let n = c.varint().ok_or(E::Truncated)?;
         // Every entry takes at least `each` bytes: a count above that is damage.
         if n > (c.remaining() / each.max(1)) as u64 {
-            return Err(bad("a count larger than the chunk"));
+            return Err(E::CountTooLarge);
         }
         Ok(n as usize)
     };
-    let string = |v: u64| -> Result<StringId, String> {
+    let string = |v: u64| -> Result<StringId, HostChunkError> {
         if v >= strings as u64 {
-            return Err(bad("a frame names a string the table does not have"));
+            return Err(E::UnknownString);
         }
         Ok(StringId(v as u32))
     };
     let n_frames = count(&mut c, 3)?;
     let mut frames = Vec::with_capacity(n_frames);
     for _ in 0..n_frames {
-        let function = string(c.varint().ok_or_else(|| bad("truncated frame"))?)?;
-        let file = string(c.varint().ok_or_else(|| bad("truncated frame"))?)?;
-        let line = c.varint_u32().ok_or_else(|| bad("truncated frame"))?;
+        let function = string(c.varint().ok_or(E::TruncatedFrame)?)?;
+        let file = string(c.varint().ok_or(E::TruncatedFrame)?)?;
+        let line = c.varint_u32().ok_or(E::TruncatedFrame)?;
         frames.push(HostFrame { function, file, line });
     }
     let n_stacks = count(&mut c, 1)?;
@@ -333,9 +366,9 @@ pub(crate) fn decode_chunk(meta: &[u8], body: &[u8], strings: usize) -> Result<H
         let depth = count(&mut c, 1)?;
         let mut s = Vec::with_capacity(depth);
         for _ in 0..depth {
-            let f = c.varint().ok_or_else(|| bad("truncated stack"))?;
+            let f = c.varint().ok_or(E::TruncatedStack)?;
             if f >= n_frames as u64 {
-                return Err(bad("a stack names a frame the chunk does not have"));
+                return Err(E::UnknownFrame);
             }
             s.push(f as u32);
         }
@@ -345,22 +378,22 @@ pub(crate) fn decode_chunk(meta: &[u8], body: &[u8], strings: usize) -> Result<H
     let mut runs = Vec::with_capacity(n_runs);
     let mut start = 0u64;
     for _ in 0..n_runs {
-        let t = |c: &mut Cursor<'_>| c.varint().ok_or_else(|| bad("truncated run"));
-        start = start.checked_add(t(&mut c)?).ok_or_else(|| bad("time overflow"))?;
-        let end = start.checked_add(t(&mut c)?).ok_or_else(|| bad("time overflow"))?;
+        let t = |c: &mut Cursor<'_>| c.varint().ok_or(E::TruncatedRun);
+        start = start.checked_add(t(&mut c)?).ok_or(E::TimeOverflow)?;
+        let end = start.checked_add(t(&mut c)?).ok_or(E::TimeOverflow)?;
         let thread = t(&mut c)?;
         if thread >= meta.threads.len() as u64 {
-            return Err(bad("a run names a thread the chunk does not have"));
+            return Err(E::UnknownThread);
         }
-        let state = c.bytes(1).ok_or_else(|| bad("truncated run"))?[0];
-        let state = ThreadState::from_u8(state).ok_or_else(|| bad("unknown thread state"))?;
+        let state = c.bytes(1).ok_or(E::TruncatedRun)?[0];
+        let state = ThreadState::from_u8(state).ok_or(E::UnknownState)?;
         let cpu_ns = t(&mut c)?;
         let stack = match t(&mut c)? {
             0 => None,
             s if s <= n_stacks as u64 => Some((s - 1) as u32),
-            _ => return Err(bad("a run names a stack the chunk does not have")),
+            _ => return Err(E::UnknownStack),
         };
-        let samples = u32::try_from(t(&mut c)?).map_err(|_| bad("sample count overflow"))?;
+        let samples = u32::try_from(t(&mut c)?).map_err(|_| E::SampleCountOverflow)?;
         runs.push(HostRun {
             start: Nanos(start),
             end: Nanos(end),
@@ -372,7 +405,7 @@ pub(crate) fn decode_chunk(meta: &[u8], body: &[u8], strings: usize) -> Result<H
         });
     }
     if c.remaining() != 0 {
-        return Err(bad("trailing bytes"));
+        return Err(E::TrailingBytes);
     }
     Ok(HostSamples {
         hz: meta.hz,

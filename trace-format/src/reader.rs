@@ -150,200 +150,68 @@ impl TraceFile {
             offset: offset as u64,
             what: what.to_string(),
         };
-        if bytes.len() < 8 || &bytes[..8] != MAGIC {
-            let head = &bytes[..bytes.len().min(8)];
-            if bytes.is_empty() {
+        let minor = match check_preamble(bytes) {
+            Ok(minor) => minor,
+            Err(Preamble::Empty) => {
                 return Err(FormatError::NotATrace {
                     path,
                     found: "nothing (the file is empty)".into(),
-                });
+                })
             }
-            if MAGIC.starts_with(head) {
-                return Err(corrupt(0, "file ends inside the preamble (truncated right after it was created?)"));
+            Err(Preamble::NotATrace(head)) => {
+                return Err(FormatError::NotATrace {
+                    path,
+                    found: format!("\"{}\"", head.escape_ascii()),
+                })
             }
-            return Err(FormatError::NotATrace {
-                path,
-                found: format!("\"{}\"", head.escape_ascii()),
-            });
-        }
-        if bytes.len() < PREAMBLE_LEN {
-            return Err(corrupt(8, "file ends inside the preamble"));
-        }
-        let major = u16::from_le_bytes([bytes[8], bytes[9]]);
-        let minor = u16::from_le_bytes([bytes[10], bytes[11]]);
-        if major != FORMAT_MAJOR {
-            return Err(FormatError::UnsupportedVersion {
-                path,
-                major,
-                minor,
-                supported: FORMAT_MAJOR,
-            });
-        }
+            Err(Preamble::Corrupt(offset, what)) => return Err(corrupt(offset, what)),
+            Err(Preamble::Version(major, minor)) => {
+                return Err(FormatError::UnsupportedVersion {
+                    path,
+                    major,
+                    minor,
+                    supported: FORMAT_MAJOR,
+                })
+            }
+        };
 
-        let mut header: Option<Header> = None;
-        let mut strings: Vec<Box<str>> = vec!["".into()];
-        let mut chunks = Vec::new();
-        let mut trailer = None;
-        let mut communicators: Vec<Communicator> = Vec::new();
-        let mut capture_windows: Vec<CaptureWindow> = Vec::new();
-        let mut damage = None;
-        let mut skipped = 0u32;
-        let mut host_chunks = Vec::new();
+        let mut index = ChunkIndex::new();
         let mut pos = PREAMBLE_LEN;
-        let mut scratch = Vec::new();
         while pos < bytes.len() {
             let stop = |reason: &str| Damage {
                 offset: pos as u64,
                 lost_bytes: (bytes.len() - pos) as u64,
                 reason: reason.to_string(),
             };
-            let Some(fb) = bytes.get(pos..pos + FRAME_LEN) else {
-                damage = Some(stop("file ends inside a chunk frame (cut off while writing)"));
-                break;
-            };
-            let frame = match Frame::decode(fb.try_into().expect("slice of FRAME_LEN")) {
-                Ok(f) => f,
-                Err(e) => {
-                    damage = Some(stop(e));
+            let chunk = match FramedChunk::at(bytes, pos) {
+                Ok(c) => c,
+                Err(reason) => {
+                    index.damage = Some(stop(&reason.to_string()));
                     break;
                 }
             };
-            let pstart = pos + FRAME_LEN;
-            let pend = pstart + frame.payload_len as usize;
-            let Some(payload) = bytes.get(pstart..pend) else {
-                damage = Some(stop(&format!(
-                    "chunk cut off: {} of its {} payload bytes present",
-                    bytes.len() - pstart,
-                    frame.payload_len
-                )));
-                break;
-            };
-            if crc32fast::hash(payload) != frame.payload_crc {
-                damage = Some(stop("chunk payload checksum mismatch"));
-                break;
+            match index.add(bytes, pos, &chunk) {
+                Ok(()) => {}
+                Err(ChunkStop::Damage(reason)) => {
+                    index.damage = Some(stop(&reason));
+                    break;
+                }
+                Err(ChunkStop::Fatal(what)) => return Err(corrupt(pos, &what)),
             }
-            let mut c = Cursor::new(payload);
-            let Some(meta) = c.varint().and_then(|n| c.bytes(usize::try_from(n).ok()?)) else {
-                damage = Some(stop("chunk metadata runs past the payload"));
-                break;
-            };
-            let body_start = pstart + c.pos();
-            let compressed = frame.flags & FLAG_COMPRESSED != 0;
-            let read_body = |scratch: &mut Vec<u8>| -> std::result::Result<(), String> {
-                scratch.clear();
-                let body = &bytes[body_start..pend];
-                if compressed {
-                    *scratch = zstd::bulk::decompress(body, frame.raw_len as usize).map_err(|e| format!("zstd: {e}"))?;
-                } else {
-                    scratch.extend_from_slice(body);
-                }
-                if scratch.len() != frame.raw_len as usize {
-                    return Err("chunk body length differs from its frame".into());
-                }
-                Ok(())
-            };
-            match ChunkKind::from_u16(frame.kind) {
-                Some(ChunkKind::Header) => {
-                    if header.is_some() {
-                        damage = Some(stop("a second header chunk"));
-                        break;
-                    }
-                    let parsed = read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Header>(&scratch).map_err(|e| format!("header JSON: {e}")));
-                    match parsed {
-                        Ok(h) => header = Some(h),
-                        Err(e) => return Err(corrupt(pos, &e)),
-                    }
-                }
-                _ if header.is_none() => return Err(corrupt(pos, "the first chunk is not the header")),
-                Some(ChunkKind::Strings) => {
-                    if let Err(e) = read_body(&mut scratch).and_then(|_| append_strings(&mut strings, &scratch)) {
-                        damage = Some(stop(&format!("string table chunk: {e}")));
-                        break;
-                    }
-                }
-                Some(ChunkKind::Events) => match parse_event_meta(meta) {
-                    Ok(Some((kind, track, count, t_min, t_max))) => {
-                        if frame.raw_len as u64 > 0 && count as u64 > frame.raw_len as u64 {
-                            damage = Some(stop("event count larger than the chunk body"));
-                            break;
-                        }
-                        chunks.push(EventChunk {
-                            kind,
-                            track,
-                            count,
-                            t_min,
-                            t_max,
-                            offset: pos as u64,
-                            body_start,
-                            body_end: pend,
-                            raw_len: frame.raw_len,
-                            compressed,
-                        })
-                    }
-                    Ok(None) => skipped += 1, // a future event kind
-                    Err(e) => {
-                        damage = Some(stop(e));
-                        break;
-                    }
-                },
-                Some(ChunkKind::Trailer) => {
-                    match read_body(&mut scratch).and_then(|_| serde_json::from_slice::<Trailer>(&scratch).map_err(|e| e.to_string())) {
-                        Ok(t) => trailer = Some(t),
-                        Err(e) => {
-                            damage = Some(stop(&format!("trailer: {e}")));
-                            break;
-                        }
-                    }
-                }
-                Some(ChunkKind::Communicators) => {
-                    match read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Vec<Communicator>>(&scratch).map_err(|e| e.to_string()))
-                    {
-                        Ok(list) => {
-                            for c in list {
-                                if !communicators.iter().any(|k| k.id == c.id) {
-                                    communicators.push(c);
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            damage = Some(stop(&format!("communicators: {e}")));
-                            break;
-                        }
-                    }
-                }
-                Some(ChunkKind::CaptureWindows) => {
-                    match read_body(&mut scratch)
-                        .and_then(|_| serde_json::from_slice::<Vec<CaptureWindow>>(&scratch).map_err(|e| e.to_string()))
-                    {
-                        Ok(list) => capture_windows.extend(list),
-                        Err(e) => {
-                            damage = Some(stop(&format!("capture windows: {e}")));
-                            break;
-                        }
-                    }
-                }
-                Some(ChunkKind::HostSamples) => host_chunks.push(HostChunk {
-                    offset: pos,
-                    meta: pstart + c.pos() - meta.len()..pstart + c.pos(),
-                    body: body_start..pend,
-                    raw_len: frame.raw_len,
-                    compressed,
-                }),
-                None if frame.flags & FLAG_CRITICAL != 0 => {
-                    return Err(corrupt(
-                        pos,
-                        &format!(
-                            "chunk kind {} is required to read this file but unknown to this gputrace; upgrade gputrace",
-                            frame.kind
-                        ),
-                    ))
-                }
-                None => skipped += 1,
-            }
-            pos = pend;
+            pos = chunk.end;
         }
+        let ChunkIndex {
+            header,
+            strings,
+            chunks,
+            trailer,
+            communicators,
+            capture_windows,
+            damage,
+            skipped,
+            host_chunks,
+            scratch: _,
+        } = index;
         let Some(header) = header else {
             return Err(corrupt(
                 PREAMBLE_LEN,
@@ -463,7 +331,7 @@ impl TraceFile {
             } else {
                 body
             };
-            let one = crate::host::decode_chunk(&bytes[h.meta.clone()], body, self.strings.len()).map_err(corrupt)?;
+            let one = crate::host::decode_chunk(&bytes[h.meta.clone()], body, self.strings.len()).map_err(|e| corrupt(e.to_string()))?;
             match &mut all {
                 Some(a) => a.merge(one),
                 None => all = Some(one),
@@ -1306,26 +1174,313 @@ impl Solo {
     }
 }
 
-fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Result<(), String> {
+/// Why a file's first bytes are not a readable trace's preamble.
+enum Preamble<'a> {
+    Empty,
+    /// The first bytes (at most 8), not the magic.
+    NotATrace(&'a [u8]),
+    /// Offset and what is wrong.
+    Corrupt(usize, &'static str),
+    /// Major and minor version of a format this build does not read.
+    Version(u16, u16),
+}
+
+/// The format's minor version, if `bytes` start with a preamble this build reads.
+fn check_preamble(bytes: &[u8]) -> std::result::Result<u16, Preamble<'_>> {
+    if bytes.len() < 8 || &bytes[..8] != MAGIC {
+        let head = &bytes[..bytes.len().min(8)];
+        if bytes.is_empty() {
+            return Err(Preamble::Empty);
+        }
+        if MAGIC.starts_with(head) {
+            return Err(Preamble::Corrupt(
+                0,
+                "file ends inside the preamble (truncated right after it was created?)",
+            ));
+        }
+        return Err(Preamble::NotATrace(head));
+    }
+    if bytes.len() < PREAMBLE_LEN {
+        return Err(Preamble::Corrupt(8, "file ends inside the preamble"));
+    }
+    let major = u16::from_le_bytes([bytes[8], bytes[9]]);
+    let minor = u16::from_le_bytes([bytes[10], bytes[11]]);
+    if major != FORMAT_MAJOR {
+        return Err(Preamble::Version(major, minor));
+    }
+    Ok(minor)
+}
+
+/// One chunk's frame, checked against its payload, and where its parts are.
+struct FramedChunk<'a> {
+    frame: Frame,
+    /// The chunk's metadata bytes.
+    meta: &'a [u8],
+    /// Offset of the metadata in the file.
+    meta_start: usize,
+    /// Offset of the body in the file.
+    body_start: usize,
+    /// Offset just past the chunk (its payload's end).
+    end: usize,
+}
+
+impl<'a> FramedChunk<'a> {
+    /// The chunk at `pos`; the error is the damage that stops reading there.
+    fn at(bytes: &'a [u8], pos: usize) -> std::result::Result<FramedChunk<'a>, FrameDamage> {
+        let Some(fb) = bytes.get(pos..pos + FRAME_LEN) else {
+            return Err(FrameDamage::EndsInFrame);
+        };
+        let frame = Frame::decode(fb.try_into().expect("slice of FRAME_LEN")).map_err(FrameDamage::Frame)?;
+        let pstart = pos + FRAME_LEN;
+        let pend = pstart + frame.payload_len as usize;
+        let Some(payload) = bytes.get(pstart..pend) else {
+            return Err(FrameDamage::CutOff {
+                present: bytes.len() - pstart,
+                payload: frame.payload_len,
+            });
+        };
+        if crc32fast::hash(payload) != frame.payload_crc {
+            return Err(FrameDamage::Checksum);
+        }
+        let mut c = Cursor::new(payload);
+        let Some(meta) = c.varint().and_then(|n| c.bytes(usize::try_from(n).ok()?)) else {
+            return Err(FrameDamage::MetaPastPayload);
+        };
+        Ok(FramedChunk {
+            frame,
+            meta,
+            meta_start: pstart + c.pos() - meta.len(),
+            body_start: pstart + c.pos(),
+            end: pend,
+        })
+    }
+
+    fn compressed(&self) -> bool {
+        self.frame.flags & FLAG_COMPRESSED != 0
+    }
+
+    /// The body, decompressed into `scratch`.
+    fn read_body(&self, bytes: &[u8], scratch: &mut Vec<u8>) -> std::result::Result<(), BodyError> {
+        scratch.clear();
+        let body = &bytes[self.body_start..self.end];
+        if self.compressed() {
+            *scratch = zstd::bulk::decompress(body, self.frame.raw_len as usize).map_err(BodyError::Zstd)?;
+        } else {
+            scratch.extend_from_slice(body);
+        }
+        if scratch.len() != self.frame.raw_len as usize {
+            return Err(BodyError::LengthMismatch);
+        }
+        Ok(())
+    }
+}
+
+/// Why a chunk's frame or payload cannot be read: damage from there on.
+#[derive(Debug, thiserror::Error)]
+enum FrameDamage {
+    #[error("file ends inside a chunk frame (cut off while writing)")]
+    EndsInFrame,
+    #[error("{0}")]
+    Frame(&'static str),
+    #[error("chunk cut off: {present} of its {payload} payload bytes present")]
+    CutOff { present: usize, payload: u32 },
+    #[error("chunk payload checksum mismatch")]
+    Checksum,
+    #[error("chunk metadata runs past the payload")]
+    MetaPastPayload,
+}
+
+/// Why indexing stopped at a chunk.
+enum ChunkStop {
+    /// This chunk and the rest of the file are damage: the file reads up to it.
+    Damage(String),
+    /// The file cannot be read at all (said at the chunk's offset).
+    Fatal(String),
+}
+
+/// What indexing has read so far: the file's parts but its preamble.
+struct ChunkIndex {
+    header: Option<Header>,
+    strings: Vec<Box<str>>,
+    chunks: Vec<EventChunk>,
+    trailer: Option<Trailer>,
+    communicators: Vec<Communicator>,
+    capture_windows: Vec<CaptureWindow>,
+    damage: Option<Damage>,
+    skipped: u32,
+    host_chunks: Vec<HostChunk>,
+    /// Decompressed body of the chunk being read.
+    scratch: Vec<u8>,
+}
+
+impl ChunkIndex {
+    fn new() -> ChunkIndex {
+        ChunkIndex {
+            header: None,
+            // String id 0 is the empty string.
+            strings: vec!["".into()],
+            chunks: Vec::new(),
+            trailer: None,
+            communicators: Vec::new(),
+            capture_windows: Vec::new(),
+            damage: None,
+            skipped: 0,
+            host_chunks: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Index the chunk at `pos`, or say why reading stops there.
+    fn add(&mut self, bytes: &[u8], pos: usize, chunk: &FramedChunk<'_>) -> std::result::Result<(), ChunkStop> {
+        let frame = &chunk.frame;
+        match ChunkKind::from_u16(frame.kind) {
+            Some(ChunkKind::Header) => {
+                if self.header.is_some() {
+                    return Err(ChunkStop::Damage("a second header chunk".into()));
+                }
+                let parsed = chunk
+                    .read_body(bytes, &mut self.scratch)
+                    .and_then(|_| serde_json::from_slice::<Header>(&self.scratch).map_err(BodyError::HeaderJson));
+                match parsed {
+                    Ok(h) => self.header = Some(h),
+                    Err(e) => return Err(ChunkStop::Fatal(e.to_string())),
+                }
+            }
+            _ if self.header.is_none() => return Err(ChunkStop::Fatal("the first chunk is not the header".into())),
+            Some(ChunkKind::Strings) => {
+                let read = chunk
+                    .read_body(bytes, &mut self.scratch)
+                    .and_then(|_| append_strings(&mut self.strings, &self.scratch).map_err(BodyError::Strings));
+                if let Err(e) = read {
+                    return Err(ChunkStop::Damage(format!("string table chunk: {e}")));
+                }
+            }
+            Some(ChunkKind::Events) => match parse_event_meta(chunk.meta) {
+                Ok(Some((kind, track, count, t_min, t_max))) => {
+                    if frame.raw_len as u64 > 0 && count as u64 > frame.raw_len as u64 {
+                        return Err(ChunkStop::Damage("event count larger than the chunk body".into()));
+                    }
+                    self.chunks.push(EventChunk {
+                        kind,
+                        track,
+                        count,
+                        t_min,
+                        t_max,
+                        offset: pos as u64,
+                        body_start: chunk.body_start,
+                        body_end: chunk.end,
+                        raw_len: frame.raw_len,
+                        compressed: chunk.compressed(),
+                    })
+                }
+                Ok(None) => self.skipped += 1, // a future event kind
+                Err(e) => return Err(ChunkStop::Damage(e.into())),
+            },
+            Some(ChunkKind::Trailer) => {
+                let t: Trailer = self.json(bytes, chunk, "trailer")?;
+                self.trailer = Some(t);
+            }
+            Some(ChunkKind::Communicators) => {
+                let list: Vec<Communicator> = self.json(bytes, chunk, "communicators")?;
+                for c in list {
+                    if !self.communicators.iter().any(|k| k.id == c.id) {
+                        self.communicators.push(c);
+                    }
+                }
+            }
+            Some(ChunkKind::CaptureWindows) => {
+                let list: Vec<CaptureWindow> = self.json(bytes, chunk, "capture windows")?;
+                self.capture_windows.extend(list);
+            }
+            Some(ChunkKind::HostSamples) => self.host_chunks.push(HostChunk {
+                offset: pos,
+                meta: chunk.meta_start..chunk.meta_start + chunk.meta.len(),
+                body: chunk.body_start..chunk.end,
+                raw_len: frame.raw_len,
+                compressed: chunk.compressed(),
+            }),
+            None if frame.flags & FLAG_CRITICAL != 0 => {
+                return Err(ChunkStop::Fatal(format!(
+                    "chunk kind {} is required to read this file but unknown to this gputrace; upgrade gputrace",
+                    frame.kind
+                )))
+            }
+            None => self.skipped += 1,
+        }
+        Ok(())
+    }
+
+    /// A chunk whose body is JSON; damage named `what` if it does not parse.
+    fn json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        bytes: &[u8],
+        chunk: &FramedChunk<'_>,
+        what: &str,
+    ) -> std::result::Result<T, ChunkStop> {
+        chunk
+            .read_body(bytes, &mut self.scratch)
+            .and_then(|_| serde_json::from_slice::<T>(&self.scratch).map_err(BodyError::Json))
+            .map_err(|e| ChunkStop::Damage(format!("{what}: {e}")))
+    }
+}
+
+/// Why a chunk's body could not be read; the caller prefixes the chunk kind.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("zstd: {0}")]
+    Zstd(std::io::Error),
+    #[error("chunk body length differs from its frame")]
+    LengthMismatch,
+    #[error("header JSON: {0}")]
+    HeaderJson(serde_json::Error),
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("{0}")]
+    Strings(StringsError),
+}
+
+/// What is wrong with a string table chunk.
+#[derive(Debug, thiserror::Error)]
+enum StringsError {
+    #[error("truncated")]
+    Truncated,
+    #[error("starts at id {first}, expected {expected}")]
+    WrongStart { first: u64, expected: usize },
+    #[error("more strings than bytes")]
+    MoreStringsThanBytes,
+    #[error("length overflow")]
+    LengthOverflow,
+    #[error("string runs past the chunk")]
+    RunsPast,
+    #[error("string is not UTF-8")]
+    NotUtf8,
+    #[error("trailing bytes")]
+    TrailingBytes,
+}
+
+fn append_strings(strings: &mut Vec<Box<str>>, body: &[u8]) -> std::result::Result<(), StringsError> {
     let mut c = Cursor::new(body);
-    let first = c.varint().ok_or("truncated")?;
-    let n = c.varint().ok_or("truncated")?;
+    let first = c.varint().ok_or(StringsError::Truncated)?;
+    let n = c.varint().ok_or(StringsError::Truncated)?;
     if first != strings.len() as u64 {
-        return Err(format!("starts at id {first}, expected {}", strings.len()));
+        return Err(StringsError::WrongStart {
+            first,
+            expected: strings.len(),
+        });
     }
     if n > c.remaining() as u64 {
-        return Err("more strings than bytes".into());
+        return Err(StringsError::MoreStringsThanBytes);
     }
     for _ in 0..n {
-        let len = c.varint().ok_or("truncated")?;
+        let len = c.varint().ok_or(StringsError::Truncated)?;
         let b = c
-            .bytes(usize::try_from(len).map_err(|_| "length overflow")?)
-            .ok_or("string runs past the chunk")?;
-        let s = std::str::from_utf8(b).map_err(|_| "string is not UTF-8")?;
+            .bytes(usize::try_from(len).map_err(|_| StringsError::LengthOverflow)?)
+            .ok_or(StringsError::RunsPast)?;
+        let s = std::str::from_utf8(b).map_err(|_| StringsError::NotUtf8)?;
         strings.push(s.into());
     }
     if c.remaining() != 0 {
-        return Err("trailing bytes".into());
+        return Err(StringsError::TrailingBytes);
     }
     Ok(())
 }

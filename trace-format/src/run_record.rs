@@ -121,16 +121,28 @@ impl RunRecord {
     }
 
     /// Parse a record; the error says what is wrong (the caller names the file).
-    pub fn from_json(bytes: &[u8]) -> Result<RunRecord, String> {
-        let r: RunRecord = serde_json::from_slice(bytes).map_err(|e| format!("not a gputrace run record: {e}"))?;
+    pub fn from_json(bytes: &[u8]) -> Result<RunRecord, RunRecordError> {
+        let r: RunRecord = serde_json::from_slice(bytes).map_err(RunRecordError::NotARecord)?;
         if r.format > RUN_RECORD_FORMAT {
-            return Err(format!(
-                "run record format {} is newer than this gputrace reads ({RUN_RECORD_FORMAT})",
-                r.format
-            ));
+            return Err(RunRecordError::Newer { format: r.format });
         }
         Ok(r)
     }
+}
+
+/// Why a run record could not be read (without the file name: the caller adds it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunRecordError {
+    /// The bytes are not a run record's JSON.
+    #[error("not a gputrace run record: {0}")]
+    NotARecord(#[source] serde_json::Error),
+    /// Written by a newer gputrace, in a format this one does not read.
+    #[error("run record format {format} is newer than this gputrace reads ({RUN_RECORD_FORMAT})")]
+    Newer {
+        /// The record's [`RunRecord::format`].
+        format: u32,
+    },
 }
 
 #[cfg(test)]
@@ -166,7 +178,9 @@ mod tests {
         assert!(!r.succeeded());
         assert_eq!(r.outcome(), "signal 9");
         let newer = serde_json::to_string(&RunRecord { format: 99, ..r }).unwrap();
-        assert!(RunRecord::from_json(newer.as_bytes()).unwrap_err().contains("newer"));
+        let err = RunRecord::from_json(newer.as_bytes()).unwrap_err();
+        assert!(matches!(err, RunRecordError::Newer { format: 99 }));
+        assert_eq!(err.to_string(), "run record format 99 is newer than this gputrace reads (1)");
         assert!(RunRecord::from_json(b"{}").is_err());
     }
 

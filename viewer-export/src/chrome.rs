@@ -893,182 +893,18 @@ impl<W: Write> Visitor for JsonWriter<W> {
         let (s, e) = (item.start, item.end);
         let event = item.event();
         match &*event {
-            Event::Kernel(k) => {
-                self.open_named_at(input, PrefixKey::KERNEL, k.name, pid, tid, s);
-                self.dur(s, e);
-                self.gpu_args(k.device, k.context, k.stream, k.correlation);
-                let (key, hash) = launch_key(k);
-                let shared = key.3;
-                self.launch_text.put(&mut self.out.buf, key, hash, |t| {
-                    t.extend_from_slice(b",\"registers per thread\":");
-                    put_u64(t, k.registers as u64);
-                    t.extend_from_slice(b",\"shared memory\":");
-                    put_u64(t, shared);
-                    put_dims(t, b",\"grid\":", k.grid);
-                    put_dims(t, b",\"block\":", k.block);
-                });
-                if k.graph_id != 0 {
-                    self.arg_u64(b",\"graph id\":", k.graph_id as u64);
-                    self.arg_u64(b",\"graph node id\":", k.graph_node_id);
-                }
-                let linked = &self.inputs[input.ordinal].kernel_coll;
-                if let Some(c) = (!linked.is_empty())
-                    .then(|| linked.get(&(k.device.0, k.correlation.0)).copied())
-                    .flatten()
-                {
-                    self.collective_args(input, &c);
-                }
-                self.launch_external_id(input, k.correlation);
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::Memcpy(m) => {
-                self.open(b"X", b"gpu_memcpy");
-                self.name_str(&crate::memcpy_label(m));
-                self.pid_tid_ts(pid, tid, s);
-                self.dur(s, e);
-                self.gpu_args(m.device, m.context, m.stream, m.correlation);
-                self.arg_u64(b",\"bytes\":", m.bytes);
-                self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
-                put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
-                if m.src_device != m.device || m.dst_device != m.device {
-                    self.arg_u64(b",\"src device\":", m.src_device.0 as u64);
-                    self.arg_u64(b",\"dst device\":", m.dst_device.0 as u64);
-                }
-                self.launch_external_id(input, m.correlation);
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::Memset(m) => {
-                self.open(b"X", b"gpu_memset");
-                self.name_str(&crate::memset_label(m));
-                self.pid_tid_ts(pid, tid, s);
-                self.dur(s, e);
-                self.gpu_args(m.device, m.context, m.stream, m.correlation);
-                self.arg_u64(b",\"bytes\":", m.bytes);
-                self.arg_u64(b",\"value\":", m.value as u64);
-                self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
-                put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
-                self.launch_external_id(input, m.correlation);
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::GraphLaunch(g) => {
-                self.open(b"X", b"kernel");
-                self.name_str(&crate::graph_label(g));
-                self.pid_tid_ts(pid, tid, s);
-                self.dur(s, e);
-                self.gpu_args(g.device, g.context, g.stream, g.correlation);
-                self.arg_u64(b",\"graph id\":", g.graph_id as u64);
-                self.arg_str(b",\"recorded\":", "graph level: one slice per graph launch, its nodes not recorded");
-                self.launch_external_id(input, g.correlation);
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::Sync(y) => {
-                self.open(b"X", b"cuda_sync");
-                self.name_str(crate::sync_label(y.kind));
-                self.pid_tid_ts(pid, tid, s);
-                self.dur(s, e);
-                // No "stream" key: analyzers count events with a stream as GPU work.
-                self.arg_u64(b",\"args\":{\"device\":", y.device.0 as u64);
-                self.arg_u64(b",\"context\":", y.context.0 as u64);
-                if y.stream != StreamId::UNKNOWN {
-                    self.arg_u64(b",\"wait stream\":", y.stream.0 as u64);
-                }
-                self.arg_u64(b",\"correlation\":", y.correlation.0 as u64);
-                self.arg_str(b",\"cuda_sync_kind\":", y.kind.name());
-                if y.cuda_event != 0 {
-                    self.arg_u64(b",\"event\":", y.cuda_event as u64);
-                }
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::Api(a) => {
-                let cat = if a.domain == ApiDomain::DRIVER {
-                    PrefixKey::DRIVER
-                } else {
-                    PrefixKey::RUNTIME
-                };
-                self.open_named_at(input, cat, a.name, pid, tid, s);
-                self.dur(s, e);
-                let cbid = a.cbid;
-                self.cbid_text.put(&mut self.out.buf, cbid, cbid as u64, |t| {
-                    t.extend_from_slice(b",\"args\":{\"cbid\":");
-                    put_u64(t, cbid as u64);
-                });
-                self.correlation(a.correlation.0 as u64);
-                if a.return_value != 0 {
-                    self.arg_u64(b",\"return\":", a.return_value as u64);
-                }
-                if self.inputs[input.ordinal].external.on {
-                    // Kineto writes 0 for a call outside any operator.
-                    let id = self.inputs[input.ordinal]
-                        .external
-                        .calls
-                        .get(&a.correlation.0)
-                        .copied()
-                        .unwrap_or(0);
-                    self.arg_u64(b",\"External id\":", id as u64);
-                }
-                self.out.buf.extend_from_slice(b"}}");
-            }
+            Event::Kernel(k) => self.write_kernel(input, k, pid, tid, s, e),
+            Event::Memcpy(m) => self.write_memcpy(input, m, pid, tid, s, e),
+            Event::Memset(m) => self.write_memset(input, m, pid, tid, s, e),
+            Event::GraphLaunch(g) => self.write_graph_launch(input, g, pid, tid, s, e),
+            Event::Sync(y) => self.write_sync(y, pid, tid, s, e),
+            Event::Api(a) => self.write_api(input, a, pid, tid, s, e),
             Event::Marker(m) if self.inputs[input.ordinal].external.on && crate::kineto_category(&input.trace.name(m.domain)).is_some() => {
                 self.kineto_marker(input, m, pid, tid, s, e);
             }
-            Event::Marker(m) => {
-                let instant = m.kind == MarkerKind::INSTANT;
-                self.open(if instant { b"i" } else { b"X" }, b"user_annotation");
-                self.name_id(input, m.name);
-                self.pid_tid_ts(pid, tid, s);
-                if instant {
-                    self.out.buf.extend_from_slice(b",\"s\":\"t\"");
-                } else {
-                    self.dur(s, e);
-                }
-                if m.domain != StringId::EMPTY {
-                    self.arg_str(b",\"args\":{\"domain\":", &input.trace.name(m.domain));
-                    self.out.buf.push(b'}');
-                }
-                self.out.buf.push(b'}');
-            }
-            Event::Collective(c) => {
-                let t = input.trace;
-                let op = t.name(c.op);
-                self.open(b"X", b"nccl_collective");
-                self.name_str(&format!("nccl:{op}"));
-                self.pid_tid_ts(pid, tid, s);
-                self.dur(s, e);
-                self.arg_u64(b",\"args\":{\"bytes\":", c.bytes);
-                self.collective_args(input, c);
-                if c.root >= 0 {
-                    self.arg_u64(b",\"Root\":", c.root as u64);
-                }
-                if c.algorithm != StringId::EMPTY {
-                    self.arg_str(b",\"algorithm\":", &t.name(c.algorithm));
-                }
-                if c.protocol != StringId::EMPTY {
-                    self.arg_str(b",\"protocol\":", &t.name(c.protocol));
-                }
-                if c.channels != 0 {
-                    self.arg_u64(b",\"channels\":", c.channels as u64);
-                }
-                self.arg_u64(b",\"device\":", c.device.0 as u64);
-                if c.stream != StreamId::UNKNOWN {
-                    self.arg_u64(b",\"nccl stream\":", c.stream.0 as u64);
-                }
-                if c.correlation.0 != 0 {
-                    self.arg_u64(b",\"kernel correlation\":", c.correlation.0 as u64);
-                }
-                self.out.buf.extend_from_slice(b"}}");
-            }
-            Event::Loss(l) => {
-                self.open(b"i", b"gputrace_loss");
-                self.name_str(&format!("lost {} records: {}", l.count, l.source));
-                self.pid_tid_ts(pid, tid, s);
-                self.out.buf.extend_from_slice(b",\"s\":\"p\"");
-                self.arg_str(b",\"args\":{\"source\":", l.source.name());
-                self.arg_u64(b",\"count\":", l.count);
-                if l.detail != StringId::EMPTY {
-                    self.arg_str(b",\"detail\":", &input.trace.name(l.detail));
-                }
-                self.out.buf.extend_from_slice(b"}}");
-            }
+            Event::Marker(m) => self.write_marker(input, m, pid, tid, s, e),
+            Event::Collective(c) => self.write_collective(input, c, pid, tid, s, e),
+            Event::Loss(l) => self.write_loss(input, l, pid, tid, s),
             // The walk hands no counter samples over (see `walk`).
             // Counter samples and request marks are no slices (skipped by the walk).
             Event::Counter(_) | Event::Request(_) => return Ok(()),
@@ -1080,6 +916,200 @@ impl<W: Write> Visitor for JsonWriter<W> {
         }
         self.out.maybe_flush()?;
         Ok(())
+    }
+}
+
+/// One trace event object per event kind (called per event: kept inline).
+impl<W: Write> JsonWriter<W> {
+    #[inline]
+    fn write_kernel(&mut self, input: &Input<'_>, k: &Kernel, pid: u64, tid: u64, s: u64, e: u64) {
+        self.open_named_at(input, PrefixKey::KERNEL, k.name, pid, tid, s);
+        self.dur(s, e);
+        self.gpu_args(k.device, k.context, k.stream, k.correlation);
+        let (key, hash) = launch_key(k);
+        let shared = key.3;
+        self.launch_text.put(&mut self.out.buf, key, hash, |t| {
+            t.extend_from_slice(b",\"registers per thread\":");
+            put_u64(t, k.registers as u64);
+            t.extend_from_slice(b",\"shared memory\":");
+            put_u64(t, shared);
+            put_dims(t, b",\"grid\":", k.grid);
+            put_dims(t, b",\"block\":", k.block);
+        });
+        if k.graph_id != 0 {
+            self.arg_u64(b",\"graph id\":", k.graph_id as u64);
+            self.arg_u64(b",\"graph node id\":", k.graph_node_id);
+        }
+        let linked = &self.inputs[input.ordinal].kernel_coll;
+        if let Some(c) = (!linked.is_empty())
+            .then(|| linked.get(&(k.device.0, k.correlation.0)).copied())
+            .flatten()
+        {
+            self.collective_args(input, &c);
+        }
+        self.launch_external_id(input, k.correlation);
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_memcpy(&mut self, input: &Input<'_>, m: &Memcpy, pid: u64, tid: u64, s: u64, e: u64) {
+        self.open(b"X", b"gpu_memcpy");
+        self.name_str(&crate::memcpy_label(m));
+        self.pid_tid_ts(pid, tid, s);
+        self.dur(s, e);
+        self.gpu_args(m.device, m.context, m.stream, m.correlation);
+        self.arg_u64(b",\"bytes\":", m.bytes);
+        self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
+        put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
+        if m.src_device != m.device || m.dst_device != m.device {
+            self.arg_u64(b",\"src device\":", m.src_device.0 as u64);
+            self.arg_u64(b",\"dst device\":", m.dst_device.0 as u64);
+        }
+        self.launch_external_id(input, m.correlation);
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_memset(&mut self, input: &Input<'_>, m: &Memset, pid: u64, tid: u64, s: u64, e: u64) {
+        self.open(b"X", b"gpu_memset");
+        self.name_str(&crate::memset_label(m));
+        self.pid_tid_ts(pid, tid, s);
+        self.dur(s, e);
+        self.gpu_args(m.device, m.context, m.stream, m.correlation);
+        self.arg_u64(b",\"bytes\":", m.bytes);
+        self.arg_u64(b",\"value\":", m.value as u64);
+        self.out.buf.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
+        put_ratio3(&mut self.out.buf, m.bytes, m.end.saturating_sub(m.start).0);
+        self.launch_external_id(input, m.correlation);
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_graph_launch(&mut self, input: &Input<'_>, g: &GraphLaunch, pid: u64, tid: u64, s: u64, e: u64) {
+        self.open(b"X", b"kernel");
+        self.name_str(&crate::graph_label(g));
+        self.pid_tid_ts(pid, tid, s);
+        self.dur(s, e);
+        self.gpu_args(g.device, g.context, g.stream, g.correlation);
+        self.arg_u64(b",\"graph id\":", g.graph_id as u64);
+        self.arg_str(b",\"recorded\":", "graph level: one slice per graph launch, its nodes not recorded");
+        self.launch_external_id(input, g.correlation);
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_sync(&mut self, y: &Sync, pid: u64, tid: u64, s: u64, e: u64) {
+        self.open(b"X", b"cuda_sync");
+        self.name_str(crate::sync_label(y.kind));
+        self.pid_tid_ts(pid, tid, s);
+        self.dur(s, e);
+        // No "stream" key: analyzers count events with a stream as GPU work.
+        self.arg_u64(b",\"args\":{\"device\":", y.device.0 as u64);
+        self.arg_u64(b",\"context\":", y.context.0 as u64);
+        if y.stream != StreamId::UNKNOWN {
+            self.arg_u64(b",\"wait stream\":", y.stream.0 as u64);
+        }
+        self.arg_u64(b",\"correlation\":", y.correlation.0 as u64);
+        self.arg_str(b",\"cuda_sync_kind\":", y.kind.name());
+        if y.cuda_event != 0 {
+            self.arg_u64(b",\"event\":", y.cuda_event as u64);
+        }
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_api(&mut self, input: &Input<'_>, a: &ApiCall, pid: u64, tid: u64, s: u64, e: u64) {
+        let cat = if a.domain == ApiDomain::DRIVER {
+            PrefixKey::DRIVER
+        } else {
+            PrefixKey::RUNTIME
+        };
+        self.open_named_at(input, cat, a.name, pid, tid, s);
+        self.dur(s, e);
+        let cbid = a.cbid;
+        self.cbid_text.put(&mut self.out.buf, cbid, cbid as u64, |t| {
+            t.extend_from_slice(b",\"args\":{\"cbid\":");
+            put_u64(t, cbid as u64);
+        });
+        self.correlation(a.correlation.0 as u64);
+        if a.return_value != 0 {
+            self.arg_u64(b",\"return\":", a.return_value as u64);
+        }
+        if self.inputs[input.ordinal].external.on {
+            // Kineto writes 0 for a call outside any operator.
+            let id = self.inputs[input.ordinal]
+                .external
+                .calls
+                .get(&a.correlation.0)
+                .copied()
+                .unwrap_or(0);
+            self.arg_u64(b",\"External id\":", id as u64);
+        }
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_marker(&mut self, input: &Input<'_>, m: &Marker, pid: u64, tid: u64, s: u64, e: u64) {
+        let instant = m.kind == MarkerKind::INSTANT;
+        self.open(if instant { b"i" } else { b"X" }, b"user_annotation");
+        self.name_id(input, m.name);
+        self.pid_tid_ts(pid, tid, s);
+        if instant {
+            self.out.buf.extend_from_slice(b",\"s\":\"t\"");
+        } else {
+            self.dur(s, e);
+        }
+        if m.domain != StringId::EMPTY {
+            self.arg_str(b",\"args\":{\"domain\":", &input.trace.name(m.domain));
+            self.out.buf.push(b'}');
+        }
+        self.out.buf.push(b'}');
+    }
+
+    #[inline]
+    fn write_collective(&mut self, input: &Input<'_>, c: &Collective, pid: u64, tid: u64, s: u64, e: u64) {
+        let t = input.trace;
+        let op = t.name(c.op);
+        self.open(b"X", b"nccl_collective");
+        self.name_str(&format!("nccl:{op}"));
+        self.pid_tid_ts(pid, tid, s);
+        self.dur(s, e);
+        self.arg_u64(b",\"args\":{\"bytes\":", c.bytes);
+        self.collective_args(input, c);
+        if c.root >= 0 {
+            self.arg_u64(b",\"Root\":", c.root as u64);
+        }
+        if c.algorithm != StringId::EMPTY {
+            self.arg_str(b",\"algorithm\":", &t.name(c.algorithm));
+        }
+        if c.protocol != StringId::EMPTY {
+            self.arg_str(b",\"protocol\":", &t.name(c.protocol));
+        }
+        if c.channels != 0 {
+            self.arg_u64(b",\"channels\":", c.channels as u64);
+        }
+        self.arg_u64(b",\"device\":", c.device.0 as u64);
+        if c.stream != StreamId::UNKNOWN {
+            self.arg_u64(b",\"nccl stream\":", c.stream.0 as u64);
+        }
+        if c.correlation.0 != 0 {
+            self.arg_u64(b",\"kernel correlation\":", c.correlation.0 as u64);
+        }
+        self.out.buf.extend_from_slice(b"}}");
+    }
+
+    #[inline]
+    fn write_loss(&mut self, input: &Input<'_>, l: &Loss, pid: u64, tid: u64, s: u64) {
+        self.open(b"i", b"gputrace_loss");
+        self.name_str(&format!("lost {} records: {}", l.count, l.source));
+        self.pid_tid_ts(pid, tid, s);
+        self.out.buf.extend_from_slice(b",\"s\":\"p\"");
+        self.arg_str(b",\"args\":{\"source\":", l.source.name());
+        self.arg_u64(b",\"count\":", l.count);
+        if l.detail != StringId::EMPTY {
+            self.arg_str(b",\"detail\":", &input.trace.name(l.detail));
+        }
+        self.out.buf.extend_from_slice(b"}}");
     }
 }
 

@@ -453,6 +453,55 @@ struct Live {
 
 fn run(hw: &'static Hw, plan: &Plan) {
     use crate::say::say;
+    let Some((nvml, name)) = open(hw, plan) else {
+        return;
+    };
+    let mut live = devices(hw, plan, &nvml);
+    if live.is_empty() {
+        hw.set_status("off: NVML knows none of this process's devices".into());
+        return;
+    }
+    let list: Vec<String> = live.iter().map(|l| l.device.to_string()).collect();
+    hw.set_status(format!("sampled gpu {} at {} Hz with {name}", list.join(", "), plan.hz));
+    record_max_clocks(hw, &nvml, &live);
+    let mut xid = XidEvents::open(hw, &nvml, &live);
+    let period = Duration::from_nanos(1_000_000_000 / plan.hz as u64);
+    let mut next = Instant::now();
+    while !hw.sampler.stop_requested() {
+        for l in &mut live {
+            sample(hw, &nvml, l);
+        }
+        // After the probes, so that the XID of a GPU found lost this round
+        // (XID 79, fallen off the bus) is still taken.
+        if let Some(x) = &xid {
+            if let Err(e) = x.poll(hw) {
+                for &(_, device) in &x.devices {
+                    hw.fail(device, metric::XID, &e);
+                }
+                say(&format!("{} ({e}): XID errors stop being recorded, capture goes on", metric::XID));
+                xid = None;
+            }
+        }
+        live.retain(|l| !l.probes.is_empty());
+        if live.is_empty() {
+            hw.set_status(format!("{}; every series stopped (see the loss records)", hw.status()));
+            return;
+        }
+        // Ticks missed (a slow call, a stopped process) are skipped, not
+        // caught up in a burst.
+        next += period;
+        let now = Instant::now();
+        if next < now {
+            next = now + period;
+        }
+        hw.sampler.sleep_until(next);
+    }
+}
+
+/// NVML loaded, resolved and initialised, and the library's name; None (said
+/// on stderr and in the status) when it cannot be.
+fn open(hw: &Hw, plan: &Plan) -> Option<(Nvml, String)> {
+    use crate::say::say;
     let name = plan.library.clone().unwrap_or_else(|| "libnvidia-ml.so.1".into());
     let Some(lib) = crate::dl::Lib::open(&name, 0) else {
         let hint = if plan.library.is_some() {
@@ -464,7 +513,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
             "NVML not available ({name} not found; {hint}): GPU counters are not sampled, capture goes on"
         ));
         hw.set_status(format!("off: {name} not found"));
-        return;
+        return None;
     };
     let nvml = match Nvml::resolve(&lib) {
         Ok(n) => n,
@@ -473,7 +522,7 @@ fn run(hw: &'static Hw, plan: &Plan) {
                 "NVML not usable ({name}: {e} not found in it): GPU counters are not sampled, capture goes on"
             ));
             hw.set_status(format!("off: {name}: {e} not found in it"));
-            return;
+            return None;
         }
     };
     if let Err(e) = nvml.init() {
@@ -482,8 +531,14 @@ fn run(hw: &'static Hw, plan: &Plan) {
             "NVML could not start ({e}): GPU counters are not sampled, capture goes on"
         ));
         hw.set_status(format!("off: {e}"));
-        return;
+        return None;
     }
+    Some((nvml, name))
+}
+
+/// The handles of the devices this process uses (a device NVML does not know is said and left out).
+fn devices(hw: &Hw, plan: &Plan, nvml: &Nvml) -> Vec<Live> {
+    use crate::say::say;
     let mut live: Vec<Live> = Vec::new();
     for t in &plan.targets {
         let handle = if !t.uuid.is_empty() {
@@ -522,14 +577,13 @@ fn run(hw: &'static Hw, plan: &Plan) {
             }
         }
     }
-    if live.is_empty() {
-        hw.set_status("off: NVML knows none of this process's devices".into());
-        return;
-    }
-    let list: Vec<String> = live.iter().map(|l| l.device.to_string()).collect();
-    hw.set_status(format!("sampled gpu {} at {} Hz with {name}", list.join(", "), plan.hz));
-    // The ceiling, once: what the SM clock is compared with.
-    for l in &live {
+    live
+}
+
+/// The ceiling, once: what the SM clock is compared with.
+fn record_max_clocks(hw: &Hw, nvml: &Nvml, live: &[Live]) {
+    use crate::say::say;
+    for l in live {
         match nvml.max_clock(l.handle, api::CLOCK_SM) {
             Ok(v) => hw.push(Sample {
                 realtime_ns: realtime_ns(),
@@ -547,80 +601,55 @@ fn run(hw: &'static Hw, plan: &Plan) {
             }
         }
     }
-    let mut xid = XidEvents::open(hw, &nvml, &live);
-    let period = Duration::from_nanos(1_000_000_000 / plan.hz as u64);
-    let mut next = Instant::now();
-    while !hw.sampler.stop_requested() {
-        for l in &mut live {
-            let mut lost = false;
-            l.probes.retain(|&p| {
-                if lost {
-                    return false;
+}
+
+/// One round of `l`'s probes: a probe that fails is dropped (said on stderr and
+/// counted); a lost GPU drops them all.
+fn sample(hw: &Hw, nvml: &Nvml, l: &mut Live) {
+    use crate::say::say;
+    let mut lost = false;
+    l.probes.retain(|&p| {
+        if lost {
+            return false;
+        }
+        match p.read(nvml, l.handle) {
+            Ok(v) => {
+                let t = realtime_ns();
+                for (i, &s) in p.series().iter().enumerate() {
+                    hw.push(Sample {
+                        realtime_ns: t,
+                        device: l.device,
+                        series: s,
+                        value: v[i],
+                    });
                 }
-                match p.read(&nvml, l.handle) {
-                    Ok(v) => {
-                        let t = realtime_ns();
-                        for (i, &s) in p.series().iter().enumerate() {
-                            hw.push(Sample {
-                                realtime_ns: t,
-                                device: l.device,
-                                series: s,
-                                value: v[i],
-                            });
-                        }
-                        true
-                    }
-                    Err(e) if e.code == api::ERROR_GPU_IS_LOST => {
-                        lost = true;
-                        false
-                    }
-                    Err(e) => {
-                        let n = names(p.series());
-                        hw.fail(l.device, &n, &e);
-                        let what = if e.code == api::ERROR_NOT_SUPPORTED {
-                            "not supported on this GPU, that series is not recorded"
-                        } else {
-                            "that series stops"
-                        };
-                        say(&format!("gpu{} {n}: {e}; {what}, capture goes on", l.device));
-                        false
-                    }
-                }
-            });
-            if lost {
-                let e = CallError::described("NVML", api::ERROR_GPU_IS_LOST, "the GPU is lost");
-                hw.fail(l.device, "all series", &e);
-                say(&format!(
-                    "gpu{}: NVML reports the GPU lost (fallen off the bus); its counters stop, capture goes on",
-                    l.device
-                ));
-                l.probes.clear();
+                true
+            }
+            Err(e) if e.code == api::ERROR_GPU_IS_LOST => {
+                lost = true;
+                false
+            }
+            Err(e) => {
+                let n = names(p.series());
+                hw.fail(l.device, &n, &e);
+                let what = if e.code == api::ERROR_NOT_SUPPORTED {
+                    "not supported on this GPU, that series is not recorded"
+                } else {
+                    "that series stops"
+                };
+                say(&format!("gpu{} {n}: {e}; {what}, capture goes on", l.device));
+                false
             }
         }
-        // After the probes, so that the XID of a GPU found lost this round
-        // (XID 79, fallen off the bus) is still taken.
-        if let Some(x) = &xid {
-            if let Err(e) = x.poll(hw) {
-                for &(_, device) in &x.devices {
-                    hw.fail(device, metric::XID, &e);
-                }
-                say(&format!("{} ({e}): XID errors stop being recorded, capture goes on", metric::XID));
-                xid = None;
-            }
-        }
-        live.retain(|l| !l.probes.is_empty());
-        if live.is_empty() {
-            hw.set_status(format!("{}; every series stopped (see the loss records)", hw.status()));
-            return;
-        }
-        // Ticks missed (a slow call, a stopped process) are skipped, not
-        // caught up in a burst.
-        next += period;
-        let now = Instant::now();
-        if next < now {
-            next = now + period;
-        }
-        hw.sampler.sleep_until(next);
+    });
+    if lost {
+        let e = CallError::described("NVML", api::ERROR_GPU_IS_LOST, "the GPU is lost");
+        hw.fail(l.device, "all series", &e);
+        say(&format!(
+            "gpu{}: NVML reports the GPU lost (fallen off the bus); its counters stop, capture goes on",
+            l.device
+        ));
+        l.probes.clear();
     }
 }
 
