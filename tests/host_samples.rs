@@ -283,21 +283,6 @@ fn a_python_job_without_cuda_gets_a_trace_of_its_samples() {
     assert!(text(&out.stderr).contains("no trace was written"), "{}", text(&out.stderr));
 }
 
-fn have_torch(py: &str) -> bool {
-    let ok = Command::new(py)
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but `import torch` fails: .ci/run installs PyTorch (CPU) for these tests"
-        );
-        common::skip(&format!("no PyTorch for {py} (pip install torch)"));
-    }
-    ok
-}
-
 /// A real PyTorch DataLoader whose two workers burn CPU per sample while
 /// the training loop waits for batches and the GPU idles: input-bound, the
 /// workers' CPU counted, the wait named in the data loader. The job marks
@@ -308,7 +293,8 @@ fn have_torch(py: &str) -> bool {
 #[test]
 fn a_dataloader_with_busy_workers_is_input_bound() {
     let Some(py) = python() else { return };
-    if !have_torch(&py) {
+    // `py` is python3's own executable, so python3's modules are its modules.
+    if !common::have_python_module("torch") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

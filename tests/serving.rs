@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::prometheus::{tool, Prometheus};
 use common::{agent_lib, doubles, gputrace_lines, text, trace_files};
 
 /// `python3` with `prometheus_client`, or `None` (a skip, said; a failure under `CI=true`).
@@ -344,7 +345,7 @@ fn off_means_no_probe_and_no_file() {
 #[test]
 fn quantiles_equal_a_real_prometheus_servers() {
     let Some(py) = python() else { return };
-    let Some(prom) = prometheus_bin() else { return };
+    let Some(prom) = tool("prometheus") else { return };
     let dir = tempfile::tempdir().unwrap();
     let port_file = dir.path().join("port");
     let script = format!(
@@ -365,7 +366,12 @@ fn quantiles_equal_a_real_prometheus_servers() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let port: u16 = std::fs::read_to_string(&port_file).unwrap().trim().parse().unwrap();
-    let prom = Prometheus::start(&prom, port);
+    let prom = Prometheus::start(&prom, format!("127.0.0.1:{port}").parse().unwrap(), Duration::from_millis(200));
+    let until = Instant::now() + Duration::from_secs(60);
+    while query_scalar_or_none(&prom, "count(vllm_e2e_request_latency_seconds_bucket)") != Some(10.0) {
+        assert!(Instant::now() < until, "prometheus never scraped the histogram server");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // gputrace's reading of the same page.
     let url = gputrace_serving::http::Url::parse(&format!("http://127.0.0.1:{port}/metrics")).unwrap();
@@ -379,7 +385,7 @@ fn quantiles_equal_a_real_prometheus_servers() {
     assert_eq!(buckets.len(), 10);
     for q in [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999] {
         // Prometheus stores the OpenMetrics spelling (underscore).
-        let theirs = prom.query_scalar(&format!("histogram_quantile({q}, vllm_e2e_request_latency_seconds_bucket)"));
+        let theirs = query_scalar(&prom, &format!("histogram_quantile({q}, vllm_e2e_request_latency_seconds_bucket)"));
         let ours = gputrace_analysis::serving::histogram_quantile(q, &buckets).map(|x| x.seconds);
         match ours {
             Some(v) => assert!(
@@ -394,95 +400,17 @@ fn quantiles_equal_a_real_prometheus_servers() {
     let _ = server.wait();
 }
 
-fn prometheus_bin() -> Option<PathBuf> {
-    let found =
-        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("prometheus")).find(|p| p.is_file()));
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but `prometheus` is not installed (.ci/run installs Debian's prometheus package)"
-        );
-        common::skip("`prometheus` is not installed (apt-get install prometheus)");
-    }
-    found
+/// The value of a query answered by one sample, if so.
+fn query_scalar_or_none(prom: &Prometheus, q: &str) -> Option<f64> {
+    let result = prom.query(q);
+    (result.len() == 1).then(|| result[0].1)
 }
 
-/// `GET path` on loopback `port`: status and body.
-fn http_get(port: u16, path: &str) -> Option<(u32, String)> {
-    let url = gputrace_serving::http::Url::parse(&format!("http://127.0.0.1:{port}{path}")).ok()?;
-    match gputrace_serving::http::get(&url, Duration::from_secs(5)) {
-        Ok(body) => Some((200, body)),
-        Err(_) => None,
-    }
-}
-
-/// A Prometheus server on loopback scraping one target every 200 ms, stopped on drop.
-struct Prometheus {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(bin: &Path, target: u16) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 200ms\n  scrape_timeout: 150ms\nscrape_configs:\n  - job_name: server\n    \
-                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
-            ),
-        )
-        .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let p = Prometheus { child, port, _dir: dir };
-        let until = Instant::now() + Duration::from_secs(60);
-        loop {
-            let q = p.query("count(vllm_e2e_request_latency_seconds_bucket)");
-            if q.as_deref().is_some_and(|v| v.contains("\"10\"")) {
-                break;
-            }
-            assert!(Instant::now() < until, "prometheus never scraped the histogram server: {q:?}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        p
-    }
-
-    fn query(&self, q: &str) -> Option<String> {
-        let enc: String = q
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        http_get(self.port, &format!("/api/v1/query?query={enc}")).map(|r| r.1)
-    }
-
-    /// The value of a query whose answer is one sample.
-    fn query_scalar(&self, q: &str) -> f64 {
-        let body = self.query(q).unwrap_or_else(|| panic!("query {q} failed"));
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        let result = v["data"]["result"].as_array().unwrap_or_else(|| panic!("{body}"));
-        assert_eq!(result.len(), 1, "{body}");
-        result[0]["value"][1].as_str().unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The value of a query whose answer is one sample.
+fn query_scalar(prom: &Prometheus, q: &str) -> f64 {
+    let result = prom.query(q);
+    assert_eq!(result.len(), 1, "{q}: {result:?}");
+    result[0].1
 }
 
 /// A PyTorch profiler (Kineto) trace of a serving loop gets iterations and bubbles from
@@ -546,14 +474,7 @@ fn parquet_serving_table_agrees(traces: &Path, s: &serde_json::Value) {
     if !common::have_python_module("duckdb") {
         return;
     }
-    let pq = traces.with_file_name("pq");
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(["export", "--format", "parquet", "--job", "srv", "-o"])
-        .arg(&pq)
-        .arg(traces)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pq = common::parquet_export(traces, "srv");
     let sql = r#"
 import duckdb, json, sys
 t = f"read_parquet('{sys.argv[1]}/serving/*/*/*.parquet', hive_partitioning=false)"
@@ -565,9 +486,7 @@ rows = duckdb.sql(f"""
 engines = duckdb.sql(f"select distinct engine from {t}").fetchall()
 print(json.dumps({"increase": dict(rows), "engines": engines}))
 "#;
-    let q = Command::new("python3").args(["-c", sql]).arg(&pq).output().unwrap();
-    assert!(q.status.success(), "DuckDB: {}", text(&q.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    let v = common::python_json(sql, &pq);
     let inc = &v["increase"];
     assert_eq!(inc["serving.requests_completed"], s["requests"]["completed"], "{v}");
     assert_eq!(inc["serving.requests_failed"], s["requests"]["failed"], "{v}");

@@ -461,14 +461,7 @@ fn parquet_requests_table_agrees(traces: &std::path::Path, m: &Value) {
     if !common::have_python_module("duckdb") {
         return;
     }
-    let pq = traces.with_file_name("pq");
-    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
-        .args(["export", "--format", "parquet", "--job", "srv", "-o"])
-        .arg(&pq)
-        .arg(traces)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pq = common::parquet_export(traces, "srv");
     let sql = r#"
 import duckdb, json, sys
 t = f"read_parquet('{sys.argv[1]}/requests/*/*/*.parquet', hive_partitioning=false)"
@@ -487,9 +480,7 @@ print(json.dumps({"one": [int(x) for x in one],
                   "e2e": [rank("e2e_ns", q) for q in (0.5, 0.95, 0.99)],
                   "queue_p50": rank("queue_ns", 0.5)}))
 "#;
-    let q = Command::new("python3").args(["-c", sql]).arg(&pq).output().unwrap();
-    assert!(q.status.success(), "DuckDB: {}", text(&q.stderr));
-    let v: Value = serde_json::from_slice(&q.stdout).unwrap();
+    let v = common::python_json(sql, &pq);
     let one: Vec<u64> = v["one"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
     assert_eq!(one[0], m["requests"]["completed"].as_u64().unwrap(), "{v}");
     assert_eq!(one[1], m["requests"]["failed"].as_u64().unwrap(), "{v}");

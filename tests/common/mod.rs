@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod chromium;
+pub mod prometheus;
 pub mod skip;
 pub use skip::skip;
 
@@ -183,4 +184,24 @@ pub fn have_python_module(module: &str) -> bool {
         skip(&format!("no {module} for python3"));
     }
     ok
+}
+
+/// `gputrace export --format parquet --job JOB` of `traces` into `pq` beside it; the directory.
+pub fn parquet_export(traces: &Path, job: &str) -> PathBuf {
+    let pq = traces.with_file_name("pq");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputrace"))
+        .args(["export", "--format", "parquet", "--job", job, "-o"])
+        .arg(&pq)
+        .arg(traces)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    pq
+}
+
+/// What a Python script (`python3 -c script arg`) prints as JSON; its failure fails the test.
+pub fn python_json(script: &str, arg: &Path) -> serde_json::Value {
+    let q = Command::new("python3").args(["-c", script]).arg(arg).output().unwrap();
+    assert!(q.status.success(), "python3: {}", text(&q.stderr));
+    serde_json::from_slice(&q.stdout).unwrap()
 }
