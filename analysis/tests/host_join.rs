@@ -19,13 +19,7 @@ fn kernel(w: &mut TraceWriter<Vec<u8>>, start: u64, end: u64) {
         stream: StreamId(7),
         correlation: CorrelationId(0),
         name,
-        grid: [1; 3],
-        block: [1; 3],
-        static_shared_mem: 0,
-        dynamic_shared_mem: 0,
-        registers: 0,
-        graph_id: 0,
-        graph_node_id: 0,
+        ..Kernel::default()
     }))
     .unwrap();
 }

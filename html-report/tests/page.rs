@@ -20,13 +20,7 @@ fn names_from_a_hostile_trace_do_not_inject_markup() {
         stream: StreamId(7),
         correlation: CorrelationId(0),
         name,
-        grid: [1; 3],
-        block: [1; 3],
-        static_shared_mem: 0,
-        dynamic_shared_mem: 0,
-        registers: 0,
-        graph_id: 0,
-        graph_node_id: 0,
+        ..Kernel::default()
     }))
     .unwrap();
     let trace = TraceFile::from_bytes("x.gtrace", w.finish(Trailer::default()).unwrap()).unwrap();
@@ -221,13 +215,7 @@ fn a_page_without_host_samples_says_why_it_has_no_flame_graph() {
             stream: StreamId(7),
             correlation: CorrelationId(0),
             name,
-            grid: [1; 3],
-            block: [1; 3],
-            static_shared_mem: 0,
-            dynamic_shared_mem: 0,
-            registers: 0,
-            graph_id: 0,
-            graph_node_id: 0,
+            ..Kernel::default()
         }))
         .unwrap();
         w.finish(Trailer::default()).unwrap()
