@@ -5,14 +5,13 @@
 //! fails the tests instead of skipping them.
 
 use serde_json::Value;
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::prometheus::{free_port, tool, Prometheus};
+use common::prometheus::{free_port, promtool_check, tool, Prometheus};
 use common::{agent_lib, doubles, gputrace, text};
 
 fn report_json(dir: &Path) -> Value {
@@ -28,18 +27,7 @@ fn offline_metrics_pass_promtool_and_equal_the_report() {
     let out = gputrace(&["metrics", "--job", "demo \"job\"", dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let exposition = text(&out.stdout);
-    if let Some(promtool) = tool("promtool") {
-        let mut check = Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        check.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
-        let r = check.wait_with_output().unwrap();
-        assert!(r.status.success(), "promtool check metrics: {}{}", text(&r.stdout), text(&r.stderr));
-    }
+    promtool_check(&exposition);
     let report = report_json(dir.path());
     for rank in report["ranks"].as_array().unwrap() {
         for d in rank["devices"].as_array().unwrap() {

@@ -274,20 +274,7 @@ fn scrapes_hold_what_the_server_did_on_the_gpu_timeline_clock() {
             "{want}\n{prom}"
         );
     }
-    if let Some(promtool) =
-        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("promtool")).find(|p| p.is_file()))
-    {
-        let mut c = Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(c.stdin.as_mut().unwrap(), prom.as_bytes()).unwrap();
-        let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "promtool: {}{}", text(&o.stdout), text(&o.stderr));
-    }
+    common::prometheus::promtool_check(&prom);
 }
 
 #[test]

@@ -293,19 +293,6 @@ fn request_marks_give_exact_per_request_numbers() {
     assert_eq!(ttft_line.split_whitespace().nth(1), Some("11"), "{ttft_line}");
 }
 
-/// `promtool`, or `None` (a skip; under `CI=true` a failure).
-fn promtool() -> Option<std::path::PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("promtool")).find(|p| p.is_file()));
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but promtool is not installed"
-        );
-        common::skip("`promtool` is not installed (apt-get install prometheus)");
-    }
-    found
-}
-
 /// The value of the one sample of family `name` whose labels include every one of `labels`.
 fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     let found: Vec<f64> = exposition
@@ -333,18 +320,7 @@ fn metrics_carry_the_marks(traces: &std::path::Path, m: &Value) {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let e = text(&out.stdout);
-    if let Some(promtool) = promtool() {
-        let mut check = Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut check.stdin.take().unwrap(), e.as_bytes()).unwrap();
-        let r = check.wait_with_output().unwrap();
-        assert!(r.status.success(), "promtool check metrics: {}{}", text(&r.stdout), text(&r.stderr));
-    }
+    common::prometheus::promtool_check(&e);
     let f = |v: &Value| v.as_f64().unwrap();
     for outcome in ["completed", "failed"] {
         assert_eq!(

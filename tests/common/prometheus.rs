@@ -117,3 +117,24 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
     }
 }
+
+/// `promtool check metrics` accepts `exposition` (skipped without promtool; a failure
+/// under `CI=true`).
+pub fn promtool_check(exposition: &str) {
+    let Some(promtool) = tool("promtool") else { return };
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
+    let r = check.wait_with_output().unwrap();
+    assert!(
+        r.status.success(),
+        "promtool check metrics: {}{}",
+        super::text(&r.stdout),
+        super::text(&r.stderr)
+    );
+}
