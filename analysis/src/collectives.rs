@@ -355,7 +355,12 @@ pub(crate) fn merge<'a>(
 
 /// Bytes in binary units: `512 B`, `64.00 KiB`, `18.00 GiB`.
 pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    human_bytes_to(b, 2)
+}
+
+/// Bytes in binary units with `decimals` after the point: `512 B`, `18.0 GiB` (1).
+pub fn human_bytes_to(b: u64, decimals: usize) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if b < 1024 {
         return format!("{b} B");
     }
@@ -365,7 +370,7 @@ pub fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    format!("{v:.2} {}", UNITS[u])
+    format!("{v:.decimals$} {}", UNITS[u])
 }
 
 /// "RING×120, TREE×8": most first, then by name.

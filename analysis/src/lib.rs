@@ -68,7 +68,7 @@ mod steps;
 pub mod sweep;
 pub mod units;
 
-pub use collectives::{counts_text, human_bytes, nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
+pub use collectives::{counts_text, human_bytes, human_bytes_to, nccl_tests_factors, NcclTestsFactors, PEER_COPY, UNATTRIBUTED};
 pub use damage::describe_losses;
 pub use error::{AnalysisError, Result};
 pub use findings::state_stake;

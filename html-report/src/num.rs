@@ -144,7 +144,7 @@ impl Num {
             value: json(&v),
             per: None,
             fmt: Fmt::Bytes,
-            text: human_bytes(v),
+            text: gputrace_analysis::human_bytes_to(v, 1),
             sort: v as f64,
             title: Some(format!("{} bytes", group_digits(v))),
         }
@@ -197,21 +197,6 @@ impl Num {
                 data-sort=(self.sort) { (esc_text(&self.text)) }
         }
     }
-}
-
-/// Bytes in binary units: `512 B`, `18.0 GiB`.
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if b < 1024 {
-        return format!("{b} B");
-    }
-    let mut v = b as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
 }
 
 /// `1234567` as `1,234,567`.
