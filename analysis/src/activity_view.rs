@@ -1,8 +1,8 @@
-//! Which GPUs' activity timelines a view of many draws, the text report's timeline
-//! lines, and the check that a device's bins add up to its breakdown. (Apart from
-//! [`crate::activity`], which the report holds, so that the two do not import each other.)
+//! Which GPUs' activity timelines a view of many draws (the text report's timeline
+//! lines and the page's rows), and the check that a device's bins add up to its
+//! breakdown. (Apart from [`crate::activity`], which the report holds, so that the two
+//! do not import each other.)
 
-use crate::activity::{sparkline, Activity};
 use crate::report::{DeviceReport, Report};
 
 /// Whether each class's bins sum to the device's total of that class (the invariant).
@@ -100,60 +100,3 @@ pub fn select(r: &Report, max: usize, also: &[u32]) -> Selection {
 pub const TEXT_ROWS: usize = 32;
 /// Characters per line of the text report's timeline.
 pub const TEXT_COLUMNS: usize = 64;
-
-/// The text report's timeline: one line per device, the compute share of each stretch of
-/// its span as a block character (a space: not traced), so a sawtooth or a pause shows in
-/// a terminal. `color` paints each character by what the rest of its time was.
-pub fn render_text(o: &mut String, r: &Report, color: bool) {
-    use std::fmt::Write as _;
-    let sel = select(r, TEXT_ROWS, &[]);
-    if sel.rows.is_empty() {
-        return;
-    }
-    let title = "GPU activity over time (compute share per stretch of the span: ▁ none … █ all)";
-    let _ = writeln!(
-        o,
-        "\n{}",
-        if color {
-            format!("\x1b[1m{title}\x1b[0m")
-        } else {
-            title.to_string()
-        }
-    );
-    for &(ri, di) in &sel.rows {
-        let (rk, d) = (&r.ranks[ri], &r.ranks[ri].devices[di]);
-        let Some(a) = &d.activity else { continue };
-        let line = sparkline(a, TEXT_COLUMNS);
-        let line = if color { paint(a, &line) } else { line };
-        let per = a.len().div_ceil(TEXT_COLUMNS).max(1) as u64 * a.bin_ns;
-        let _ = writeln!(
-            o,
-            "{:>5} {:>4}  {line}  {} per char",
-            rk.rank,
-            d.device,
-            gputrace_format::Nanos(per)
-        );
-    }
-    if let Some(note) = &sel.note {
-        let _ = writeln!(o, "({note}; every GPU's bins are in report --json: activity)");
-    }
-}
-
-/// Each character of `line` coloured by the largest class of its stretch other than
-/// compute (green when compute is the most).
-fn paint(a: &Activity, line: &str) -> String {
-    const COLORS: [&str; 7] = ["32", "33", "35", "31", "91", "34", "90"];
-    let per = a.len().div_ceil(TEXT_COLUMNS).max(1);
-    let mut out = String::new();
-    for (k, ch) in line.chars().enumerate() {
-        let mut sum = [0u64; 7];
-        for i in k * per..((k + 1) * per).min(a.len()) {
-            for (s, v) in sum.iter_mut().zip(a.bin(i)) {
-                *s += v;
-            }
-        }
-        let top = (0..7).max_by_key(|&c| (sum[c], std::cmp::Reverse(c))).unwrap_or(0);
-        out.push_str(&format!("\x1b[{}m{ch}\x1b[0m", COLORS[top]));
-    }
-    out
-}

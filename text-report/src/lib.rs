@@ -5,6 +5,10 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod activity;
+mod host;
+mod serving;
+
 use gputrace_analysis::*;
 use gputrace_format::Nanos;
 use std::fmt::Write;
@@ -83,16 +87,16 @@ pub fn render_text(r: &Report, color: bool) -> String {
     render_title(&mut o, r, &st);
     render_hta_banner(&mut o, r, &st);
     render_breakdown(&mut o, r, &st);
-    gputrace_analysis::activity_view::render_text(&mut o, r, color);
+    activity::render_text(&mut o, r, color);
     // A serving job gets its serving section instead of training steps.
     if r.serving.is_empty() {
         render_productive(&mut o, r, &st);
     } else {
-        gputrace_analysis::serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
+        serving::render_serving(&mut o, &r.serving, &|t| st.heading(t));
     }
     render_hardware(&mut o, r, &st);
     render_gaps(&mut o, r, &st);
-    if let Some(host) = gputrace_analysis::host::render_section(r) {
+    if let Some(host) = host::render_section(r) {
         let _ = write!(o, "\n{}\n{host}", st.heading("Host during GPU idle (host samples; docs/host.md)"));
     }
     if r.serving.is_empty() {

@@ -5,12 +5,10 @@
 //! with nothing to serve (headroom). See docs/serving.md.
 
 mod iterations;
-mod render;
 mod requests;
 mod window;
 
 pub use iterations::{iterations, Iteration, Phase, ITERATION_GAP_NS};
-pub use render::render_serving;
 pub use requests::{
     in_server, request_marks, request_rows, trace_request_rows, ExactStat, RequestMarks, RequestRow, SERVER_METRICS,
     SOURCE as REQUEST_MARKS,

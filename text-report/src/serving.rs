@@ -1,6 +1,6 @@
 //! The serving section of `report`'s text.
 
-use super::{GaugeStat, Quantile, ServingReport};
+use gputrace_analysis::serving::{GaugeStat, Quantile, RequestMarks, ServingReport};
 use std::fmt::Write;
 
 fn secs(v: f64) -> String {
@@ -54,7 +54,7 @@ fn share(part: u64, whole: u64) -> String {
 }
 
 /// Append the serving section of each server to `o` (`heading` styles a title).
-pub fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn Fn(&str) -> String) {
+pub(crate) fn render_serving(o: &mut String, reports: &[ServingReport], heading: &dyn Fn(&str) -> String) {
     for r in reports {
         if let (0, Some(m)) = (r.scrapes, &r.request_marks) {
             let _ = writeln!(
@@ -225,7 +225,7 @@ fn render_split_and_cost(o: &mut String, r: &ServingReport) {
 }
 
 /// The exact numbers of a server's request marks.
-fn render_marks(o: &mut String, m: &super::RequestMarks) {
+fn render_marks(o: &mut String, m: &RequestMarks) {
     let q = &m.requests;
     let _ = writeln!(
         o,
